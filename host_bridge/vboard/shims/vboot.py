@@ -1,0 +1,65 @@
+# Boot of the virtual board, as the ESP32 port of MicroPython does it: find the "vfs" data partition, mount it
+# as LittleFS v2 (formatting it on first use), then run boot.py and main.py of the application. Runs in the
+# MicroPython Unix port with the shims' folder first on sys.path.
+
+import os
+import sys
+
+import esp32
+import vboard_state
+import vfs
+
+ROOT = "/flash"
+
+
+def mount_flash():
+    part = esp32.Partition.find(esp32.Partition.TYPE_DATA, label="vfs")[0]
+    try:
+        vfs.mount(vfs.VfsLfs2(part), ROOT)
+    except OSError:
+        sys.stderr.write("vboard: formatting %s (LittleFS v2)\n" % ROOT)
+        vfs.VfsLfs2.mkfs(part)
+        vfs.mount(vfs.VfsLfs2(part), ROOT)
+
+
+def install_config():
+    source = vboard_state.env("VBOARD_CONFIG")
+    if source is None:
+        return
+    with open(source, "rb") as f:
+        wanted = f.read()
+    target = ROOT + "/config.json"
+    try:
+        with open(target, "rb") as f:
+            if f.read() == wanted:
+                return  # unchanged: spare the flash a rewrite
+    except OSError:
+        pass
+    with open(target, "wb") as f:
+        f.write(wanted)
+
+
+def run(path):
+    with open(path) as f:
+        source = f.read()
+    exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
+
+
+def main():
+    mount_flash()
+    install_config()
+    app = vboard_state.env("VBOARD_APP")
+    for folder in vboard_state.env("VBOARD_PATH", "").split(":"):
+        if folder:
+            sys.path.append(folder)
+    sys.path.append(app)
+    for name in ("boot.py", "main.py"):
+        path = app + "/" + name
+        try:
+            os.stat(path)
+        except OSError:
+            continue
+        run(path)
+
+
+main()
