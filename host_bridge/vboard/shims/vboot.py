@@ -48,10 +48,8 @@ def run(path):
 def main():
     mount_flash()
     install_config()
+    # The staged filesystem root of the application: dmqtt/*.mpy, app modules as .mpy, boot.py, main.py.
     app = vboard_state.env("VBOARD_APP")
-    for folder in vboard_state.env("VBOARD_PATH", "").split(":"):
-        if folder:
-            sys.path.append(folder)
     sys.path.append(app)
     for name in ("boot.py", "main.py"):
         path = app + "/" + name

@@ -1,0 +1,102 @@
+"""A Mosquitto broker of our own: started in the foreground on 127.0.0.1 and a free port, with its own config
+file and (optionally) persistence, and stopped by its pid. Used by the demo, the tests and the bench."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from host_bridge.errors import BrokerError
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def mosquitto_executable() -> str:
+    found = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
+    if not found:
+        raise BrokerError("mosquitto is not installed: run `make system-deps` (apt-get install mosquitto)")
+    return found
+
+
+class Mosquitto:
+    def __init__(self, workdir: Path, port: int = 0, persistence: bool = False) -> None:
+        self.workdir = Path(workdir)
+        self.port = port or free_port()
+        self.persistence = persistence
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = self.workdir / "mosquitto.log"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def write_config(self) -> Path:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"listener {self.port} 127.0.0.1",
+            "allow_anonymous true",
+            "log_dest stderr",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            # Queue QoS 1/2 messages for offline persistent sessions without a count limit, so a test that
+            # kills a subscriber loses nothing by configuration.
+            "max_queued_messages 0",
+        ]
+        if os.geteuid() == 0:
+            # Started as root, Mosquitto would switch to the "mosquitto" user and lose access to our files.
+            lines.append(f"user {getpass.getuser()}")
+        if self.persistence:
+            lines += ["persistence true", f"persistence_location {self.workdir}/", "autosave_interval 1"]
+        conf = self.workdir / "mosquitto.conf"
+        conf.write_text("\n".join(lines) + "\n")
+        return conf
+
+    def start(self, timeout: float = 10.0) -> None:
+        conf = self.write_config()
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen([mosquitto_executable(), "-c", str(conf)], stdout=log, stderr=log)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BrokerError(f"mosquitto exited at start (status {self.process.returncode}); see {self.log_path}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise BrokerError(f"mosquitto did not accept connections on {self.address} within {timeout} s")
+
+    def stop(self) -> None:
+        """Terminate our broker (by its pid) and wait; persistence is saved on a clean stop."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> Mosquitto:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
