@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
 
 from host_bridge.broker import Mosquitto
 from host_bridge.errors import HostBridgeError
@@ -41,7 +42,7 @@ class Subscriber:
         host, port = address.rsplit(":", 1)
         self.received: list[mqtt.MQTTMessage] = []
         self.lock = threading.Lock()
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="demo-subscriber")
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="demo-subscriber")
         self.client.on_message = self._on_message
         subscribed = threading.Event()
         self.client.on_subscribe = lambda *args: subscribed.set()
