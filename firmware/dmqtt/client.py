@@ -6,6 +6,9 @@
 
 import select
 
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
 from dmqtt import codec
 
 try:
@@ -32,7 +35,7 @@ class Client:
         self._out = bytearray(_BUF_SIZE)  # every packet is encoded here: nothing allocated per packet
         self._in = bytearray(256)
         self._decoder = codec.StreamDecoder(version, _BUF_SIZE, _BUF_SIZE)
-        self._sock = None
+        self._sock = None  # type: Any  # the stream given to connect()
         self._poller = select.poll()
         self._timeout_ms = timeout_ms
         self._next_pid = 0
