@@ -84,7 +84,8 @@ class Client:
 
     def _expect_ack(self, ptype, pid):
         _ptype, body = self._expect(ptype)
-        got, reason, _props = codec.decode_ack(ptype, body, self.version)
+        got = codec.check_ack(ptype, body, self.version)
+        reason = codec.ack_reason(body)
         if got != pid:
             raise MQTTError("%s for packet id %d while waiting for %d" % (codec.NAMES[ptype], got, pid))
         if reason >= 0x80:

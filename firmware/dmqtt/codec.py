@@ -287,15 +287,21 @@ def _props_block_size(version, props):
     return varint_size(size) + size
 
 
-def _start(into, first_byte, remaining):
-    """Allocate (or check) the output buffer and write the fixed header; returns (buffer, position)."""
+def _start(into, remaining):
+    """The output buffer: the caller's (checked for room) or a new one."""
     total = 1 + varint_size(remaining) + remaining
     if into is None:
-        into = bytearray(total)
-    elif len(into) < total:
+        return bytearray(total)
+    if len(into) < total:
         raise CodecError("output buffer too small: %d bytes needed" % total)
-    into[0] = first_byte
-    return into, put_varint(into, 1, remaining)
+    return into
+
+
+def _header(buf, first_byte, remaining):
+    """Write the fixed header; returns the position after it. (Two calls rather than one returning a tuple,
+    so that encoding into a caller's buffer allocates nothing on MicroPython.)"""
+    buf[0] = first_byte
+    return put_varint(buf, 1, remaining)
 
 
 def _finish(into, buf, pos):
@@ -321,7 +327,8 @@ def encode_publish(topic, payload, qos=0, pid=0, retain=False, dup=False, versio
     topic = _utf8(topic)
     _check_out_topic(topic, version == V5 and props is not None and TOPIC_ALIAS in props)
     remaining = 2 + len(topic) + (2 if qos else 0) + _props_block_size(version, props) + len(payload)
-    buf, pos = _start(into, 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), remaining)
+    buf = _start(into, remaining)
+    pos = _header(buf, 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), remaining)
     pos = _put_field(buf, pos, topic)
     if qos:
         pos = _put_u16(buf, pos, pid)
@@ -355,7 +362,8 @@ def encode_ack(ptype, pid, reason=SUCCESS, version=V311, props=None, into=None):
     else:
         remaining = 2
     # PUBREL's reserved flags are 0010 [MQTT-3.6.1-1]; the others are 0000 [MQTT-2.2.2-1].
-    buf, pos = _start(into, (ptype << 4) | (0x02 if ptype == PUBREL else 0), remaining)
+    buf = _start(into, remaining)
+    pos = _header(buf, (ptype << 4) | (0x02 if ptype == PUBREL else 0), remaining)
     pos = _put_u16(buf, pos, pid)
     if remaining > 2:
         buf[pos] = reason
@@ -412,7 +420,8 @@ def encode_connect(
     if password is not None:
         flags |= 0x40
         remaining += 2 + len(password)
-    buf, pos = _start(into, CONNECT << 4, remaining)
+    buf = _start(into, remaining)
+    pos = _header(buf, CONNECT << 4, remaining)
     pos = _put_field(buf, pos, name)
     buf[pos] = version
     buf[pos + 1] = flags
@@ -437,7 +446,8 @@ def encode_connack(session_present, code=0, version=V311, props=None, into=None)
     elif not 0 <= code <= 5:
         raise CodecError("CONNACK return code must be 0..5 in 3.1/3.1.1")
     remaining = 2 + _props_block_size(version, props)
-    buf, pos = _start(into, CONNACK << 4, remaining)
+    buf = _start(into, remaining)
+    pos = _header(buf, CONNACK << 4, remaining)
     # MQTT 3.1 has no session-present flag: its first variable-header byte is reserved.
     buf[pos] = 1 if (session_present and version != V31) else 0
     buf[pos + 1] = code
@@ -460,7 +470,8 @@ def encode_subscribe(pid, topics, version=V311, props=None, into=None):
         _check_sub_options(options, version)
         encoded.append((data, options))
         remaining += 3 + len(data)
-    buf, pos = _start(into, (SUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.8.1-1]
+    buf = _start(into, remaining)
+    pos = _header(buf, (SUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.8.1-1]
     pos = _put_u16(buf, pos, pid)
     if version == V5:
         pos = _put_props(buf, pos, props, _props_size(props))
@@ -479,7 +490,8 @@ def encode_suback(pid, codes, version=V311, props=None, into=None):
         elif code not in (0, 1, 2, 0x80):
             raise CodecError("SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]" % code)
     remaining = 2 + _props_block_size(version, props) + len(codes)
-    buf, pos = _start(into, SUBACK << 4, remaining)
+    buf = _start(into, remaining)
+    pos = _header(buf, SUBACK << 4, remaining)
     pos = _put_u16(buf, pos, pid)
     if version == V5:
         pos = _put_props(buf, pos, props, _props_size(props))
@@ -495,7 +507,8 @@ def encode_unsubscribe(pid, filters, version=V311, props=None, into=None):
     for data in encoded:
         _check_filter(data)
     remaining = 2 + _props_block_size(version, props) + sum(2 + len(d) for d in encoded)
-    buf, pos = _start(into, (UNSUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.10.1-1]
+    buf = _start(into, remaining)
+    pos = _header(buf, (UNSUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.10.1-1]
     pos = _put_u16(buf, pos, pid)
     if version == V5:
         pos = _put_props(buf, pos, props, _props_size(props))
@@ -515,7 +528,8 @@ def encode_unsuback(pid, codes=(), version=V311, props=None, into=None):
         raise CodecError("UNSUBACK reason codes need MQTT 5.0")
     else:
         remaining = 2
-    buf, pos = _start(into, UNSUBACK << 4, remaining)
+    buf = _start(into, remaining)
+    pos = _header(buf, UNSUBACK << 4, remaining)
     pos = _put_u16(buf, pos, pid)
     if version == V5:
         pos = _put_props(buf, pos, props, _props_size(props))
@@ -527,7 +541,8 @@ def encode_empty(ptype, into=None):
     """PINGREQ, PINGRESP, and the 3.1/3.1.1 DISCONNECT: a fixed header with Remaining Length 0."""
     if ptype not in (PINGREQ, PINGRESP, DISCONNECT):
         raise CodecError("packet type %d has a body" % ptype)
-    buf, pos = _start(into, ptype << 4, 0)
+    buf = _start(into, 0)
+    pos = _header(buf, ptype << 4, 0)
     return _finish(into, buf, pos)
 
 
@@ -552,7 +567,8 @@ def _encode_reason_only(ptype, allowed, reason, version, props, into):
         remaining = 1 + _props_block_size(version, props)
     elif reason:
         remaining = 1
-    buf, pos = _start(into, ptype << 4, remaining)
+    buf = _start(into, remaining)
+    pos = _header(buf, ptype << 4, remaining)
     if remaining:
         buf[pos] = reason
         pos += 1
@@ -634,12 +650,13 @@ def _str_at(body, pos):
 
 
 def _decode_utf8(raw):
-    if b"\x00" in raw:
-        raise _malformed("UTF-8 string contains U+0000 [MQTT-1.5.3-2]")
     try:
-        return str(raw, "utf-8")
+        text = str(raw, "utf-8")
     except UnicodeError:
         raise _malformed("invalid UTF-8 [MQTT-1.5.3-1]")
+    if "\x00" in text:
+        raise _malformed("UTF-8 string contains U+0000 [MQTT-1.5.3-2]")
+    return text
 
 
 def _props_at(body, pos, ptype):
@@ -748,25 +765,35 @@ def decode_publish(flags, body, version=V311):
     return topic, pid, memoryview(body)[pos:], props
 
 
-def decode_ack(ptype, body, version=V311):
-    """PUBACK/PUBREC/PUBREL/PUBCOMP -> (packet id, reason code, properties or None).
-    MQTT 5.0 allows lengths 2 (Success), 3 (reason) and 4+ (reason and properties); 3.1.1 only 2."""
+def check_ack(ptype, body, version=V311):
+    """Validate a PUBACK/PUBREC/PUBREL/PUBCOMP body and return its packet id; ack_reason() gives the reason.
+    Allocates nothing unless the ack carries properties (the board's hot path). MQTT 5.0 allows lengths 2
+    (Success), 3 (reason) and 4+ (reason and properties); 3.1 and 3.1.1 only 2."""
     pid = _pid_at(body, 0)
     n = len(body)
     if version != V5:
         if n != 2:
             raise _malformed("acknowledgement of length %d (must be 2)" % n)
-        return pid, SUCCESS, None
-    reason = SUCCESS
-    props = None
+        return pid
     if n > 2:
         reason = body[2]
         if reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
             raise _protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
         if n > 3:
-            props, pos = _props_at(body, 3, ptype)
-            _expect_end(body, pos)
-    return pid, reason, props
+            _expect_end(body, _props_at(body, 3, ptype)[1])
+    return pid
+
+
+def ack_reason(body):
+    """The reason code of a checked acknowledgement: Success when the short form omits it."""
+    return body[2] if len(body) > 2 else SUCCESS
+
+
+def decode_ack(ptype, body, version=V311):
+    """PUBACK/PUBREC/PUBREL/PUBCOMP -> (packet id, reason code, properties or None)."""
+    pid = check_ack(ptype, body, version)
+    props = _props_at(body, 3, ptype)[0] if version == V5 and len(body) > 3 else None
+    return pid, ack_reason(body), props
 
 
 def decode_connect(body):
@@ -939,6 +966,7 @@ _WANT_TYPE = const(0)
 _WANT_LENGTH = const(1)
 _WANT_BODY = const(2)
 _FAILED = const(3)
+_SMALL_BODY = const(16)
 
 
 class StreamDecoder:
@@ -955,10 +983,15 @@ class StreamDecoder:
     def __init__(self, version=V311, max_packet_size=65536, capacity=None):
         self.version = version
         self.max_packet_size = max_packet_size
-        self._buf = bytearray(capacity if capacity is not None else min(max_packet_size, 1024))
-        self._mv = memoryview(self._buf)
+        self._use(bytearray(capacity if capacity is not None else min(max_packet_size, 1024)))
         self._reset()
         self._error = None
+
+    def _use(self, buf):
+        self._buf = buf
+        self._mv = memoryview(buf)
+        # Views of the first n bytes for small bodies, made once: acks and pings then cost no allocation.
+        self._small = [self._mv[0:n] for n in range(_SMALL_BODY)]
 
     def _reset(self):
         self._state = _WANT_TYPE
@@ -969,7 +1002,7 @@ class StreamDecoder:
         self._shift = 0
         self._header = 0
         self._got = 0
-        self.body = self._mv[0:0]
+        self.body = self._small[0]
 
     def feed(self, data, start=0):
         if self._error is not None:
@@ -1012,15 +1045,21 @@ class StreamDecoder:
                         PACKET_TOO_LARGE,
                     )
                 if self._length > len(self._buf):
-                    self._buf = bytearray(self._length)
-                    self._mv = memoryview(self._buf)
+                    self._use(bytearray(self._length))
                 self._state = _WANT_BODY
                 if self._length == 0:
                     return self._complete(pos, start)
             else:
                 take = min(self._length - self._got, end - pos)
-                self._mv[self._got : self._got + take] = memoryview(data)[pos : pos + take]
-                self._got += take
+                got = self._got
+                if take < _SMALL_BODY:
+                    # Byte by byte: slicing would allocate, and small bodies (acks) are the hot path.
+                    buf = self._buf
+                    for i in range(take):
+                        buf[got + i] = data[pos + i]
+                else:
+                    self._mv[got : got + take] = memoryview(data)[pos : pos + take]
+                self._got = got + take
                 pos += take
                 if self._got == self._length:
                     return self._complete(pos, start)
@@ -1028,7 +1067,8 @@ class StreamDecoder:
 
     def _complete(self, pos, start):
         self.ready = True
-        self.body = self._mv[0 : self._length]
+        n = self._length
+        self.body = self._small[n] if n < _SMALL_BODY else self._mv[0:n]
         return pos - start
 
     def packets(self, data):

@@ -1,0 +1,38 @@
+"""Shared fixtures: paths, the MicroPython Unix port, a Mosquitto per test session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from host_bridge.broker import Mosquitto
+from host_bridge.vboard.runner import micropython_executable
+
+REPO = Path(__file__).resolve().parents[1]
+FIRMWARE = REPO / "firmware"
+VECTORS = REPO / "tests" / "vectors"
+APPS = REPO / "tests" / "vboard_apps"
+
+
+def run_micropython(script: Path, *args: str, heap: str = "16M", timeout: float = 120) -> str:
+    """Run a script on the MicroPython Unix port with firmware/ importable; return stdout, fail on error."""
+    env = dict(os.environ, MICROPYPATH=f"{FIRMWARE}:{script.parent}")
+    result = subprocess.run(
+        [micropython_executable(), "-X", f"heapsize={heap}", str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, f"micropython failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
+    with Mosquitto(tmp_path_factory.mktemp("mosquitto")) as broker:
+        yield broker
