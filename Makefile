@@ -51,8 +51,12 @@ test: system-deps $(STAMP) lint
 demo: system-deps $(STAMP)
 	$(BIN)/python -m host_bridge.demo
 
-bench: system-deps $(STAMP)
+bench: $(STAMP)
 	$(BIN)/python tools/bench_codec.py
+
+# Long campaigns that do not fit in `make test`: thousands of power cuts.
+soak: system-deps $(STAMP)
+	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .hypothesis

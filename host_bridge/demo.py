@@ -36,9 +36,9 @@ BOARDS = (
 
 
 class Subscriber:
-    """paho-mqtt subscriber on sensors/# at QoS 2, recording each delivery."""
+    """paho-mqtt subscriber at QoS 2 (on sensors/# by default), recording each delivery."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, topic: str = "sensors/#") -> None:
         host, port = address.rsplit(":", 1)
         self.received: list[mqtt.MQTTMessage] = []
         self.lock = threading.Lock()
@@ -47,7 +47,7 @@ class Subscriber:
         subscribed = threading.Event()
         self.client.on_subscribe = lambda *args: subscribed.set()
         self.client.connect(host, int(port))
-        self.client.subscribe("sensors/#", qos=2)
+        self.client.subscribe(topic, qos=2)
         self.client.loop_start()
         if not subscribed.wait(10):
             raise HostBridgeError("the demo subscriber got no SUBACK from the broker")

@@ -36,11 +36,10 @@ def run(cfg):
     start = time.ticks_ms()
     for seq in range(cfg["count"]):
         body = {"dev": cfg["client_id"], "seq": seq, "t": time.ticks_ms(), "reading": reading(seq)}
+        if cfg["payload_bytes"]:
+            body["pad"] = ""
+            body["pad"] = "x" * max(0, cfg["payload_bytes"] - len(json.dumps(body)))
         text = json.dumps(body)
-        pad = cfg["payload_bytes"] - len(text) - 10
-        if pad > 0:
-            body["pad"] = "x" * pad
-            text = json.dumps(body)
         client.publish(topic, text.encode(), cfg["qos"])
         if cfg["interval_ms"]:
             time.sleep_ms(cfg["interval_ms"])

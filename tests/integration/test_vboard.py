@@ -1,0 +1,302 @@
+"""The virtual ESP32 board: emulated NOR flash semantics, power cuts, LittleFS durability, the paced and noisy
+serial line, and the `host-bridge vboard` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import subprocess
+import sys
+import time
+import tty
+from pathlib import Path
+
+import pytest
+
+from host_bridge.vboard import POWER_CUT_EXIT_STATUS, BoardDefinition, LineFaults, VirtualBoard
+from tests.conftest import APPS, REPO
+
+SIM = BoardDefinition.load("sim")
+MQTTLOG = next(p for p in SIM.partitions if p.label == "mqttlog")
+
+
+def run_app(
+    tmp_path: Path, app: str, config: dict[str, object], timeout: float = 60, **kwargs: object
+) -> tuple[int, str, VirtualBoard]:
+    conf = tmp_path / "config.json"
+    conf.write_text(json.dumps(config))
+    board = VirtualBoard(
+        flash=tmp_path / "board.flash",
+        config=conf,
+        app=APPS / app,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    board.start()
+    assert board.process is not None
+    out, _ = board.process.communicate(timeout=timeout)
+    code = board.wait()
+    board.close()
+    return code, out.decode(), board
+
+
+def ops_env(ops: list[list[object]]) -> dict[str, str]:
+    return {"FLASH_OPS": json.dumps(ops)}
+
+
+def flash_bytes(tmp_path: Path, offset: int, length: int) -> bytes:
+    with open(tmp_path / "board.flash", "rb") as f:
+        f.seek(offset)
+        return f.read(length)
+
+
+# --- emulated NOR flash -------------------------------------------------------------------------------------
+
+
+def test_new_flash_is_erased_and_vfs_is_formatted_as_littlefs(tmp_path: Path) -> None:
+    code, out, board = run_app(tmp_path, "console", {"client_id": "b1"})
+    assert code == 0, out
+    assert "formatting /flash (LittleFS v2)" in out
+    assert (tmp_path / "board.flash").stat().st_size == SIM.flash_size
+    assert flash_bytes(tmp_path, MQTTLOG.offset, MQTTLOG.size) == b"\xff" * MQTTLOG.size
+    stats = board.stats()
+    assert stats["vfs"]["blocks_erased"] >= 2 and stats["vfs"]["bytes_programmed"] > 0
+    assert stats["mqttlog"] == dict.fromkeys(stats["mqttlog"], 0)
+    # The second boot mounts what the first formatted.
+    code, out, _ = run_app(tmp_path, "console", {"client_id": "b1"})
+    assert code == 0 and "formatting" not in out and "boot 2" in out
+
+
+def test_programming_clears_bits_only_and_reports_programming_without_erase(tmp_path: Path) -> None:
+    ops = [["program", 0, 10, "0f"], ["program", 0, 10, "0f"], ["program", 0, 10, "f0"], ["read", 0, 10, 1]]
+    code, out, board = run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops))
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if not line.startswith("flash:")]
+    # Same value again is fine (no bit goes 0 -> 1); 0xF0 over 0x0F needs an erase: reported as EIO.
+    assert lines[-5:] == ["ok program", "ok program", "error program 5", "read 00", "ok read"]
+    assert "flash: program over non-erased byte at 0x%x" % (MQTTLOG.offset + 10) in out
+    # As on real NOR flash the cell ends as old AND new.
+    assert flash_bytes(tmp_path, MQTTLOG.offset + 10, 1) == b"\x00"
+    stats = board.stats()["mqttlog"]
+    assert stats["program_violations"] == 1 and stats["program_ops"] == 3 and stats["bytes_programmed"] == 3
+
+
+def test_erase_restores_ff_and_counts_per_partition(tmp_path: Path) -> None:
+    ops = [["program", 1, 0, "00" * 64], ["erase", 1], ["program", 1, 0, "a5"]]
+    code, out, board = run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops))
+    assert code == 0 and "error" not in out, out
+    assert flash_bytes(tmp_path, MQTTLOG.offset + 4096, 4096) == b"\xa5" + b"\xff" * 4095
+    stats = board.stats()["mqttlog"]
+    assert (stats["blocks_erased"], stats["bytes_programmed"], stats["program_violations"]) == (1, 65, 0)
+
+
+def test_power_cut_inside_a_program_leaves_it_half_done(tmp_path: Path) -> None:
+    # Boot once so the vfs format is not the operation that gets cut.
+    run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env([]))
+    ops = [["program", 2, 0, "00" * 256]]
+    code, out, board = run_app(
+        tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops), cut_at_op=1, seed=3
+    )
+    assert code == POWER_CUT_EXIT_STATUS, out
+    assert "power cut during program of 256 bytes" in out and "ok program" not in out
+    data = flash_bytes(tmp_path, MQTTLOG.offset + 2 * 4096, 256)
+    done = len(data) - len(data.lstrip(b"\x00"))
+    assert 0 <= done < 256 and data[done:] == b"\xff" * (256 - done)
+    assert board.stats()["mqttlog"]["bytes_programmed"] == done
+
+
+def test_power_cut_inside_an_erase_leaves_the_sector_partly_erased(tmp_path: Path) -> None:
+    ops = [["program", 3, 0, "00" * 4096], ["erase", 3]]
+    run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env([]))
+    code, out, _ = run_app(
+        tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops), cut_at_op=2, seed=5
+    )
+    assert code == POWER_CUT_EXIT_STATUS and "power cut during erase of sector" in out, out
+    data = flash_bytes(tmp_path, MQTTLOG.offset + 3 * 4096, 4096)
+    erased = len(data) - len(data.lstrip(b"\xff"))
+    assert 0 <= erased < 4096 and data[erased:] == b"\x00" * (4096 - erased)
+
+
+# `make test` runs 200 power cuts; `make soak` runs POWER_CUTS=5000.
+POWER_CUTS = int(os.environ.get("POWER_CUTS", "200"))
+
+
+def test_littlefs_keeps_every_flushed_record_through_power_cuts(tmp_path: Path) -> None:
+    """Power cut at random program/erase operations, inside LittleFS's own writes; after each, the next boot
+    finds every record whose flush had returned, and nothing corrupt."""
+    rng = random.Random(2026)
+    flushed = 0
+    cuts = 0
+    for run in range(POWER_CUTS):
+        cut = rng.randrange(1, 60)
+        code, out, _ = run_app(tmp_path, "lfs_log", {"client_id": "b"}, cut_at_op=cut, seed=run)
+        lines = out.splitlines()
+        intact = [int(line.split()[1]) for line in lines if line.startswith("intact")]
+        assert intact, f"run {run}: the board did not get to verify the log:\n{out}"
+        assert intact[0] >= flushed, f"run {run}: {flushed} records were flushed, {intact[0]} survived"
+        assert "corrupt" not in out, out
+        done = [int(line.split()[1]) for line in lines if line.startswith("flushed")]
+        flushed = max([flushed, *done])
+        if code == POWER_CUT_EXIT_STATUS:
+            cuts += 1
+        else:
+            assert code == 0, out
+    assert cuts >= POWER_CUTS * 3 // 4, f"only {cuts} of {POWER_CUTS} runs were cut: the cut points miss the writes"
+    code, out, _ = run_app(tmp_path, "lfs_log", {"client_id": "b"})
+    assert code == 0 and int(out.split("intact ")[1].split()[0]) >= flushed
+
+
+def test_power_cut_at_a_random_moment_from_the_host(tmp_path: Path) -> None:
+    conf = tmp_path / "config.json"
+    conf.write_text(json.dumps({"client_id": "b", "mode": "recv", "bytes": 10, "timeout_ms": 60000}))
+    with VirtualBoard(
+        flash=tmp_path / "board.flash", config=conf, app=APPS / "uart_rate", faults=LineFaults(), stdout=subprocess.PIPE
+    ) as board:
+        board.start()
+        time.sleep(0.5)
+        board.power_cut()
+        assert board.wait() == POWER_CUT_EXIT_STATUS
+
+
+# --- serial line --------------------------------------------------------------------------------------------
+
+
+def open_host_end(path: str) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+    tty.setraw(fd)
+    return fd
+
+
+def read_for(fd: int, total: int, timeout: float) -> tuple[bytes, list[tuple[float, int]]]:
+    """Read until `total` bytes or the timeout; returns the bytes and (arrival time, count) per read."""
+    data = bytearray()
+    arrivals: list[tuple[float, int]] = []
+    deadline = time.monotonic() + timeout
+    while len(data) < total and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            chunk = os.read(fd, 4096)
+            arrivals.append((time.monotonic(), len(chunk)))
+            data += chunk
+    return bytes(data), arrivals
+
+
+def start_uart_board(tmp_path: Path, config: dict[str, object], faults: LineFaults) -> VirtualBoard:
+    conf = tmp_path / "config.json"
+    conf.write_text(json.dumps({"client_id": "b", **config}))
+    board = VirtualBoard(
+        flash=tmp_path / "board.flash",
+        config=conf,
+        app=APPS / "uart_rate",
+        faults=faults,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    board.start()
+    return board
+
+
+@pytest.mark.parametrize("baud", [9600, 19200])
+def test_baud_pacing_board_to_host(tmp_path: Path, baud: int) -> None:
+    total = baud // 5  # two seconds of line time
+    board = start_uart_board(tmp_path, {"mode": "send", "bytes": total, "linger_ms": 3000}, LineFaults(baud=baud))
+    try:
+        assert board.serial_port is not None
+        fd = open_host_end(board.serial_port)
+        data, arrivals = read_for(fd, total, 30)
+        os.close(fd)
+    finally:
+        board.close()
+    assert data == b"\x55" * total
+    # Rate from the first arrival to the last, not counting the bytes of the first arrival.
+    elapsed = arrivals[-1][0] - arrivals[0][0]
+    rate = (total - arrivals[0][1]) / elapsed
+    assert abs(rate - baud / 10) <= 0.10 * baud / 10, f"{rate:.0f} bytes/s at {baud} baud"
+
+
+def test_baud_pacing_host_to_board(tmp_path: Path) -> None:
+    baud, total = 9600, 1920
+    board = start_uart_board(tmp_path, {"mode": "recv", "bytes": total}, LineFaults(baud=baud))
+    try:
+        assert board.serial_port is not None
+        fd = open_host_end(board.serial_port)
+        time.sleep(0.3)  # let the board open its end
+        os.write(fd, b"\xaa" * total)
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=30)
+        os.close(fd)
+    finally:
+        board.close()
+    words = out.decode().split()
+    received, ms = int(words[words.index("received") + 1]), int(words[words.index("ms") + 1])
+    assert received == total
+    rate = (total - baud / 10 / 200) / (ms / 1000)  # the first 5 ms slice arrives at once
+    assert abs(rate - baud / 10) <= 0.10 * baud / 10, f"{rate:.0f} bytes/s at {baud} baud"
+
+
+def test_bit_errors_drops_and_garbage_at_the_configured_rates(tmp_path: Path) -> None:
+    total = 20000
+    results = {}
+    for name, faults in {
+        "noise": LineFaults(bit_error_rate=1e-3, seed=1),
+        "drop": LineFaults(drop_rate=0.01, seed=2),
+        "garbage": LineFaults(garbage_rate=0.01, seed=3),
+    }.items():
+        sub = tmp_path / name
+        sub.mkdir()
+        board = start_uart_board(sub, {"mode": "send", "bytes": total, "fill": 0, "linger_ms": 2000}, faults)
+        try:
+            assert board.serial_port is not None
+            fd = open_host_end(board.serial_port)
+            want = total + 1000 if name == "garbage" else total
+            data, _ = read_for(fd, want, 5)
+            os.close(fd)
+        finally:
+            board.close()
+        results[name] = data
+    flipped = sum(bin(b).count("1") for b in results["noise"])
+    assert len(results["noise"]) == total
+    assert 100 <= flipped <= 230, f"{flipped} bit errors in {total * 8} bits at BER 1e-3 (expected ~160)"
+    assert 140 <= total - len(results["drop"]) <= 260, "1% of 20000 bytes should be dropped"
+    assert results["drop"].count(0) == len(results["drop"])
+    assert 140 <= len(results["garbage"]) - total <= 260, "1% of 20000 bytes should be inserted"
+
+
+# --- command line -------------------------------------------------------------------------------------------
+
+
+def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Path) -> None:
+    conf = tmp_path / "config.json"
+    conf.write_text(json.dumps({"client_id": "cli-board", "exit": 7, "reset_once": True}))
+    result = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "f.flash"), "--config", str(conf)]
+        + ["--app", str(APPS / "console"), "--stats"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    lines = result.stdout.splitlines()
+    assert result.returncode == 7, result.stdout + result.stderr
+    assert lines[0].startswith("serial-port: /dev/pts/")
+    assert "boot 1 reset_cause 1 uid 24d7eb000001" in lines
+    assert "boot 2 reset_cause 2 uid 24d7eb000001" in lines  # machine.reset() booted it again, HARD_RESET
+    assert "config cli-board" in lines
+    stats = json.loads(lines[-1].removeprefix("flash-stats: "))
+    assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "mqttlog"}
+    config_on_flash = json.loads(conf.read_text())
+    assert config_on_flash["client_id"] == "cli-board"
+
+
+def test_cli_reports_a_missing_config_plainly(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "f"), "--config", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "config file /nonexistent does not exist" in result.stderr
