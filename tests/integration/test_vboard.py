@@ -10,10 +10,10 @@ import select
 import subprocess
 import sys
 import time
-import tty
 from pathlib import Path
 
 import pytest
+import serial
 
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, BoardDefinition, LineFaults, VirtualBoard
 from tests.conftest import APPS, REPO
@@ -164,21 +164,20 @@ def test_power_cut_at_a_random_moment_from_the_host(tmp_path: Path) -> None:
 # --- serial line --------------------------------------------------------------------------------------------
 
 
-def open_host_end(path: str) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
-    tty.setraw(fd)
-    return fd
+def open_host_end(path: str) -> serial.Serial:
+    """Open the host end of the board's UART as a user would, with pyserial (non-blocking reads)."""
+    return serial.Serial(path, 115200, timeout=0)
 
 
-def read_for(fd: int, total: int, timeout: float) -> tuple[bytes, list[tuple[float, int]]]:
+def read_for(port: serial.Serial, total: int, timeout: float) -> tuple[bytes, list[tuple[float, int]]]:
     """Read until `total` bytes or the timeout; returns the bytes and (arrival time, count) per read."""
     data = bytearray()
     arrivals: list[tuple[float, int]] = []
     deadline = time.monotonic() + timeout
     while len(data) < total and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.1)
+        ready, _, _ = select.select([port.fileno()], [], [], 0.1)
         if ready:
-            chunk = os.read(fd, 4096)
+            chunk = port.read(4096)
             arrivals.append((time.monotonic(), len(chunk)))
             data += chunk
     return bytes(data), arrivals
@@ -205,9 +204,8 @@ def test_baud_pacing_board_to_host(tmp_path: Path, baud: int) -> None:
     board = start_uart_board(tmp_path, {"mode": "send", "bytes": total, "linger_ms": 3000}, LineFaults(baud=baud))
     try:
         assert board.serial_port is not None
-        fd = open_host_end(board.serial_port)
-        data, arrivals = read_for(fd, total, 30)
-        os.close(fd)
+        with open_host_end(board.serial_port) as port:
+            data, arrivals = read_for(port, total, 30)
     finally:
         board.close()
     assert data == b"\x55" * total
@@ -222,12 +220,11 @@ def test_baud_pacing_host_to_board(tmp_path: Path) -> None:
     board = start_uart_board(tmp_path, {"mode": "recv", "bytes": total}, LineFaults(baud=baud))
     try:
         assert board.serial_port is not None
-        fd = open_host_end(board.serial_port)
-        time.sleep(0.3)  # let the board open its end
-        os.write(fd, b"\xaa" * total)
-        assert board.process is not None
-        out, _ = board.process.communicate(timeout=30)
-        os.close(fd)
+        with open_host_end(board.serial_port) as port:
+            time.sleep(0.3)  # let the board open its end
+            port.write(b"\xaa" * total)
+            assert board.process is not None
+            out, _ = board.process.communicate(timeout=30)
     finally:
         board.close()
     words = out.decode().split()
@@ -250,10 +247,9 @@ def test_bit_errors_drops_and_garbage_at_the_configured_rates(tmp_path: Path) ->
         board = start_uart_board(sub, {"mode": "send", "bytes": total, "fill": 0, "linger_ms": 2000}, faults)
         try:
             assert board.serial_port is not None
-            fd = open_host_end(board.serial_port)
             want = total + 1000 if name == "garbage" else total
-            data, _ = read_for(fd, want, 5)
-            os.close(fd)
+            with open_host_end(board.serial_port) as port:
+                data, _ = read_for(port, want, 5)
         finally:
             board.close()
         results[name] = data
