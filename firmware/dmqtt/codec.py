@@ -326,6 +326,19 @@ def encode_publish(topic, payload, qos=0, pid=0, retain=False, dup=False, versio
         _check_pid(pid)
     topic = _utf8(topic)
     _check_out_topic(topic, version == V5 and props is not None and TOPIC_ALIAS in props)
+    return write_publish(topic, payload, qos, pid, retain, dup, version, props, into)
+
+
+def check_topic(topic):
+    """Validate a topic name once (bytes or str) so that write_publish can skip it on every send."""
+    data = _utf8(topic)
+    _check_out_topic(data, False)
+    return data
+
+
+def write_publish(topic, payload, qos, pid, retain, dup, version, props=None, into=None):
+    """encode_publish for a topic already validated (check_topic) and arguments already checked: the board
+    resends journaled messages with this, the topic a memoryview into the journal's read buffer."""
     remaining = 2 + len(topic) + (2 if qos else 0) + _props_block_size(version, props) + len(payload)
     buf = _start(into, remaining)
     pos = _header(buf, 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), remaining)

@@ -1,0 +1,421 @@
+# Flash journal of in-flight MQTT state: the records that let a board resume its QoS 1/2 flows after a reset or
+# a power cut. Two backends with one interface, both specified byte for byte in docs/journal.md:
+#
+# - RingJournal: a log-structured ring on a raw flash partition (esp32.Partition, found by label). It programs
+#   only a record's own bytes into erased space and erases a 4 KiB sector only when the ring comes round to it,
+#   after carrying the sector's live records forward. Cost per message approaches the record's size.
+# - FileJournal: an append-only file on LittleFS for boards whose partition table has no journal partition.
+#   Compacted by writing a new file and renaming it over the old one (atomic on LittleFS).
+#
+# The owner (the session) is told every valid record in log order by replay(), and is asked, when records are
+# about to be erased, which ones are still live (is_live) and told where they moved (moved). Records carry a
+# CRC-32: a torn record (a power cut mid-program) is detected and nothing after it in that sector or file is
+# trusted.
+#
+# Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> (rtype, body).
+
+import struct
+
+from binascii import crc32
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[no-redef,misc]
+        return x
+
+
+# Record types.
+PUB = const(1)  # an accepted QoS 1/2 message: pid, flags, serial, mark, topic, payload
+REL = const(2)  # QoS 2 flow got PUBREC: pid, serial; resume by sending PUBREL
+DONE = const(3)  # flow finished (PUBACK, PUBCOMP, or refused): pid
+RX = const(4)  # incoming QoS 2 PUBLISH delivered, PUBREC owed: pid
+RXDONE = const(5)  # incoming QoS 2 released by PUBREL: pid
+META = const(6)  # snapshot: next pid, serial, mark
+MARK = const(7)  # application progress mark (QoS 0 publishes): mark
+
+_SECTOR = const(4096)
+_SECTOR_HEADER = const(16)
+_OVERHEAD = const(7)  # type (1) + length (2) + CRC-32 (4)
+_SECTOR_MAGIC = b"DMQJ"
+_FILE_MAGIC = b"DMQF"
+_FORMAT = const(1)
+_ERASED = const(0xFF)
+_PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
+_AT_TORN = const(-1)
+_AT_ERASED = const(-2)
+_AT_PAD = const(-3)
+
+
+class JournalError(Exception):
+    """The journal cannot take this record (full, or the flash failed)."""
+
+
+class _Base:
+    def __init__(self, record_max):
+        self.record_max = record_max
+        self._buf = bytearray(record_max + _OVERHEAD)
+        self._mv = memoryview(self._buf)
+        self.body = self._mv[3 : 3 + record_max]  # the owner writes a record's body here, then commit()
+        self._rbuf = bytearray(record_max + _OVERHEAD)  # reads and carried-forward copies
+        self._rmv = memoryview(self._rbuf)
+        self.notes = []  # what open() found and repaired, for the console
+
+    def _seal(self, buf, rtype, n):
+        """Frame a body already in buf[3:3+n]; returns the record's total length."""
+        if n > self.record_max:
+            raise JournalError("record of %d bytes exceeds the journal's %d" % (n, self.record_max))
+        buf[0] = rtype
+        buf[1] = n >> 8
+        buf[2] = n & 0xFF
+        struct.pack_into(">I", buf, 3 + n, crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF)
+        return n + _OVERHEAD
+
+    def _check(self, buf, length_limit):
+        """Validate the record in buf (header already read): -> body length, or _AT_TORN."""
+        rtype = buf[0]
+        n = (buf[1] << 8) | buf[2]
+        if rtype < PUB or rtype > MARK or n > self.record_max or n + _OVERHEAD > length_limit:
+            return _AT_TORN
+        want = struct.unpack_from(">I", buf, 3 + n)[0]
+        if crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF != want:
+            return _AT_TORN
+        return n
+
+
+class RingJournal(_Base):
+    """Log-structured ring on a raw partition with the extended block interface (esp32.Partition)."""
+
+    def __init__(self, partition, record_max=1024):
+        super().__init__(record_max)
+        self._part = partition
+        self._count = partition.ioctl(4, 0)
+        if self._count < 4 or partition.ioctl(5, 0) != _SECTOR:
+            raise JournalError("journal partition needs at least 4 sectors of 4096 bytes")
+        self._seq = [0] * self._count  # sequence number per sector; 0: free
+        self._erased = [False] * self._count  # known to be erased since boot: no second erase before use
+        self._head = -1
+        self._offset = _SECTOR  # write position in the head sector (_SECTOR: none open yet)
+        self._hdr = bytearray(_SECTOR_HEADER)
+        self._owner = None
+
+    # -- boot ------------------------------------------------------------------------------------------------
+
+    def open(self, owner):
+        self._owner = owner
+        foreign = 0
+        for i in range(self._count):
+            self._part.readblocks(i, self._hdr, 0)
+            seq = self._header_seq(self._hdr)
+            self._seq[i] = seq
+            if not seq and self._hdr[0] != _ERASED:
+                foreign += 1  # torn, interrupted erase, or not ours: reinitialised when the ring reaches it
+        if foreign:
+            self.notes.append("journal: %d sector(s) without a valid header will be erased before use" % foreign)
+        order = self._by_age()
+        for i in order:
+            end, clean = self._replay_sector(i, owner)
+            if i == order[-1]:
+                self._head = i
+                self._offset = end
+                if not clean:
+                    self.notes.append("journal: torn record at sector %d offset %d ignored" % (i, end))
+                    self._offset = self._seal_torn(i, end)
+        if order and not self._free():
+            self._reclaim_oldest()  # a power cut interrupted a reclaim: finish it before anything is written
+
+    def _seal_torn(self, sector, start):
+        """Program the torn bytes from `start` to the last non-erased byte of the head sector to 0x00 (padding,
+        which replay skips), so that appends can continue after them. Clearing bits is always allowed on NOR
+        flash, and sealing again after a cut during the seal only clears more: it is idempotent."""
+        chunk = len(self._rbuf)
+        last = start - 1
+        off = start
+        while off < _SECTOR:
+            n = min(chunk, _SECTOR - off)
+            view = self._rmv[:n]
+            self._part.readblocks(sector, view, off)
+            for k in range(n - 1, -1, -1):
+                if view[k] != _ERASED:
+                    last = off + k
+                    break
+            off += n
+        off = start
+        while off <= last:
+            n = min(chunk, last + 1 - off)
+            for k in range(n):
+                self._rbuf[k] = _PAD
+            self._part.writeblocks(sector, self._rmv[:n], off)
+            off += n
+        return last + 1
+
+    def _header_seq(self, hdr):
+        if hdr[0:4] != _SECTOR_MAGIC or hdr[4] != _FORMAT:
+            return 0
+        if crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF != struct.unpack_from(">I", hdr, 12)[0]:
+            return 0
+        return struct.unpack_from(">I", hdr, 8)[0]
+
+    def _by_age(self):
+        return sorted([i for i in range(self._count) if self._seq[i]], key=lambda i: self._seq[i])
+
+    def _replay_sector(self, sector, owner):
+        """Call owner.replay for each valid record; -> (end offset, True if it ended on erased flash)."""
+        off = _SECTOR_HEADER
+        buf = self._rbuf
+        while off + _OVERHEAD <= _SECTOR:
+            n = self._read_at(sector, off, _SECTOR - off)
+            if n == _AT_PAD:
+                off += 1
+                continue
+            if n == _AT_ERASED:
+                return off, True
+            if n < 0:
+                return off, False  # torn: nothing after it in this sector is trusted
+            owner.replay(buf[0], self._rmv[3 : 3 + n], sector * _SECTOR + off)
+            off += n + _OVERHEAD
+        return off, True
+
+    def _read_at(self, sector, off, room):
+        """Read the record at (sector, off) into _rbuf: its body length, or _AT_TORN, _AT_ERASED, _AT_PAD."""
+        buf = self._rbuf
+        head = self._rmv[0:3]
+        self._part.readblocks(sector, head, off)
+        if buf[0] == _PAD:
+            return _AT_PAD
+        if buf[0] == _ERASED and buf[1] == _ERASED and buf[2] == _ERASED:
+            return _AT_ERASED
+        n = (buf[1] << 8) | buf[2]
+        if n > self.record_max or n + _OVERHEAD > room:
+            return _AT_TORN
+        self._part.readblocks(sector, self._rmv[3 : n + _OVERHEAD], off + 3)
+        return self._check(buf, room)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def commit(self, rtype, n):
+        """Seal the body the owner wrote into self.body and program it; returns its address. Durable on return:
+        NOR flash has no write cache, the program completes before writeblocks returns."""
+        total = self._seal(self._buf, rtype, n)
+        return self._program(self._mv[:total])
+
+    def _program(self, record):
+        if self._offset + len(record) > _SECTOR:
+            self._advance()
+        return self._append(record)
+
+    def _append(self, record):
+        if self._offset + len(record) > _SECTOR:
+            raise JournalError("journal sector overflow while carrying records forward")
+        addr = self._head * _SECTOR + self._offset
+        self._part.writeblocks(self._head, record, self._offset)
+        self._offset += len(record)
+        return addr
+
+    def _advance(self):
+        """Open a fresh head sector. Every head starts with a META snapshot (next packet id, serial, mark), so no
+        older sector is ever needed for them. When that leaves no sector free, the oldest one is reclaimed at
+        once: its live records go into the fresh head, which has room for all of them (a sector's live bytes
+        never exceed a sector less its own META), and it is erased; one spare is thus always free."""
+        if not self._free():
+            raise JournalError("journal partition full of live records")
+        sector = self._head
+        for _ in range(self._count):
+            sector = (sector + 1) % self._count  # round the ring: wear is spread over every sector
+            if not self._seq[sector]:
+                break
+        seq = max(self._seq) + 1
+        if not self._erased[sector]:
+            self._part.ioctl(6, sector)  # a free sector may hold a torn header, old records or foreign bytes
+        self._erased[sector] = False
+        hdr = self._hdr
+        hdr[0:4] = _SECTOR_MAGIC
+        hdr[4] = _FORMAT
+        hdr[5] = hdr[6] = hdr[7] = 0
+        struct.pack_into(">I", hdr, 8, seq)
+        struct.pack_into(">I", hdr, 12, crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF)
+        self._part.writeblocks(sector, hdr, 0)
+        self._seq[sector] = seq
+        self._head = sector
+        self._offset = _SECTOR_HEADER
+        # Built in the read buffer: self._buf may hold the owner's record whose commit opened this sector.
+        total = self._seal(self._rbuf, META, self._owner.snapshot(self._rmv[3 : 3 + self.record_max]))
+        self._append(self._rmv[:total])
+        if not self._free():
+            self._reclaim_oldest()
+
+    def _free(self):
+        return self._seq.count(0)
+
+    def _reclaim_oldest(self):
+        """Carry the oldest sector's live records into the head, then erase it. A power cut in between leaves
+        both copies; the later one wins at replay, and open() finishes the reclaim."""
+        order = self._by_age()
+        if len(order) < 2:
+            raise JournalError("journal partition too small for its live records")
+        oldest = order[0]
+        owner = self._owner
+        off = _SECTOR_HEADER
+        while off + _OVERHEAD <= _SECTOR:
+            n = self._read_at(oldest, off, _SECTOR - off)
+            if n == _AT_PAD:
+                off += 1
+                continue
+            if n < 0:
+                break
+            old = oldest * _SECTOR + off
+            body = self._rmv[3 : 3 + n]
+            if owner.is_live(self._rbuf[0], body, old):
+                owner.moved(self._rbuf[0], body, old, self._append(self._rmv[: n + _OVERHEAD]))
+            off += n + _OVERHEAD
+        self._part.ioctl(6, oldest)
+        self._seq[oldest] = 0
+        self._erased[oldest] = True
+
+    def read(self, addr):
+        """The record at addr -> (type, body view valid until the next read)."""
+        sector = addr // _SECTOR
+        off = addr % _SECTOR
+        n = self._read_at(sector, off, _SECTOR - off)
+        if n < 0:
+            raise JournalError("journal record at 0x%x is unreadable" % addr)
+        return self._rbuf[0], self._rmv[3 : 3 + n]
+
+
+class FileJournal(_Base):
+    """Append-only journal file on LittleFS, compacted into a new file renamed over the old one."""
+
+    def __init__(self, path, record_max=1024, compact_bytes=16384):
+        super().__init__(record_max)
+        self.path = path
+        self._tmp = path + ".tmp"
+        self._compact_bytes = compact_bytes
+        self._file = None
+        self._size = 0
+        self._owner = None
+
+    def open(self, owner):
+        import os
+
+        self._owner = owner
+        try:
+            os.remove(self._tmp)  # a compaction that a power cut interrupted: the old file is still whole
+            self.notes.append("journal: removed an interrupted compaction")
+        except OSError:
+            pass
+        try:
+            f = open(self.path, "r+b")
+        except OSError:
+            f = None
+        if f is not None:
+            magic = f.read(8)
+            if magic[:4] != _FILE_MAGIC or magic[4] != _FORMAT:
+                f.close()
+                f = None
+                os.rename(self.path, self.path + ".corrupt")
+                self.notes.append("journal: %s is not a journal, moved aside to .corrupt" % self.path)
+        if f is None:
+            self._create(self.path)
+            f = open(self.path, "r+b")
+        self._file = f
+        end, clean = self._replay(owner)
+        self._size = end
+        if not clean:
+            self.notes.append("journal: torn record at offset %d ignored" % end)
+            self.compact()  # rewrite without the torn tail, so appends land after valid records only
+
+    def _create(self, path):
+        with open(path, "wb") as f:
+            f.write(_FILE_MAGIC + bytes([_FORMAT, 0, 0, 0]))
+
+    def _replay(self, owner):
+        off = 8
+        while True:
+            n = self._read_at(off)
+            if n == -2:
+                return off, True
+            if n < 0:
+                return off, False
+            owner.replay(self._rbuf[0], self._rmv[3 : 3 + n], off)
+            off += n + _OVERHEAD
+
+    def _read_at(self, off):
+        f = self._file
+        f.seek(off)
+        head = self._rmv[0:3]
+        got = f.readinto(head)
+        if not got:
+            return -2
+        if got < 3:
+            return -1
+        n = (self._rbuf[1] << 8) | self._rbuf[2]
+        if n > self.record_max:
+            return -1
+        if f.readinto(self._rmv[3 : n + _OVERHEAD]) != n + 4:
+            return -1
+        return self._check(self._rbuf, n + _OVERHEAD)
+
+    def commit(self, rtype, n):
+        total = self._seal(self._buf, rtype, n)
+        addr = self._size
+        f = self._file
+        f.seek(addr)
+        f.write(self._mv[:total])
+        f.flush()  # LittleFS commits the new size atomically here: this is the durability point
+        self._size += total
+        if self._size > self._compact_bytes:
+            self.compact()
+        return addr
+
+    def compact(self):
+        owner = self._owner
+        self._create(self._tmp)
+        out = open(self._tmp, "r+b")
+        pos = 8
+        off = 8
+        moves = []
+        while off < self._size:
+            n = self._read_at(off)
+            if n < 0:
+                break
+            if owner.is_live(self._rbuf[0], self._rmv[3 : 3 + n], off):
+                out.seek(pos)
+                out.write(self._rmv[: n + _OVERHEAD])
+                moves.append((off, pos))
+                pos += n + _OVERHEAD
+            off += n + _OVERHEAD
+        n = owner.snapshot(self.body)
+        total = self._seal(self._buf, META, n)
+        out.seek(pos)
+        out.write(self._mv[:total])
+        out.flush()
+        out.close()
+        self._file.close()
+        import os
+
+        os.rename(self._tmp, self.path)  # atomic on LittleFS: the old file or the new one, never neither
+        self._file = open(self.path, "r+b")
+        self._size = pos + total
+        for old, new in moves:
+            rtype, body = self.read(new)
+            owner.moved(rtype, body, old, new)
+
+    def read(self, addr):
+        n = self._read_at(addr)
+        if n < 0:
+            raise JournalError("journal record at %d is unreadable" % addr)
+        return self._rbuf[0], self._rmv[3 : 3 + n]
+
+
+def open_journal(label="mqttlog", path="/flash/mqtt.journal", record_max=1024):
+    """The ring on the partition labelled `label` when the partition table has one, else the file fallback."""
+    try:
+        import esp32
+
+        parts = esp32.Partition.find(esp32.Partition.TYPE_DATA, label=label)
+    except (ImportError, AttributeError):
+        parts = []
+    if parts:
+        return RingJournal(parts[0], record_max)
+    return FileJournal(path, record_max)

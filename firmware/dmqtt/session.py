@@ -1,0 +1,412 @@
+# The MQTT session state machine, sans-I/O: it never sleeps and never touches a socket. The client feeds it
+# packets (handle) and connection events (connected, lost) and takes the packets it wants sent (next_packet).
+#
+# Outgoing QoS 1/2 messages live in slots, one per packet id in use, in the states the spec names:
+#   QUEUED     accepted and journaled, not yet sent as a new flow (offline queue, or waiting for the window)
+#   WAIT_ACK   PUBLISH sent, waiting for PUBACK (QoS 1) or PUBREC (QoS 2)
+#   WAIT_COMP  PUBREC received, PUBREL sent or owed, waiting for PUBCOMP
+# Each slot also records whether it has been transmitted on the current connection: nothing is ever sent
+# twice on a live connection [MQTT-4.4.0-1]; after a reconnect with a session, everything unacknowledged is
+# sent again with the same packet id, PUBLISH with DUP=1 [MQTT-3.3.1-1] and PUBREL as PUBREL.
+#
+# Every state change that a reboot must not forget is journaled before it takes effect (docs/journal.md).
+# The slot arrays are allocated once: nothing per message on the hot path beyond the journal's own buffers.
+
+import struct
+
+from array import array
+
+from dmqtt import codec, journal
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[no-redef,misc]
+        return x
+
+
+FREE = const(0)
+QUEUED = const(1)
+WAIT_ACK = const(2)
+WAIT_COMP = const(3)
+
+# on_result codes beyond the MQTT ones: the broker answered CONNACK session present = 0 after it had sent
+# PUBREC for this message; it owned the message, so it is not sent again (that could duplicate it).
+RESULT_SESSION_LOST = const(0x100)
+_CONTROL_MAX = const(16)
+_PUB_HEADER = const(13)  # PUB record body: pid u16, flags u8, serial u32, mark u32, topic length u16
+
+
+class QueueFull(Exception):
+    """Every slot holds a message in flight; publish again once some are acknowledged."""
+
+
+class ProtocolError(Exception):
+    """The broker broke the protocol; `reason_code` is the MQTT 5.0 code to disconnect with."""
+
+    def __init__(self, reason, reason_code=codec.PROTOCOL_ERROR):
+        super().__init__(reason)
+        self.reason_code = reason_code
+
+
+class Session:
+    def __init__(self, store, version=codec.V311, window=8, max_messages=32, rx_max=16):
+        self.journal = store
+        self.version = version
+        self.window_config = window
+        self.window = window
+        self.max_qos = 2
+        self.retain_available = True
+        self.on_message = None  # callable(topic: str, payload: bytes, qos, retain, dup)
+        self.on_result = None  # callable(pid, reason): a QoS 1/2 flow ended (reason >= 0x80: refused)
+        self.mark = 0  # the application's progress counter, journaled with each message
+        self.serial = 0  # acceptance order of outgoing messages, journaled
+        self.next_pid = 0  # last packet id handed out
+        n = max_messages
+        self._pid = array("H", bytes(2 * n))
+        self._state = bytearray(n)
+        self._tx = bytearray(n)  # 1: transmitted on the current connection
+        self._qos = bytearray(n)
+        self._addr = array("I", bytes(4 * n))
+        self._serial = array("I", bytes(4 * n))
+        self._rx_pid = array("H", bytes(2 * rx_max))  # incoming QoS 2 ids awaiting PUBREL; 0: free
+        self._rx_addr = array("I", bytes(4 * rx_max))
+        self._ctl_type = bytearray(_CONTROL_MAX)  # acks we owe the broker, in order
+        self._ctl_pid = array("H", bytes(2 * _CONTROL_MAX))
+        self._ctl_reason = bytearray(_CONTROL_MAX)
+        self._ctl_head = 0
+        self._ctl_len = 0
+        self.connected_now = False
+        self.retain_cleared = 0
+
+    # -- journal owner -----------------------------------------------------------------------------------------
+
+    def open(self):
+        """Replay the journal: rebuild the slots, the receive set, the counters. Returns the journal's notes."""
+        self.journal.open(self)
+        return self.journal.notes
+
+    def replay(self, rtype, body, addr):
+        if rtype == journal.PUB or rtype == journal.REL:
+            pid = (body[0] << 8) | body[1]
+            i = self._find(pid)
+            if rtype == journal.PUB:
+                if i < 0:
+                    i = self._free_slot()
+                    if i < 0:
+                        return  # more journaled messages than slots: configuration shrank; kept on flash
+                self._state[i] = WAIT_ACK  # maybe sent before the reset: resent with DUP=1 if the session lives
+                self._qos[i] = body[2] & 0x03
+                serial, mark = struct.unpack_from(">II", body, 3)
+                self.mark = max(self.mark, mark)
+                self.next_pid = pid
+            else:
+                if i < 0:
+                    return
+                self._state[i] = WAIT_COMP
+                serial = struct.unpack_from(">I", body, 2)[0]
+            self._pid[i] = pid
+            self._addr[i] = addr
+            self._serial[i] = serial
+            self.serial = max(self.serial, serial)
+        elif rtype == journal.DONE:
+            i = self._find((body[0] << 8) | body[1])
+            if i >= 0:
+                self._state[i] = FREE
+        elif rtype == journal.RX:
+            pid = (body[0] << 8) | body[1]
+            if self._rx_find(pid) < 0:
+                j = self._rx_find(0)
+                if j >= 0:
+                    self._rx_pid[j] = pid
+                    self._rx_addr[j] = addr
+        elif rtype == journal.RXDONE:
+            j = self._rx_find((body[0] << 8) | body[1])
+            if j >= 0:
+                self._rx_pid[j] = 0
+        elif rtype == journal.META:
+            self.next_pid, serial, mark = struct.unpack_from(">HII", body, 0)
+            self.serial = max(self.serial, serial)
+            self.mark = max(self.mark, mark)
+        elif rtype == journal.MARK:
+            self.mark = max(self.mark, struct.unpack_from(">I", body, 0)[0])
+
+    def is_live(self, rtype, body, addr):
+        if rtype == journal.PUB or rtype == journal.REL:
+            i = self._find((body[0] << 8) | body[1])
+            return i >= 0 and self._addr[i] == addr
+        if rtype == journal.RX:
+            j = self._rx_find((body[0] << 8) | body[1])
+            return j >= 0 and self._rx_addr[j] == addr
+        return False  # DONE, RXDONE, META, MARK: superseded by the snapshot written with every compaction
+
+    def moved(self, rtype, body, old, new):
+        pid = (body[0] << 8) | body[1]
+        if rtype == journal.RX:
+            j = self._rx_find(pid)
+            if j >= 0 and self._rx_addr[j] == old:
+                self._rx_addr[j] = new
+            return
+        i = self._find(pid)
+        if i >= 0 and self._addr[i] == old:
+            self._addr[i] = new
+
+    def snapshot(self, body):
+        struct.pack_into(">HII", body, 0, self.next_pid, self.serial, self.mark)
+        return 10
+
+    # -- application side ----------------------------------------------------------------------------------
+
+    def accept(self, topic, payload, qos, retain=False, mark=None):
+        """Journal a QoS 1/2 message and queue it; returns its packet id once the record is on flash.
+        topic: bytes already validated with codec.check_topic. Raises QueueFull when every slot is taken."""
+        if qos not in (1, 2):
+            raise ValueError("accept() is for QoS 1 and 2; QoS 0 is sent without a journal")
+        i = self._free_slot()
+        if i < 0:
+            raise QueueFull("%d messages in flight" % len(self._state))
+        pid = self._allocate_pid()
+        self.serial += 1
+        if mark is not None:
+            self.mark = mark
+        body = self.journal.body
+        n = _PUB_HEADER + len(topic) + len(payload)
+        if n > len(body):
+            raise ValueError("message of %d bytes exceeds the journal record size" % n)
+        struct.pack_into(">HBIIH", body, 0, pid, qos | (4 if retain else 0), self.serial, self.mark, len(topic))
+        body[_PUB_HEADER : _PUB_HEADER + len(topic)] = topic
+        body[_PUB_HEADER + len(topic) : n] = payload
+        addr = self.journal.commit(journal.PUB, n)  # the durability point of publish()
+        self._pid[i] = pid
+        self._state[i] = QUEUED
+        self._tx[i] = 0
+        self._qos[i] = qos
+        self._addr[i] = addr
+        self._serial[i] = self.serial
+        return pid
+
+    def note_mark(self, mark):
+        """Journal the application's progress for a message that has no record of its own (QoS 0)."""
+        self.mark = mark
+        struct.pack_into(">I", self.journal.body, 0, mark)
+        self.journal.commit(journal.MARK, 4)
+
+    def outstanding(self):
+        """Outgoing QoS 1/2 messages not yet completed."""
+        return len(self._state) - self.free_slots()
+
+    def free_slots(self):
+        count = 0
+        for state in self._state:  # bytearray.count(int) is CPython-only
+            if state == FREE:
+                count += 1
+        return count
+
+    # -- connection events ---------------------------------------------------------------------------------
+
+    def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True):
+        """After CONNACK. The window is ours capped by the broker's Receive Maximum (MQTT 5.0 3.3.4)."""
+        self.connected_now = True
+        self.window = max(1, min(self.window_config, receive_max))
+        self.max_qos = max_qos
+        self.retain_available = retain_available
+        self._ctl_len = 0
+        for i in range(len(self._state)):
+            self._tx[i] = 0
+            if session_present:
+                continue
+            # The broker has no session: it never saw, or has forgotten, these flows.
+            if self._state[i] == WAIT_ACK:
+                self._state[i] = QUEUED  # sent again as a new flow, DUP=0, not dropped
+            elif self._state[i] == WAIT_COMP:
+                # PUBREC meant the broker owned the message; resending could deliver it twice.
+                self._finish(i, RESULT_SESSION_LOST)
+        if not session_present:
+            for j in range(len(self._rx_pid)):
+                if self._rx_pid[j]:
+                    self._journal_pid(journal.RXDONE, self._rx_pid[j])
+                    self._rx_pid[j] = 0
+
+    def lost(self):
+        self.connected_now = False
+
+    # -- outgoing packets ----------------------------------------------------------------------------------
+
+    def next_packet(self, buf):
+        """Encode the next packet the session wants sent into buf; returns its length, or 0 for none."""
+        if not self.connected_now:
+            return 0
+        if self._ctl_len:
+            h = self._ctl_head
+            self._ctl_head = (h + 1) % _CONTROL_MAX
+            self._ctl_len -= 1
+            reason = self._ctl_reason[h] if self.version == codec.V5 else 0
+            return codec.encode_ack(self._ctl_type[h], self._ctl_pid[h], reason, self.version, None, buf)
+        # PUBRELs first: those flows already hold their place in the window.
+        i = self._oldest(WAIT_COMP, WAIT_COMP)
+        if i >= 0:
+            self._tx[i] = 1
+            return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
+        if self._inflight() >= self.window:
+            return 0
+        i = self._oldest(QUEUED, WAIT_ACK)
+        if i < 0:
+            return 0
+        resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
+        rtype, body = self.journal.read(self._addr[i])
+        qos = body[2] & 0x03
+        retain = bool(body[2] & 4)
+        if qos > self.max_qos:
+            # MQTT 5.0 CONNACK Maximum QoS: never send above it [MQTT-3.2.2-11]; the message goes down a level.
+            qos = self.max_qos
+        if retain and not self.retain_available:
+            retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
+            self.retain_cleared += 1
+        tlen = (body[11] << 8) | body[12]
+        topic = body[_PUB_HEADER : _PUB_HEADER + tlen]
+        payload = body[_PUB_HEADER + tlen :]
+        pid = self._pid[i]
+        n = codec.write_publish(topic, payload, qos, pid if qos else 0, retain, resend and qos > 0, self.version, None, buf)
+        if qos == 0:
+            self._finish(i, codec.SUCCESS)
+        else:
+            self._qos[i] = qos
+            self._state[i] = WAIT_ACK
+            self._tx[i] = 1
+        return n
+
+    def _oldest(self, state_a, state_b):
+        """The untransmitted slot in state_a or state_b with the lowest serial, or -1."""
+        best = -1
+        for i in range(len(self._state)):
+            s = self._state[i]
+            if (s == state_a or s == state_b) and not self._tx[i]:
+                if best < 0 or self._serial[i] < self._serial[best]:
+                    best = i
+        return best
+
+    def _inflight(self):
+        """Flows that count against the window: PUBLISH sent here and unacknowledged, or PUBREL owed/sent."""
+        count = 0
+        for i in range(len(self._state)):
+            s = self._state[i]
+            if s == WAIT_COMP or (s == WAIT_ACK and self._tx[i]):
+                count += 1
+        return count
+
+    # -- incoming packets ----------------------------------------------------------------------------------
+
+    def handle(self, ptype, flags, body):
+        """A packet from the broker that belongs to the publish flows. Raises codec.CodecError on a malformed
+        packet and ProtocolError on a broken rule: the client then disconnects."""
+        if ptype == codec.PUBLISH:
+            self._on_publish(flags, body)
+        elif ptype == codec.PUBACK or ptype == codec.PUBREC or ptype == codec.PUBCOMP:
+            pid = codec.check_ack(ptype, body, self.version)
+            reason = codec.ack_reason(body)
+            i = self._find(pid)
+            if i < 0 or not self._tx[i]:
+                return  # unexpected acknowledgement: ignored
+            state = self._state[i]
+            if ptype == codec.PUBACK and state == WAIT_ACK and self._qos[i] == 1:
+                self._finish(i, reason)
+            elif ptype == codec.PUBREC and state == WAIT_ACK and self._qos[i] == 2:
+                if reason >= 0x80:
+                    # The flow ends here: no PUBREL, the id is free (MQTT 5.0 4.3.3).
+                    self._finish(i, reason)
+                else:
+                    self._journal_rel(i)
+            elif ptype == codec.PUBCOMP and state == WAIT_COMP:
+                self._finish(i, reason)
+        elif ptype == codec.PUBREL:
+            pid = codec.check_ack(ptype, body, self.version)
+            j = self._rx_find(pid)
+            if j >= 0:
+                self._journal_pid(journal.RXDONE, pid)  # before PUBCOMP lets the broker reuse the id
+                self._rx_pid[j] = 0
+                self._owe(codec.PUBCOMP, pid, codec.SUCCESS)
+            else:
+                # Unexpected PUBREL: answer so the broker's flow ends; the connection stays up.
+                self._owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
+
+    def _on_publish(self, flags, body):
+        topic, pid, payload, _props = codec.decode_publish(flags, body, self.version)
+        qos = (flags >> 1) & 3
+        retain = bool(flags & 1)
+        dup = bool(flags & 8)
+        if qos == 2:
+            if self._rx_find(pid) >= 0:
+                self._owe(codec.PUBREC, pid, codec.SUCCESS)  # already delivered: acknowledge, do not deliver
+                return
+            j = self._rx_find(0)
+            if j < 0:
+                raise ProtocolError("more incoming QoS 2 messages than our Receive Maximum", 0x93)
+            self._rx_addr[j] = self._journal_pid(journal.RX, pid)  # before delivery: never delivered twice
+            self._rx_pid[j] = pid
+        if self.on_message is not None:
+            self.on_message(topic, bytes(payload), qos, retain, dup)
+        if qos == 1:
+            self._owe(codec.PUBACK, pid, codec.SUCCESS)
+        elif qos == 2:
+            self._owe(codec.PUBREC, pid, codec.SUCCESS)
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _owe(self, ptype, pid, reason):
+        if self._ctl_len == _CONTROL_MAX:
+            raise ProtocolError("the broker sends faster than acknowledgements can go out", 0x93)
+        t = (self._ctl_head + self._ctl_len) % _CONTROL_MAX
+        self._ctl_type[t] = ptype
+        self._ctl_pid[t] = pid
+        self._ctl_reason[t] = reason
+        self._ctl_len += 1
+
+    def _journal_pid(self, rtype, pid):
+        body = self.journal.body
+        body[0] = pid >> 8
+        body[1] = pid & 0xFF
+        return self.journal.commit(rtype, 2)
+
+    def _journal_rel(self, i):
+        body = self.journal.body
+        struct.pack_into(">HI", body, 0, self._pid[i], self._serial[i])
+        self._addr[i] = self.journal.commit(journal.REL, 6)
+        self._state[i] = WAIT_COMP
+        self._tx[i] = 0  # PUBREL owed
+
+    def _finish(self, i, reason):
+        pid = self._pid[i]
+        self._journal_pid(journal.DONE, pid)
+        self._state[i] = FREE
+        self._tx[i] = 0
+        if self.on_result is not None:
+            self.on_result(pid, reason)
+
+    def _find(self, pid):
+        for i in range(len(self._state)):
+            if self._state[i] != FREE and self._pid[i] == pid:
+                return i
+        return -1
+
+    def _free_slot(self):
+        for i in range(len(self._state)):
+            if self._state[i] == FREE:
+                return i
+        return -1
+
+    def _rx_find(self, pid):
+        for j in range(len(self._rx_pid)):
+            if self._rx_pid[j] == pid:
+                return j
+        return -1
+
+    def _allocate_pid(self):
+        # Never 0, wrapping 65535 -> 1 [MQTT-2.3.1-1], skipping ids still in flight.
+        pid = self.next_pid
+        for _ in range(len(self._state) + 1):
+            pid = pid % 0xFFFF + 1
+            if self._find(pid) < 0:
+                self.next_pid = pid
+                return pid
+        raise QueueFull("no free packet identifier")

@@ -1,0 +1,68 @@
+"""An in-memory NOR flash partition with esp32.Partition's block interface, for fast journal tests on CPython:
+program clears bits only (violations raise), erase sets a sector to 0xFF, and a power cut can be armed at the
+Nth program/erase, leaving that operation half done and raising PowerCut."""
+
+from __future__ import annotations
+
+import random
+
+SECTOR = 4096
+
+
+class PowerCut(Exception):
+    pass
+
+
+class NorPartition:
+    def __init__(self, sectors: int, seed: int = 0) -> None:
+        self.data = bytearray(b"\xff" * (sectors * SECTOR))
+        self.sectors = sectors
+        self.ops = 0
+        self.cut_at = 0
+        self.rng = random.Random(seed)
+        self.bytes_programmed = 0
+        self.erases = 0
+
+    def readblocks(self, block: int, buf: bytearray | memoryview, offset: int = 0) -> None:
+        start = block * SECTOR + offset
+        assert 0 <= start and start + len(buf) <= len(self.data)
+        buf[:] = self.data[start : start + len(buf)]
+
+    def writeblocks(self, block: int, buf: bytes | memoryview, offset: int | None = None) -> None:
+        assert offset is not None, "the journal must use the extended interface (program only)"
+        start = block * SECTOR + offset
+        data = bytes(buf)
+        assert start + len(data) <= (block + 1) * SECTOR or len(data) <= SECTOR
+        self._tick()
+        if self.ops == self.cut_at:
+            done = self.rng.randrange(len(data)) if data else 0
+            self._program(start, data[:done])
+            raise PowerCut(f"program of {len(data)} at {start}, {done} done")
+        self._program(start, data)
+
+    def _program(self, start: int, data: bytes) -> None:
+        for i, value in enumerate(data):
+            old = self.data[start + i]
+            if old & value != value:
+                raise AssertionError(f"program over non-erased byte at {start + i}")
+            self.data[start + i] = value
+        self.bytes_programmed += len(data)
+
+    def ioctl(self, op: int, arg: int) -> int:
+        if op == 4:
+            return self.sectors
+        if op == 5:
+            return SECTOR
+        if op == 6:
+            self._tick()
+            start = arg * SECTOR
+            if self.ops == self.cut_at:
+                done = self.rng.randrange(SECTOR)
+                self.data[start : start + done] = b"\xff" * done
+                raise PowerCut(f"erase of sector {arg}, {done} done")
+            self.data[start : start + SECTOR] = b"\xff" * SECTOR
+            self.erases += 1
+        return 0
+
+    def _tick(self) -> None:
+        self.ops += 1

@@ -1,0 +1,307 @@
+"""The session state machine (sans-I/O) over both journal backends, on CPython: windows, resends, acks, packet
+ids, incoming QoS 2, and what a new session replays from the flash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dmqtt import codec, journal
+from dmqtt.session import RESULT_SESSION_LOST, QueueFull, Session
+from tests.unit.nor import NorPartition
+
+Store = Callable[[], Any]
+
+
+@pytest.fixture(params=["ring", "file"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A factory giving a fresh journal object over the same flash (a reboot)."""
+    if request.param == "ring":
+        part = NorPartition(16)
+        return lambda: journal.RingJournal(part, record_max=512)
+    path = str(tmp_path / "mqtt.journal")
+    return lambda: journal.FileJournal(path, record_max=512, compact_bytes=4096)
+
+
+def boot(new_store: Store, version: int = codec.V311, **kw: Any) -> Session:
+    session = Session(new_store(), version, **kw)
+    session.open()
+    return session
+
+
+def drain(session: Session) -> list[codec.Packet]:
+    out = []
+    buf = bytearray(1024)
+    while n := session.next_packet(buf):
+        wire = bytes(buf[:n])
+        out += list(codec.StreamDecoder(session.version).packets(wire))
+    return out
+
+
+def deliver(session: Session, wire: bytes) -> None:
+    decoder = codec.StreamDecoder(session.version)
+    decoder.feed(wire)
+    assert decoder.ready
+    session.handle(decoder.ptype, decoder.flags, decoder.body)
+
+
+def ack(session: Session, ptype: int, pid: int, reason: int = 0) -> None:
+    deliver(session, codec.encode_ack(ptype, pid, reason, session.version))
+
+
+def publish(session: Session, n: int, qos: int, topic: bytes = b"t/1") -> list[int]:
+    return [session.accept(topic, b"m%d" % i, qos) for i in range(n)]
+
+
+def test_accepted_message_is_on_flash_before_accept_returns(new_store: Store) -> None:
+    s = boot(new_store)
+    pid = s.accept(b"sensors/a", b"payload", 1, retain=True, mark=41)
+    again = boot(new_store)  # reboot: nothing kept in RAM
+    assert again.outstanding() == 1 and again.mark == 41
+    again.connected(session_present=True)
+    [p] = drain(again)
+    assert (p.type, p.pid, p.topic, p.payload, p.qos, p.retain) == (codec.PUBLISH, pid, "sensors/a", b"payload", 1, True)
+    assert p.dup  # it may have been sent before the reset [MQTT-3.3.1-1]
+
+
+def test_window_of_eight_no_stop_and_wait(new_store: Store) -> None:
+    s = boot(new_store, window=8)
+    pids = publish(s, 12, 1)
+    s.connected(True)
+    first = drain(s)
+    assert [p.pid for p in first] == pids[:8] and not any(p.dup for p in first)  # DUP 0 [MQTT-3.3.1-2]
+    assert drain(s) == []  # no resend on a live connection [MQTT-4.4.0-1]
+    for pid in pids[:3]:
+        ack(s, codec.PUBACK, pid)
+    assert [p.pid for p in drain(s)] == pids[8:11]
+
+
+@pytest.mark.parametrize("receive_max", [1, 2, 3])
+def test_receive_maximum_caps_the_window(new_store: Store, receive_max: int) -> None:
+    s = boot(new_store, codec.V5, window=8)
+    pids = publish(s, 6, 2)
+    s.connected(True, receive_max=receive_max)
+    assert [p.pid for p in drain(s)] == pids[:receive_max]
+    ack(s, codec.PUBREC, pids[0])
+    # PUBREL goes out, but the flow still holds its place until PUBCOMP (MQTT 5.0 4.9).
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBREL, pids[0])]
+    ack(s, codec.PUBCOMP, pids[0])
+    assert [p.pid for p in drain(s)] == [pids[receive_max]]
+
+
+def test_reconnect_with_session_resends_with_dup_and_same_ids(new_store: Store) -> None:
+    s = boot(new_store)
+    pids = publish(s, 3, 1)
+    s.connected(True)
+    sent = drain(s)
+    ack(s, codec.PUBACK, pids[1])
+    s.lost()
+    s.connected(True)
+    resent = drain(s)
+    assert [(p.pid, p.payload, p.dup) for p in resent] == [(pids[0], sent[0].payload, True), (pids[2], sent[2].payload, True)]
+
+
+def test_qos2_after_pubrec_resends_pubrel_never_publish(new_store: Store) -> None:
+    s = boot(new_store)
+    [pid] = publish(s, 1, 2)
+    s.connected(True)
+    drain(s)
+    ack(s, codec.PUBREC, pid)
+    assert [p.type for p in drain(s)] == [codec.PUBREL]
+    s.lost()
+    s.connected(True)
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBREL, pid)]
+    rebooted = boot(new_store)
+    rebooted.connected(True)
+    assert [(p.type, p.pid) for p in drain(rebooted)] == [(codec.PUBREL, pid)]
+    results: list[tuple[int, int]] = []
+    rebooted.on_result = lambda p, r: results.append((p, r))
+    ack(rebooted, codec.PUBCOMP, pid)
+    assert results == [(pid, 0)] and rebooted.outstanding() == 0
+    assert boot(new_store).outstanding() == 0
+
+
+def test_pubrec_error_ends_the_flow_without_pubrel(new_store: Store) -> None:
+    s = boot(new_store, codec.V5)
+    results: list[tuple[int, int]] = []
+    s.on_result = lambda p, r: results.append((p, r))
+    pid1, pid2 = publish(s, 2, 2)
+    s.connected(True)
+    drain(s)
+    ack(s, codec.PUBREC, pid1, 0x87)  # Not authorized
+    ack(s, codec.PUBREC, pid2, 0x10)  # No matching subscribers: success
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBREL, pid2)]
+    assert results == [(pid1, 0x87)]
+    assert boot(new_store).outstanding() == 1  # the refused one is gone from the journal too
+
+
+def test_puback_reasons(new_store: Store) -> None:
+    s = boot(new_store, codec.V5)
+    results: list[tuple[int, int]] = []
+    s.on_result = lambda p, r: results.append((p, r))
+    a, b = publish(s, 2, 1)
+    s.connected(True)
+    drain(s)
+    ack(s, codec.PUBACK, a, 0x10)
+    ack(s, codec.PUBACK, b, 0x97)
+    assert results == [(a, 0x10), (b, 0x97)] and s.outstanding() == 0
+
+
+def test_session_not_present_sends_journaled_messages_as_new_flows(new_store: Store) -> None:
+    s = boot(new_store)
+    results: list[tuple[int, int]] = []
+    s.on_result = lambda p, r: results.append((p, r))
+    q1, q2 = publish(s, 2, 2)
+    s.connected(True)
+    drain(s)
+    ack(s, codec.PUBREC, q1)
+    drain(s)
+    s.lost()
+    s.connected(session_present=False)
+    again = drain(s)
+    # q2 had no PUBREC: sent again as a new flow, DUP=0. q1's PUBREC meant the broker owned it: not resent.
+    assert [(p.type, p.pid, p.dup) for p in again] == [(codec.PUBLISH, q2, False)]
+    assert results == [(q1, RESULT_SESSION_LOST)]
+
+
+def test_packet_ids_wrap_and_skip_ids_in_flight(new_store: Store) -> None:
+    s = boot(new_store)
+    s.next_pid = 65533
+    pids = publish(s, 3, 1)
+    assert pids == [65534, 65535, 1]  # never 0 [MQTT-2.3.1-1]
+    s.next_pid = 65534
+    assert s.accept(b"t", b"x", 1) == 2  # 65535 and 1 are still in flight
+    assert boot(new_store).next_pid == 2  # survives a reboot
+
+
+def test_queue_full(new_store: Store) -> None:
+    s = boot(new_store, max_messages=4)
+    publish(s, 4, 1)
+    with pytest.raises(QueueFull):
+        s.accept(b"t", b"x", 1)
+
+
+def test_unexpected_acks(new_store: Store) -> None:
+    s = boot(new_store, codec.V5)
+    s.connected(True)
+    ack(s, codec.PUBACK, 77)
+    ack(s, codec.PUBCOMP, 78)
+    assert drain(s) == []  # ignored
+    ack(s, codec.PUBREL, 79)
+    [p] = drain(s)
+    assert (p.type, p.pid, p.reason) == (codec.PUBCOMP, 79, codec.PACKET_ID_NOT_FOUND)
+
+
+def test_incoming_qos2_delivered_once_across_a_reboot(new_store: Store) -> None:
+    got: list[bytes] = []
+    s = boot(new_store)
+    s.on_message = lambda t, p, q, r, d: got.append(p)
+    s.connected(True)
+    msg = codec.encode_publish("cmd/1", b"go", 2, 9)
+    deliver(s, msg)
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBREC, 9)]
+    rebooted = boot(new_store)  # power cut between PUBREC and PUBREL
+    rebooted.on_message = lambda t, p, q, r, d: got.append(p)
+    rebooted.connected(True)
+    deliver(rebooted, codec.encode_publish("cmd/1", b"go", 2, 9, dup=True))
+    assert got == [b"go"]
+    assert [(p.type, p.pid) for p in drain(rebooted)] == [(codec.PUBREC, 9)]
+    ack(rebooted, codec.PUBREL, 9)
+    assert [(p.type, p.pid) for p in drain(rebooted)] == [(codec.PUBCOMP, 9)]
+    deliver(rebooted, msg)  # the id may now carry a new message
+    assert got == [b"go", b"go"]
+
+
+def test_incoming_qos1_acknowledged_after_delivery(new_store: Store) -> None:
+    got: list[tuple[str, bytes, int]] = []
+    s = boot(new_store)
+    s.on_message = lambda t, p, q, r, d: got.append((t, p, q))
+    s.connected(True)
+    deliver(s, codec.encode_publish("cmd/2", b"x", 1, 5))
+    assert got == [("cmd/2", b"x", 1)]
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBACK, 5)]
+
+
+def test_maximum_qos_and_retain_available(new_store: Store) -> None:
+    s = boot(new_store, codec.V5)
+    s.accept(b"t", b"x", 2, retain=True)
+    s.connected(True, max_qos=1, retain_available=False)
+    [p] = drain(s)
+    assert (p.qos, p.retain) == (1, False)
+    ack(s, codec.PUBACK, p.pid)
+    assert s.outstanding() == 0
+
+
+def test_ring_erases_only_when_it_wraps_and_costs_near_the_record_size() -> None:
+    part = NorPartition(8)
+    s = Session(journal.RingJournal(part, 512))
+    s.open()
+    s.connected(True)
+    messages = 3000
+    for i in range(messages):
+        pid = s.accept(b"sensors/dev/telemetry", b"x" * 40, 1, mark=i + 1)
+        drain(s)
+        ack(s, codec.PUBACK, pid)
+    record = 7 + 13 + 21 + 40 + 7 + 2  # PUB and DONE records
+    per_message = part.bytes_programmed / messages
+    assert per_message < record * 1.05, per_message  # sector headers and META snapshots: under 5%
+    assert part.erases <= messages * record // (4096 - 16) + 2
+    again = Session(journal.RingJournal(part, 512))
+    again.open()
+    assert again.mark == messages and again.outstanding() == 0
+
+
+def test_ring_carries_live_messages_forward_when_it_wraps() -> None:
+    part = NorPartition(6)
+    s = Session(journal.RingJournal(part, 512), max_messages=8)
+    s.open()
+    s.connected(True)
+    stuck = s.accept(b"t/stuck", b"never acked", 1)
+    drain(s)
+    for i in range(2000):
+        pid = s.accept(b"t/x", b"y" * 60, 1)
+        drain(s)
+        ack(s, codec.PUBACK, pid)
+    assert part.erases > 6  # the ring went round several times
+    again = Session(journal.RingJournal(part, 512), max_messages=8)
+    again.open()
+    again.connected(True)
+    [p] = drain(again)
+    assert (p.pid, p.topic, p.payload, p.dup) == (stuck, "t/stuck", b"never acked", True)
+
+
+def test_file_journal_compacts_keeping_live_messages_and_cleans_leftovers(tmp_path: Path) -> None:
+    path = str(tmp_path / "mqtt.journal")
+    s = Session(journal.FileJournal(path, 512, compact_bytes=2048))
+    s.open()
+    s.connected(True)
+    stuck = s.accept(b"t/stuck", b"never acked", 2)
+    drain(s)
+    for _ in range(300):
+        pid = s.accept(b"t/x", b"y" * 60, 1)
+        drain(s)
+        ack(s, codec.PUBACK, pid)
+    assert (tmp_path / "mqtt.journal").stat().st_size <= 2048 + 200  # compacted, not growing
+    (tmp_path / "mqtt.journal.tmp").write_bytes(b"half a compaction")
+    again = Session(journal.FileJournal(path, 512, compact_bytes=2048))
+    notes = again.open()
+    assert "interrupted compaction" in notes[0] and not (tmp_path / "mqtt.journal.tmp").exists()
+    again.connected(True)
+    [p] = drain(again)
+    assert (p.pid, p.payload, p.dup) == (stuck, b"never acked", True)
+    assert again.next_pid == s.next_pid
+
+
+def test_file_journal_moves_a_foreign_file_aside(tmp_path: Path) -> None:
+    (tmp_path / "mqtt.journal").write_bytes(b"{not a journal}")
+    s = Session(journal.FileJournal(str(tmp_path / "mqtt.journal"), 512))
+    notes = s.open()
+    assert "moved aside" in notes[0]
+    assert (tmp_path / "mqtt.journal.corrupt").read_bytes() == b"{not a journal}"
+    s.accept(b"t", b"x", 1)
+    again = Session(journal.FileJournal(str(tmp_path / "mqtt.journal"), 512))
+    again.open()
+    assert again.outstanding() == 1
