@@ -358,14 +358,14 @@ class FileJournal(_Base):
 
     def commit(self, rtype, n):
         total = self._seal(self._buf, rtype, n)
+        if self._size + total > self._compact_bytes:
+            self.compact()  # before the append: the owner has not yet recorded where this record lives
         addr = self._size
         f = self._file
         f.seek(addr)
         f.write(self._mv[:total])
         f.flush()  # LittleFS commits the new size atomically here: this is the durability point
         self._size += total
-        if self._size > self._compact_bytes:
-            self.compact()
         return addr
 
     def compact(self):
@@ -385,10 +385,10 @@ class FileJournal(_Base):
                 moves.append((off, pos))
                 pos += n + _OVERHEAD
             off += n + _OVERHEAD
-        n = owner.snapshot(self.body)
-        total = self._seal(self._buf, META, n)
+        # Built in the read buffer: self._buf may hold the record whose commit started this compaction.
+        total = self._seal(self._rbuf, META, owner.snapshot(self._rmv[3 : 3 + self.record_max]))
         out.seek(pos)
-        out.write(self._mv[:total])
+        out.write(self._rmv[:total])
         out.flush()
         out.close()
         self._file.close()
