@@ -1,9 +1,10 @@
-# The board's configuration, /flash/config.json (on a real ESP32 the filesystem is mounted at "/", on the
-# virtual board at "/flash": both are tried). A bad config is reported on the console, never a crash loop.
+# The board's configuration, config.json on its filesystem (on a real ESP32 the filesystem is mounted at "/",
+# on the virtual board at "/flash": both are tried). check() turns the JSON into plain values and explains
+# what is wrong with a bad file; main.py prints that and stops, it never crash-loops.
 
 import json
 
-PATHS = ("/flash/config.json", "/config.json")
+ROOTS = ("/flash", "")
 VERSIONS = {"3.1": 3, "3.1.1": 4, "5": 5, "5.0": 5}
 
 
@@ -11,19 +12,35 @@ class ConfigError(Exception):
     pass
 
 
-def load():
-    for path in PATHS:
+def root():
+    """Where the filesystem is: /flash on the virtual board (and pyboard-style ports), / on an ESP32."""
+    import os
+
+    for candidate in ROOTS:
         try:
-            with open(path) as f:
-                text = f.read()
+            os.stat(candidate + "/config.json")
+            return candidate
         except OSError:
-            continue
-        try:
-            raw = json.loads(text)
-        except ValueError:
-            raise ConfigError("%s is not valid JSON" % path)
-        return check(raw)
+            pass
     raise ConfigError("no config.json in /flash or /")
+
+
+def load():
+    path = root() + "/config.json"
+    with open(path) as f:
+        text = f.read()
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raise ConfigError("%s is not valid JSON" % path)
+    return check(raw)
+
+
+def _int(raw, key, default, low, high):
+    value = raw.get(key, default)
+    if not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError("%s must be an integer from %d to %d" % (key, low, high))
+    return value
 
 
 def check(raw):
@@ -35,23 +52,44 @@ def check(raw):
     version = VERSIONS.get(str(raw.get("mqtt_version", "3.1.1")))
     if version is None:
         raise ConfigError("mqtt_version must be one of 3.1, 3.1.1, 5")
-    broker = str(raw.get("broker", ""))
-    host, _, port = broker.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError("broker must be host:port, got %r" % broker)
+    transport = raw.get("transport", "tcp")
+    if transport not in ("tcp", "serial"):
+        raise ConfigError('transport must be "tcp" or "serial"')
+    host, port = "", 0
+    if transport == "tcp":
+        broker = str(raw.get("broker", ""))
+        host, _, port_text = broker.rpartition(":")
+        if not host or not port_text.isdigit():
+            raise ConfigError("broker must be host:port, got %r" % broker)
+        port = int(port_text)
+    wifi = raw.get("wifi")
+    if wifi is not None and (not isinstance(wifi, dict) or not wifi.get("ssid")):
+        raise ConfigError("wifi must be {ssid, password}")
     pub = raw.get("publish", {})
+    if not isinstance(pub, dict):
+        raise ConfigError("publish must be an object")
     qos = pub.get("qos", 1)
     if qos not in (0, 1, 2):
         raise ConfigError("publish.qos must be 0, 1 or 2")
+    subs = []
+    for sub in raw.get("subscribe", []):
+        if not isinstance(sub, dict) or not isinstance(sub.get("topic"), str) or sub.get("qos", 0) not in (0, 1, 2):
+            raise ConfigError("subscribe entries must be {topic, qos 0..2}")
+        subs.append((sub["topic"].replace("{client_id}", cid), sub.get("qos", 0)))
     return {
         "client_id": cid,
         "version": version,
+        "transport": transport,
         "host": host,
-        "port": int(port),
-        "keepalive": int(raw.get("keepalive_s", 60)),
+        "port": port,
+        "wifi": wifi,
+        "keepalive": _int(raw, "keepalive_s", 60, 0, 65535),
+        "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
+        "window": _int(raw, "window", 8, 1, 65535),
         "topic": str(pub.get("topic", "sensors/{client_id}/telemetry")).replace("{client_id}", cid),
         "qos": qos,
-        "count": int(pub.get("count", 10)),
-        "interval_ms": int(pub.get("interval_ms", 0)),
-        "payload_bytes": int(pub.get("payload_bytes", 0)),
+        "count": _int(pub, "count", 10, 0, 0x7FFFFFFF),
+        "interval_ms": _int(pub, "interval_ms", 0, 0, 86400000),
+        "payload_bytes": _int(pub, "payload_bytes", 0, 0, 900),
+        "subscribe": subs,
     }

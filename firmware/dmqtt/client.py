@@ -1,15 +1,18 @@
-# A blocking MQTT client over any byte stream with send/recv (a TCP socket on a WiFi board).
+# The MQTT client: CONNECT with a persistent session, publish at QoS 0/1/2 through the journaled session,
+# subscribe, keep-alive, over any transport (dmqtt.transport). The protocol layer raises MQTTError and closes
+# the transport; reconnecting is the caller's, with Backoff (capped exponential with jitter).
 #
-# This is the foundation's client: CONNECT/CONNACK, PUBLISH at QoS 0, 1 and 2 with each flow completed before
-# publish() returns, DISCONNECT. It keeps no state across a reboot yet; the windowed session with the flash
-# journal replaces the flow handling here (issue 3).
+# When publish() returns for QoS 1/2, the message is on flash; it is then sent as the window allows and resent
+# after a reconnect or a reboot until the broker completes the flow.
 
-import select
+import random
+import time
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
 from dmqtt import codec
+from dmqtt.session import ProtocolError, QueueFull, Session
 
 try:
     from micropython import const
@@ -19,112 +22,332 @@ except ImportError:
         return x
 
 
-_BUF_SIZE = const(1024)
-_EAGAIN = const(11)
+_RX_MAX = const(16)  # our Receive Maximum for incoming QoS 1/2 (sent in a 5.0 CONNECT)
 
 
 class MQTTError(Exception):
-    """The broker refused us or broke the protocol; the caller drops the connection."""
+    """The connection failed or the broker broke the protocol; the connection is closed. `code` carries the
+    CONNACK return code or the 5.0 reason code when there is one."""
+
+    def __init__(self, reason, code=None):
+        super().__init__(reason)
+        self.code = code
 
 
-class Client:
-    def __init__(self, client_id, version=codec.V311, keepalive=60, timeout_ms=10000):
+def _ticks_ms():
+    return time.ticks_ms()  # type: ignore[attr-defined]
+
+
+def _elapsed(since):
+    return time.ticks_diff(_ticks_ms(), since)  # type: ignore[attr-defined]
+
+
+class Backoff:
+    """Reconnect delays: capped exponential with full jitter, so a fleet that lost its broker does not come
+    back in lockstep."""
+
+    def __init__(self, base_ms=500, cap_ms=30000):
+        self.base_ms = base_ms
+        self.cap_ms = cap_ms
+        self.attempt = 0
+
+    def next_ms(self):
+        ceiling = min(self.cap_ms, self.base_ms << min(self.attempt, 16))
+        self.attempt += 1
+        return ceiling // 2 + random.getrandbits(16) * (ceiling // 2) // 65535
+
+    def reset(self):
+        self.attempt = 0
+
+
+class MQTTClient:
+    def __init__(
+        self,
+        client_id,
+        store,
+        version=codec.V311,
+        keepalive=60,
+        clean=False,
+        session_expiry=3600,
+        window=8,
+        max_messages=32,
+        username=None,
+        password=None,
+        will=None,
+        max_packet=2048,
+    ):
         self.client_id = client_id
         self.version = version
         self.keepalive = keepalive
-        self._out = bytearray(_BUF_SIZE)  # every packet is encoded here: nothing allocated per packet
-        self._in = bytearray(256)
-        self._decoder = codec.StreamDecoder(version, _BUF_SIZE, _BUF_SIZE)
-        self._sock = None  # type: Any  # the stream given to connect()
-        self._poller = select.poll()
-        self._timeout_ms = timeout_ms
-        self._next_pid = 0
+        self.clean = clean
+        self.session_expiry = session_expiry
+        self.username = username
+        self.password = password
+        self.will = will  # (topic, payload, qos, retain) or None
+        self.session = Session(store, version, window, max_messages, _RX_MAX)
+        self.max_packet = max_packet
+        self.broker_max_packet = 268435455
+        self._out = bytearray(max_packet)
+        self._in = bytearray(512)
+        self._in_mv = memoryview(self._in)
+        self._decoder = codec.StreamDecoder(version, max_packet, max_packet)
+        self._transport = None  # type: Any
+        self._last_tx = 0
+        self._ping_at = -1
+        self._acks = {}  # type: dict  # SUBACK/UNSUBACK by packet id
 
-    def connect(self, sock, clean=True):
-        """Send CONNECT on a connected stream and wait for CONNACK; returns the session-present flag."""
-        # Non-blocking, driven by poll: a blocking readinto() on a MicroPython stream waits until the whole
-        # buffer is full, which an MQTT peer never does.
-        sock.setblocking(False)
-        self._sock = sock
-        self._poller.register(sock, select.POLLIN)
-        props = {codec.SESSION_EXPIRY_INTERVAL: 0} if self.version == codec.V5 else None
+    # -- life cycle ------------------------------------------------------------------------------------------
+
+    def open(self):
+        """Replay the journal; returns what it found worth telling (torn records, foreign data)."""
+        return self.session.open()
+
+    @property
+    def connected(self):
+        return self._transport is not None
+
+    def connect(self, transport, timeout_ms=10000):
+        """CONNECT on an open transport and wait for CONNACK; returns the session-present flag."""
+        self._transport = transport
+        self._decoder = codec.StreamDecoder(self.version, self.max_packet, self.max_packet)
+        props = None
+        if self.version == codec.V5:
+            props = {
+                codec.SESSION_EXPIRY_INTERVAL: 0 if self.clean else self.session_expiry,
+                codec.RECEIVE_MAXIMUM: _RX_MAX,
+                codec.MAXIMUM_PACKET_SIZE: self.max_packet,
+            }
+        will_topic, will_payload, will_qos, will_retain = self.will or (None, b"", 0, False)
         n = codec.encode_connect(
-            self.client_id, self.version, self.keepalive, clean, props=props, into=self._out
+            self.client_id,
+            self.version,
+            self.keepalive,
+            self.clean,
+            self.username,
+            self.password,
+            will_topic,
+            will_payload,
+            will_qos,
+            will_retain,
+            None,
+            props,
+            self._out,
         )
-        self._send(n)
-        ptype, body = self._expect(codec.CONNACK)
-        present, code, _props = codec.decode_connack(body, self.version)
+        self._write(n)
+        start = _ticks_ms()
+        while True:
+            ptype, flags, body = self._next_packet(timeout_ms - _elapsed(start))
+            if ptype == codec.CONNACK:
+                break
+            self._fail("expected CONNACK, got %s" % codec.NAMES[ptype], codec.PROTOCOL_ERROR)
+        try:
+            present, code, cprops = codec.decode_connack(body, self.version)
+        except codec.CodecError as exc:
+            self._fail(exc.reason, exc.reason_code)
         if code:
-            raise MQTTError("CONNACK refused the connection: code 0x%02x" % code)
+            self.close()
+            raise MQTTError("the broker refused the connection: code 0x%02x" % code, code)
+        receive_max, max_qos, retain_ok = 65535, 2, True
+        if cprops:
+            receive_max = cprops.get(codec.RECEIVE_MAXIMUM, receive_max)
+            max_qos = cprops.get(codec.MAXIMUM_QOS, max_qos)
+            retain_ok = bool(cprops.get(codec.RETAIN_AVAILABLE, 1))
+            self.broker_max_packet = cprops.get(codec.MAXIMUM_PACKET_SIZE, self.broker_max_packet)
+            self.keepalive = cprops.get(0x13, self.keepalive)  # Server Keep Alive overrides ours
+        self.session.connected(present, receive_max, max_qos, retain_ok)
+        self._ping_at = -1
+        self._pump()
         return present
 
-    def publish(self, topic, payload, qos=0, retain=False):
-        """Publish and, at QoS 1 and 2, complete the flow before returning. Returns the packet id (0 at QoS 0)."""
-        pid = self._allocate_pid() if qos else 0
-        n = codec.encode_publish(topic, payload, qos, pid, retain, False, self.version, into=self._out)
-        self._send(n)
-        if qos == 1:
-            self._expect_ack(codec.PUBACK, pid)
-        elif qos == 2:
-            if self._expect_ack(codec.PUBREC, pid) < 0x80:
-                # PUBREC >= 0x80 ends the flow with no PUBREL (MQTT 5.0 section 4.3.3).
-                self._send(codec.encode_ack(codec.PUBREL, pid, version=self.version, into=self._out))
-                self._expect_ack(codec.PUBCOMP, pid)
-        return pid
+    def close(self):
+        """Drop the connection (no DISCONNECT): the session and the journal stay as they are."""
+        if self._transport is not None:
+            try:
+                self._transport.close()
+            except OSError:
+                pass
+        self._transport = None
+        self.session.lost()
 
     def disconnect(self):
-        self._send(codec.encode_disconnect(version=self.version, into=self._out))
-        self._sock.close()
-        self._sock = None
-
-    def _allocate_pid(self):
-        # Never 0, wrapping 65535 -> 1 [MQTT-2.3.1-1].
-        self._next_pid = self._next_pid % 0xFFFF + 1
-        return self._next_pid
-
-    def _expect_ack(self, ptype, pid):
-        _ptype, body = self._expect(ptype)
-        got = codec.check_ack(ptype, body, self.version)
-        reason = codec.ack_reason(body)
-        if got != pid:
-            raise MQTTError("%s for packet id %d while waiting for %d" % (codec.NAMES[ptype], got, pid))
-        if reason >= 0x80:
-            raise MQTTError("%s refused packet id %d: reason 0x%02x" % (codec.NAMES[ptype], pid, reason))
-        return reason
-
-    def _send(self, n):
-        view = memoryview(self._out)[:n]
-        while view:
+        """A clean DISCONNECT: the broker discards the will; the session stays on both sides."""
+        if self._transport is not None:
             try:
-                sent = self._sock.send(view)
-            except OSError as exc:
-                if exc.args[0] != _EAGAIN:
-                    raise
-                sent = 0
-            if not sent:
-                self._wait(select.POLLOUT)
-            view = view[sent:]
+                self._write(codec.encode_disconnect(codec.SUCCESS, self.version, None, self._out))
+            except (OSError, MQTTError):
+                pass
+        self.close()
 
-    def _wait(self, events):
-        self._poller.modify(self._sock, events)
-        if not self._poller.poll(self._timeout_ms):
-            raise MQTTError("no answer from the broker within %d ms" % self._timeout_ms)
+    # -- application -----------------------------------------------------------------------------------------
 
-    def _expect(self, ptype):
-        dec = self._decoder
+    def publish(self, topic, payload, qos=0, retain=False, mark=None, timeout_ms=0):
+        """QoS 0: sent now (needs a connection). QoS 1/2: journaled, then sent as the window allows; returns the
+        packet id once the message is on flash, even while disconnected (offline queue). When every slot is
+        in flight, waits up to timeout_ms for acknowledgements, then raises QueueFull."""
+        topic = codec.check_topic(topic)
+        if qos == 0:
+            if self._transport is None:
+                raise MQTTError("not connected: QoS 0 messages are not queued")
+            self._write(codec.write_publish(topic, payload, 0, 0, retain, False, self.version, None, self._out))
+            if mark is not None:
+                self.session.note_mark(mark)
+            return 0
+        start = _ticks_ms()
+        while not self.session.free_slots():
+            if self._transport is None or _elapsed(start) >= timeout_ms:
+                raise QueueFull("%d messages in flight and none acknowledged" % self.session.outstanding())
+            self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
+        pid = self.session.accept(topic, payload, qos, retain, mark)
+        if self._transport is not None:
+            self._pump()
+        return pid
+
+    def subscribe(self, topic, qos=1, timeout_ms=10000):
+        """SUBSCRIBE and wait for SUBACK; returns the granted QoS (0x80 and up: refused)."""
+        pid = self.session.allocate_pid()
+        self._write(codec.encode_subscribe(pid, [(topic, qos)], self.version, None, self._out))
+        return self._await_ack(pid, timeout_ms)[0]
+
+    def unsubscribe(self, topic, timeout_ms=10000):
+        pid = self.session.allocate_pid()
+        self._write(codec.encode_unsubscribe(pid, [topic], self.version, None, self._out))
+        self._await_ack(pid, timeout_ms)
+
+    def wait_idle(self, timeout_ms):
+        """Poll until every QoS 1/2 message is acknowledged; False on timeout."""
+        start = _ticks_ms()
+        while self.session.outstanding():
+            left = timeout_ms - _elapsed(start)
+            if left <= 0:
+                return False
+            self.poll(min(left, 100))
+        return True
+
+    def poll(self, timeout_ms=0):
+        """Send what the session has ready, wait up to timeout_ms for input, handle it, keep the link alive."""
+        if self._transport is None:
+            raise MQTTError("not connected")
+        self._pump()
+        if self._transport.wait(timeout_ms):
+            self._receive()
+        self._keep_alive()
+        self._pump()
+
+    # -- internals -------------------------------------------------------------------------------------------
+
+    def _await_ack(self, pid, timeout_ms):
+        start = _ticks_ms()
+        while pid not in self._acks:
+            left = timeout_ms - _elapsed(start)
+            if left <= 0:
+                self._fail("no SUBACK/UNSUBACK within %d ms" % timeout_ms, None)
+            self.poll(min(left, 100))
+        return self._acks.pop(pid)
+
+    def _keep_alive(self):
+        if not self.keepalive:
+            return
+        period = self.keepalive * 1000
+        if self._ping_at >= 0 and time.ticks_diff(_ticks_ms(), self._ping_at) > period:  # type: ignore[attr-defined]
+            self._fail("no PINGRESP within the keep-alive period", 0x8D)
+        if self._ping_at < 0 and _elapsed(self._last_tx) >= period * 3 // 4:
+            self._write(codec.encode_empty(codec.PINGREQ, self._out))
+            self._ping_at = _ticks_ms()
+
+    def _pump(self):
+        while self._transport is not None:
+            n = self.session.next_packet(self._out)
+            if not n:
+                return
+            self._write(n)
+
+    def _write(self, n):
+        if n > self.broker_max_packet:
+            raise MQTTError("packet of %d bytes exceeds the broker's Maximum Packet Size" % n)
+        view = memoryview(self._out)[:n]
+        start = _ticks_ms()
+        try:
+            while view:
+                sent = self._transport.send(view)  # usually the whole packet in one write
+                if not sent:
+                    if _elapsed(start) > 10000 or not self._transport.wait(1000, True):
+                        self._fail("the connection stopped taking data", None)
+                view = view[sent:]
+        except OSError as exc:
+            self.close()
+            raise MQTTError("connection lost while sending: %s" % exc)
+        self._last_tx = _ticks_ms()
+
+    def _receive(self):
+        try:
+            got = self._transport.readinto(self._in)
+        except OSError as exc:
+            self.close()
+            raise MQTTError("connection lost: %s" % exc)
+        if got is None:
+            return
+        if not got:
+            self.close()
+            raise MQTTError("the broker closed the connection")
+        pos = 0
+        data = self._in_mv[:got]
+        while pos < got:
+            try:
+                pos += self._decoder.feed(data, pos)
+            except codec.CodecError as exc:
+                self._fail(exc.reason, exc.reason_code)
+            if self._decoder.ready:
+                self._dispatch(self._decoder.ptype, self._decoder.flags, self._decoder.body)
+
+    def _next_packet(self, timeout_ms):
+        """Wait for one whole packet (during CONNECT only: afterwards packets go through _dispatch)."""
+        start = _ticks_ms()
         while True:
-            self._wait(select.POLLIN)
-            got = self._sock.readinto(self._in)
-            if got is None:  # woken without data
+            left = timeout_ms - _elapsed(start)
+            if left <= 0 or not self._transport.wait(left):
+                self._fail("no answer from the broker within %d ms" % timeout_ms, None)
+            got = self._transport.readinto(self._in_mv[:1])  # one byte at a time: nothing read past CONNACK
+            if got is None:
                 continue
             if not got:
+                self.close()
                 raise MQTTError("the broker closed the connection")
-            pos = 0
-            while pos < got:
-                pos += dec.feed(memoryview(self._in)[:got], pos)
-                if dec.ready and dec.ptype == ptype:
-                    if pos < got:
-                        raise MQTTError("unexpected bytes after %s" % codec.NAMES[ptype])
-                    return dec.ptype, dec.body
-                if dec.ready:
-                    raise MQTTError("unexpected %s" % codec.NAMES[dec.ptype])
+            try:
+                self._decoder.feed(self._in_mv[:1])
+            except codec.CodecError as exc:
+                self._fail(exc.reason, exc.reason_code)
+            if self._decoder.ready:
+                return self._decoder.ptype, self._decoder.flags, self._decoder.body
+
+    def _dispatch(self, ptype, flags, body):
+        self._ping_at = -1  # any packet from the broker shows the connection is alive
+        try:
+            if codec.PUBLISH <= ptype <= codec.PUBCOMP:
+                self.session.handle(ptype, flags, body)
+            elif ptype == codec.SUBACK:
+                pid, codes, _props = codec.decode_suback(body, self.version)
+                self._acks[pid] = codes
+            elif ptype == codec.UNSUBACK:
+                pid, codes, _props = codec.decode_unsuback(body, self.version)
+                self._acks[pid] = codes
+            elif ptype == codec.DISCONNECT:
+                reason, _props = codec.decode_reason_only(ptype, body, self.version)
+                self.close()
+                raise MQTTError("the broker disconnected us: reason 0x%02x" % reason, reason)
+            elif ptype != codec.PINGRESP:
+                self._fail("unexpected %s from the broker" % codec.NAMES[ptype], codec.PROTOCOL_ERROR)
+        except codec.CodecError as exc:
+            self._fail(exc.reason, exc.reason_code)
+        except ProtocolError as exc:
+            self._fail(str(exc), exc.reason_code)
+
+    def _fail(self, reason, code):
+        """Close on a broken rule; MQTT 5.0 tells the broker why first (DISCONNECT with a reason code)."""
+        if self.version == codec.V5 and code is not None and code >= 0x80 and self._transport is not None:
+            try:
+                n = codec.encode_disconnect(code, codec.V5, None, self._out)
+                self._transport.send(memoryview(self._out)[:n])
+            except (OSError, codec.CodecError):
+                pass
+        self.close()
+        raise MQTTError(reason, code)

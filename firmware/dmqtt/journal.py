@@ -18,6 +18,9 @@ import struct
 
 from binascii import crc32
 
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
 try:
     from micropython import const
 except ImportError:
@@ -98,7 +101,7 @@ class RingJournal(_Base):
         self._head = -1
         self._offset = _SECTOR  # write position in the head sector (_SECTOR: none open yet)
         self._hdr = bytearray(_SECTOR_HEADER)
-        self._owner = None
+        self._owner = None  # type: Any  # the session, given to open()
 
     # -- boot ------------------------------------------------------------------------------------------------
 
@@ -291,9 +294,9 @@ class FileJournal(_Base):
         self.path = path
         self._tmp = path + ".tmp"
         self._compact_bytes = compact_bytes
-        self._file = None
+        self._file = None  # type: Any
         self._size = 0
-        self._owner = None
+        self._owner = None  # type: Any  # the session, given to open()
 
     def open(self, owner):
         import os

@@ -166,7 +166,7 @@ class Session:
         i = self._free_slot()
         if i < 0:
             raise QueueFull("%d messages in flight" % len(self._state))
-        pid = self._allocate_pid()
+        pid = self.allocate_pid()
         self.serial += 1
         if mark is not None:
             self.mark = mark
@@ -401,7 +401,7 @@ class Session:
                 return j
         return -1
 
-    def _allocate_pid(self):
+    def allocate_pid(self):
         # Never 0, wrapping 65535 -> 1 [MQTT-2.3.1-1], skipping ids still in flight.
         pid = self.next_pid
         for _ in range(len(self._state) + 1):

@@ -34,6 +34,7 @@ COUNTERS = ("blocks_read", "bytes_programmed", "program_ops", "blocks_erased", "
 # machine.reset() in the shim exits with this status; the runner then boots the board again.
 RESET_EXIT_STATUS = 99
 POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
+SHIM_HEAP = 64 * 1024  # heap for the emulation's own Python code (machine, esp32, flash), beyond --heap
 
 
 @dataclass(frozen=True)
@@ -349,14 +350,17 @@ class VirtualBoard:
                 "VBOARD_APP": str(self.root),
                 "VBOARD_CONFIG": str(Path(self.config).resolve()) if self.config else "",
                 "VBOARD_UART": self.line.board_path if self.line else "",
+                "VBOARD_HEAP": str(parse_size(self.heap or self.board.heap)),
             }
         )
         env.update(self.extra_env)
         return env
 
     def start(self) -> None:
-        heap = self.heap or self.board.heap
-        cmd = [micropython_executable(), "-X", f"heapsize={heap}", str(SHIMS / "vboot.py")]
+        heap = parse_size(self.heap or self.board.heap)
+        # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
+        # the firmware to exactly `heap` bytes.
+        cmd = [micropython_executable(), "-X", f"heapsize={heap + SHIM_HEAP}", str(SHIMS / "vboot.py")]
         # A session of its own, so that a power cut kills the board and nothing else.
         self.process = subprocess.Popen(
             cmd, env=self.environment(), stdout=self.stdout, stderr=self.stderr, start_new_session=True

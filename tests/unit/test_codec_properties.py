@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dmqtt import codec
+from dmqtt import codec_host as codec
 from tests.conftest import VECTORS, run_micropython
 
 VERSIONS = st.sampled_from([codec.V31, codec.V311, codec.V5])

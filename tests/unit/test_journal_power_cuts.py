@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from dmqtt import codec, journal
+from dmqtt import codec_host as codec, journal
 from dmqtt.session import WAIT_COMP, Session
 from tests.unit.nor import NorPartition, PowerCut
 from tests.unit.test_session import ack, drain

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dmqtt import codec, journal
+from dmqtt import codec_host as codec, journal
 from dmqtt.session import RESULT_SESSION_LOST, QueueFull, Session
 from tests.unit.nor import NorPartition
 

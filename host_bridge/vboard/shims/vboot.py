@@ -2,6 +2,7 @@
 # as LittleFS v2 (formatting it on first use), then run boot.py and main.py of the application. Runs in the
 # MicroPython Unix port with the shims' folder first on sys.path.
 
+import gc
 import os
 import sys
 
@@ -45,9 +46,27 @@ def run(path):
     exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
 
 
+def pin_heap():
+    """Leave the firmware exactly the heap asked for (--heap): the shims are C code on a real board, so the
+    runner starts MicroPython with room to spare, and the spare is taken here by a ballast block."""
+    global ballast
+    want = int(vboard_state.env("VBOARD_HEAP", "0"))
+    gc.collect()
+    spare = gc.mem_free() - want
+    if spare > 256:
+        ballast = bytearray(spare - 128)  # the block's own header and alignment take the rest
+    elif spare < 0:
+        sys.stderr.write("vboard: only %d bytes of heap for the firmware, %d asked\n" % (gc.mem_free(), want))
+    gc.collect()
+
+
+ballast = None
+
+
 def main():
     mount_flash()
     install_config()
+    pin_heap()
     # The staged filesystem root of the application: dmqtt/*.mpy, app modules as .mpy, boot.py, main.py.
     app = vboard_state.env("VBOARD_APP")
     sys.path.append(app)

@@ -1,0 +1,180 @@
+# Sensor-board application (started by main.py; compiled to .mpy like the rest). Reads config.json, counts boots in flash, opens the MQTT journal, connects
+# (WiFi first on a real board) and publishes `count` telemetry messages, resuming a run that a reset or a power
+# cut interrupted: the number of messages accepted so far is journaled with each message. When every QoS 1/2
+# message is acknowledged it prints one JSON summary line; on the Unix port it then exits 0, a real board idles.
+#
+# Each message: {"dev", "boot", "seq" (0, 1, 2 ... within this boot, counted when publish() accepts it), "t"
+# (ms since boot), "reading", "pad"} padded to payload_bytes.
+
+import gc
+import json
+import sys
+import time
+
+import config
+from dmqtt.client import Backoff, MQTTClient, MQTTError
+from dmqtt.journal import JournalError, open_journal
+from dmqtt.session import QueueFull
+from dmqtt.transport import TCPTransport
+
+_UNIX = sys.platform == "linux"
+
+
+def next_boot(root):
+    """The boot counter, kept in flash (one small LittleFS write per boot)."""
+    path = root + "/boot.txt"
+    try:
+        with open(path) as f:
+            boot = int(f.read()) + 1
+    except (OSError, ValueError):
+        boot = 1
+    with open(path, "w") as f:
+        f.write(str(boot))
+    return boot
+
+
+def reading(seq):
+    # Stand-in sensor: a slow deterministic wave, so the rollups have something to show.
+    return 20.0 + (seq % 20) * 0.25
+
+
+def join_wifi(wifi):
+    """A real board on TCP joins WiFi first, with retries; the Unix port has no network module."""
+    try:
+        import network  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    sta = network.WLAN(network.STA_IF)
+    sta.active(True)
+    for attempt in range(10):
+        if sta.isconnected():
+            return
+        sta.connect(wifi["ssid"], wifi.get("password", ""))
+        for _ in range(100):
+            if sta.isconnected():
+                print("wifi: connected", sta.ifconfig()[0])
+                return
+            time.sleep_ms(100)
+        print("wifi: attempt %d failed" % (attempt + 1))
+    raise OSError("wifi: could not join %s" % wifi["ssid"])
+
+
+class Board:
+    def __init__(self, cfg, boot):
+        self.cfg = cfg
+        self.boot = boot
+        self.backoff = Backoff()
+        self.reconnects = 0
+        self.received = 0
+        self.refused = 0
+        self.client = MQTTClient(
+            cfg["client_id"],
+            open_journal(),
+            cfg["version"],
+            cfg["keepalive"],
+            clean=False,
+            session_expiry=cfg["session_expiry"],
+            window=cfg["window"],
+        )
+        self.client.session.on_message = self.on_message
+        self.client.session.on_result = self.on_result
+        for note in self.client.open():
+            print(note)
+
+    def on_message(self, topic, payload, qos, retain, dup):
+        self.received += 1
+        print("message", topic, qos, payload)
+
+    def on_result(self, pid, reason):
+        if reason >= 0x80:
+            self.refused += 1
+            print("publish refused: packet id %d reason 0x%02x" % (pid, reason))
+
+    def ensure_connected(self):
+        """Connect, retrying with capped exponential backoff and jitter until it works."""
+        client = self.client
+        while not client.connected:
+            try:
+                if self.cfg["wifi"]:
+                    join_wifi(self.cfg["wifi"])
+                present = client.connect(TCPTransport(self.cfg["host"], self.cfg["port"]))
+                print("connected session_present=%d inflight=%d" % (present, client.session.outstanding()))
+                for topic, qos in self.cfg["subscribe"]:
+                    client.subscribe(topic, qos)
+                self.backoff.reset()
+            except (OSError, MQTTError) as exc:
+                delay = self.backoff.next_ms()
+                self.reconnects += 1
+                print("connect failed (%s); retrying in %d ms" % (exc, delay))
+                time.sleep_ms(delay)
+
+    def run(self):
+        cfg = self.cfg
+        client = self.client
+        done_before = client.session.mark  # accepted in earlier boots of this run
+        todo = max(0, cfg["count"] - done_before)
+        topic = cfg["topic"].encode()
+        start = time.ticks_ms()
+        seq = 0
+        while seq < todo:
+            self.ensure_connected()
+            body = {"dev": cfg["client_id"], "boot": self.boot, "seq": seq, "t": time.ticks_ms(), "reading": reading(seq)}
+            if cfg["payload_bytes"]:
+                body["pad"] = ""
+                body["pad"] = "x" * max(0, cfg["payload_bytes"] - len(json.dumps(body)))
+            try:
+                client.publish(topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=30000)
+                seq += 1  # counted when publish() has accepted it
+                client.poll(cfg["interval_ms"])
+            except (OSError, MQTTError, QueueFull) as exc:
+                print("connection lost (%s)" % exc)
+                client.close()
+        while client.session.outstanding():
+            self.ensure_connected()
+            try:
+                client.wait_idle(60000)
+            except (OSError, MQTTError) as exc:
+                print("connection lost (%s)" % exc)
+                client.close()
+        gc.collect()
+        summary = {
+            "dev": cfg["client_id"],
+            "boot": self.boot,
+            "qos": cfg["qos"],
+            "sent": seq,
+            "total": done_before + seq,
+            "count": cfg["count"],
+            "refused": self.refused,
+            "reconnects": self.reconnects,
+            "ms": time.ticks_diff(time.ticks_ms(), start),
+            "heap_free": gc.mem_free(),
+        }
+        client.disconnect()
+        print(json.dumps(summary))
+
+
+def main():
+    try:
+        cfg = config.load()
+    except (OSError, config.ConfigError) as exc:
+        print("config error:", exc)
+        print("fix config.json and reset the board")
+        return 3
+    if cfg["transport"] == "serial":
+        print("config error: the serial transport arrives with the link; use transport tcp")
+        return 3
+    try:
+        board = Board(cfg, next_boot(config.root()))
+        board.run()
+    except JournalError as exc:
+        print("journal error:", exc)
+        return 5
+    return 0
+
+
+def start():
+    status = main()
+    if _UNIX:
+        sys.exit(status)
+    while True:  # a real board idles after its run; the REPL stays reachable
+        time.sleep(1)
