@@ -1,0 +1,44 @@
+"""Helpers to run the board application on virtual boards in tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from host_bridge.vboard import BoardDefinition, VirtualBoard
+
+SIM = BoardDefinition.load("sim")
+MQTTLOG = next(p for p in SIM.partitions if p.label == "mqttlog")
+
+
+def board_config(client_id: str, broker: str, qos: int, count: int, version: str = "3.1.1", **extra: Any) -> dict[str, Any]:
+    publish = {"topic": "sensors/{client_id}/telemetry", "qos": qos, "count": count, "payload_bytes": 120}
+    publish.update(extra.pop("publish", {}))
+    return {"client_id": client_id, "broker": broker, "mqtt_version": version, "publish": publish, **extra}
+
+
+def start_board(workdir: Path, config: dict[str, Any], **kwargs: Any) -> VirtualBoard:
+    """Start the board application on the flash file in workdir (created on first use)."""
+    conf = workdir / "config.json"
+    conf.write_text(json.dumps(config))
+    board = VirtualBoard(
+        flash=workdir / "board.flash", config=conf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs
+    )
+    board.start()
+    return board
+
+
+def finish(board: VirtualBoard, timeout: float = 60) -> tuple[int, str]:
+    assert board.process is not None
+    out, _ = board.process.communicate(timeout=timeout)
+    code = board.wait()
+    board.close()
+    return code, out.decode(errors="replace")
+
+
+def summary(out: str) -> dict[str, Any]:
+    line = [x for x in out.splitlines() if x.startswith("{")][-1]
+    result: dict[str, Any] = json.loads(line)
+    return result

@@ -1,0 +1,222 @@
+"""The firmware client on a virtual board against a scripted broker that checks the wire byte by byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dmqtt import codec_host as codec
+from dmqtt import journal
+from dmqtt.session import Session
+from tests.integration.boards import MQTTLOG, board_config, finish, start_board, summary
+from tests.integration.scripted_broker import ScriptedBroker
+
+
+@pytest.fixture
+def broker() -> ScriptedBroker:
+    b = ScriptedBroker()
+    yield b  # type: ignore[misc]
+    b.close()
+
+
+def test_resend_after_reconnect_has_dup_and_the_same_ids(tmp_path: Path, broker: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-dup", broker.address, 1, 3))
+    conn = broker.accept()
+    connect = conn.expect_connect()
+    assert connect.clean is False  # persistent session
+    conn.connack(session_present=False)
+    first = [conn.recv_type(codec.PUBLISH) for _ in range(3)]
+    assert all(not p.dup and p.qos == 1 for _, p in first)  # DUP 0 on a first send [MQTT-3.3.1-2]
+    assert len({p.pid for _, p in first}) == 3 and all(p.pid for _, p in first)
+    assert conn.nothing_for(1.0)  # no resend on a live connection [MQTT-4.4.0-1]
+    conn.close()  # the connection drops with all three unacknowledged
+
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(session_present=True)
+    again = [conn.recv_type(codec.PUBLISH) for _ in range(3)]
+    for (raw1, p1), (raw2, p2) in zip(first, again):
+        # Same packet, same id, DUP set [MQTT-3.3.1-1]: only bit 3 of the first byte differs.
+        assert raw2[0] == raw1[0] | 0x08 and raw2[1:] == raw1[1:]
+        conn.ack(codec.PUBACK, p2.pid)
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
+    assert summary(out)["total"] == 3 and summary(out)["reconnects"] >= 0
+
+
+def test_pubrel_is_resent_after_a_drop_that_follows_pubrec(tmp_path: Path, broker: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-rel", broker.address, 2, 1, "5"))
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    _, pub = conn.recv_type(codec.PUBLISH)
+    conn.ack(codec.PUBREC, pub.pid)
+    raw, rel = conn.recv_type(codec.PUBREL)
+    assert raw == bytes([0x62, 0x02, pub.pid >> 8, pub.pid & 0xFF])  # flags 0010 [MQTT-3.6.1-1], short form
+    conn.close()
+
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(True)
+    raw, packet = conn.recv()
+    assert raw == bytes([0x62, 0x02, pub.pid >> 8, pub.pid & 0xFF]), f"expected PUBREL again, got {packet!r}"
+    conn.ack(codec.PUBCOMP, pub.pid)
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0 and summary(out)["refused"] == 0, out
+
+
+def test_pubrec_error_gets_no_pubrel(tmp_path: Path, broker: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-refused", broker.address, 2, 2, "5"))
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    _, p1 = conn.recv_type(codec.PUBLISH)
+    _, p2 = conn.recv_type(codec.PUBLISH)
+    conn.ack(codec.PUBREC, p1.pid, 0x87)  # Not authorized: the flow ends, no PUBREL
+    conn.ack(codec.PUBREC, p2.pid, 0x10)  # No matching subscribers: success
+    _, rel = conn.recv_type(codec.PUBREL)
+    assert rel.pid == p2.pid
+    conn.ack(codec.PUBCOMP, p2.pid)
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
+    assert "publish refused: packet id %d reason 0x87" % p1.pid in out
+    assert summary(out)["refused"] == 1
+
+
+@pytest.mark.parametrize("receive_max", [1, 2, 3])
+def test_receive_maximum_is_honoured(tmp_path: Path, broker: ScriptedBroker, receive_max: int) -> None:
+    count = 7
+    board = start_board(tmp_path, board_config("wire-rm", broker.address, 1, count, "5"))
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False, props={codec.RECEIVE_MAXIMUM: receive_max})
+    acked = 0
+    outstanding: list[int] = []
+    while acked < count:
+        while len(outstanding) < min(receive_max, count - acked):
+            outstanding.append(conn.recv_type(codec.PUBLISH)[1].pid)
+        assert conn.nothing_for(0.3), f"more than Receive Maximum {receive_max} in flight"
+        conn.ack(codec.PUBACK, outstanding.pop(0))
+        acked += 1
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
+
+
+def test_unexpected_pubrel_is_answered_and_the_connection_stays(tmp_path: Path, broker: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-unexp", broker.address, 1, 2, "5", publish={"interval_ms": 300}))
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    conn.ack(codec.PUBREL, 999)
+    raw, packet = conn.recv()
+    while packet.type == codec.PUBLISH:  # the board may publish first
+        conn.ack(codec.PUBACK, packet.pid)
+        raw, packet = conn.recv()
+    assert raw == bytes([0x70, 0x03, 0x03, 0xE7, 0x92])  # PUBCOMP, Packet Identifier not found
+    conn.ack(codec.PUBACK, 12345)  # unexpected PUBACK: ignored
+    while True:
+        raw, packet = conn.recv()
+        if packet.type == codec.DISCONNECT:
+            break
+        conn.ack(codec.PUBACK, packet.pid)
+    code, out = finish(board)
+    assert code == 0 and summary(out)["reconnects"] == 0, out
+
+
+def test_short_and_long_v5_acks_are_accepted(tmp_path: Path, broker: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-forms", broker.address, 2, 3, "5"))
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    pubs = [conn.recv_type(codec.PUBLISH)[1] for _ in range(3)]
+    conn.send(bytes([0x50, 0x02, pubs[0].pid >> 8, pubs[0].pid & 0xFF]))  # length 2
+    conn.send(bytes([0x50, 0x03, pubs[1].pid >> 8, pubs[1].pid & 0xFF, 0x00]))  # length 3
+    conn.ack(codec.PUBREC, pubs[2].pid, 0x10, {codec.REASON_STRING: "nobody listens"})  # with properties
+    for _ in range(3):
+        _, rel = conn.recv_type(codec.PUBREL)
+        conn.send(bytes([0x70, 0x04, rel.pid >> 8, rel.pid & 0xFF, 0x00, 0x00]))  # length 4, empty properties
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0 and summary(out)["refused"] == 0, out
+
+
+def test_malformed_packet_from_the_broker_closes_with_0x81(tmp_path: Path, broker: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-bad", broker.address, 1, 1, "5", publish={"interval_ms": 200}))
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    conn.send(bytes([0x36, 0x03, 0x00, 0x01, 0x74]))  # PUBLISH with QoS bits 11 [MQTT-3.3.1-4]
+    raw, packet = conn.recv()
+    while packet.type == codec.PUBLISH:
+        raw, packet = conn.recv()
+    assert packet.type == codec.DISCONNECT and packet.reason == codec.MALFORMED_PACKET
+    conn.close()
+    conn = broker.accept()  # the outer layer reconnects
+    conn.expect_connect()
+    conn.connack(True)
+    _, pub = conn.recv_type(codec.PUBLISH)
+    conn.ack(codec.PUBACK, pub.pid)
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
+
+
+class FilePartition:
+    """The mqttlog partition of a virtual board's flash file, from the host: NOR semantics kept."""
+
+    def __init__(self, flash: Path) -> None:
+        self.path = flash
+
+    def readblocks(self, block: int, buf: memoryview | bytearray, offset: int = 0) -> None:
+        with open(self.path, "rb") as f:
+            f.seek(MQTTLOG.offset + block * 4096 + offset)
+            buf[:] = f.read(len(buf))
+
+    def writeblocks(self, block: int, buf: memoryview | bytes, offset: int = 0) -> None:
+        addr = MQTTLOG.offset + block * 4096 + offset
+        with open(self.path, "r+b") as f:
+            f.seek(addr)
+            old = f.read(len(buf))
+            f.seek(addr)
+            f.write(bytes(a & b for a, b in zip(old, bytes(buf))))
+
+    def ioctl(self, op: int, arg: int) -> int:
+        if op == 4:
+            return MQTTLOG.size // 4096
+        if op == 5:
+            return 4096
+        if op == 6:
+            with open(self.path, "r+b") as f:
+                f.seek(MQTTLOG.offset + arg * 4096)
+                f.write(b"\xff" * 4096)
+        return 0
+
+
+def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, broker: ScriptedBroker) -> None:
+    # A board whose journal says the last packet id was 65533 (as after a long life), written by the host
+    # with the very same journal code.
+    from host_bridge.vboard.runner import create_flash
+
+    create_flash(tmp_path / "board.flash", 2 * 1024 * 1024)
+    seeded = Session(journal.RingJournal(FilePartition(tmp_path / "board.flash")))
+    seeded.open()
+    seeded.next_pid = 65533
+    seeded.note_mark(0)
+    board = start_board(tmp_path, board_config("wire-wrap", broker.address, 1, 4))
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    pids = []
+    for _ in range(4):
+        _, pub = conn.recv_type(codec.PUBLISH)
+        pids.append(pub.pid)
+        conn.ack(codec.PUBACK, pub.pid)
+    assert pids == [65534, 65535, 1, 2]  # wraps 65535 -> 1, never 0 [MQTT-2.3.1-1]
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
