@@ -108,6 +108,14 @@ class Board:
                 print("connect failed (%s); retrying in %d ms" % (exc, delay))
                 time.sleep_ms(delay)
 
+    def idle(self, ms):
+        """Serve the connection (acks, keep-alive) for ms milliseconds."""
+        deadline = time.ticks_add(time.ticks_ms(), ms)
+        while True:
+            self.client.poll(max(0, min(100, time.ticks_diff(deadline, time.ticks_ms()))))
+            if time.ticks_diff(deadline, time.ticks_ms()) <= 0:
+                return
+
     def run(self):
         cfg = self.cfg
         client = self.client
@@ -125,7 +133,7 @@ class Board:
             try:
                 client.publish(topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=30000)
                 seq += 1  # counted when publish() has accepted it
-                client.poll(cfg["interval_ms"])
+                self.idle(cfg["interval_ms"])
             except (OSError, MQTTError, QueueFull) as exc:
                 print("connection lost (%s)" % exc)
                 client.close()

@@ -147,6 +147,10 @@ class MQTTClient:
         if code:
             self.close()
             raise MQTTError("the broker refused the connection: code 0x%02x" % code, code)
+        if self.version == codec.V31:
+            # MQTT 3.1's CONNACK cannot say whether the session was kept: assume it was when we asked for it,
+            # so in-flight flows are resumed (PUBREL again, PUBLISH with DUP) rather than restarted.
+            present = not self.clean
         receive_max, max_qos, retain_ok = 65535, 2, True
         if cprops:
             receive_max = cprops.get(codec.RECEIVE_MAXIMUM, receive_max)

@@ -31,9 +31,6 @@ QUEUED = const(1)
 WAIT_ACK = const(2)
 WAIT_COMP = const(3)
 
-# on_result codes beyond the MQTT ones: the broker answered CONNACK session present = 0 after it had sent
-# PUBREC for this message; it owned the message, so it is not sent again (that could duplicate it).
-RESULT_SESSION_LOST = const(0x100)
 _CONTROL_MAX = const(16)
 _PUB_HEADER = const(13)  # PUB record body: pid u16, flags u8, serial u32, mark u32, topic length u16
 
@@ -68,7 +65,8 @@ class Session:
         self._state = bytearray(n)
         self._tx = bytearray(n)  # 1: transmitted on the current connection
         self._qos = bytearray(n)
-        self._addr = array("I", bytes(4 * n))
+        self._addr = array("I", bytes(4 * n))  # the PUB record: topic and payload
+        self._rel_addr = array("I", bytes(4 * n))  # the REL record, once PUBREC came
         self._serial = array("I", bytes(4 * n))
         self._rx_pid = array("H", bytes(2 * rx_max))  # incoming QoS 2 ids awaiting PUBREL; 0: free
         self._rx_addr = array("I", bytes(4 * rx_max))
@@ -90,24 +88,27 @@ class Session:
     def replay(self, rtype, body, addr):
         if rtype == journal.PUB or rtype == journal.REL:
             pid = (body[0] << 8) | body[1]
+            serial = struct.unpack_from(">I", body, 3 if rtype == journal.PUB else 2)[0]
             i = self._find(pid)
-            if rtype == journal.PUB:
+            # A record carried forward can replay after a later record of the same flow (a PUB copied past its
+            # REL): the serial tells the same flow from a new one that reuses the packet id.
+            same_flow = i >= 0 and self._serial[i] == serial
+            if i < 0:
+                i = self._free_slot()
                 if i < 0:
-                    i = self._free_slot()
-                    if i < 0:
-                        return  # more journaled messages than slots: configuration shrank; kept on flash
-                self._state[i] = WAIT_ACK  # maybe sent before the reset: resent with DUP=1 if the session lives
+                    return  # more journaled messages than slots: configuration shrank; kept on flash
+            if rtype == journal.PUB:
+                if not (same_flow and self._state[i] == WAIT_COMP):
+                    self._state[i] = WAIT_ACK  # maybe sent before the reset: resent with DUP=1 if the session lives
                 self._qos[i] = body[2] & 0x03
-                serial, mark = struct.unpack_from(">II", body, 3)
-                self.mark = max(self.mark, mark)
+                self._addr[i] = addr
+                self.mark = max(self.mark, struct.unpack_from(">I", body, 7)[0])
                 self.next_pid = pid
             else:
-                if i < 0:
-                    return
                 self._state[i] = WAIT_COMP
-                serial = struct.unpack_from(">I", body, 2)[0]
+                self._rel_addr[i] = addr
+                self._qos[i] = 2
             self._pid[i] = pid
-            self._addr[i] = addr
             self._serial[i] = serial
             self.serial = max(self.serial, serial)
         elif rtype == journal.DONE:
@@ -134,8 +135,14 @@ class Session:
 
     def is_live(self, rtype, body, addr):
         if rtype == journal.PUB or rtype == journal.REL:
+            # PUB stays live until the flow ends, even after PUBREC: a broker that lost the session gets the
+            # message again as a new flow, and that needs the payload.
             i = self._find((body[0] << 8) | body[1])
-            return i >= 0 and self._addr[i] == addr
+            if i < 0:
+                return False
+            if rtype == journal.PUB:
+                return self._addr[i] == addr
+            return self._state[i] == WAIT_COMP and self._rel_addr[i] == addr
         if rtype == journal.RX:
             j = self._rx_find((body[0] << 8) | body[1])
             return j >= 0 and self._rx_addr[j] == addr
@@ -149,8 +156,12 @@ class Session:
                 self._rx_addr[j] = new
             return
         i = self._find(pid)
-        if i >= 0 and self._addr[i] == old:
+        if i < 0:
+            return
+        if rtype == journal.PUB and self._addr[i] == old:
             self._addr[i] = new
+        elif rtype == journal.REL and self._rel_addr[i] == old:
+            self._rel_addr[i] = new
 
     def snapshot(self, body):
         struct.pack_into(">HII", body, 0, self.next_pid, self.serial, self.mark)
@@ -216,12 +227,12 @@ class Session:
             self._tx[i] = 0
             if session_present:
                 continue
-            # The broker has no session: it never saw, or has forgotten, these flows.
-            if self._state[i] == WAIT_ACK:
-                self._state[i] = QUEUED  # sent again as a new flow, DUP=0, not dropped
-            elif self._state[i] == WAIT_COMP:
-                # PUBREC meant the broker owned the message; resending could deliver it twice.
-                self._finish(i, RESULT_SESSION_LOST)
+            # The broker has no session: it never saw, or has forgotten, these flows. Each is sent again as a
+            # new flow (PUBLISH, DUP=0), not dropped; even after PUBREC, since a broker that releases QoS 2
+            # messages on PUBREL (Mosquitto does) would otherwise lose it. Exactly once cannot survive a
+            # broker that forgets its sessions; this keeps "never lost".
+            if self._state[i] == WAIT_ACK or self._state[i] == WAIT_COMP:
+                self._state[i] = QUEUED
         if not session_present:
             for j in range(len(self._rx_pid)):
                 if self._rx_pid[j]:
@@ -371,7 +382,7 @@ class Session:
     def _journal_rel(self, i):
         body = self.journal.body
         struct.pack_into(">HI", body, 0, self._pid[i], self._serial[i])
-        self._addr[i] = self.journal.commit(journal.REL, 6)
+        self._rel_addr[i] = self.journal.commit(journal.REL, 6)
         self._state[i] = WAIT_COMP
         self._tx[i] = 0  # PUBREL owed
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dmqtt import codec_host as codec, journal
-from dmqtt.session import RESULT_SESSION_LOST, QueueFull, Session
+from dmqtt.session import QueueFull, Session
 from tests.unit.nor import NorPartition
 
 Store = Callable[[], Any]
@@ -162,9 +162,15 @@ def test_session_not_present_sends_journaled_messages_as_new_flows(new_store: St
     s.lost()
     s.connected(session_present=False)
     again = drain(s)
-    # q2 had no PUBREC: sent again as a new flow, DUP=0. q1's PUBREC meant the broker owned it: not resent.
-    assert [(p.type, p.pid, p.dup) for p in again] == [(codec.PUBLISH, q2, False)]
-    assert results == [(q1, RESULT_SESSION_LOST)]
+    # Both go again as new flows, DUP=0: q2 had no PUBREC; q1 had one, but a broker without the session
+    # cannot release it any more (the payload was kept on flash for this).
+    assert [(p.type, p.pid, p.dup, p.payload) for p in again] == [
+        (codec.PUBLISH, q1, False, b"m0"),
+        (codec.PUBLISH, q2, False, b"m1"),
+    ]
+    assert results == []
+    rebooted = boot(new_store)  # and a reboot in this state keeps both
+    assert rebooted.outstanding() == 2
 
 
 def test_packet_ids_wrap_and_skip_ids_in_flight(new_store: Store) -> None:
