@@ -239,7 +239,7 @@ def decode(ptype, flags, body, version=V311):
     return Packet(ptype, flags, fields)
 
 
-class StreamDecoder(_StreamDecoder):
+class StreamDecoder(_StreamDecoder):  # type: ignore[no-redef]
     """codec.StreamDecoder with a generator of decoded Packet objects (host convenience)."""
 
     def packets(self, data):
