@@ -75,6 +75,9 @@ class Board:
             clean=False,
             session_expiry=cfg["session_expiry"],
             window=cfg["window"],
+            username=cfg["username"],
+            password=cfg["password"],
+            will=cfg["will"],
         )
         self.client.session.on_message = self.on_message
         self.client.session.on_result = self.on_result

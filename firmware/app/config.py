@@ -65,6 +65,19 @@ def check(raw):
     wifi = raw.get("wifi")
     if wifi is not None and (not isinstance(wifi, dict) or not wifi.get("ssid")):
         raise ConfigError("wifi must be {ssid, password}")
+    will = raw.get("will")
+    if will is not None:
+        if not isinstance(will, dict) or not isinstance(will.get("topic"), str) or will.get("qos", 0) not in (0, 1, 2):
+            raise ConfigError("will must be {topic, payload, qos 0..2, retain}")
+        will = (
+            will["topic"].replace("{client_id}", cid),
+            str(will.get("payload", "")).encode(),
+            will.get("qos", 0),
+            bool(will.get("retain", False)),
+        )
+    for key in ("username", "password"):
+        if raw.get(key) is not None and not isinstance(raw.get(key), str):
+            raise ConfigError("%s must be a string" % key)
     pub = raw.get("publish", {})
     if not isinstance(pub, dict):
         raise ConfigError("publish must be an object")
@@ -92,4 +105,7 @@ def check(raw):
         "interval_ms": _int(pub, "interval_ms", 0, 0, 86400000),
         "payload_bytes": _int(pub, "payload_bytes", 0, 0, 900),
         "subscribe": subs,
+        "username": raw.get("username"),
+        "password": raw["password"].encode() if raw.get("password") is not None else None,
+        "will": will,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,46 @@ def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, broker: Scripted
     conn.recv_type(codec.DISCONNECT)
     code, out = finish(board)
     assert code == 0, out
+
+
+def test_connect_carries_credentials_will_and_keep_alive(tmp_path: Path, broker: ScriptedBroker) -> None:
+    config = board_config(
+        "wire-ka",
+        broker.address,
+        1,
+        1,
+        "5",
+        keepalive_s=1,
+        session_expiry_s=600,
+        username="sensor",
+        password="s3cret",
+        will={"topic": "status/{client_id}", "payload": "offline", "qos": 1, "retain": True},
+        publish={"interval_ms": 4000},
+    )
+    board = start_board(tmp_path, config)
+    conn = broker.accept()
+    connect = conn.expect_connect()
+    assert (connect.username, connect.password, connect.keepalive, connect.clean) == ("sensor", b"s3cret", 1, False)
+    assert (connect.will_topic, connect.will_payload, connect.will_qos, connect.will_retain) == (
+        "status/wire-ka",
+        b"offline",
+        1,
+        True,
+    )
+    assert connect.props[codec.SESSION_EXPIRY_INTERVAL] == 600
+    conn.connack(False)
+    _, pub = conn.recv_type(codec.PUBLISH)
+    conn.ack(codec.PUBACK, pub.pid)
+    start = time.monotonic()
+    conn.recv_type(codec.PINGREQ, timeout=3)  # idle: a PINGREQ within the keep-alive period
+    assert time.monotonic() - start < 1.2
+    conn.send(codec.encode_empty(codec.PINGRESP))
+    conn.recv_type(codec.PINGREQ, timeout=3)
+    # No PINGRESP this time: the board gives the connection up, telling why (Keep Alive timeout); its run is
+    # complete, so it does not come back.
+    _, bye = conn.recv_type(codec.DISCONNECT, timeout=5)
+    assert bye.reason == 0x8D
+    with pytest.raises(ConnectionError):
+        conn.recv(timeout=8)
+    code, out = finish(board)
+    assert code == 0 and "no PINGRESP within the keep-alive period" in out, out
