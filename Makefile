@@ -51,12 +51,14 @@ test: system-deps $(STAMP) lint
 demo: system-deps $(STAMP)
 	$(BIN)/python -m host_bridge.demo
 
-bench: $(STAMP)
+bench: system-deps $(STAMP)
 	$(BIN)/python tools/bench_codec.py
+	$(BIN)/python tools/flash_cost.py
 
 # Long campaigns that do not fit in `make test`: thousands of power cuts.
 soak: system-deps $(STAMP)
-	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
+	POWER_CUTS=5000 POWER_CUTS_PER_QOS=1000 $(BIN)/python -m pytest -q \
+		tests/integration/test_vboard.py tests/integration/test_power_cuts.py -k power_cuts
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .hypothesis

@@ -67,6 +67,7 @@ class Board:
         self.reconnects = 0
         self.received = 0
         self.refused = 0
+        self.heap_at_boot = 0
         self.client = MQTTClient(
             cfg["client_id"],
             open_journal(),
@@ -158,13 +159,14 @@ class Board:
             "refused": self.refused,
             "reconnects": self.reconnects,
             "ms": time.ticks_diff(time.ticks_ms(), start),
+            "heap_at_boot": self.heap_at_boot,
             "heap_free": gc.mem_free(),
         }
         client.disconnect()
         print(json.dumps(summary))
 
 
-def main():
+def main(heap_at_boot):
     try:
         cfg = config.load()
     except (OSError, config.ConfigError) as exc:
@@ -176,6 +178,7 @@ def main():
         return 3
     try:
         board = Board(cfg, next_boot(config.root()))
+        board.heap_at_boot = heap_at_boot
         board.run()
     except JournalError as exc:
         print("journal error:", exc)
@@ -183,8 +186,8 @@ def main():
     return 0
 
 
-def start():
-    status = main()
+def start(heap_at_boot=0):
+    status = main(heap_at_boot)
     if _UNIX:
         sys.exit(status)
     while True:  # a real board idles after its run; the REPL stays reachable
