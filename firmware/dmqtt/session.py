@@ -178,17 +178,20 @@ class Session:
         if i < 0:
             raise QueueFull("%d messages in flight" % len(self._state))
         pid = self.allocate_pid()
-        self.serial += 1
-        if mark is not None:
-            self.mark = mark
+        serial = self.serial + 1
+        mark = self.mark if mark is None else mark
         body = self.journal.body
         n = _PUB_HEADER + len(topic) + len(payload)
         if n > len(body):
             raise ValueError("message of %d bytes exceeds the journal record size" % n)
-        struct.pack_into(">HBIIH", body, 0, pid, qos | (4 if retain else 0), self.serial, self.mark, len(topic))
+        struct.pack_into(">HBIIH", body, 0, pid, qos | (4 if retain else 0), serial, mark, len(topic))
         body[_PUB_HEADER : _PUB_HEADER + len(topic)] = topic
         body[_PUB_HEADER + len(topic) : n] = payload
         addr = self.journal.commit(journal.PUB, n)  # the durability point of publish()
+        # Only now: a commit that opens a sector snapshots the counters first, and a snapshot must never
+        # count a message whose own record a power cut could still tear.
+        self.serial = serial
+        self.mark = mark
         self._pid[i] = pid
         self._state[i] = QUEUED
         self._tx[i] = 0
@@ -199,9 +202,9 @@ class Session:
 
     def note_mark(self, mark):
         """Journal the application's progress for a message that has no record of its own (QoS 0)."""
-        self.mark = mark
         struct.pack_into(">I", self.journal.body, 0, mark)
         self.journal.commit(journal.MARK, 4)
+        self.mark = mark  # after the commit, for the same reason as in accept()
 
     def outstanding(self):
         """Outgoing QoS 1/2 messages not yet completed."""

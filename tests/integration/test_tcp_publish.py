@@ -54,3 +54,33 @@ def test_board_publishes_over_tcp(tmp_path: Path, mosquitto: Mosquitto, version:
     assert all(b["dev"] == client_id and b["boot"] == 1 for b in bodies)
     assert all(len(m.payload) == 200 for m in got)  # padded up to payload_bytes
     assert all((m.topic, m.qos, m.dup, m.retain) == (topic, qos, False, False) for m in got)
+
+
+def test_bad_config_is_reported_without_a_crash(tmp_path: Path) -> None:
+    conf = tmp_path / "config.json"
+    conf.write_text(json.dumps({"client_id": "bad", "broker": "127.0.0.1:1", "publish": {"qos": 5}}))
+    with VirtualBoard(flash=tmp_path / "b.flash", config=conf, stdout=subprocess.PIPE) as board:
+        board.start()
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=30)
+        assert board.wait() == 3
+    text = out.decode()
+    assert "config error: publish.qos must be 0, 1 or 2" in text and "Traceback" not in text
+
+
+def test_foreign_journal_partition_is_reported_and_reinitialised(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    from host_bridge.vboard.runner import create_flash
+    from tests.integration.boards import MQTTLOG
+
+    create_flash(tmp_path / "b.flash", 2 * 1024 * 1024)
+    with open(tmp_path / "b.flash", "r+b") as f:
+        f.seek(MQTTLOG.offset)
+        f.write(bytes(range(256)) * 64)  # 16 KiB that are not a journal
+    conf = tmp_path / "config.json"
+    conf.write_text(json.dumps({"client_id": "foreign", "broker": mosquitto.address, "publish": {"qos": 1, "count": 5}}))
+    with VirtualBoard(flash=tmp_path / "b.flash", config=conf, stdout=subprocess.PIPE) as board:
+        board.start()
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=60)
+        assert board.wait() == 0, out.decode()
+    assert "journal: 4 sector(s) without a valid header will be erased before use" in out.decode()
