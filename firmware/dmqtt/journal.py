@@ -411,8 +411,9 @@ class FileJournal(_Base):
         return self._rbuf[0], self._rmv[3 : 3 + n]
 
 
-def open_journal(label="mqttlog", path="/flash/mqtt.journal", record_max=1024):
-    """The ring on the partition labelled `label` when the partition table has one, else the file fallback."""
+def open_journal(label="mqttlog", path=None, record_max=1024):
+    """The ring on the partition labelled `label` when the partition table has one, else the file fallback
+    (default path: mqtt.journal at the filesystem root, /flash on the virtual board, / on an ESP32)."""
     try:
         import esp32
 
@@ -421,4 +422,12 @@ def open_journal(label="mqttlog", path="/flash/mqtt.journal", record_max=1024):
         parts = []
     if parts:
         return RingJournal(parts[0], record_max)
+    if path is None:
+        import os
+
+        try:
+            os.stat("/flash")
+            path = "/flash/mqtt.journal"
+        except OSError:
+            path = "/mqtt.journal"
     return FileJournal(path, record_max)
