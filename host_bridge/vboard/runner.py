@@ -49,6 +49,7 @@ class Partition:
 @dataclass(frozen=True)
 class BoardDefinition:
     name: str
+    chip: str
     flash_size: int
     heap: str
     partitions: tuple[Partition, ...]
@@ -65,7 +66,7 @@ class BoardDefinition:
         except json.JSONDecodeError as exc:
             raise VBoardError(f"{path} is not valid JSON: {exc}") from None
         parts = tuple(Partition(**p) for p in raw["partitions"])
-        definition = cls(raw["name"], int(raw["flash_size"]), str(raw.get("heap", "110k")), parts)
+        definition = cls(raw["name"], str(raw["chip"]), int(raw["flash_size"]), str(raw.get("heap", "110k")), parts)
         definition.validate()
         return definition
 

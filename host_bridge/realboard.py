@@ -1,0 +1,105 @@
+"""Real boards: the esptool and mpremote command lines for writing MicroPython with the board's partition
+table, and for copying the compiled firmware and config.json onto it; run (or only printed, --dry-run) by the
+`host-bridge flash` and `host-bridge deploy` commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from host_bridge import partitions
+from host_bridge.errors import HostBridgeError
+from host_bridge.vboard.runner import REPO, BoardDefinition
+
+# Where the second-stage bootloader (the start of a MicroPython image) goes, by chip.
+BOOTLOADER_OFFSET = {"esp32": 0x1000, "esp32s2": 0x1000, "esp32s3": 0x0, "esp32c3": 0x0, "esp32c6": 0x0}
+
+
+class DeployError(HostBridgeError):
+    """Flashing or deploying to a real board failed."""
+
+
+def board_config_module() -> ModuleType:
+    """The firmware's own config checker (firmware/app/config.py), so a bad file is caught before it ships."""
+    spec = importlib.util.spec_from_file_location("board_config", REPO / "firmware" / "app" / "config.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_config(path: Path) -> None:
+    module = board_config_module()
+    try:
+        module.check(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise DeployError(f"{path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise DeployError(f"{path} is not valid JSON: {exc}") from None
+    except module.ConfigError as exc:
+        raise DeployError(f"{path}: {exc}") from None
+
+
+def flash_commands(port: str, board: BoardDefinition, image: Path, table: Path, baud: int) -> list[list[str]]:
+    chip = board.chip
+    if chip not in BOOTLOADER_OFFSET:
+        raise DeployError(f"board {board.name}: chip {chip!r} is not one esptool flashes here ({', '.join(BOOTLOADER_OFFSET)})")
+    esptool = [sys.executable, "-m", "esptool", "--chip", chip, "--port", port, "--baud", str(baud)]
+    # Two writes: the MicroPython image carries a stock partition table at 0x8000, which ours (with the journal
+    # partition) replaces; in one write-flash call esptool would refuse the overlap.
+    return [
+        [*esptool, "erase-flash"],
+        [*esptool, "write-flash", "-z", hex(BOOTLOADER_OFFSET[chip]), str(image)],
+        [*esptool, "write-flash", hex(partitions.TABLE_OFFSET), str(table)],
+    ]
+
+
+_MKDIRS = """import os
+for d in %r:
+    try:
+        os.mkdir(d)
+    except OSError:
+        pass
+"""
+
+
+def deploy_commands(port: str, root: Path, config: Path | None, resume: bool, reset: bool) -> list[str]:
+    """One mpremote invocation: every staged file and folder copied to the board's filesystem root."""
+    cmd = [sys.executable, "-m", "mpremote", "connect", port]
+    if resume:
+        cmd.append("resume")  # keep the running interpreter (the virtual board behind a pty has no reset)
+    folders = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
+    # Folders made by a script that tolerates them existing (`fs mkdir` fails on a second deploy, and
+    # `fs cp -r` is not accepted inside a chain of commands).
+    steps: list[list[str]] = [["exec", _MKDIRS % folders]] if folders else []
+    for item in sorted(p for p in root.rglob("*") if p.is_file()):
+        steps.append(["fs", "cp", str(item), ":" + str(item.relative_to(root))])
+    if config is not None:
+        steps.append(["fs", "cp", str(config), ":config.json"])
+    if reset:
+        steps.append(["soft-reset"])
+    for i, step in enumerate(steps):
+        if i:
+            cmd.append("+")
+        cmd += step
+    return cmd
+
+
+def run_commands(commands: list[list[str]], dry_run: bool, what: str) -> int:
+    for cmd in commands:
+        print("$ " + shlex.join(cmd), flush=True)
+        if dry_run:
+            continue
+        result = subprocess.run(cmd)
+        if result.returncode:
+            raise DeployError(
+                f"{what} failed (exit {result.returncode}). Is the board plugged in and the port right "
+                "(ls /dev/ttyUSB* /dev/ttyACM*)? 'Permission denied': add yourself to the dialout group. "
+                "'Failed to connect': hold BOOT while it starts."
+            )
+    return 0

@@ -1,0 +1,114 @@
+"""The real-board path, as far as a machine without a board goes: the partition table bytes, the esptool
+command lines, and a deploy with mpremote to a MicroPython behind a pseudo-terminal."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from host_bridge import partitions
+from host_bridge.vboard import BoardDefinition
+from host_bridge.vboard.runner import micropython_executable
+from tests.conftest import REPO
+
+DEVKIT = BoardDefinition.load("esp32-devkitc")
+
+
+def test_partition_table_bytes() -> None:
+    table = partitions.build(DEVKIT)
+    assert len(table) == 0xC00
+    # nvs: magic, type data (1), subtype nvs (2), offset 0x9000, size 0x6000, label, flags 0 (little-endian)
+    assert table[:32] == bytes.fromhex("aa500102" "00900000" "00600000") + b"nvs".ljust(16, b"\0") + bytes(4)
+    entries = len(DEVKIT.partitions) * 32
+    assert table[entries : entries + 16] == b"\xeb\xeb" + b"\xff" * 14
+    assert table[entries + 16 : entries + 32] == hashlib.md5(table[:entries]).digest()
+    assert table[entries + 32 :] == b"\xff" * (0xC00 - entries - 32)
+    assert partitions.parse(table) == list(DEVKIT.partitions)
+    tampered = bytearray(table)
+    tampered[0x60 + 4] ^= 1  # an offset changed after the MD5 was computed
+    with pytest.raises(partitions.PartitionTableError):
+        partitions.parse(bytes(tampered))
+
+
+def test_flash_dry_run_prints_the_esptool_commands(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "flash", "--port", "/dev/ttyUSB0", "--image", "mp.bin", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("$ ")]
+    esptool = f"{sys.executable} -m esptool --chip esp32 --port /dev/ttyUSB0 --baud 460800"
+    table = REPO / "build" / "partitions-esp32-devkitc.bin"
+    assert commands == [
+        f"{esptool} erase-flash",
+        f"{esptool} write-flash -z 0x1000 mp.bin",
+        f"{esptool} write-flash 0x8000 {table}",
+    ]
+    assert partitions.parse(table.read_bytes())[-1].label == "mqttlog"
+
+
+def test_flash_reports_a_missing_image_plainly() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "flash", "--port", "/dev/ttyUSB0", "--image", "/nonexistent.bin"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "firmware image /nonexistent.bin does not exist" in result.stderr
+
+
+def test_deploy_refuses_a_bad_config(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"client_id": "x", "broker": "nohost", "publish": {"qos": 1}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "deploy", "--port", "/dev/null", "--config", str(bad), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "broker must be host:port" in result.stderr
+
+
+def test_deploy_with_mpremote_to_a_pty_backed_micropython(tmp_path: Path) -> None:
+    board_fs = tmp_path / "board"
+    board_fs.mkdir()
+    tty = tmp_path / "tty"
+    socat = subprocess.Popen(
+        ["socat", f"PTY,link={tty},raw,echo=0", f"EXEC:{micropython_executable()},pty,raw,echo=0"],
+        cwd=board_fs,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not tty.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"client_id": "deployed", "broker": "127.0.0.1:1883", "publish": {"qos": 2}}))
+        result = subprocess.run(
+            [sys.executable, "-m", "host_bridge", "deploy", "--port", str(tty), "--config", str(config)]
+            + ["--resume", "--no-reset"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        os.killpg(socat.pid, signal.SIGTERM)
+        socat.wait(10)
+    deployed = sorted(str(p.relative_to(board_fs)) for p in board_fs.rglob("*") if p.is_file())
+    assert "main.py" in deployed and "board_app.mpy" in deployed and "config.mpy" in deployed
+    assert {"dmqtt/codec.mpy", "dmqtt/client.mpy", "dmqtt/journal.mpy", "dmqtt/session.mpy"} <= set(deployed)
+    assert json.loads((board_fs / "config.json").read_text())["client_id"] == "deployed"
+    assert (board_fs / "dmqtt" / "codec.mpy").read_bytes()[:1] == b"M"  # a MicroPython .mpy file
