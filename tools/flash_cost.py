@@ -26,7 +26,9 @@ from host_bridge.vboard import BoardDefinition, VirtualBoard  # noqa: E402
 TOPIC = "sensors/{client_id}/telemetry"
 
 
-def run_board(workdir: Path, board: str, broker: str, qos: int, count: int, payload: int) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+def run_board(
+    workdir: Path, board: str, broker: str, qos: int, count: int, payload: int, group: int = 0
+) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     conf = workdir / "config.json"
     conf.write_text(
         json.dumps(
@@ -34,6 +36,7 @@ def run_board(workdir: Path, board: str, broker: str, qos: int, count: int, payl
                 "client_id": "cost",
                 "broker": broker,
                 "window": 8,
+                "group_commit": group,
                 "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": payload},
             }
         )
@@ -58,26 +61,27 @@ def main() -> int:
     record = 7 + 13 + len(TOPIC.replace("{client_id}", "cost")) + args.payload  # PUB record
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Mosquitto(Path(tmp) / "broker") as broker:
-        for board, part in (("sim", "mqttlog"), ("sim-nojournal", "vfs")):
+        for board, part, group in (("sim", "mqttlog", 0), ("sim", "mqttlog", 8), ("sim-nojournal", "vfs", 0)):
             for qos in (1, 2):
                 acks = 7 + 2 if qos == 1 else 2 * (7 + 2) + 4  # DONE (+ REL) records
                 costs = {}
                 for count in (0, args.messages):
-                    work = Path(tmp) / f"{board}-{qos}-{count}"
+                    work = Path(tmp) / f"{board}-{group}-{qos}-{count}"
                     work.mkdir()
-                    stats, _ = run_board(work, board, broker.address, qos, count, args.payload)
+                    stats, _ = run_board(work, board, broker.address, qos, count, args.payload, group)
                     costs[count] = stats[part]
                 base, full = costs[0], costs[args.messages]
                 per = {k: (full[k] - base[k]) / args.messages for k in full}
-                rows.append((board, part, qos, per, record + acks))
+                rows.append((part, group, qos, per, record + acks))
         (Path(tmp) / "heap").mkdir()
         _, heap = run_board(Path(tmp) / "heap", "sim", broker.address, 1, 100, 256)
     print(f"flash cost per message ({args.messages} messages, {args.payload}-byte payloads, window 8)")
-    print(f"{'journal':<16}{'qos':>4}{'bytes programmed':>18}{'records (floor)':>17}{'ratio':>7}{'blocks erased':>15}{'program ops':>13}")
-    for board, part, qos, per, floor in rows:
+    print(f"{'journal':<24}{'qos':>4}{'bytes programmed':>18}{'records (floor)':>17}{'ratio':>7}{'blocks erased':>15}{'program ops':>13}")
+    for part, group, qos, per, floor in rows:
         name = "ring (mqttlog)" if part == "mqttlog" else "file (LittleFS)"
+        name += f", group {group}" if group else ""
         print(
-            f"{name:<16}{qos:>4}{per['bytes_programmed']:>18.1f}{floor:>17}{per['bytes_programmed'] / floor:>7.2f}"
+            f"{name:<24}{qos:>4}{per['bytes_programmed']:>18.1f}{floor:>17}{per['bytes_programmed'] / floor:>7.2f}"
             f"{per['blocks_erased']:>15.3f}{per['program_ops']:>13.2f}"
         )
     used = heap["heap_at_boot"] - heap["heap_free"]

@@ -99,6 +99,7 @@ def check(raw):
         "keepalive": _int(raw, "keepalive_s", 60, 0, 65535),
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
         "window": _int(raw, "window", 8, 1, 65535),
+        "group_commit": _int(raw, "group_commit", 0, 0, 16),
         "topic": str(pub.get("topic", "sensors/{client_id}/telemetry")).replace("{client_id}", cid),
         "qos": qos,
         "count": _int(pub, "count", 10, 0, 0x7FFFFFFF),

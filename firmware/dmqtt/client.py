@@ -75,6 +75,7 @@ class MQTTClient:
         password=None,
         will=None,
         max_packet=2048,
+        group_commit=0,
     ):
         self.client_id = client_id
         self.version = version
@@ -86,6 +87,9 @@ class MQTTClient:
         self.will = will  # (topic, payload, qos, retain) or None
         self.session = Session(store, version, window, max_messages, _RX_MAX)
         self.max_packet = max_packet
+        # Group commit: up to this many QoS 1/2 records share one flash program; 0: each publish() is durable
+        # on return. With it, a message is durable at the next flush(), poll(), or when the group is full.
+        self.group_commit = group_commit
         self.broker_max_packet = 268435455
         self._out = bytearray(max_packet)
         self._in = bytearray(512)
@@ -201,10 +205,18 @@ class MQTTClient:
             if self._transport is None or _elapsed(start) >= timeout_ms:
                 raise QueueFull("%d messages in flight and none acknowledged" % self.session.outstanding())
             self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
-        pid = self.session.accept(topic, payload, qos, retain, mark)
+        group = self.group_commit
+        pid = self.session.accept(topic, payload, qos, retain, mark, group > 0)
+        if group and self.session.staged < group:
+            return pid  # staged: durable at the next flush(), poll() or full group
+        self.session.sync()
         if self._transport is not None:
             self._pump()
         return pid
+
+    def flush(self):
+        """Make every group-committed message durable now."""
+        self.session.sync()
 
     def subscribe(self, topic, qos=1, timeout_ms=10000):
         """SUBSCRIBE and wait for SUBACK; returns the granted QoS (0x80 and up: refused)."""

@@ -49,6 +49,7 @@ _PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
 _AT_TORN = const(-1)
 _AT_ERASED = const(-2)
 _AT_PAD = const(-3)
+_STAGE = const(2048)  # group commit: at most this many bytes of records programmed at once
 
 
 class JournalError(Exception):
@@ -102,6 +103,9 @@ class RingJournal(_Base):
         self._offset = _SECTOR  # write position in the head sector (_SECTOR: none open yet)
         self._hdr = bytearray(_SECTOR_HEADER)
         self._owner = None  # type: Any  # the session, given to open()
+        self._stage = None  # type: Any  # group commit: records staged for one program, made on first use
+        self._stage_mv = None  # type: Any
+        self._staged = 0
 
     # -- boot ------------------------------------------------------------------------------------------------
 
@@ -197,11 +201,34 @@ class RingJournal(_Base):
 
     # -- writing ---------------------------------------------------------------------------------------------
 
-    def commit(self, rtype, n):
+    def commit(self, rtype, n, defer=False):
         """Seal the body the owner wrote into self.body and program it; returns its address. Durable on return:
-        NOR flash has no write cache, the program completes before writeblocks returns."""
+        NOR flash has no write cache, the program completes before writeblocks returns.
+        defer=True (group commit) only stages the record in RAM at the address it will have; sync() programs
+        every staged record in one operation. Any record committed without defer syncs first."""
         total = self._seal(self._buf, rtype, n)
-        return self._program(self._mv[:total])
+        if not defer:
+            self.sync()
+            return self._program(self._mv[:total])
+        if self._stage is None:
+            self._stage = bytearray(_STAGE)
+            self._stage_mv = memoryview(self._stage)
+        if self._staged + total > _STAGE or self._offset + self._staged + total > _SECTOR:
+            self.sync()
+            if self._offset + total > _SECTOR:
+                self._advance()
+        addr = self._head * _SECTOR + self._offset + self._staged
+        self._stage_mv[self._staged : self._staged + total] = self._mv[:total]
+        self._staged += total
+        return addr
+
+    def sync(self):
+        """Program the staged records (group commit): the durability point of deferred commits."""
+        if self._staged:
+            n = self._staged
+            self._staged = 0
+            self._part.writeblocks(self._head, self._stage_mv[:n], self._offset)
+            self._offset += n
 
     def _program(self, record):
         if self._offset + len(record) > _SECTOR:
@@ -359,7 +386,7 @@ class FileJournal(_Base):
             return -1
         return self._check(self._rbuf, n + _OVERHEAD)
 
-    def commit(self, rtype, n):
+    def commit(self, rtype, n, defer=False):
         total = self._seal(self._buf, rtype, n)
         if self._size + total > self._compact_bytes:
             self.compact()  # before the append: the owner has not yet recorded where this record lives
@@ -367,11 +394,17 @@ class FileJournal(_Base):
         f = self._file
         f.seek(addr)
         f.write(self._mv[:total])
-        f.flush()  # LittleFS commits the new size atomically here: this is the durability point
+        if not defer:
+            f.flush()  # LittleFS commits the new size atomically here: this is the durability point
         self._size += total
         return addr
 
+    def sync(self):
+        """Flush deferred records (group commit): one LittleFS commit for all of them."""
+        self._file.flush()
+
     def compact(self):
+        self.sync()
         owner = self._owner
         self._create(self._tmp)
         out = open(self._tmp, "r+b")

@@ -77,6 +77,7 @@ class Session:
         self._ctl_len = 0
         self.connected_now = False
         self.retain_cleared = 0
+        self.staged = 0  # group-committed records not yet on flash
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
@@ -169,9 +170,11 @@ class Session:
 
     # -- application side ----------------------------------------------------------------------------------
 
-    def accept(self, topic, payload, qos, retain=False, mark=None):
+    def accept(self, topic, payload, qos, retain=False, mark=None, defer=False):
         """Journal a QoS 1/2 message and queue it; returns its packet id once the record is on flash.
-        topic: bytes already validated with codec.check_topic. Raises QueueFull when every slot is taken."""
+        topic: bytes already validated with codec.check_topic. Raises QueueFull when every slot is taken.
+        defer=True (group commit): the record is only staged; it is made durable by sync(), which
+        next_packet() calls before anything is sent, so no message leaves before it is on flash."""
         if qos not in (1, 2):
             raise ValueError("accept() is for QoS 1 and 2; QoS 0 is sent without a journal")
         i = self._free_slot()
@@ -187,7 +190,8 @@ class Session:
         struct.pack_into(">HBIIH", body, 0, pid, qos | (4 if retain else 0), serial, mark, len(topic))
         body[_PUB_HEADER : _PUB_HEADER + len(topic)] = topic
         body[_PUB_HEADER + len(topic) : n] = payload
-        addr = self.journal.commit(journal.PUB, n)  # the durability point of publish()
+        addr = self.journal.commit(journal.PUB, n, defer)  # the durability point of publish() (or of sync())
+        self.staged = self.staged + 1 if defer else 0
         # Only now: a commit that opens a sector snapshots the counters first, and a snapshot must never
         # count a message whose own record a power cut could still tear.
         self.serial = serial
@@ -199,6 +203,12 @@ class Session:
         self._addr[i] = addr
         self._serial[i] = self.serial
         return pid
+
+    def sync(self):
+        """Make group-committed messages durable (one program for all of them)."""
+        if self.staged:
+            self.journal.sync()
+            self.staged = 0
 
     def note_mark(self, mark):
         """Journal the application's progress for a message that has no record of its own (QoS 0)."""
@@ -251,6 +261,7 @@ class Session:
         """Encode the next packet the session wants sent into buf; returns its length, or 0 for none."""
         if not self.connected_now:
             return 0
+        self.sync()
         if self._ctl_len:
             h = self._ctl_head
             self._ctl_head = (h + 1) % _CONTROL_MAX

@@ -122,22 +122,26 @@ def run_until_complete(
         # The LittleFS file journal, for boards without a journal partition: a smaller dose.
         ("sim-nojournal", 1, CUTS_PER_QOS // 2),
         ("sim-nojournal", 2, CUTS_PER_QOS // 2),
+        # Group commit: staged messages die with the power, the mark with them; the run republishes them.
+        ("sim-group", 2, CUTS_PER_QOS // 2),
     ],
 )
 def test_power_cuts_lose_nothing_and_qos2_delivers_once(
     tmp_path: Path, broker: Mosquitto, board_name: str, qos: int, wanted: int
 ) -> None:
+    group = 4 if board_name == "sim-group" else 0
+    board_name = "sim" if group else board_name
     rng = random.Random(qos * 7919 + len(board_name))
-    recorder = Recorder(broker.address, f"recorder-{board_name}-q{qos}")
+    recorder = Recorder(broker.address, f"recorder-{board_name}-g{group}-q{qos}")
     cuts = 0
     runs = 0
     try:
         while cuts < wanted:
-            dev = f"cut-{board_name}-q{qos}-{runs}"
+            dev = f"cut-{board_name}-g{group}-q{qos}-{runs}"
             workdir = tmp_path / dev
             workdir.mkdir()
             version = ["3.1", "3.1.1", "5"][runs % 3]
-            config = board_config(dev, broker.address, qos, COUNT, version)
+            config = board_config(dev, broker.address, qos, COUNT, version, group_commit=group)
             made, out = run_until_complete(workdir, config, rng, board_name)
             cuts += made
             assert summary(out)["total"] == COUNT, out

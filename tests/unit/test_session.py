@@ -311,3 +311,35 @@ def test_file_journal_moves_a_foreign_file_aside(tmp_path: Path) -> None:
     again = Session(journal.FileJournal(str(tmp_path / "mqtt.journal"), 512))
     again.open()
     assert again.outstanding() == 1
+
+
+def test_group_commit_programs_several_messages_at_once() -> None:
+    part = NorPartition(8)
+    s = Session(journal.RingJournal(part, 512))
+    s.open()
+    s.note_mark(0)  # opens the first sector
+    before = part.ops
+    pids = [s.accept(b"t", b"m%d" % i, 1, mark=i + 1, defer=True) for i in range(5)]
+    assert part.ops == before  # staged, nothing programmed yet
+    lost = Session(journal.RingJournal(part, 512))
+    lost.open()
+    assert lost.outstanding() == 0 and lost.mark == 0  # a power cut now loses them, and the mark with them
+    s.connected(True)
+    sent = drain(s)  # nothing is sent before it is on flash: next_packet syncs first
+    assert part.ops == before + 1  # one program for five records
+    assert [p.pid for p in sent] == pids
+    again = Session(journal.RingJournal(part, 512))
+    again.open()
+    assert again.outstanding() == 5 and again.mark == 5
+
+
+def test_group_commit_on_the_file_journal(tmp_path: Path) -> None:
+    path = str(tmp_path / "j")
+    s = Session(journal.FileJournal(path, 512))
+    s.open()
+    for i in range(4):
+        s.accept(b"t", b"x", 2, mark=i + 1, defer=True)
+    s.sync()
+    again = Session(journal.FileJournal(path, 512))
+    again.open()
+    assert again.outstanding() == 4 and again.mark == 4
