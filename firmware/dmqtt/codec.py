@@ -776,13 +776,19 @@ def decode_connack(body, version=V311):
     return version == V311 and bool(flags & 1), code, None
 
 
+def _pid_and_props(body, ptype, version):
+    """The packet id and, in MQTT 5.0, the properties that open SUBSCRIBE, SUBACK, UNSUBSCRIBE and UNSUBACK:
+    -> (packet id, properties or None, position after them)."""
+    pid = _pid_at(body, 0)
+    if version != V5:
+        return pid, None, 2
+    props, pos = _props_at(body, 2, ptype)
+    return pid, props, pos
+
+
 def decode_suback(body, version=V311):
     """-> (packet id, [return codes], properties or None)."""
-    pid = _pid_at(body, 0)
-    pos = 2
-    props = None
-    if version == V5:
-        props, pos = _props_at(body, pos, SUBACK)
+    pid, props, pos = _pid_and_props(body, SUBACK, version)
     codes = list(bytes(memoryview(body)[pos:]))
     if not codes:
         raise _malformed("SUBACK without return codes")
@@ -794,11 +800,10 @@ def decode_suback(body, version=V311):
 
 def decode_unsuback(body, version=V311):
     """-> (packet id, [reason codes] (empty before 5.0), properties or None)."""
-    pid = _pid_at(body, 0)
+    pid, props, pos = _pid_and_props(body, UNSUBACK, version)
     if version != V5:
-        _expect_end(body, 2)
+        _expect_end(body, pos)
         return pid, [], None
-    props, pos = _props_at(body, 2, UNSUBACK)
     codes = list(bytes(memoryview(body)[pos:]))
     for code in codes:
         if code not in _UNSUBACK_REASONS:

@@ -20,6 +20,7 @@ from dmqtt.codec import (
     _finish,
     _header,
     _malformed,
+    _pid_and_props,
     _pid_at,
     _props_at,
     _props_block_size,
@@ -146,11 +147,7 @@ def decode_connect(body):
 
 def decode_subscribe(body, version=V311):
     """-> (packet id, [(filter, options)], properties or None)."""
-    pid = _pid_at(body, 0)
-    pos = 2
-    props = None
-    if version == V5:
-        props, pos = _props_at(body, pos, SUBSCRIBE)
+    pid, props, pos = _pid_and_props(body, SUBSCRIBE, version)
     topics = []
     while pos < len(body):
         raw, pos = _field_at(body, pos)
@@ -172,11 +169,7 @@ def decode_subscribe(body, version=V311):
 
 def decode_unsubscribe(body, version=V311):
     """-> (packet id, [filters], properties or None)."""
-    pid = _pid_at(body, 0)
-    pos = 2
-    props = None
-    if version == V5:
-        props, pos = _props_at(body, pos, UNSUBSCRIBE)
+    pid, props, pos = _pid_and_props(body, UNSUBSCRIBE, version)
     filters = []
     while pos < len(body):
         raw, pos = _field_at(body, pos)
