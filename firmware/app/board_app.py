@@ -67,6 +67,7 @@ class Board:
         self.cfg = cfg
         self.boot = boot
         self.backoff = Backoff()
+        self.retry_at = time.ticks_ms()
         self.reconnects = 0
         self.received = 0
         self.refused = 0
@@ -98,29 +99,47 @@ class Board:
             self.refused += 1
             print("publish refused: packet id %d reason 0x%02x" % (pid, reason))
 
-    def ensure_connected(self):
-        """Connect, retrying with capped exponential backoff and jitter until it works."""
+    def try_connect(self):
+        """One connection attempt when the backoff allows it; True when connected."""
         client = self.client
-        while not client.connected:
-            try:
-                if self.cfg["wifi"]:
-                    join_wifi(self.cfg["wifi"])
-                present = client.connect(TCPTransport(self.cfg["host"], self.cfg["port"]))
-                print("connected session_present=%d inflight=%d" % (present, client.session.outstanding()))
-                for topic, qos in self.cfg["subscribe"]:
-                    client.subscribe(topic, qos)
-                self.backoff.reset()
-            except (OSError, MQTTError) as exc:
-                delay = self.backoff.next_ms()
-                self.reconnects += 1
-                print("connect failed (%s); retrying in %d ms" % (exc, delay))
-                time.sleep_ms(delay)
+        if client.connected:
+            return True
+        if time.ticks_diff(time.ticks_ms(), self.retry_at) < 0:
+            return False
+        try:
+            if self.cfg["wifi"]:
+                join_wifi(self.cfg["wifi"])
+            present = client.connect(TCPTransport(self.cfg["host"], self.cfg["port"]))
+            print("connected session_present=%d inflight=%d" % (present, client.session.outstanding()))
+            for topic, qos in self.cfg["subscribe"]:
+                client.subscribe(topic, qos)
+            self.backoff.reset()
+            return True
+        except (OSError, MQTTError) as exc:
+            client.close()
+            delay = self.backoff.next_ms()  # capped exponential with jitter
+            self.retry_at = time.ticks_add(time.ticks_ms(), delay)
+            self.reconnects += 1
+            print("connect failed (%s); retrying in %d ms" % (exc, delay))
+            return False
+
+    def ensure_connected(self):
+        while not self.try_connect():
+            time.sleep_ms(max(1, time.ticks_diff(self.retry_at, time.ticks_ms())))
 
     def idle(self, ms):
-        """Serve the connection (acks, keep-alive) for ms milliseconds."""
+        """Serve the connection (acks, keep-alive, reconnects) for ms milliseconds."""
         deadline = time.ticks_add(time.ticks_ms(), ms)
         while True:
-            self.client.poll(max(0, min(100, time.ticks_diff(deadline, time.ticks_ms()))))
+            left = time.ticks_diff(deadline, time.ticks_ms())
+            if self.try_connect():
+                try:
+                    self.client.poll(max(0, min(100, left)))
+                except (OSError, MQTTError) as exc:
+                    print("connection lost (%s)" % exc)
+                    self.client.close()
+            elif left > 0:
+                time.sleep_ms(min(left, 50))
             if time.ticks_diff(deadline, time.ticks_ms()) <= 0:
                 return
 
@@ -132,21 +151,31 @@ class Board:
         topic = cfg["topic"].encode()
         start = time.ticks_ms()
         seq = 0
+        self.try_connect()
         while seq < todo:
-            self.ensure_connected()
+            if cfg["qos"] == 0:
+                self.ensure_connected()  # QoS 0 is not queued: it needs the connection
             body = {"dev": cfg["client_id"], "boot": self.boot, "seq": seq, "t": time.ticks_ms(), "reading": reading(seq)}
             if cfg["payload_bytes"]:
                 body["pad"] = ""
                 body["pad"] = "x" * max(0, cfg["payload_bytes"] - len(json.dumps(body)))
             try:
-                client.publish(topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=30000)
-                seq += 1  # counted when publish() has accepted it
-                group = cfg["group_commit"]
-                if not group or seq % group == 0 or seq == todo:
-                    self.idle(cfg["interval_ms"])  # sends, and with group commit makes the group durable first
-            except (OSError, MQTTError, QueueFull) as exc:
+                # QoS 1/2 while disconnected: accepted into the journal (the offline queue) and sent on reconnect.
+                wait = 30000 if client.connected else 0
+                client.publish(topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=wait)
+            except QueueFull:
+                print("offline queue full (%d messages): waiting for the broker" % client.session.outstanding())
+                self.ensure_connected()
+                continue
+            except (OSError, MQTTError) as exc:
                 print("connection lost (%s)" % exc)
                 client.close()
+                continue
+            seq += 1  # counted when publish() has accepted it
+            group = cfg["group_commit"]
+            if not group or seq % group == 0 or seq == todo:
+                client.flush()  # with group commit: the group is made durable here
+                self.idle(cfg["interval_ms"])
         while client.session.outstanding():
             self.ensure_connected()
             try:

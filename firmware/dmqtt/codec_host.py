@@ -21,7 +21,6 @@ from dmqtt.codec import (
     _header,
     _malformed,
     _pid_and_props,
-    _pid_at,
     _props_at,
     _props_block_size,
     _props_size,

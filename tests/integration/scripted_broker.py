@@ -75,10 +75,10 @@ class Connection:
 
 
 class ScriptedBroker:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
+        self.listener.bind(("127.0.0.1", port))
         self.listener.listen(4)
         self.port: int = self.listener.getsockname()[1]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -264,3 +265,29 @@ def test_connect_carries_credentials_will_and_keep_alive(tmp_path: Path, broker:
         conn.recv(timeout=8)
     code, out = finish(board)
     assert code == 0 and "no PINGRESP within the keep-alive period" in out, out
+
+
+def test_offline_queue_is_sent_when_the_broker_appears(tmp_path: Path) -> None:
+    from host_bridge.broker import free_port
+
+    port = free_port()
+    board = start_board(tmp_path, board_config("wire-offline", f"127.0.0.1:{port}", 2, 5, publish={"interval_ms": 100}))
+    time.sleep(2.0)  # no broker yet: connection refused, messages go into the journal
+    broker = ScriptedBroker(port)
+    try:
+        conn = broker.accept(timeout=40)
+        conn.expect_connect()
+        conn.connack(False)
+        pubs = [conn.recv_type(codec.PUBLISH)[1] for _ in range(5)]
+        assert [json.loads(p.payload)["seq"] for p in pubs] == [0, 1, 2, 3, 4]
+        assert not any(p.dup for p in pubs)  # never sent before: new flows
+        for p in pubs:
+            conn.ack(codec.PUBREC, p.pid)
+            conn.recv_type(codec.PUBREL)
+            conn.ack(codec.PUBCOMP, p.pid)
+        conn.recv_type(codec.DISCONNECT)
+    finally:
+        broker.close()
+    code, out = finish(board)
+    assert code == 0, out
+    assert out.count("connect failed") >= 2 and summary(out)["total"] == 5
