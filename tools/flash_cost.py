@@ -1,4 +1,5 @@
-"""Flash cost per message of each journal backend, and the firmware's heap, measured on the virtual board.
+"""Flash cost per message of each journal backend, the firmware's heap, and QoS 1 throughput with and without
+the window, measured on the virtual board.
 
     python tools/flash_cost.py [--messages N]        (part of make bench)
 
@@ -27,7 +28,7 @@ TOPIC = "sensors/{client_id}/telemetry"
 
 
 def run_board(
-    workdir: Path, board: str, broker: str, qos: int, count: int, payload: int, group: int = 0
+    workdir: Path, board: str, broker: str, qos: int, count: int, payload: int, group: int = 0, window: int = 8
 ) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     conf = workdir / "config.json"
     conf.write_text(
@@ -35,7 +36,7 @@ def run_board(
             {
                 "client_id": "cost",
                 "broker": broker,
-                "window": 8,
+                "window": window,
                 "group_commit": group,
                 "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": payload},
             }
@@ -75,6 +76,12 @@ def main() -> int:
                 rows.append((part, group, qos, per, record + acks))
         (Path(tmp) / "heap").mkdir()
         _, heap = run_board(Path(tmp) / "heap", "sim", broker.address, 1, 100, 256)
+        rates = {}
+        for window in (1, 8):
+            work = Path(tmp) / f"rate-{window}"
+            work.mkdir()
+            _, result = run_board(work, "sim", broker.address, 1, 1000, 100, 0, window)
+            rates[window] = 1000 / (result["ms"] / 1000)
     print(f"flash cost per message ({args.messages} messages, {args.payload}-byte payloads, window 8)")
     print(f"{'journal':<24}{'qos':>4}{'bytes programmed':>18}{'records (floor)':>17}{'ratio':>7}{'blocks erased':>15}{'program ops':>13}")
     for part, group, qos, per, floor in rows:
@@ -84,6 +91,10 @@ def main() -> int:
             f"{name:<24}{qos:>4}{per['bytes_programmed']:>18.1f}{floor:>17}{per['bytes_programmed'] / floor:>7.2f}"
             f"{per['blocks_erased']:>15.3f}{per['program_ops']:>13.2f}"
         )
+    print(
+        f"QoS 1 throughput to Mosquitto on loopback, 1000 messages: window 1 (stop-and-wait) {rates[1]:.0f}/s, "
+        f"window 8 {rates[8]:.0f}/s, ratio {rates[8] / rates[1]:.2f}"
+    )
     used = heap["heap_at_boot"] - heap["heap_free"]
     print(f"heap: {heap['heap_at_boot']} bytes free at boot (-X heapsize 110k), {heap['heap_free']} free after 100 QoS 1")
     print(f"      messages with 256-byte payloads and window 8: {used} bytes in use, the firmware's .mpy code")
