@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SITE = $(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-FIRMWARE := $(shell find firmware -name '*.py' | sort)
+FIRMWARE := $(shell find firmware -name '*.py' ! -name manifest.py | sort)
 MPY_DIR := build/mpy
 
 .PHONY: all demo test lint mpy typecheck venv system-deps bench soak clean

@@ -1,0 +1,8 @@
+# Freezes the firmware into a MicroPython image (in ports/esp32: make BOARD=ESP32_GENERIC
+# FROZEN_MANIFEST=/path/to/firmware/manifest.py). Frozen bytecode runs from flash, so the code that .mpy files
+# copied by `host-bridge deploy` take in the heap stays free for data. codec_host.py (the broker's half of the
+# codec, used by the host) is left out; main.py stays a file on the board's filesystem.
+include("$(PORT_DIR)/boards/manifest.py")
+package("dmqtt", files=["codec.py", "session.py", "journal.py", "client.py", "transport.py"], opt=3)
+module("board_app.py", base_path="app", opt=3)
+module("config.py", base_path="app", opt=3)
