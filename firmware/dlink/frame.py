@@ -40,7 +40,7 @@ MAX_PAYLOAD = const(240)
 _HEADER = const(6)
 _CRC = const(4)
 _RAW_MAX = const(250)  # _HEADER + MAX_PAYLOAD + _CRC
-_WIRE_MAX = const(254)  # COBS of _RAW_MAX (one code byte per 254) plus both delimiters
+WIRE_MAX = const(254)  # COBS of _RAW_MAX (one code byte per 254) plus both delimiters
 _LINE_MAX = const(160)  # console lines longer than this are cut
 
 
@@ -49,7 +49,7 @@ class FrameError(Exception):
 
 
 def encode(out, ftype, channel, seq, ack, epoch, payload=b""):
-    """Write the frame, delimiters included, into out (at least _WIRE_MAX bytes); returns its length."""
+    """Write the frame, delimiters included, into out (at least WIRE_MAX bytes); returns its length."""
     n = len(payload)
     if n > MAX_PAYLOAD:
         raise FrameError("payload of %d bytes exceeds %d" % (n, MAX_PAYLOAD))
@@ -107,7 +107,7 @@ class Decoder:
     LINE = 2
 
     def __init__(self):
-        self._seg = bytearray(_WIRE_MAX)
+        self._seg = bytearray(WIRE_MAX)
         self._raw = bytearray(_RAW_MAX)
         self._raw_mv = memoryview(self._raw)
         self._line = bytearray(_LINE_MAX)
@@ -159,7 +159,7 @@ class Decoder:
                 self._text = True
                 pos -= 1
                 continue
-            if self._n == _WIRE_MAX:
+            if self._n == WIRE_MAX:
                 self._n = 0
                 self._skip = True
                 self.overflows += 1
@@ -169,7 +169,11 @@ class Decoder:
         return pos - start
 
     def _emit_line(self, pos, start):
-        self.line = bytes(self._line[: self._line_n]).decode("utf-8", "replace")
+        raw = bytes(self._line[: self._line_n])
+        try:
+            self.line = raw.decode()
+        except UnicodeError:  # not UTF-8 (noise); MicroPython has no errors="replace"
+            self.line = "".join(chr(b) if 0x20 <= b < 0x7F else "?" for b in raw)
         self._line_n = 0
         self.ready = Decoder.LINE
         return pos - start

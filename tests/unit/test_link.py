@@ -1,0 +1,169 @@
+"""The serial link on CPython: two endpoints over a simulated line that loses, flips and invents bytes.
+Streams must arrive complete, in order and uncorrupted; restarts must be noticed."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dlink import frame
+from dlink.link import UP, Link, timeout_for
+
+
+class Line:
+    """A serial line between two endpoints, paced at baud/10 bytes per millisecond-step, with faults."""
+
+    def __init__(self, a: Link, b: Link, baud: int = 115200, ber: float = 0.0, drop: float = 0.0, seed: int = 1):
+        self.ends = (a, b)
+        self.rate = baud / 10 / 1000  # bytes per ms
+        self.ber, self.drop = ber, drop
+        self.rng = random.Random(seed)
+        self.queues: tuple[bytearray, bytearray] = (bytearray(), bytearray())
+        self.credit = [0.0, 0.0]
+        self.now = 0
+
+    def damage(self, data: bytes) -> bytes:
+        out = bytearray()
+        for byte in data:
+            if self.drop and self.rng.random() < self.drop:
+                continue
+            for bit in range(8):
+                if self.ber and self.rng.random() < self.ber:
+                    byte ^= 1 << bit
+            out.append(byte)
+        return bytes(out)
+
+    def step(self) -> None:
+        for i, end in enumerate(self.ends):
+            while len(self.queues[i]) < 64:
+                chunk = end.poll(self.now)
+                if chunk is None:
+                    break
+                self.queues[i].extend(self.damage(bytes(chunk)))
+        for i in range(2):
+            self.credit[i] += self.rate
+            n = int(self.credit[i])
+            if n and self.queues[i]:
+                self.credit[i] -= n
+                data = bytes(self.queues[i][:n])
+                del self.queues[i][:n]
+                self.ends[1 - i].feed(data, self.now)
+            elif not self.queues[i]:
+                self.credit[i] = 0.0
+        self.now += 1
+
+    def run(self, ms: int) -> None:
+        for _ in range(ms):
+            self.step()
+
+
+def pump(line: Line, src: Link, dst: Link, channel: int, data: bytes, limit_ms: int) -> bytes:
+    got = bytearray()
+    buf = bytearray(512)
+    sent = 0
+    for _ in range(limit_ms):
+        if sent < len(data):
+            sent += src.send(channel, data[sent : sent + 600])
+        line.step()
+        while n := dst.readinto(channel, buf):
+            got += buf[:n]
+        if len(got) >= len(data):
+            break
+    return bytes(got)
+
+
+def test_handshake_brings_both_ends_up() -> None:
+    a, b = Link(0x1111), Link(0x2222)
+    line = Line(a, b)
+    line.run(100)
+    assert a.state == b.state == UP and a.peer_epoch == 0x2222 and b.peer_epoch == 0x1111
+
+
+@pytest.mark.parametrize(("ber", "drop"), [(0.0, 0.0), (1e-4, 0.001)])
+def test_streams_arrive_whole_and_in_order_over_a_bad_line(ber: float, drop: float) -> None:
+    a, b = Link(7), Link(9)
+    line = Line(a, b, ber=ber, drop=drop, seed=int(ber * 1e6) + 3)
+    line.run(200)
+    rng = random.Random(5)
+    up = bytes(rng.randrange(256) for _ in range(20000))
+    down = bytes(rng.randrange(256) for _ in range(8000))
+    assert pump(line, a, b, frame.MQTT, up, 60000) == up
+    assert pump(line, b, a, frame.MQTT, down, 60000) == down
+    if ber:
+        assert a.retransmissions + b.retransmissions > 0 and a.decoder.crc_errors + b.decoder.crc_errors > 0
+
+
+def test_a_very_bad_line_is_slow_but_never_corrupts() -> None:
+    # BER 1e-3: nine full frames in ten are damaged. What gets through is exact and in order.
+    a, b = Link(7), Link(9)
+    line = Line(a, b, ber=1e-3, drop=0.005, seed=11)
+    line.run(200)
+    data = bytes(random.Random(2).randrange(256) for _ in range(20000))
+    got = pump(line, a, b, frame.MQTT, data, 20000)
+    assert 0 < len(got) and got == data[: len(got)]
+    assert b.decoder.crc_errors > 100
+
+
+def test_channels_are_separate_streams() -> None:
+    a, b = Link(1), Link(2)
+    line = Line(a, b)
+    line.run(100)
+    a.send(frame.CONTROL, b"O 127.0.0.1:1883")
+    a.send(frame.MQTT, b"\x10\x0c")
+    line.run(50)
+    buf = bytearray(64)
+    assert bytes(buf[: b.readinto(frame.CONTROL, buf)]) == b"O 127.0.0.1:1883"
+    assert bytes(buf[: b.readinto(frame.MQTT, buf)]) == b"\x10\x0c"
+
+
+def test_a_restarted_peer_is_noticed_and_streams_start_over() -> None:
+    a, b = Link(1), Link(2)
+    line = Line(a, b)
+    line.run(100)
+    a.send(frame.MQTT, b"old session bytes")
+    line.run(50)
+    reborn = Link(3)  # b reboots: new epoch
+    line.ends = (a, reborn)
+    line.run(300)
+    assert a.peer_resets == 1 and a.peer_epoch == 3 and reborn.state == UP
+    assert a.available(frame.MQTT) == 0  # nothing of the old peer survives the reset
+    assert pump(line, reborn, a, frame.MQTT, b"new session", 1000) == b"new session"
+
+
+def test_console_text_between_frames_is_passed_on_by_line() -> None:
+    a, b = Link(1), Link(2)
+    line = Line(a, b)
+    line.run(60)
+    line.queues[0].extend(b"Traceback (most recent call last):\r\n  boot.py line 3\n")
+    line.run(60)
+    assert b.lines == ["Traceback (most recent call last):", "  boot.py line 3"]
+    assert pump(line, a, b, frame.MQTT, b"x" * 1000, 2000) == b"x" * 1000
+
+
+def test_full_receive_buffer_is_flow_control_not_loss() -> None:
+    a, b = Link(1), Link(2, rx_size=300)
+    line = Line(a, b)
+    line.run(100)
+    data = bytes(range(256)) * 8
+    sent = 0
+    for _ in range(200):
+        sent += a.send(frame.MQTT, data[sent:])
+        line.step()
+    assert b.available(frame.MQTT) <= 300  # the reader is slow: frames are refused, not buffered without bound
+    got = bytearray()
+    buf = bytearray(100)
+    for _ in range(20000):
+        if sent < len(data):
+            sent += a.send(frame.MQTT, data[sent:])
+        line.step()
+        got += buf[: b.readinto(frame.MQTT, buf)]
+        if len(got) == len(data):
+            break
+    assert bytes(got) == data
+
+
+def test_timeout_follows_the_baud_rate() -> None:
+    assert timeout_for(115200, 4) > timeout_for(921600, 4)
+    # 254-byte frames at 115200: 22 ms each; a window of 4 out and back, twice, plus the margin
+    assert timeout_for(115200, 4) == 2 * 5 * 22 + 60
