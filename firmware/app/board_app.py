@@ -14,11 +14,9 @@ import json
 import sys
 import time
 
-import config
 from dmqtt.client import Backoff, MQTTClient, MQTTError
 from dmqtt.journal import JournalError, open_journal
 from dmqtt.session import QueueFull
-from dmqtt.transport import TCPTransport
 
 _UNIX = sys.platform == "linux"
 
@@ -72,6 +70,18 @@ class Board:
         self.received = 0
         self.refused = 0
         self.heap_at_boot = 0
+        # The transport's code loads before the client's buffers, and only the one in use.
+        if cfg["transport"] == "serial":
+            from dlink.transport import LinkTransport
+
+            # The link's buffers are allocated now, while the heap is still in one piece.
+            uart = cfg["uart"]
+            LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
+            self.transport_class = LinkTransport
+        else:
+            from dmqtt.transport import TCPTransport
+
+            self.transport_class = TCPTransport  # type: ignore[assignment]
         self.client = MQTTClient(
             cfg["client_id"],
             open_journal(),
@@ -107,9 +117,9 @@ class Board:
         if time.ticks_diff(time.ticks_ms(), self.retry_at) < 0:
             return False
         try:
-            if self.cfg["wifi"]:
+            if self.cfg["wifi"] and self.cfg["transport"] == "tcp":
                 join_wifi(self.cfg["wifi"])
-            present = client.connect(TCPTransport(self.cfg["host"], self.cfg["port"]))
+            present = client.connect(self.open_transport())
             print("connected session_present=%d inflight=%d" % (present, client.session.outstanding()))
             for topic, qos in self.cfg["subscribe"]:
                 client.subscribe(topic, qos)
@@ -122,6 +132,13 @@ class Board:
             self.reconnects += 1
             print("connect failed (%s); retrying in %d ms" % (exc, delay))
             return False
+
+    def open_transport(self):
+        cfg = self.cfg
+        if cfg["transport"] == "serial":
+            uart = cfg["uart"]
+            return self.transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
+        return self.transport_class(cfg["host"], cfg["port"])
 
     def ensure_connected(self):
         while not self.try_connect():
@@ -201,18 +218,28 @@ class Board:
         print(json.dumps(summary))
 
 
-def main(heap_at_boot):
+def read_config():
+    """Load and check config.json, then unload the checker: its code is needed once per boot, and its few
+    kilobytes of heap are worth more to the buffers."""
+    import config
+
     try:
         cfg = config.load()
-    except (OSError, config.ConfigError) as exc:
+        cfg["root"] = config.root()
+    finally:
+        del sys.modules["config"]
+    return cfg
+
+
+def main(heap_at_boot):
+    try:
+        cfg = read_config()
+    except Exception as exc:  # ConfigError, or a file system error: reported, never a crash loop
         print("config error:", exc)
         print("fix config.json and reset the board")
         return 3
-    if cfg["transport"] == "serial":
-        print("config error: the serial transport arrives with the link; use transport tcp")
-        return 3
     try:
-        board = Board(cfg, next_boot(config.root()))
+        board = Board(cfg, next_boot(cfg["root"]))
         board.heap_at_boot = heap_at_boot
         board.run()
     except JournalError as exc:

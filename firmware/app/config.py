@@ -56,12 +56,16 @@ def check(raw):
     if transport not in ("tcp", "serial"):
         raise ConfigError('transport must be "tcp" or "serial"')
     host, port = "", 0
-    if transport == "tcp":
-        broker = str(raw.get("broker", ""))
+    broker = str(raw.get("broker", ""))
+    if broker or transport == "tcp":
+        # Over the serial link the broker is optional: the bridge's default broker is used without one.
         host, _, port_text = broker.rpartition(":")
         if not host or not port_text.isdigit():
             raise ConfigError("broker must be host:port, got %r" % broker)
         port = int(port_text)
+    uart = raw.get("uart", {})
+    if not isinstance(uart, dict):
+        raise ConfigError("uart must be {id, baud, tx, rx}")
     wifi = raw.get("wifi")
     if wifi is not None and (not isinstance(wifi, dict) or not wifi.get("ssid")):
         raise ConfigError("wifi must be {ssid, password}")
@@ -106,6 +110,11 @@ def check(raw):
         "interval_ms": _int(pub, "interval_ms", 0, 0, 86400000),
         "payload_bytes": _int(pub, "payload_bytes", 0, 0, 900),
         "subscribe": subs,
+        "uart": {
+            "id": _int(uart, "id", 1, 0, 2),
+            "baud": _int(uart, "baud", 115200, 1200, 5000000),
+            "pins": {k: uart[k] for k in ("tx", "rx") if isinstance(uart.get(k), int)},
+        },
         "username": raw.get("username"),
         "password": raw["password"].encode() if raw.get("password") is not None else None,
         "will": will,

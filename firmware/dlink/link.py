@@ -40,7 +40,7 @@ def timeout_for(baud, window):
 
 
 class Link:
-    def __init__(self, epoch, baud=115200, window=4, rx_size=1024):
+    def __init__(self, epoch, baud=115200, window=4, rx_size=512, control_size=128):
         if not 0 < epoch < 0x10000:
             raise ValueError("epoch must be 1..65535")
         self.epoch = epoch
@@ -60,7 +60,8 @@ class Link:
         self._tx_len = bytearray(window)
         self._tx_ch = bytearray(window)
         # Receive buffers: one ring per channel.
-        self._rx = [bytearray(rx_size) for _ in range(_CHANNELS)]
+        # Control messages are short lines; console text from the peer is only for a log, so its ring is small.
+        self._rx = [bytearray(control_size), bytearray(rx_size), bytearray(control_size)]
         self._rx_head = [0] * _CHANNELS
         self._rx_len = [0] * _CHANNELS
         self.lines = []  # console text received outside frames (host side), oldest first

@@ -74,7 +74,7 @@ class MQTTClient:
         username=None,
         password=None,
         will=None,
-        max_packet=2048,
+        max_packet=1024,
         group_commit=0,
     ):
         self.client_id = client_id
@@ -113,7 +113,7 @@ class MQTTClient:
     def connect(self, transport, timeout_ms=10000):
         """CONNECT on an open transport and wait for CONNACK; returns the session-present flag."""
         self._transport = transport
-        self._decoder = codec.StreamDecoder(self.version, self.max_packet, self.max_packet)
+        self._decoder.restart()  # the same buffer for every connection: no new allocation per reconnect
         props = None
         if self.version == codec.V5:
             props = {

@@ -853,6 +853,10 @@ class StreamDecoder:
         self.version = version
         self.max_packet_size = max_packet_size
         self._use(bytearray(capacity if capacity is not None else min(max_packet_size, 1024)))
+        self.restart()
+
+    def restart(self):
+        """Forget any partial packet and any error: a new connection starts (the buffer is kept)."""
         self._reset()
         self._error = None
 

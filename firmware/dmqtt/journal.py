@@ -4,8 +4,9 @@
 # - RingJournal: a log-structured ring on a raw flash partition (esp32.Partition, found by label). It programs
 #   only a record's own bytes into erased space and erases a 4 KiB sector only when the ring comes round to it,
 #   after carrying the sector's live records forward. Cost per message approaches the record's size.
-# - FileJournal: an append-only file on LittleFS for boards whose partition table has no journal partition.
-#   Compacted by writing a new file and renaming it over the old one (atomic on LittleFS).
+# - FileJournal (journal_file.py, loaded only when needed): an append-only file on LittleFS for boards whose
+#   partition table has no journal partition. Compacted by writing a new file and renaming it over the old one
+#   (atomic on LittleFS).
 #
 # The owner (the session) is told every valid record in log order by replay(), and is asked, when records are
 # about to be erased, which ones are still live (is_live) and told where they moved (moved). Records carry a
@@ -40,14 +41,13 @@ MARK = const(7)  # application progress mark (QoS 0 publishes): mark
 
 _SECTOR = const(4096)
 _SECTOR_HEADER = const(16)
-_OVERHEAD = const(7)  # type (1) + length (2) + CRC-32 (4)
+OVERHEAD = const(7)  # type (1) + length (2) + CRC-32 (4): public, journal_file.py uses it
 _SECTOR_MAGIC = b"DMQJ"
-_FILE_MAGIC = b"DMQF"
-_FORMAT = const(1)
+FORMAT = const(1)
 _ERASED = const(0xFF)
 _PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
-_AT_TORN = const(-1)
-_AT_ERASED = const(-2)
+AT_TORN = const(-1)
+AT_ERASED = const(-2)
 _AT_PAD = const(-3)
 _STAGE = const(2048)  # group commit: at most this many bytes of records programmed at once
 
@@ -59,10 +59,10 @@ class JournalError(Exception):
 class _Base:
     def __init__(self, record_max):
         self.record_max = record_max
-        self._buf = bytearray(record_max + _OVERHEAD)
+        self._buf = bytearray(record_max + OVERHEAD)
         self._mv = memoryview(self._buf)
         self.body = self._mv[3 : 3 + record_max]  # the owner writes a record's body here, then commit()
-        self._rbuf = bytearray(record_max + _OVERHEAD)  # reads and carried-forward copies
+        self._rbuf = bytearray(record_max + OVERHEAD)  # reads and carried-forward copies
         self._rmv = memoryview(self._rbuf)
         self.notes = []  # what open() found and repaired, for the console
 
@@ -74,17 +74,17 @@ class _Base:
         buf[1] = n >> 8
         buf[2] = n & 0xFF
         struct.pack_into(">I", buf, 3 + n, crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF)
-        return n + _OVERHEAD
+        return n + OVERHEAD
 
     def _check(self, buf, length_limit):
-        """Validate the record in buf (header already read): -> body length, or _AT_TORN."""
+        """Validate the record in buf (header already read): -> body length, or AT_TORN."""
         rtype = buf[0]
         n = (buf[1] << 8) | buf[2]
-        if rtype < PUB or rtype > MARK or n > self.record_max or n + _OVERHEAD > length_limit:
-            return _AT_TORN
+        if rtype < PUB or rtype > MARK or n > self.record_max or n + OVERHEAD > length_limit:
+            return AT_TORN
         want = struct.unpack_from(">I", buf, 3 + n)[0]
         if crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF != want:
-            return _AT_TORN
+            return AT_TORN
         return n
 
 
@@ -158,7 +158,7 @@ class RingJournal(_Base):
         return last + 1
 
     def _header_seq(self, hdr):
-        if hdr[0:4] != _SECTOR_MAGIC or hdr[4] != _FORMAT:
+        if hdr[0:4] != _SECTOR_MAGIC or hdr[4] != FORMAT:
             return 0
         if crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF != struct.unpack_from(">I", hdr, 12)[0]:
             return 0
@@ -171,32 +171,32 @@ class RingJournal(_Base):
         """Call owner.replay for each valid record; -> (end offset, True if it ended on erased flash)."""
         off = _SECTOR_HEADER
         buf = self._rbuf
-        while off + _OVERHEAD <= _SECTOR:
+        while off + OVERHEAD <= _SECTOR:
             n = self._read_at(sector, off, _SECTOR - off)
             if n == _AT_PAD:
                 off += 1
                 continue
-            if n == _AT_ERASED:
+            if n == AT_ERASED:
                 return off, True
             if n < 0:
                 return off, False  # torn: nothing after it in this sector is trusted
             owner.replay(buf[0], self._rmv[3 : 3 + n], sector * _SECTOR + off)
-            off += n + _OVERHEAD
+            off += n + OVERHEAD
         return off, True
 
     def _read_at(self, sector, off, room):
-        """Read the record at (sector, off) into _rbuf: its body length, or _AT_TORN, _AT_ERASED, _AT_PAD."""
+        """Read the record at (sector, off) into _rbuf: its body length, or AT_TORN, AT_ERASED, _AT_PAD."""
         buf = self._rbuf
         head = self._rmv[0:3]
         self._part.readblocks(sector, head, off)
         if buf[0] == _PAD:
             return _AT_PAD
         if buf[0] == _ERASED and buf[1] == _ERASED and buf[2] == _ERASED:
-            return _AT_ERASED
+            return AT_ERASED
         n = (buf[1] << 8) | buf[2]
-        if n > self.record_max or n + _OVERHEAD > room:
-            return _AT_TORN
-        self._part.readblocks(sector, self._rmv[3 : n + _OVERHEAD], off + 3)
+        if n > self.record_max or n + OVERHEAD > room:
+            return AT_TORN
+        self._part.readblocks(sector, self._rmv[3 : n + OVERHEAD], off + 3)
         return self._check(buf, room)
 
     # -- writing ---------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ class RingJournal(_Base):
         self._erased[sector] = False
         hdr = self._hdr
         hdr[0:4] = _SECTOR_MAGIC
-        hdr[4] = _FORMAT
+        hdr[4] = FORMAT
         hdr[5] = hdr[6] = hdr[7] = 0
         struct.pack_into(">I", hdr, 8, seq)
         struct.pack_into(">I", hdr, 12, crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF)
@@ -287,7 +287,7 @@ class RingJournal(_Base):
         oldest = order[0]
         owner = self._owner
         off = _SECTOR_HEADER
-        while off + _OVERHEAD <= _SECTOR:
+        while off + OVERHEAD <= _SECTOR:
             n = self._read_at(oldest, off, _SECTOR - off)
             if n == _AT_PAD:
                 off += 1
@@ -297,8 +297,8 @@ class RingJournal(_Base):
             old = oldest * _SECTOR + off
             body = self._rmv[3 : 3 + n]
             if owner.is_live(self._rbuf[0], body, old):
-                owner.moved(self._rbuf[0], body, old, self._append(self._rmv[: n + _OVERHEAD]))
-            off += n + _OVERHEAD
+                owner.moved(self._rbuf[0], body, old, self._append(self._rmv[: n + OVERHEAD]))
+            off += n + OVERHEAD
         self._part.ioctl(6, oldest)
         self._seq[oldest] = 0
         self._erased[oldest] = True
@@ -310,137 +310,6 @@ class RingJournal(_Base):
         n = self._read_at(sector, off, _SECTOR - off)
         if n < 0:
             raise JournalError("journal record at 0x%x is unreadable" % addr)
-        return self._rbuf[0], self._rmv[3 : 3 + n]
-
-
-class FileJournal(_Base):
-    """Append-only journal file on LittleFS, compacted into a new file renamed over the old one."""
-
-    def __init__(self, path, record_max=1024, compact_bytes=16384):
-        super().__init__(record_max)
-        self.path = path
-        self._tmp = path + ".tmp"
-        self._compact_bytes = compact_bytes
-        self._file = None  # type: Any
-        self._size = 0
-        self._owner = None  # type: Any  # the session, given to open()
-
-    def open(self, owner):
-        import os
-
-        self._owner = owner
-        try:
-            os.remove(self._tmp)  # a compaction that a power cut interrupted: the old file is still whole
-            self.notes.append("journal: removed an interrupted compaction")
-        except OSError:
-            pass
-        try:
-            f = open(self.path, "r+b")
-        except OSError:
-            f = None
-        if f is not None:
-            magic = f.read(8)
-            if magic[:4] != _FILE_MAGIC or magic[4] != _FORMAT:
-                f.close()
-                f = None
-                os.rename(self.path, self.path + ".corrupt")
-                self.notes.append("journal: %s is not a journal, moved aside to .corrupt" % self.path)
-        if f is None:
-            self._create(self.path)
-            f = open(self.path, "r+b")
-        self._file = f
-        end, clean = self._replay(owner)
-        self._size = end
-        if not clean:
-            self.notes.append("journal: torn record at offset %d ignored" % end)
-            self.compact()  # rewrite without the torn tail, so appends land after valid records only
-
-    def _create(self, path):
-        with open(path, "wb") as f:
-            f.write(_FILE_MAGIC + bytes([_FORMAT, 0, 0, 0]))
-
-    def _replay(self, owner):
-        off = 8
-        while True:
-            n = self._read_at(off)
-            if n == -2:
-                return off, True
-            if n < 0:
-                return off, False
-            owner.replay(self._rbuf[0], self._rmv[3 : 3 + n], off)
-            off += n + _OVERHEAD
-
-    def _read_at(self, off):
-        f = self._file
-        f.seek(off)
-        head = self._rmv[0:3]
-        got = f.readinto(head)
-        if not got:
-            return -2
-        if got < 3:
-            return -1
-        n = (self._rbuf[1] << 8) | self._rbuf[2]
-        if n > self.record_max:
-            return -1
-        if f.readinto(self._rmv[3 : n + _OVERHEAD]) != n + 4:
-            return -1
-        return self._check(self._rbuf, n + _OVERHEAD)
-
-    def commit(self, rtype, n, defer=False):
-        total = self._seal(self._buf, rtype, n)
-        if self._size + total > self._compact_bytes:
-            self.compact()  # before the append: the owner has not yet recorded where this record lives
-        addr = self._size
-        f = self._file
-        f.seek(addr)
-        f.write(self._mv[:total])
-        if not defer:
-            f.flush()  # LittleFS commits the new size atomically here: this is the durability point
-        self._size += total
-        return addr
-
-    def sync(self):
-        """Flush deferred records (group commit): one LittleFS commit for all of them."""
-        self._file.flush()
-
-    def compact(self):
-        self.sync()
-        owner = self._owner
-        self._create(self._tmp)
-        out = open(self._tmp, "r+b")
-        pos = 8
-        off = 8
-        moves = []
-        while off < self._size:
-            n = self._read_at(off)
-            if n < 0:
-                break
-            if owner.is_live(self._rbuf[0], self._rmv[3 : 3 + n], off):
-                out.seek(pos)
-                out.write(self._rmv[: n + _OVERHEAD])
-                moves.append((off, pos))
-                pos += n + _OVERHEAD
-            off += n + _OVERHEAD
-        # Built in the read buffer: self._buf may hold the record whose commit started this compaction.
-        total = self._seal(self._rbuf, META, owner.snapshot(self._rmv[3 : 3 + self.record_max]))
-        out.seek(pos)
-        out.write(self._rmv[:total])
-        out.flush()
-        out.close()
-        self._file.close()
-        import os
-
-        os.rename(self._tmp, self.path)  # atomic on LittleFS: the old file or the new one, never neither
-        self._file = open(self.path, "r+b")
-        self._size = pos + total
-        for old, new in moves:
-            rtype, body = self.read(new)
-            owner.moved(rtype, body, old, new)
-
-    def read(self, addr):
-        n = self._read_at(addr)
-        if n < 0:
-            raise JournalError("journal record at %d is unreadable" % addr)
         return self._rbuf[0], self._rmv[3 : 3 + n]
 
 
@@ -463,4 +332,6 @@ def open_journal(label="mqttlog", path=None, record_max=1024):
             path = "/flash/mqtt.journal"
         except OSError:
             path = "/mqtt.journal"
+    from dmqtt.journal_file import FileJournal  # only boards without the partition load it
+
     return FileJournal(path, record_max)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dmqtt import codec_host as codec, journal
+from dmqtt.journal_file import FileJournal
 from dmqtt.session import QueueFull, Session
 from tests.unit.nor import NorPartition
 
@@ -23,7 +24,7 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
         part = NorPartition(16)
         return lambda: journal.RingJournal(part, record_max=512)
     path = str(tmp_path / "mqtt.journal")
-    return lambda: journal.FileJournal(path, record_max=512, compact_bytes=4096)
+    return lambda: FileJournal(path, record_max=512, compact_bytes=4096)
 
 
 def boot(new_store: Store, version: int = codec.V311, **kw: Any) -> Session:
@@ -281,7 +282,7 @@ def test_ring_carries_live_messages_forward_when_it_wraps() -> None:
 
 def test_file_journal_compacts_keeping_live_messages_and_cleans_leftovers(tmp_path: Path) -> None:
     path = str(tmp_path / "mqtt.journal")
-    s = Session(journal.FileJournal(path, 512, compact_bytes=2048))
+    s = Session(FileJournal(path, 512, compact_bytes=2048))
     s.open()
     s.connected(True)
     stuck = s.accept(b"t/stuck", b"never acked", 2)
@@ -292,7 +293,7 @@ def test_file_journal_compacts_keeping_live_messages_and_cleans_leftovers(tmp_pa
         ack(s, codec.PUBACK, pid)
     assert (tmp_path / "mqtt.journal").stat().st_size <= 2048 + 200  # compacted, not growing
     (tmp_path / "mqtt.journal.tmp").write_bytes(b"half a compaction")
-    again = Session(journal.FileJournal(path, 512, compact_bytes=2048))
+    again = Session(FileJournal(path, 512, compact_bytes=2048))
     notes = again.open()
     assert "interrupted compaction" in notes[0] and not (tmp_path / "mqtt.journal.tmp").exists()
     again.connected(True)
@@ -303,12 +304,12 @@ def test_file_journal_compacts_keeping_live_messages_and_cleans_leftovers(tmp_pa
 
 def test_file_journal_moves_a_foreign_file_aside(tmp_path: Path) -> None:
     (tmp_path / "mqtt.journal").write_bytes(b"{not a journal}")
-    s = Session(journal.FileJournal(str(tmp_path / "mqtt.journal"), 512))
+    s = Session(FileJournal(str(tmp_path / "mqtt.journal"), 512))
     notes = s.open()
     assert "moved aside" in notes[0]
     assert (tmp_path / "mqtt.journal.corrupt").read_bytes() == b"{not a journal}"
     s.accept(b"t", b"x", 1)
-    again = Session(journal.FileJournal(str(tmp_path / "mqtt.journal"), 512))
+    again = Session(FileJournal(str(tmp_path / "mqtt.journal"), 512))
     again.open()
     assert again.outstanding() == 1
 
@@ -335,11 +336,11 @@ def test_group_commit_programs_several_messages_at_once() -> None:
 
 def test_group_commit_on_the_file_journal(tmp_path: Path) -> None:
     path = str(tmp_path / "j")
-    s = Session(journal.FileJournal(path, 512))
+    s = Session(FileJournal(path, 512))
     s.open()
     for i in range(4):
         s.accept(b"t", b"x", 2, mark=i + 1, defer=True)
     s.sync()
-    again = Session(journal.FileJournal(path, 512))
+    again = Session(FileJournal(path, 512))
     again.open()
     assert again.outstanding() == 4 and again.mark == 4

@@ -7,6 +7,7 @@ import os
 import sys
 
 import esp32
+import machine  # noqa: F401  (C on a real board: loaded here, before the firmware's heap is pinned)
 import vboard_state
 import vfs
 

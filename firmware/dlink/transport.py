@@ -1,0 +1,177 @@
+# The board's end of the serial link as an MQTT transport: the same interface as dmqtt.transport.TCPTransport
+# (send, readinto, wait, close), so the client code is identical over WiFi and over a UART.
+#
+# One link lives for the whole boot (its epoch tells the host bridge when the board restarted); each
+# LinkTransport is one upstream TCP connection, opened by the bridge on request over the control channel:
+#   board -> host  "O host:port\n"   open a connection (empty: the bridge's default broker)
+#                  "C\n"             close it
+#   host -> board  "K\n"             opened
+#                  "E reason\n"      refused or failed (not allowed, unreachable)
+#                  "C reason\n"      the broker closed the connection
+
+import time
+
+from dlink import frame
+from dlink.link import Link
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[no-redef,misc]
+        return x
+
+
+_CONTROL_MAX = const(128)
+
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
+_link = None  # type: Any  # one per boot, shared by successive connections
+_uart = None  # type: Any
+
+
+def _epoch():
+    """A fresh link epoch for this boot: random, never 0."""
+    import os
+
+    raw = os.urandom(2)
+    return ((raw[0] << 8) | raw[1]) or 1
+
+
+class LinkTransport:
+    @staticmethod
+    def prepare(uart_id=1, baud=115200, **uart_pins):
+        """Open the UART and create the boot's link (once); early, so its buffers find room in the heap."""
+        global _link, _uart
+        if _link is None:
+            import machine
+
+            _uart = machine.UART(uart_id, baudrate=baud, **uart_pins)
+            _link = Link(_epoch(), baud)
+        return _link
+
+    def __init__(self, host="", port=0, uart_id=1, baud=115200, timeout_ms=10000, **uart_pins):
+        LinkTransport.prepare(uart_id, baud, **uart_pins)
+        self._link = _link
+        self._uart = _uart
+        self._rx = bytearray(256)
+        self._ctl = bytearray(_CONTROL_MAX)
+        self._ctl_n = 0
+        self._resets = _link.peer_resets
+        self._closed = False
+        self._reason = ""
+        self._reply = None  # type: ignore[var-annotated]
+        start = time.ticks_ms()  # type: ignore[attr-defined]
+        while not _link.up:
+            self._service()
+            if time.ticks_diff(time.ticks_ms(), start) > timeout_ms:  # type: ignore[attr-defined]
+                raise OSError("serial link: no answer from the host bridge")
+            time.sleep_ms(2)  # type: ignore[attr-defined]
+        self._resets = _link.peer_resets
+        dest = ("%s:%d" % (host, port)) if host else ""
+        self._control("O " + dest)
+        reply = self._await_control(timeout_ms)
+        if reply != "K":
+            raise OSError("serial link: the bridge refused %s (%s)" % (dest or "the default broker", reply))
+
+    # -- transport interface ---------------------------------------------------------------------------------
+
+    def send(self, view):
+        self._service()
+        if self._closed:
+            raise OSError("serial link: connection closed (%s)" % self._reason)
+        n = self._link.send(frame.MQTT, view)
+        self._service()  # put it on the line now: one MQTT packet, as few frames as possible
+        return n
+
+    def readinto(self, buf):
+        self._service()
+        n = self._link.readinto(frame.MQTT, buf)
+        if n:
+            return n
+        return 0 if self._closed else None
+
+    def wait(self, timeout_ms, writable=False):
+        start = time.ticks_ms()  # type: ignore[attr-defined]
+        while True:
+            self._service()
+            if self._closed:
+                return True  # readinto() will report it
+            if self._link.can_send() if writable else self._link.available(frame.MQTT):
+                return True
+            if time.ticks_diff(time.ticks_ms(), start) >= timeout_ms:  # type: ignore[attr-defined]
+                return False
+            time.sleep_ms(1)  # type: ignore[attr-defined]
+
+    def close(self):
+        if not self._closed:
+            self._closed = True
+            if self._link.up:
+                self._control("C")
+                for _ in range(50):  # let the close (and what precedes it) reach the bridge
+                    self._service()
+                    if not self._link.pending():
+                        break
+                    time.sleep_ms(2)  # type: ignore[attr-defined]
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _service(self):
+        """Move bytes between the UART and the link; notice a restarted bridge and control messages."""
+        link = self._link
+        now = time.ticks_ms()  # type: ignore[attr-defined]
+        n = self._uart.readinto(self._rx)
+        if n:
+            link.feed(memoryview(self._rx)[:n], now)
+        chunk = link.poll(now)
+        while chunk is not None:
+            self._uart.write(chunk)
+            chunk = link.poll(now)
+        if link.peer_resets != self._resets and not self._closed:
+            self._closed = True
+            self._reason = "the host bridge restarted"
+        self._read_control()
+
+    def _read_control(self):
+        while self._link.available(frame.CONTROL):
+            got = self._link.readinto(frame.CONTROL, memoryview(self._ctl)[self._ctl_n : self._ctl_n + 1])
+            if not got:
+                return
+            if self._ctl[self._ctl_n] == 0x0A:
+                line = bytes(self._ctl[: self._ctl_n]).decode()
+                self._ctl_n = 0
+                self._on_control(line)
+            elif self._ctl_n < _CONTROL_MAX - 1:
+                self._ctl_n += 1
+
+    def _on_control(self, line):
+        if line.startswith("C"):
+            self._closed = True
+            self._reason = line[2:] or "closed by the broker"
+        else:
+            self._reply = line
+
+    def _await_control(self, timeout_ms):
+        self._reply = None
+        start = time.ticks_ms()  # type: ignore[attr-defined]
+        while self._reply is None:
+            self._service()
+            if self._closed:
+                return "C " + self._reason
+            if time.ticks_diff(time.ticks_ms(), start) > timeout_ms:  # type: ignore[attr-defined]
+                raise OSError("serial link: the bridge did not answer the open request")
+            time.sleep_ms(1)  # type: ignore[attr-defined]
+        return self._reply
+
+    def _control(self, text):
+        data = (text + "\n").encode()
+        start = time.ticks_ms()  # type: ignore[attr-defined]
+        sent = 0
+        while sent < len(data):
+            sent += self._link.send(frame.CONTROL, data[sent:])
+            self._service()
+            if time.ticks_diff(time.ticks_ms(), start) > 5000:  # type: ignore[attr-defined]
+                raise OSError("serial link: control message not taken")
+            if sent < len(data):
+                time.sleep_ms(1)  # type: ignore[attr-defined]

@@ -1,0 +1,330 @@
+"""The host bridge: each board on a serial port gets its own link endpoint (the very firmware file
+firmware/dlink/link.py) and its own TCP connection to the broker, opened when the board asks for it.
+
+One thread per board. A board that restarts (new link epoch) has its TCP connection closed, so the broker sees
+its session end; a broker that closes the connection is reported to the board, which reconnects; a serial
+port that vanishes (USB unplugged, an ESP32-S3/C3 resetting its USB) closes the TCP side and is opened again by
+path when it returns. The bridge connects only to the configured broker and allow-listed destinations, opens
+no listening socket, and never logs payloads or credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import ssl
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import serial
+
+from dlink import frame
+from dlink.link import Link
+from host_bridge.errors import HostBridgeError
+
+log = logging.getLogger("host_bridge")
+
+
+class BridgeError(HostBridgeError):
+    """The bridge cannot start (bad configuration, a port that cannot be opened at all)."""
+
+
+@dataclass(frozen=True)
+class Destination:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Destination:
+        host, _, port = text.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise BridgeError(f"{text!r} is not host:port")
+        return cls(host, int(port))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+
+    def context(self) -> ssl.SSLContext:
+        # Certificate verification and host name checking stay on: a bridge that relays sensor sessions to a
+        # broker must know it is the broker.
+        ctx = ssl.create_default_context(cafile=self.cafile)
+        if self.certfile:
+            ctx.load_cert_chain(self.certfile, self.keyfile)
+        return ctx
+
+
+@dataclass(frozen=True)
+class BoardPort:
+    name: str
+    path: str
+    baud: int = 115200
+
+
+COUNTERS = (
+    "frames_in",
+    "frames_out",
+    "bytes_up",
+    "bytes_down",
+    "retransmissions",
+    "crc_errors",
+    "resyncs",
+    "board_restarts",
+    "connects",
+    "refused",
+    "port_reopens",
+)
+
+
+@dataclass
+class BoardSession:
+    """Serves one board: its serial port, its link, its upstream TCP connection."""
+
+    board: BoardPort
+    broker: Destination
+    allowed: frozenset[Destination]
+    tls: TLSConfig | None = None
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._tcp: socket.socket | None = None
+        self._pending_up = b""  # from the broker, not yet taken by the link (window full)
+        self._control = bytearray()
+        self._link: Link | None = None
+        self._ser: serial.Serial | None = None
+        self._resets = 0
+        self._log = logging.LoggerAdapter(log, {"board": self.board.name})
+
+    # -- life cycle ------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self._ser = serial.Serial(self.board.path, self.board.baud, timeout=0, exclusive=True)
+            except (serial.SerialException, OSError) as exc:
+                self._log.warning("event=port_unavailable path=%s error=%r; retrying", self.board.path, str(exc))
+                self.stop.wait(1.0)
+                continue
+            self._log.info("event=port_open path=%s baud=%d", self.board.path, self.board.baud)
+            self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
+            self._resets = 0
+            try:
+                self._serve()
+            except (serial.SerialException, OSError) as exc:
+                self._log.warning("event=port_lost path=%s error=%r", self.board.path, str(exc))
+                self.counters["port_reopens"] += 1
+            finally:
+                self._account()
+                self._close_tcp("serial port closed")
+                try:
+                    self._ser.close()
+                except (serial.SerialException, OSError):
+                    pass
+        self._log.info("event=stopped %s", self.format_counters())
+
+    def _serve(self) -> None:
+        assert self._ser is not None and self._link is not None
+        ser, link = self._ser, self._link
+        buf = bytearray(4096)
+        while not self.stop.is_set():
+            now = _now_ms()
+            wakeup = link.next_wakeup(now)
+            timeout = 0.05 if wakeup < 0 else min(0.05, wakeup / 1000)
+            watch: list[Any] = [ser.fileno()]
+            if self._tcp is not None and not self._pending_up:
+                watch.append(self._tcp)
+            ready, _, _ = select.select(watch, [], [], timeout)
+            now = _now_ms()
+            if ser.fileno() in ready:
+                data = ser.read(4096)
+                if not data and not os.path.exists(self.board.path):
+                    raise serial.SerialException("device vanished")
+                link.feed(data, now)
+            for line in link.lines:
+                self._log.info("console=%r", line)  # the board's own output, outside frames
+            link.lines.clear()
+            if link.peer_resets != self._resets:
+                self._resets = link.peer_resets
+                self.counters["board_restarts"] += 1
+                self._log.info("event=board_restarted epoch=%d", link.peer_epoch)
+                self._close_tcp("the board restarted")
+                self._control.clear()
+            self._read_control()
+            self._downstream(buf)
+            if self._tcp is not None and self._tcp in ready:
+                self._upstream()
+            self._flush_up()
+            chunk = link.poll(now)
+            while chunk is not None:
+                ser.write(chunk)
+                chunk = link.poll(now)
+
+    # -- control channel ---------------------------------------------------------------------------------
+
+    def _read_control(self) -> None:
+        assert self._link is not None
+        buf = bytearray(128)
+        while n := self._link.readinto(frame.CONTROL, buf):
+            self._control += buf[:n]
+        while b"\n" in self._control:
+            line, _, rest = bytes(self._control).partition(b"\n")
+            self._control = bytearray(rest)
+            self._on_control(line.decode(errors="replace"))
+
+    def _on_control(self, line: str) -> None:
+        if line.startswith("O"):
+            self._open(line[2:].strip())
+        elif line.startswith("C"):
+            self._close_tcp("closed by the board", notify=False)
+        else:
+            self._log.warning("event=bad_control message=%r", line[:40])
+
+    def _open(self, requested: str) -> None:
+        self._close_tcp("the board opened a new connection", notify=False)
+        try:
+            dest = Destination.parse(requested) if requested else self.broker
+        except BridgeError:
+            self._reply(f"E bad destination {requested[:40]!r}")
+            return
+        if dest not in self.allowed:
+            self.counters["refused"] += 1
+            self._log.warning("event=refused destination=%s reason=not_allowed", dest)
+            self._reply("E not allowed")
+            return
+        try:
+            sock = socket.create_connection((dest.host, dest.port), timeout=5)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.context().wrap_socket(sock, server_hostname=dest.host)
+            sock.setblocking(False)
+        except (OSError, ssl.SSLError) as exc:
+            self._log.warning("event=connect_failed destination=%s error=%r", dest, str(exc))
+            self._reply(f"E cannot reach {dest}: {exc.__class__.__name__}")
+            return
+        self._tcp = sock
+        self.counters["connects"] += 1
+        self._log.info("event=connected destination=%s", dest)
+        self._reply("K")
+
+    def _reply(self, text: str) -> None:
+        assert self._link is not None
+        self._link.send(frame.CONTROL, (text + "\n").encode()[: frame.MAX_PAYLOAD])
+
+    def _close_tcp(self, why: str, notify: bool = True) -> None:
+        if self._tcp is None:
+            return
+        try:
+            self._tcp.close()
+        except OSError:
+            pass
+        self._tcp = None
+        self._pending_up = b""
+        self._log.info("event=disconnected reason=%r", why)
+        if notify and self._link is not None and self._link.up:
+            self._reply(f"C {why}")
+
+    # -- relaying --------------------------------------------------------------------------------------------
+
+    def _downstream(self, buf: bytearray) -> None:
+        """Board -> broker."""
+        assert self._link is not None
+        while n := self._link.readinto(frame.MQTT, buf):
+            if self._tcp is None:
+                continue  # bytes for a connection that is gone: dropped, the board's client will reconnect
+            try:
+                self._tcp.setblocking(True)
+                self._tcp.sendall(buf[:n])
+                self._tcp.setblocking(False)
+            except OSError as exc:
+                self._close_tcp(f"broker connection failed: {exc.__class__.__name__}")
+                return
+            self.counters["bytes_up"] += n
+
+    def _upstream(self) -> None:
+        """Broker -> board."""
+        assert self._tcp is not None
+        try:
+            data = self._tcp.recv(4096)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return
+        except OSError as exc:
+            self._close_tcp(f"broker connection failed: {exc.__class__.__name__}")
+            return
+        if not data:
+            self._close_tcp("the broker closed the connection")
+            return
+        self._pending_up = data
+
+    def _flush_up(self) -> None:
+        assert self._link is not None
+        if self._pending_up and self._link.can_send():
+            n = self._link.send(frame.MQTT, self._pending_up)
+            self.counters["bytes_down"] += n
+            self._pending_up = self._pending_up[n:]
+
+    # -- counters ----------------------------------------------------------------------------------------
+
+    def _account(self) -> None:
+        link = self._link
+        if link is None:
+            return
+        self.counters["frames_in"] += link.decoder.frames
+        self.counters["frames_out"] += link.frames_out
+        self.counters["retransmissions"] += link.retransmissions
+        self.counters["crc_errors"] += link.decoder.crc_errors
+        self.counters["resyncs"] += link.decoder.overflows
+        link.decoder.frames = link.frames_out = link.retransmissions = 0
+        link.decoder.crc_errors = link.decoder.overflows = 0
+
+    def format_counters(self) -> str:
+        self._account()
+        return " ".join(f"{k}={v}" for k, v in self.counters.items())
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class Bridge:
+    """Many boards, one process: a thread per board."""
+
+    def __init__(
+        self, boards: list[BoardPort], broker: Destination, allow: list[Destination], tls: TLSConfig | None
+    ) -> None:
+        if not boards:
+            raise BridgeError("no serial ports: give --port PATH (or NAME=PATH), or boards in --config")
+        names = [b.name for b in boards]
+        if len(set(names)) != len(names):
+            raise BridgeError(f"board names must be unique: {names}")
+        allowed = frozenset([broker, *allow])
+        self.sessions = [BoardSession(b, broker, allowed, tls) for b in boards]
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for session in self.sessions:
+            thread = threading.Thread(target=session.run, name=f"board-{session.board.name}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def report(self) -> None:
+        for session in self.sessions:
+            log.info("event=counters %s", session.format_counters(), extra={"board": session.board.name})
+            sys.stdout.flush()
+
+    def stop(self) -> None:
+        for session in self.sessions:
+            session.stop.set()
+        for thread in self.threads:
+            thread.join(5)

@@ -1,0 +1,96 @@
+"""`host-bridge run`: relay boards on serial ports to a TCP broker, many boards per process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import tomllib
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from host_bridge.bridge import BoardPort, Bridge, BridgeError, Destination, TLSConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", action="append", default=[], metavar="[NAME=]PATH", help="a board's serial port")
+    parser.add_argument("--broker", metavar="HOST:PORT", help="where boards' MQTT connections go")
+    parser.add_argument("--baud", type=int, help="serial speed (default 115200)")
+    parser.add_argument("--allow", action="append", default=[], metavar="HOST:PORT", help="another destination boards may ask for")
+    parser.add_argument("--config", type=Path, help="TOML file: broker, baud, allow, [tls], [[board]] name/port/baud")
+    parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
+    parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
+    parser.add_argument("--certfile", help="client certificate (mutual TLS)")
+    parser.add_argument("--keyfile", help="client certificate's key")
+    parser.add_argument("--stats-every", type=float, default=60.0, metavar="S", help="print counters every S seconds")
+    parser.add_argument("--verbose", action="store_true", help="debug logging")
+
+
+class _BoardField(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "board"):
+            record.board = "-"
+        return True
+
+
+def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, list[Destination], TLSConfig | None]:
+    raw: dict[str, Any] = {}
+    if args.config is not None:
+        try:
+            raw = tomllib.loads(args.config.read_text())
+        except FileNotFoundError:
+            raise BridgeError(f"config file {args.config} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise BridgeError(f"{args.config}: {exc}") from None
+    broker_text = args.broker or raw.get("broker")
+    if not broker_text:
+        raise BridgeError("no broker: give --broker HOST:PORT or broker = \"HOST:PORT\" in the config")
+    baud = int(args.baud or raw.get("baud", 115200))
+    boards = []
+    for entry in raw.get("board", []):
+        if "port" not in entry:
+            raise BridgeError(f"{args.config}: every [[board]] needs a port")
+        boards.append(BoardPort(str(entry.get("name") or Path(entry["port"]).name), entry["port"], int(entry.get("baud", baud))))
+    for spec in args.port:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = Path(spec).name, spec
+        boards.append(BoardPort(name, path, baud))
+    allow = [Destination.parse(a) for a in [*raw.get("allow", []), *args.allow]]
+    tls_raw = raw.get("tls", {})
+    tls = None
+    if args.tls or tls_raw:
+        tls = TLSConfig(args.cafile or tls_raw.get("cafile"), args.certfile or tls_raw.get("certfile"), args.keyfile or tls_raw.get("keyfile"))
+    return boards, Destination.parse(broker_text), allow, tls
+
+
+def run(args: argparse.Namespace) -> int:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s board=%(board)s %(message)s"))
+    handler.addFilter(_BoardField())
+    root = logging.getLogger("host_bridge")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    root.propagate = False
+    boards, broker, allow, tls = _config(args)
+    bridge = Bridge(boards, broker, allow, tls)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGUSR1:
+            bridge.report()
+        else:
+            done.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
+    root.info("event=start boards=%d broker=%s allowed=%s tls=%s", len(boards), broker, ",".join(str(a) for a in allow) or "-", bool(tls))
+    bridge.start()
+    while not done.wait(args.stats_every):
+        bridge.report()
+    bridge.stop()
+    bridge.report()
+    return 0
