@@ -161,8 +161,11 @@ class BoardSession:
                 self._log.info("event=board_restarted epoch=%d", link.peer_epoch)
                 self._close_tcp("the board restarted")
                 self._control.clear()
-            self._read_control()
+            # MQTT bytes before control messages: a board's last packets and its close ("C") can arrive in one
+            # read, and must reach the broker before the connection is closed. (After "O" a board sends nothing
+            # until the bridge answers, so no bytes of a new connection can be waiting here.)
             self._downstream(buf)
+            self._read_control()
             if self._tcp is not None and self._tcp in ready:
                 self._upstream()
             self._flush_up()

@@ -157,13 +157,17 @@ class _Direction(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            ready, _, _ = select.select([self.src], [], [], 0.05)
-            if not ready:
+            src = self.src
+            if src < 0:  # unplugged: nothing comes from the host side
+                self.stop.wait(0.05)
                 continue
             try:
-                data = os.read(self.src, 4096)
-            except OSError:
-                return
+                ready, _, _ = select.select([src], [], [], 0.05)
+                if not ready:
+                    continue
+                data = os.read(src, 4096)
+            except (OSError, ValueError):
+                continue  # the host side is being unplugged or replugged
             if data:
                 self._send(self._damage(data))
 
@@ -200,6 +204,8 @@ class _Direction(threading.Thread):
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
+            if self.dst < 0:
+                return  # unplugged: what the board sends is lost, as on a pulled cable
             try:
                 n = os.write(self.dst, view)
             except BlockingIOError:
@@ -212,21 +218,46 @@ class _Direction(threading.Thread):
 
 
 class SerialLine:
-    """Two pty pairs and a relay: the board opens `board_path`, the host opens `host_path`."""
+    """Two pty pairs and a relay: the board opens `board_path`, the host opens `host_path`. With `link`, the
+    host end is also reachable by that fixed path (a symlink, as /dev/serial/by-id gives a real adapter), which
+    unplug() removes and replug() brings back on a new pty, as a USB serial adapter that is pulled out and
+    plugged in again."""
 
-    def __init__(self, faults: LineFaults) -> None:
+    def __init__(self, faults: LineFaults, link: Path | None = None) -> None:
         self.faults = faults
+        self.link = link
         self._board_master, self._board_slave = pty.openpty()
-        self._host_master, self._host_slave = pty.openpty()
-        for fd in (self._board_slave, self._host_slave):
-            tty.setraw(fd)
+        tty.setraw(self._board_slave)
         self.board_path = os.ttyname(self._board_slave)
-        self.host_path = os.ttyname(self._host_slave)
+        self._host_master, self._host_slave = self._open_host()
         self._stop = threading.Event()
         self.to_host = _Direction(self._board_master, self._host_master, faults, faults.seed * 2 + 1, self._stop)
         self.to_board = _Direction(self._host_master, self._board_master, faults, faults.seed * 2 + 2, self._stop)
         self.to_host.start()
         self.to_board.start()
+
+    def _open_host(self) -> tuple[int, int]:
+        master, slave = pty.openpty()
+        tty.setraw(slave)
+        self.host_path = os.ttyname(slave)
+        if self.link is not None:
+            tmp = self.link.with_name(self.link.name + ".new")
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(self.host_path)
+            tmp.replace(self.link)
+        return master, slave
+
+    def unplug(self) -> None:
+        """The host end disappears: its device node goes, the host's open port fails."""
+        self.to_host.dst = self.to_board.src = -1
+        if self.link is not None:
+            self.link.unlink(missing_ok=True)
+        for fd in (self._host_master, self._host_slave):
+            os.close(fd)
+
+    def replug(self) -> None:
+        self._host_master, self._host_slave = self._open_host()
+        self.to_host.dst = self.to_board.src = self._host_master
 
     def close(self) -> None:
         self._stop.set()
@@ -237,6 +268,8 @@ class SerialLine:
                 os.close(fd)
             except OSError:
                 pass
+        if self.link is not None:
+            self.link.unlink(missing_ok=True)
 
 
 def mpy_cross_executable() -> str:
@@ -308,6 +341,7 @@ class VirtualBoard:
     app: Path = REPO / "firmware" / "app"
     firmware: Path = REPO / "firmware"
     faults: LineFaults | None = None  # None: no serial line at all
+    serial_link: Path | None = None  # a fixed path (symlink) for the host end of the serial line
     cut_at_op: int = 0
     seed: int = 0
     uid: str = "24d7eb000001"
@@ -330,7 +364,7 @@ class VirtualBoard:
         self.partitions = self.board.data_partitions(actual)
         self.root = stage_firmware(Path(self.app), Path(self.firmware))
         if self.faults is not None and self.line is None:
-            self.line = SerialLine(self.faults)
+            self.line = SerialLine(self.faults, self.serial_link)
 
     @property
     def serial_port(self) -> str | None:

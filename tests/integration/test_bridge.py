@@ -1,0 +1,257 @@
+"""Virtual boards on emulated serial lines, through `host-bridge run`, to a real Mosquitto: every QoS, a noisy
+line, power cuts, a killed bridge, a restarted broker, a pulled cable, 16 boards at once, and a destination
+that is not allowed."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host_bridge.broker import Mosquitto
+from host_bridge.vboard import POWER_CUT_EXIT_STATUS, LineFaults, VirtualBoard
+from tests.conftest import REPO
+from tests.integration.boards import finish, summary
+from tests.integration.test_power_cuts import Recorder, check_promises
+
+BAUD = 115200
+
+
+class BridgeProcess:
+    """`host-bridge run` as a user starts it, logging to a file; stopped (or killed) by its pid."""
+
+    def __init__(self, workdir: Path, ports: dict[str, str], broker: str, *extra: str) -> None:
+        self.log_path = workdir / f"bridge-{time.monotonic_ns()}.log"
+        args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker, "--baud", str(BAUD), "--stats-every", "1"]
+        for name, path in ports.items():
+            args += ["--port", f"{name}={path}"]
+        self.log = open(self.log_path, "wb")
+        self.process = subprocess.Popen([*args, *extra], stdout=self.log, stderr=subprocess.STDOUT, cwd=REPO)
+
+    def text(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(15)
+        self.log.close()
+        return code
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(15)
+        self.log.close()
+
+
+def serial_board(workdir: Path, client_id: str, qos: int, count: int, faults: LineFaults | None = None, **extra: Any) -> VirtualBoard:
+    workdir.mkdir(parents=True, exist_ok=True)
+    publish = {"topic": "sensors/{client_id}/telemetry", "qos": qos, "count": count, "payload_bytes": 100}
+    publish.update(extra.pop("publish", {}))
+    config = {"client_id": client_id, "transport": "serial", "mqtt_version": "3.1.1", "uart": {"id": 1, "baud": BAUD}, "publish": publish, **extra}
+    (workdir / "config.json").write_text(json.dumps(config))
+    return VirtualBoard(
+        flash=workdir / "board.flash",
+        config=workdir / "config.json",
+        faults=faults or LineFaults(baud=BAUD),
+        serial_link=workdir / "ttyBOARD",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **extra.pop("board_kwargs", {}),
+    )
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    with Mosquitto(tmp_path / "broker", persistence=True) as b:
+        yield b
+
+
+def run_board(board: VirtualBoard, timeout: float = 120) -> tuple[int, str]:
+    board.start()
+    assert board.process is not None
+    out, _ = board.process.communicate(timeout=timeout)
+    return board.wait(), out.decode(errors="replace")
+
+
+def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:
+    recorder = Recorder(broker.address, "bridge-recorder-qos")
+    boards = {f"ser-q{q}": serial_board(tmp_path / f"q{q}", f"ser-q{q}", q, 30) for q in (0, 1, 2)}
+    bridge = BridgeProcess(tmp_path, {n: str(b.serial_link) for n, b in boards.items()}, broker.address)
+    try:
+        for board in boards.values():
+            board.start()
+        for name, board in boards.items():
+            assert board.process is not None
+            out, _ = board.process.communicate(timeout=120)
+            assert board.wait() == 0, out.decode()
+            assert summary(out.decode())["total"] == 30
+        for q in (0, 1, 2):
+            check_promises(recorder, f"ser-q{q}", q, 30)  # a clean line: even QoS 0 arrives
+    finally:
+        recorder.close()
+        for board in boards.values():
+            board.close()
+        assert bridge.stop() == 0
+    log = bridge.text()
+    assert "event=refused" not in log and log.count("event=connected") >= 3
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_noisy_line_1000_messages(tmp_path: Path, broker: Mosquitto, qos: int) -> None:
+    """115200 baud, bit error rate 1e-4 and random dropped bytes: nothing lost, QoS 2 not duplicated, and the
+    broker never sees a malformed packet."""
+    recorder = Recorder(broker.address, f"noisy-recorder-{qos}")
+    faults = LineFaults(baud=BAUD, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos)
+    board = serial_board(tmp_path / "b", f"noisy-q{qos}", qos, 1000, faults)
+    bridge = BridgeProcess(tmp_path, {"noisy": str(board.serial_link)}, broker.address)
+    try:
+        code, out = run_board(board, timeout=300)
+        assert code == 0, out
+        check_promises(recorder, f"noisy-q{qos}", qos, 1000)
+    finally:
+        recorder.close()
+        board.close()
+        bridge.stop()
+    counters = [line for line in bridge.text().splitlines() if "event=counters" in line][-1]
+    stats = dict(field.split("=", 1) for field in counters.split() if "=" in field)
+    assert int(stats["crc_errors"]) > 0 and int(stats["retransmissions"]) > 0, counters  # the noise was real
+    broker_log = broker.log_path.read_text().lower()
+    assert "malformed" not in broker_log and "protocol error" not in broker_log
+
+
+def test_board_power_cut_mid_stream(tmp_path: Path, broker: Mosquitto) -> None:
+    recorder = Recorder(broker.address, "cut-recorder")
+    board = serial_board(tmp_path / "b", "ser-cut", 2, 120, publish={"interval_ms": 5})
+    bridge = BridgeProcess(tmp_path, {"cut": str(board.serial_link)}, broker.address)
+    rng = random.Random(4)
+    try:
+        for _ in range(3):
+            board.start()
+            time.sleep(rng.uniform(0.4, 1.2))
+            board.power_cut()
+            assert board.wait() == POWER_CUT_EXIT_STATUS
+        code, out = run_board(board)
+        assert code == 0, out
+        check_promises(recorder, "ser-cut", 2, 120)
+    finally:
+        recorder.close()
+        board.close()
+        bridge.stop()
+    assert bridge.text().count("event=board_restarted") >= 3
+
+
+def test_bridge_killed_and_restarted(tmp_path: Path, broker: Mosquitto) -> None:
+    recorder = Recorder(broker.address, "bridge-kill-recorder")
+    board = serial_board(tmp_path / "b", "ser-bk", 2, 150, publish={"interval_ms": 5})
+    ports = {"bk": str(board.serial_link)}
+    bridge = BridgeProcess(tmp_path, ports, broker.address)
+    try:
+        board.start()
+        time.sleep(1.0)
+        bridge.kill()  # SIGKILL: no goodbye to the board or the broker
+        time.sleep(0.5)
+        bridge = BridgeProcess(tmp_path, ports, broker.address)
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=120)
+        assert board.wait() == 0, out.decode()
+        check_promises(recorder, "ser-bk", 2, 150)
+        assert "the host bridge restarted" in out.decode()
+    finally:
+        recorder.close()
+        board.close()
+        bridge.stop()
+
+
+def test_broker_restarted(tmp_path: Path, broker: Mosquitto) -> None:
+    recorder = Recorder(broker.address, "broker-restart-recorder")
+    board = serial_board(tmp_path / "b", "ser-br", 1, 150, publish={"interval_ms": 5})
+    bridge = BridgeProcess(tmp_path, {"br": str(board.serial_link)}, broker.address)
+    try:
+        board.start()
+        time.sleep(1.0)
+        broker.restart()
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=120)
+        assert board.wait() == 0, out.decode()
+        check_promises(recorder, "ser-br", 1, 150)
+    finally:
+        recorder.close()
+        board.close()
+        bridge.stop()
+    assert "broker" in bridge.text() and bridge.text().count("event=connected") >= 2
+
+
+def test_serial_port_removed_and_recreated(tmp_path: Path, broker: Mosquitto) -> None:
+    recorder = Recorder(broker.address, "unplug-recorder")
+    board = serial_board(tmp_path / "b", "ser-usb", 2, 150, publish={"interval_ms": 5})
+    bridge = BridgeProcess(tmp_path, {"usb": str(board.serial_link)}, broker.address)
+    try:
+        board.start()
+        time.sleep(1.0)
+        assert board.line is not None
+        board.line.unplug()
+        time.sleep(1.5)
+        board.line.replug()
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=120)
+        assert board.wait() == 0, out.decode()
+        check_promises(recorder, "ser-usb", 2, 150)
+    finally:
+        recorder.close()
+        board.close()
+        bridge.stop()
+    log = bridge.text()
+    assert "event=port_lost" in log and log.count("event=port_open") >= 2
+
+
+def test_sixteen_boards_on_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:
+    recorder = Recorder(broker.address, "sixteen-recorder")
+    boards = {f"b{i:02d}": serial_board(tmp_path / f"b{i}", f"ser-16-{i:02d}", 1 + i % 2, 20) for i in range(16)}
+    bridge = BridgeProcess(tmp_path, {n: str(b.serial_link) for n, b in boards.items()}, broker.address)
+    try:
+        for board in boards.values():
+            board.start()
+        for board in boards.values():
+            assert board.process is not None
+            out, _ = board.process.communicate(timeout=180)
+            assert board.wait() == 0, out.decode()
+        for i in range(16):
+            check_promises(recorder, f"ser-16-{i:02d}", 1 + i % 2, 20)
+    finally:
+        recorder.close()
+        for board in boards.values():
+            board.close()
+        bridge.stop()
+
+
+def test_destination_not_allowed_is_refused(tmp_path: Path, broker: Mosquitto) -> None:
+    forbidden = socket.socket()
+    forbidden.bind(("127.0.0.1", 0))
+    forbidden.listen(1)
+    forbidden.settimeout(0.1)
+    port = forbidden.getsockname()[1]
+    board = serial_board(tmp_path / "b", "ser-evil", 1, 1, broker=f"127.0.0.1:{port}")
+    bridge = BridgeProcess(tmp_path, {"evil": str(board.serial_link)}, broker.address)
+    try:
+        board.start()
+        time.sleep(4)
+        board.power_cut()
+        out = board.process.communicate()[0].decode() if board.process else ""
+    finally:
+        board.close()
+        bridge.stop()
+    with pytest.raises(TimeoutError):
+        forbidden.accept()  # nothing ever connected to the destination the board asked for
+    forbidden.close()
+    assert "refused" in out and "not allowed" in out, out
+    assert f"event=refused destination=127.0.0.1:{port} reason=not_allowed" in bridge.text()
