@@ -102,6 +102,7 @@ class BoardSession:
         self._tcp: socket.socket | None = None
         self._pending_up = b""  # from the broker, not yet taken by the link (window full)
         self._control = bytearray()
+        self._control_out = bytearray()
         self._link: Link | None = None
         self._ser: serial.Serial | None = None
         self._resets = 0
@@ -120,6 +121,7 @@ class BoardSession:
             self._log.info("event=port_open path=%s baud=%d", self.board.path, self.board.baud)
             self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
             self._resets = 0
+            self._control_out.clear()
             try:
                 self._serve()
             except (serial.SerialException, OSError) as exc:
@@ -159,8 +161,9 @@ class BoardSession:
                 self._resets = link.peer_resets
                 self.counters["board_restarts"] += 1
                 self._log.info("event=board_restarted epoch=%d", link.peer_epoch)
-                self._close_tcp("the board restarted")
+                self._close_tcp("the board restarted", notify=False)
                 self._control.clear()
+                self._control_out.clear()
             # MQTT bytes before control messages: a board's last packets and its close ("C") can arrive in one
             # read, and must reach the broker before the connection is closed. (After "O" a board sends nothing
             # until the bridge answers, so no bytes of a new connection can be waiting here.)
@@ -168,6 +171,7 @@ class BoardSession:
             self._read_control()
             if self._tcp is not None and self._tcp in ready:
                 self._upstream()
+            self._flush_control()
             self._flush_up()
             chunk = link.poll(now)
             while chunk is not None:
@@ -222,8 +226,15 @@ class BoardSession:
         self._reply("K")
 
     def _reply(self, text: str) -> None:
+        """Queue a control message for the board; sent ahead of MQTT bytes as the link window allows."""
+        self._control_out += (text + "\n").encode()[: frame.MAX_PAYLOAD]
+        self._flush_control()
+
+    def _flush_control(self) -> None:
         assert self._link is not None
-        self._link.send(frame.CONTROL, (text + "\n").encode()[: frame.MAX_PAYLOAD])
+        while self._control_out and self._link.can_send():
+            n = self._link.send(frame.CONTROL, self._control_out)
+            del self._control_out[:n]
 
     def _close_tcp(self, why: str, notify: bool = True) -> None:
         if self._tcp is None:

@@ -72,6 +72,10 @@ class LinkTransport:
         dest = ("%s:%d" % (host, port)) if host else ""
         self._control("O " + dest)
         reply = self._await_control(timeout_ms)
+        # Everything the bridge sent before its answer belongs to an earlier connection (the link keeps order
+        # across channels, and the broker cannot speak before our CONNECT): drop it.
+        while self._link.readinto(frame.MQTT, self._rx):
+            pass
         if reply != "K":
             raise OSError("serial link: the bridge refused %s (%s)" % (dest or "the default broker", reply))
 

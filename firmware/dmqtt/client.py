@@ -211,7 +211,12 @@ class MQTTClient:
             return pid  # staged: durable at the next flush(), poll() or full group
         self.session.sync()
         if self._transport is not None:
-            self._pump()
+            try:
+                self._pump()
+            except MQTTError:
+                # The message is accepted (journaled): publish() has succeeded and must say so, or the caller
+                # would publish it again. The lost connection shows in `connected`; the flow resumes after it.
+                pass
         return pid
 
     def flush(self):
