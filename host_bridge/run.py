@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 import threading
 import tomllib
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+import serial
 
 from host_bridge.bridge import BoardPort, Bridge, BridgeError, Destination, TLSConfig
 
@@ -67,6 +70,32 @@ def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, lis
     return boards, Destination.parse(broker_text), allow, tls
 
 
+def preflight(boards: list[BoardPort], broker: Destination) -> None:
+    """Fail at once, saying what to do, on what waiting will not fix: a port that exists but cannot be opened,
+    a broker that does not answer. A port that does not exist yet is waited for (a board not plugged in)."""
+    for board in boards:
+        if not Path(board.path).exists():
+            continue
+        try:
+            serial.Serial(board.path, board.baud, timeout=0, exclusive=True).close()
+        except serial.SerialException as exc:
+            text = str(exc)
+            if "Permission denied" in text or "Errno 13" in text:
+                raise BridgeError(
+                    f"permission denied on {board.path}: add yourself to the dialout group "
+                    "(sudo usermod -aG dialout $USER) and log in again"
+                ) from None
+            if "lock" in text or "busy" in text.lower() or "Errno 16" in text:
+                raise BridgeError(
+                    f"{board.path} is busy: another program has it open (screen, minicom, mpremote, another bridge); close it"
+                ) from None
+            raise BridgeError(f"cannot open {board.path}: {text}") from None
+    try:
+        socket.create_connection((broker.host, broker.port), timeout=5).close()
+    except OSError as exc:
+        raise BridgeError(f"broker {broker} unreachable ({exc.strerror or exc}): is it running, and is --broker right?") from None
+
+
 def run(args: argparse.Namespace) -> int:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s board=%(board)s %(message)s"))
@@ -77,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     root.propagate = False
     boards, broker, allow, tls = _config(args)
     bridge = Bridge(boards, broker, allow, tls)
+    preflight(boards, broker)
     done = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -255,3 +255,68 @@ def test_destination_not_allowed_is_refused(tmp_path: Path, broker: Mosquitto) -
     forbidden.close()
     assert "refused" in out and "not allowed" in out, out
     assert f"event=refused destination=127.0.0.1:{port} reason=not_allowed" in bridge.text()
+
+
+def run_bridge_once(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "host_bridge", "run", *args], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+
+
+def test_bridge_says_what_to_do_when_it_cannot_start(tmp_path: Path, broker: Mosquitto) -> None:
+    import serial
+
+    board = serial_board(tmp_path / "b", "ser-busy", 1, 1)
+    try:
+        assert board.serial_port is not None
+        with serial.Serial(board.serial_port, exclusive=True):  # someone else has the port
+            busy = run_bridge_once("--port", board.serial_port, "--broker", broker.address)
+        assert busy.returncode == 2 and "is busy: another program has it open" in busy.stderr
+        dead = run_bridge_once("--port", board.serial_port, "--broker", "127.0.0.1:1")
+        assert dead.returncode == 2 and "broker 127.0.0.1:1 unreachable" in dead.stderr
+        empty = run_bridge_once("--broker", broker.address)
+        assert empty.returncode == 2 and "no serial ports" in empty.stderr
+    finally:
+        board.close()
+
+
+def test_toml_config_921600_baud_counters_on_sigusr1_and_no_secrets_in_logs(tmp_path: Path, broker: Mosquitto) -> None:
+    recorder = Recorder(broker.address, "toml-recorder")
+    faults = LineFaults(baud=921600)
+    board = serial_board(
+        tmp_path / "b", "ser-fast", 2, 200, faults, uart={"id": 1, "baud": 921600}, username="u", password="hunter2-secret"
+    )
+    (tmp_path / "bridge.toml").write_text(
+        f'broker = "{broker.address}"\nbaud = 921600\n[[board]]\nname = "fast"\nport = "{board.serial_link}"\n'
+    )
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "host_bridge", "run", "--config", str(tmp_path / "bridge.toml"), "--stats-every", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
+    try:
+        code, out = run_board(board)
+        assert code == 0, out
+        check_promises(recorder, "ser-fast", 2, 200)
+        time.sleep(0.5)
+        bridge.send_signal(signal.SIGUSR1)  # counters now, not in ten minutes
+        time.sleep(0.5)
+    finally:
+        recorder.close()
+        board.close()
+        bridge.send_signal(signal.SIGTERM)
+        log = bridge.communicate(timeout=15)[0].decode()
+    counters = [line for line in log.splitlines() if "event=counters" in line]
+    assert len(counters) >= 2 and "board=fast" in counters[0]  # SIGUSR1, then at exit
+    assert "baud=921600" in log
+    assert "hunter2-secret" not in log and '"reading"' not in log  # no credentials, no payloads
+
+
+def test_tls_context_verifies_the_broker() -> None:
+    import ssl
+
+    from host_bridge.bridge import TLSConfig
+
+    ctx = TLSConfig().context()
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
