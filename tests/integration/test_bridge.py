@@ -165,7 +165,7 @@ def test_bridge_killed_and_restarted(tmp_path: Path, broker: Mosquitto) -> None:
         out, _ = board.process.communicate(timeout=120)
         assert board.wait() == 0, out.decode()
         check_promises(recorder, "ser-bk", 2, 150)
-        assert "the host bridge restarted" in out.decode()
+        assert out.decode().count("connected session_present=1") >= 1  # it came back to its session
     finally:
         recorder.close()
         board.close()
