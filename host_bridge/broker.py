@@ -29,10 +29,13 @@ def mosquitto_executable() -> str:
 
 
 class Mosquitto:
-    def __init__(self, workdir: Path, port: int = 0, persistence: bool = False) -> None:
+    def __init__(
+        self, workdir: Path, port: int = 0, persistence: bool = False, tls: tuple[Path, Path] | None = None
+    ) -> None:
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.persistence = persistence
+        self.tls = tls  # (certificate, key) for a TLS listener
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / "mosquitto.log"
 
@@ -53,6 +56,8 @@ class Mosquitto:
             # kills a subscriber loses nothing by configuration.
             "max_queued_messages 0",
         ]
+        if self.tls is not None:
+            lines += [f"certfile {self.tls[0]}", f"keyfile {self.tls[1]}"]
         if os.geteuid() == 0:
             # Started as root, Mosquitto would switch to the "mosquitto" user and lose access to our files.
             lines.append(f"user {getpass.getuser()}")
@@ -73,6 +78,7 @@ class Mosquitto:
                 raise BrokerError(f"mosquitto exited at start (status {self.process.returncode}); see {self.log_path}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    time.sleep(0.05 if self.tls else 0)  # let a TLS listener finish its set-up
                     return
             except OSError:
                 time.sleep(0.05)

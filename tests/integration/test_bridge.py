@@ -320,3 +320,45 @@ def test_tls_context_verifies_the_broker() -> None:
 
     ctx = TLSConfig().context()
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+
+
+def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a broker certificate for 127.0.0.1, made with openssl."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out", "broker.csr", "-subj", "/CN=127.0.0.1")
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "broker.pem", "-days", "2", "-extfile", "san.ext")
+    return directory / "ca.pem", directory / "broker.pem", directory / "broker.key"
+
+
+def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
+    ca, cert, key = make_certificates(tmp_path)
+    with Mosquitto(tmp_path / "tls-broker", tls=(cert, key)) as broker:
+        board = serial_board(tmp_path / "b", "ser-tls", 1, 10)
+        wrong_ca = tmp_path / "other"
+        wrong_ca.mkdir()
+        other_ca, _, _ = make_certificates(wrong_ca)
+        good = BridgeProcess(tmp_path, {"tls": str(board.serial_link)}, broker.address, "--tls", "--cafile", str(ca))
+        try:
+            code, out = run_board(board)
+            assert code == 0 and summary(out)["total"] == 10, out
+        finally:
+            good.stop()
+        assert "event=connected destination=127.0.0.1" in good.text() and "tls=True" in good.text()
+        # A broker whose certificate the CA does not sign: the bridge refuses to connect, the board is told.
+        board2 = serial_board(tmp_path / "b2", "ser-tls2", 1, 1)
+        bad = BridgeProcess(tmp_path, {"tls2": str(board2.serial_link)}, broker.address, "--tls", "--cafile", str(other_ca))
+        try:
+            board2.start()
+            time.sleep(3)
+            board2.power_cut()
+            out2 = board2.process.communicate()[0].decode() if board2.process else ""
+        finally:
+            board2.close()
+            board.close()
+            bad.stop()
+        assert "event=connect_failed" in bad.text() and "SSLCertVerificationError" in out2
