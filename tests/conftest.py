@@ -32,6 +32,16 @@ def run_micropython(script: Path, *args: str, heap: str = "16M", timeout: float 
     return result.stdout
 
 
+def micropython_vector_results(runner: str, vector_file: Path, iterations: int) -> dict[str, str | None]:
+    """Run a vector runner (tests/vectors/*_runner.py) on MicroPython: {name: None if it passed, else why}."""
+    out = run_micropython(VECTORS / runner, str(vector_file), str(iterations))
+    results: dict[str, str | None] = {}
+    for line in out.splitlines():
+        fields = line.split("\t")
+        results[fields[1]] = fields[2] if fields[0] == "FAIL" else None
+    return results
+
+
 @pytest.fixture(scope="session")
 def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     with Mosquitto(tmp_path_factory.mktemp("mosquitto")) as broker:

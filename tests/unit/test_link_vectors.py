@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.conftest import VECTORS, run_micropython
+from tests.conftest import VECTORS, micropython_vector_results
 
 sys.path.insert(0, str(VECTORS))
 import link_runner  # noqa: E402  (lives beside the vectors so MicroPython runs the same file)
@@ -19,12 +19,7 @@ NAMES = sorted(CPYTHON)
 
 @pytest.fixture(scope="module")
 def micropython_results() -> dict[str, str | None]:
-    out = run_micropython(VECTORS / "link_runner.py", str(VECTOR_FILE), str(FUZZ_ITERATIONS))
-    results: dict[str, str | None] = {}
-    for line in out.splitlines():
-        fields = line.split("\t")
-        results[fields[1]] = fields[2] if fields[0] == "FAIL" else None
-    return results
+    return micropython_vector_results("link_runner.py", VECTOR_FILE, FUZZ_ITERATIONS)
 
 
 @pytest.mark.parametrize("name", NAMES)

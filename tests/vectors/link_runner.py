@@ -5,7 +5,6 @@
 
 import json
 import random
-import sys
 
 from dlink import frame
 from dlink.link import Link
@@ -142,11 +141,7 @@ def run_all(path, iterations=2000):
     return results
 
 
-def main():
-    iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    for name, problem in run_all(sys.argv[1], iterations):
-        print(("FAIL\t%s\t%s" % (name, problem)) if problem else ("PASS\t%s" % name))
-
-
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.main(run_all)

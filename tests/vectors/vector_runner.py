@@ -6,7 +6,6 @@
 
 import json
 import random
-import sys
 
 from dmqtt import codec_host as codec
 from dmqtt.codec import _varint_at
@@ -220,11 +219,7 @@ def run_all(path, fuzz_iterations=2000):
     return results
 
 
-def main():
-    iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    for name, problem in run_all(sys.argv[1], iterations):
-        print(("FAIL\t%s\t%s" % (name, problem)) if problem else ("PASS\t%s" % name))
-
-
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.main(run_all)
