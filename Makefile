@@ -14,10 +14,16 @@ MPY_DIR := build/mpy
 
 all: test
 
+# mosquitto (the broker of the tests and the demo), socat (a pty-backed MicroPython for mpremote), and a Java
+# runtime for Spark (the telemetry pipeline), each only when missing.
 system-deps:
-	@if ! command -v mosquitto >/dev/null && [ ! -x /usr/sbin/mosquitto ] || ! command -v socat >/dev/null; then \
-		echo "installing mosquitto and socat (apt-get)"; \
-		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q mosquitto socat; \
+	@missing=""; \
+	{ command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]; } || missing="$$missing mosquitto"; \
+	command -v socat >/dev/null || missing="$$missing socat"; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt-get)"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
 	fi
 
 venv: $(STAMP)
