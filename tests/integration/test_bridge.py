@@ -11,7 +11,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,67 +151,61 @@ def test_board_power_cut_mid_stream(tmp_path: Path, broker: Mosquitto) -> None:
     assert bridge.text().count("event=board_restarted") >= 3
 
 
-def test_bridge_killed_and_restarted(tmp_path: Path, broker: Mosquitto) -> None:
-    recorder = Recorder(broker.address, "bridge-kill-recorder")
-    board = serial_board(tmp_path / "b", "ser-bk", 2, 150, publish={"interval_ms": 5})
-    ports = {"bk": str(board.serial_link)}
-    bridge = BridgeProcess(tmp_path, ports, broker.address)
+@dataclass
+class Scene:
+    """A board publishing through a bridge to a broker, for a test to disturb."""
+
+    board: VirtualBoard
+    bridge: BridgeProcess
+    ports: dict[str, str]
+    broker: Mosquitto
+    workdir: Path
+
+
+def run_disturbed(tmp_path: Path, broker: Mosquitto, dev: str, qos: int, disturb: Callable[[Scene], None]) -> tuple[str, str]:
+    """150 messages through the bridge, disturb(scene) a second into the run; the QoS promises must hold.
+    Returns the board's console and the (last) bridge's log."""
+    recorder = Recorder(broker.address, f"{dev}-recorder")
+    board = serial_board(tmp_path / "b", dev, qos, 150, publish={"interval_ms": 5})
+    ports = {dev: str(board.serial_link)}
+    scene = Scene(board, BridgeProcess(tmp_path, ports, broker.address), ports, broker, tmp_path)
     try:
         board.start()
         time.sleep(1.0)
-        bridge.kill()  # SIGKILL: no goodbye to the board or the broker
-        time.sleep(0.5)
-        bridge = BridgeProcess(tmp_path, ports, broker.address)
-        assert board.process is not None
-        out, _ = board.process.communicate(timeout=120)
-        assert board.wait() == 0, out.decode()
-        check_promises(recorder, "ser-bk", 2, 150)
-        assert out.decode().count("connected session_present=1") >= 1  # it came back to its session
+        disturb(scene)
+        code, out = finish(board, timeout=120)
+        assert code == 0, out
+        check_promises(recorder, dev, qos, 150)
     finally:
         recorder.close()
         board.close()
-        bridge.stop()
+        scene.bridge.stop()
+    return out, scene.bridge.text()
+
+
+def test_bridge_killed_and_restarted(tmp_path: Path, broker: Mosquitto) -> None:
+    def kill_and_restart(scene: Scene) -> None:
+        scene.bridge.kill()  # SIGKILL: no goodbye to the board or the broker
+        time.sleep(0.5)
+        scene.bridge = BridgeProcess(scene.workdir, scene.ports, scene.broker.address)
+
+    out, _ = run_disturbed(tmp_path, broker, "ser-bk", 2, kill_and_restart)
+    assert out.count("connected session_present=1") >= 1  # it came back to its session
 
 
 def test_broker_restarted(tmp_path: Path, broker: Mosquitto) -> None:
-    recorder = Recorder(broker.address, "broker-restart-recorder")
-    board = serial_board(tmp_path / "b", "ser-br", 1, 150, publish={"interval_ms": 5})
-    bridge = BridgeProcess(tmp_path, {"br": str(board.serial_link)}, broker.address)
-    try:
-        board.start()
-        time.sleep(1.0)
-        broker.restart()
-        assert board.process is not None
-        out, _ = board.process.communicate(timeout=120)
-        assert board.wait() == 0, out.decode()
-        check_promises(recorder, "ser-br", 1, 150)
-    finally:
-        recorder.close()
-        board.close()
-        bridge.stop()
-    assert "broker" in bridge.text() and bridge.text().count("event=connected") >= 2
+    _, log = run_disturbed(tmp_path, broker, "ser-br", 1, lambda scene: scene.broker.restart())
+    assert "the broker closed the connection" in log and log.count("event=connected") >= 2
 
 
 def test_serial_port_removed_and_recreated(tmp_path: Path, broker: Mosquitto) -> None:
-    recorder = Recorder(broker.address, "unplug-recorder")
-    board = serial_board(tmp_path / "b", "ser-usb", 2, 150, publish={"interval_ms": 5})
-    bridge = BridgeProcess(tmp_path, {"usb": str(board.serial_link)}, broker.address)
-    try:
-        board.start()
-        time.sleep(1.0)
-        assert board.line is not None
-        board.line.unplug()
+    def pull_cable(scene: Scene) -> None:
+        assert scene.board.line is not None
+        scene.board.line.unplug()
         time.sleep(1.5)
-        board.line.replug()
-        assert board.process is not None
-        out, _ = board.process.communicate(timeout=120)
-        assert board.wait() == 0, out.decode()
-        check_promises(recorder, "ser-usb", 2, 150)
-    finally:
-        recorder.close()
-        board.close()
-        bridge.stop()
-    log = bridge.text()
+        scene.board.line.replug()
+
+    _, log = run_disturbed(tmp_path, broker, "ser-usb", 2, pull_cable)
     assert "event=port_lost" in log and log.count("event=port_open") >= 2
 
 
