@@ -97,7 +97,12 @@ class Session:
             if i < 0:
                 i = self._free_slot()
                 if i < 0:
-                    return  # more journaled messages than slots: configuration shrank; kept on flash
+                    # More journaled messages than slots: max_messages was lowered since they were accepted.
+                    self.journal.notes.append(
+                        "journal: message %d does not fit in %d slots; raise max_messages or it will be lost"
+                        % (pid, len(self._state))
+                    )
+                    return
             if rtype == journal.PUB:
                 if not (same_flow and self._state[i] == WAIT_COMP):
                     self._state[i] = WAIT_ACK  # maybe sent before the reset: resent with DUP=1 if the session lives

@@ -344,3 +344,12 @@ def test_group_commit_on_the_file_journal(tmp_path: Path) -> None:
     again = Session(FileJournal(path, 512))
     again.open()
     assert again.outstanding() == 4 and again.mark == 4
+
+
+def test_more_journaled_messages_than_slots_is_reported(new_store: Store) -> None:
+    s = boot(new_store, max_messages=4)
+    publish(s, 4, 1)
+    smaller = Session(new_store(), max_messages=2)
+    notes = smaller.open()
+    assert smaller.outstanding() == 2
+    assert sum("raise max_messages" in n for n in notes) == 2
