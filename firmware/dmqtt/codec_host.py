@@ -59,14 +59,7 @@ def encode_suback(pid, codes, version=V311, props=None, into=None):
             _check_reason(code, _SUBACK_REASONS)
         elif code not in (0, 1, 2, 0x80):
             raise CodecError("SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]" % code)
-    remaining = 2 + _props_block_size(version, props) + len(codes)
-    buf = _start(into, remaining)
-    pos = _header(buf, SUBACK << 4, remaining)
-    pos = _put_u16(buf, pos, pid)
-    if version == V5:
-        pos = _put_props(buf, pos, props, _props_size(props))
-    pos = _put_raw(buf, pos, bytes(codes))
-    return _finish(into, buf, pos)
+    return _encode_pid_props_codes(SUBACK, pid, codes, version, props, into)
 
 
 def encode_unsuback(pid, codes=(), version=V311, props=None, into=None):
@@ -75,17 +68,20 @@ def encode_unsuback(pid, codes=(), version=V311, props=None, into=None):
     if version == V5:
         for code in codes:
             _check_reason(code, _UNSUBACK_REASONS)
-        remaining = 2 + _props_block_size(version, props) + len(codes)
     elif codes or props:
         raise CodecError("UNSUBACK reason codes need MQTT 5.0")
-    else:
-        remaining = 2
+    return _encode_pid_props_codes(UNSUBACK, pid, codes, version, props, into)
+
+
+def _encode_pid_props_codes(ptype, pid, codes, version, props, into):
+    """SUBACK and UNSUBACK: packet id, 5.0 properties, one code per filter (none in a 3.1.1 UNSUBACK); the
+    encoding side of codec._pid_and_props."""
+    remaining = 2 + _props_block_size(version, props) + len(codes)
     buf = _start(into, remaining)
-    pos = _header(buf, UNSUBACK << 4, remaining)
-    pos = _put_u16(buf, pos, pid)
+    pos = _put_u16(buf, _header(buf, ptype << 4, remaining), pid)
     if version == V5:
         pos = _put_props(buf, pos, props, _props_size(props))
-        pos = _put_raw(buf, pos, bytes(codes))
+    pos = _put_raw(buf, pos, bytes(codes))
     return _finish(into, buf, pos)
 
 
