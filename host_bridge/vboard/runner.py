@@ -362,6 +362,7 @@ class VirtualBoard:
         if self.flash_size and actual != self.flash_size:
             raise VBoardError(f"{self.flash} holds {actual} bytes, not the {self.flash_size} asked for")
         self.partitions = self.board.data_partitions(actual)
+        self.heap_bytes = parse_size(self.heap or self.board.heap)  # what the firmware gets (vboot pins it)
         self.root = stage_firmware(Path(self.app), Path(self.firmware))
         if self.faults is not None and self.line is None:
             self.line = SerialLine(self.faults, self.serial_link)
@@ -385,14 +386,14 @@ class VirtualBoard:
                 "VBOARD_APP": str(self.root),
                 "VBOARD_CONFIG": str(Path(self.config).resolve()) if self.config else "",
                 "VBOARD_UART": self.line.board_path if self.line else "",
-                "VBOARD_HEAP": str(parse_size(self.heap or self.board.heap)),
+                "VBOARD_HEAP": str(self.heap_bytes),
             }
         )
         env.update(self.extra_env)
         return env
 
     def start(self) -> None:
-        heap = parse_size(self.heap or self.board.heap)
+        heap = self.heap_bytes
         # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
         # the firmware to exactly `heap` bytes.
         cmd = [micropython_executable(), "-X", f"heapsize={heap + SHIM_HEAP}", str(SHIMS / "vboot.py")]
