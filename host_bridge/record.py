@@ -1,0 +1,316 @@
+"""`host-bridge record`: subscribe at QoS 2 with a persistent session and keep every delivery in Parquet.
+
+The recorder speaks MQTT through the project's own codec rather than a client library because it must choose
+when to acknowledge: a PUBACK or PUBREC leaves only after the delivery is fsynced in the write-ahead log
+(host_bridge/telemetry_store.py). paho-mqtt, for one, sends PUBREC on arrival and keeps the QoS 2 message in
+RAM until PUBREL, so a recorder killed in between would lose it for good."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import select
+import signal
+import socket
+import ssl
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from dmqtt import codec
+from dmqtt.codec_host import Packet, StreamDecoder
+from host_bridge.bridge import BridgeError, Destination, TLSConfig
+from host_bridge.telemetry_store import RecorderError, TelemetryStore
+
+log = logging.getLogger("host_bridge.record")
+
+VERSIONS = {"3.1": codec.V31, "3.1.1": codec.V311, "5": codec.V5}
+_SESSION_NEVER_EXPIRES = 0xFFFFFFFF  # MQTT 5.0 3.1.2.11.2: the session outlives any disconnection
+_RETAIN_HANDLING_NEW_ONLY = 1 << 4  # MQTT 5.0 3.8.3.1: retained messages only for a new subscription
+_MAX_PACKET = 16 * 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker to subscribe to")
+    parser.add_argument("--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (Parquet under date=YYYY-MM-DD/)")
+    parser.add_argument("--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)")
+    parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), default="3.1.1")
+    parser.add_argument("--keepalive", type=int, default=30, metavar="S")
+    parser.add_argument("--flush-seconds", type=float, default=5.0, metavar="S", help="Parquet commit interval")
+    parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
+    parser.add_argument("--stats-every", type=float, default=10.0, metavar="S", help="print progress every S seconds")
+    parser.add_argument("--username")
+    parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
+    parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
+    parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
+    parser.add_argument("--certfile", help="client certificate (mutual TLS)")
+    parser.add_argument("--keyfile", help="client certificate's key")
+
+
+class BrokerLink:
+    """One MQTT connection of the recorder: connect, subscribe, read packets, send acknowledgements."""
+
+    def __init__(self, sock: socket.socket, version: int, keepalive: int) -> None:
+        self.sock = sock
+        self.version = version
+        self.keepalive = keepalive
+        self.decoder = StreamDecoder(version, _MAX_PACKET)
+        self.last_sent = self.last_heard = time.monotonic()
+        self.backlog: list[Packet] = []
+
+    @classmethod
+    def open(
+        cls,
+        broker: Destination,
+        tls: TLSConfig | None,
+        client_id: str,
+        version: int,
+        keepalive: int,
+        username: str | None,
+        password: bytes | None,
+    ) -> tuple[BrokerLink, bool]:
+        """Connect (session kept, [MQTT-3.1.2-4] clean session 0) and return the link and session-present."""
+        sock = socket.create_connection((broker.host, broker.port), timeout=10)
+        try:
+            if tls is not None:
+                sock = tls.context().wrap_socket(sock, server_hostname=broker.host)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            link = cls(sock, version, keepalive)
+            props = {codec.SESSION_EXPIRY_INTERVAL: _SESSION_NEVER_EXPIRES} if version == codec.V5 else None
+            link.send(codec.encode_connect(client_id, version, keepalive, False, username, password, props=props))
+            connack = link.expect(codec.CONNACK)
+            if connack.reason != 0:
+                raise RecorderError(f"the broker refused the connection (code 0x{connack.reason:02x}); check the credentials and client id")
+            # MQTT 3.1 has no session-present flag: the session is assumed kept, as on the board.
+            present = bool(connack.session_present) or version == codec.V31
+            return link, present
+        except BaseException:
+            sock.close()
+            raise
+
+    def subscribe(self, topics: list[str]) -> None:
+        options = 2 | (_RETAIN_HANDLING_NEW_ONLY if self.version == codec.V5 else 0)
+        self.send(codec.encode_subscribe(1, [(t, options) for t in topics], self.version))
+        suback = self.expect(codec.SUBACK)
+        refused = [t for t, code in zip(topics, suback.codes) if code >= 0x80]
+        if refused:
+            raise RecorderError(f"the broker refused the subscription to {', '.join(refused)}; check its ACL")
+        lower = [t for t, code in zip(topics, suback.codes) if code < 2]
+        if lower:
+            log.warning("event=subscribed-below-qos2 topics=%s (QoS 2 promises cannot be audited for them)", ",".join(lower))
+
+    def expect(self, ptype: int, timeout: float = 10) -> Packet:
+        """Wait for a CONNACK or SUBACK. A kept session's queued PUBLISH packets may come first, or right behind
+        it in the same read: they wait in the backlog for the receive loop."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            packets = self.read(deadline - time.monotonic())
+            for i, packet in enumerate(packets):
+                if packet.type == ptype:
+                    self.backlog += packets[i + 1 :]
+                    return packet
+                if packet.type == codec.CONNACK or ptype == codec.CONNACK:
+                    raise RecorderError(f"the broker sent {codec.NAMES[packet.type]} where {codec.NAMES[ptype]} was due")
+                self.backlog.append(packet)
+        raise RecorderError(f"no {codec.NAMES[ptype]} from the broker within {timeout:.0f} s")
+
+    def read(self, timeout: float) -> list[Packet]:
+        if self.backlog:
+            packets, self.backlog = self.backlog, []
+            return packets
+        ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+        if not ready and not (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
+            return []
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("the broker closed the connection")
+        self.last_heard = time.monotonic()
+        return list(self.decoder.packets(data))
+
+    def send(self, data: bytes | bytearray) -> None:
+        self.sock.sendall(data)
+        self.last_sent = time.monotonic()
+
+    def keep_alive(self) -> None:
+        """PINGREQ when idle for half the keep-alive; give up after 1.5 keep-alives of silence."""
+        now = time.monotonic()
+        if now - self.last_heard > 1.5 * self.keepalive:
+            raise ConnectionError(f"nothing from the broker for {now - self.last_heard:.0f} s")
+        if now - self.last_sent > self.keepalive / 2:
+            self.send(codec.encode_empty(codec.PINGREQ))
+
+    def close(self, polite: bool) -> None:
+        try:
+            if polite:
+                self.send(codec.encode_disconnect(version=self.version))
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class Recorder:
+    """The receive loop: deliveries into the store, acknowledgements after the store syncs, periodic commits."""
+
+    def __init__(self, args: argparse.Namespace, store: TelemetryStore, client_id: str, password: bytes | None) -> None:
+        self.args = args
+        self.store = store
+        self.client_id = client_id
+        self.password = password
+        self.version = VERSIONS[args.mqtt_version]
+        self.topics: list[str] = args.topic or ["sensors/#"]
+        self.broker = Destination.parse(args.broker)
+        self.tls = TLSConfig(args.cafile, args.certfile, args.keyfile) if args.tls or args.cafile else None
+        self.stop = False
+        self.link: BrokerLink | None = None
+        self.retry_at = 0.0
+        self.backoff = 0.5
+        self.received = 0
+        self.parse_errors = 0
+        self.last_commit = time.monotonic()
+
+    def run(self) -> None:
+        next_stats = time.monotonic() + self.args.stats_every
+        while not self.stop:
+            if self.link is None:
+                self._connect()
+            if self.link is not None:
+                try:
+                    self._serve(timeout=0.2)
+                except (OSError, codec.CodecError) as exc:
+                    self._drop(f"{exc}")
+            else:
+                time.sleep(min(0.2, max(0.0, self.retry_at - time.monotonic())))
+            now = time.monotonic()
+            if self.store.pending and (now - self.last_commit >= self.args.flush_seconds or len(self.store.pending) >= self.args.flush_rows):
+                self._commit()
+            if now >= next_stats:
+                self.report()
+                next_stats = now + self.args.stats_every
+        self._commit()
+        if self.link is not None:
+            self.link.close(polite=True)
+        self.report()
+
+    def _connect(self) -> None:
+        if time.monotonic() < self.retry_at:
+            return
+        try:
+            self.link, present = BrokerLink.open(
+                self.broker, self.tls, self.client_id, self.version, self.args.keepalive, self.args.username, self.password
+            )
+            # A kept session keeps its subscriptions; subscribing again would resend retained messages.
+            subscriptions = self.store.state / "subscriptions"
+            wanted = "\n".join(sorted(self.topics))
+            if not present or not subscriptions.exists() or subscriptions.read_text() != wanted:
+                self.link.subscribe(self.topics)
+                subscriptions.write_text(wanted)
+            log.info("event=connected broker=%s client_id=%s session_present=%d", self.broker, self.client_id, present)
+            self.backoff = 0.5
+        except (OSError, codec.CodecError) as exc:
+            self.link = None
+            self.retry_at = time.monotonic() + self.backoff
+            log.warning("event=connect-failed broker=%s error=%r retry_in=%.1fs", self.broker, str(exc), self.backoff)
+            self.backoff = min(self.backoff * 2, 10.0)
+
+    def _drop(self, why: str) -> None:
+        assert self.link is not None
+        self.link.close(polite=False)
+        self.link = None
+        self.retry_at = time.monotonic() + 0.2
+        log.warning("event=disconnected error=%r (the persistent session keeps what arrives meanwhile)", why)
+
+    def _serve(self, timeout: float) -> None:
+        link = self.link
+        assert link is not None
+        acks: list[bytes | bytearray] = []
+        for packet in link.read(timeout):
+            if packet.type == codec.PUBLISH:
+                self._on_publish(packet, acks)
+            elif packet.type == codec.PUBREL:
+                known = self.store.release(packet.pid)
+                # MQTT 5.0: an id the recorder is not holding is answered 0x92 (Packet Identifier not found).
+                reason = codec.SUCCESS if known or link.version != codec.V5 else codec.PACKET_ID_NOT_FOUND
+                acks.append(codec.encode_ack(codec.PUBCOMP, packet.pid, reason, link.version))
+            elif packet.type == codec.DISCONNECT:
+                raise ConnectionError(f"the broker disconnected the recorder (reason 0x{packet.reason:02x})")
+            elif packet.type != codec.PINGRESP:
+                raise codec.CodecError(f"unexpected {codec.NAMES[packet.type]} from the broker", codec.PROTOCOL_ERROR)
+        # The acknowledgements promise the broker that these deliveries are stored: make it true first.
+        self.store.sync()
+        for ack in acks:
+            link.send(ack)
+        link.keep_alive()
+
+    def _on_publish(self, packet: Packet, acks: list[bytes | bytearray]) -> None:
+        received_at_us = time.time_ns() // 1000
+        self.store.add(received_at_us, packet.topic, packet.qos, packet.dup, packet.retain, packet.pid, packet.payload)
+        self.received += 1
+        # [MQTT-3.3.4-1]: PUBACK for QoS 1, PUBREC for QoS 2, nothing for QoS 0.
+        if packet.qos == 1:
+            acks.append(codec.encode_ack(codec.PUBACK, packet.pid, version=self.version))
+        elif packet.qos == 2:
+            acks.append(codec.encode_ack(codec.PUBREC, packet.pid, version=self.version))
+
+    def _commit(self) -> None:
+        try:
+            self.store.commit()
+        except OSError as exc:
+            # The deliveries are still in the log; the next commit (or the next start) writes them.
+            log.error("event=commit-failed error=%r (deliveries stay in the log)", str(exc))
+        self.last_commit = time.monotonic()
+
+    def report(self) -> None:
+        s = self.store
+        log.info(
+            "event=progress received=%d rows_written=%d files=%d logged_not_written=%d recorder_duplicates=%d connected=%d",
+            self.received, s.rows_committed, s.files_committed, len(s.pending), s.recorder_dups, self.link is not None,
+        )
+
+
+def _client_id(store: TelemetryStore, requested: str | None) -> str:
+    """The persistent session's client id is kept with the output, so a restart resumes the same session."""
+    path = store.state / "client_id"
+    kept = path.read_text().strip() if path.exists() else None
+    if requested and kept and requested != kept:
+        log.warning("event=client-id-changed old=%s new=%s (the old session's queued messages stay with the old id)", kept, requested)
+    client_id = requested or kept or "recorder-" + hashlib.sha1(str(store.out.resolve()).encode()).hexdigest()[:10]
+    path.write_text(client_id)
+    return client_id
+
+
+def run(args: argparse.Namespace) -> int:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s record %(message)s"))
+    root = logging.getLogger("host_bridge.record")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    try:
+        Destination.parse(args.broker)
+    except BridgeError as exc:
+        raise RecorderError(str(exc)) from None
+    password = None
+    if args.password_file is not None:
+        try:
+            password = args.password_file.read_bytes().rstrip(b"\r\n")
+        except OSError as exc:
+            raise RecorderError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
+    store = TelemetryStore(args.out)
+    try:
+        if store.recovered:
+            log.info("event=recovered rows=%d (logged by the previous run, now in Parquet)", store.recovered)
+        recorder = Recorder(args, store, _client_id(store, args.client_id), password)
+
+        def on_signal(_signum: int, _frame: FrameType | None) -> None:
+            recorder.stop = True
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+        log.info("event=start broker=%s topics=%s out=%s", args.broker, ",".join(recorder.topics), args.out)
+        recorder.run()
+    finally:
+        store.close()
+    return 0

@@ -1,0 +1,341 @@
+"""Where the recorder keeps what it received: a write-ahead log, then Parquet files renamed into place.
+
+Every PUBLISH is appended to the write-ahead log and the log is fsynced before the recorder acknowledges it
+(PUBACK / PUBREC), so an acknowledged message is on disk even if the recorder dies the next instant. Every few
+seconds the logged deliveries become Parquet files (one per UTC date, under date=YYYY-MM-DD/): written under a
+dot-name that readers skip, fsynced, named in a commit record in the log, then renamed. The commit record is the
+atomic point: a recorder that restarts finishes the renames a commit record names, and writes the deliveries of
+a log that has none. Then a new log generation starts. docs/telemetry-parquet.md specifies the files.
+
+A redelivery the recorder has already stored (the broker resends, DUP set, what the recorder stored but whose
+acknowledgement never reached the broker) is stored again with recorder_dup = true: marked, not hidden."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from base64 import b64decode, b64encode
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, cast
+
+from host_bridge.errors import HostBridgeError
+from pipeline.schema import PARTITION_COLUMN, arrow_schema
+
+STATE_DIR = "_recorder"  # leading underscore: Spark and pyarrow datasets skip it
+WAL_FORMAT = 1
+
+
+class RecorderError(HostBridgeError):
+    """The recorder cannot record (output folder, broker, or its own log)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One PUBLISH as the broker delivered it to the recorder."""
+
+    received_at_us: int
+    arrival: int
+    topic: str
+    qos: int
+    dup: bool
+    retain: bool
+    packet_id: int
+    recorder_dup: bool
+    payload: bytes
+
+    def to_log(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["payload"] = b64encode(self.payload).decode()
+        return record
+
+    @classmethod
+    def from_log(cls, record: dict[str, Any]) -> Delivery:
+        return cls(**{**record, "payload": b64decode(record["payload"])})
+
+    @property
+    def date(self) -> str:
+        return datetime.fromtimestamp(self.received_at_us / 1e6, timezone.utc).strftime("%Y-%m-%d")
+
+
+_PAYLOAD_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("dev", (str,)),
+    ("boot", (int,)),
+    ("seq", (int,)),
+    ("t", (int,)),
+    ("reading", (int, float)),
+)
+
+
+def parse_payload(payload: bytes) -> dict[str, Any]:
+    """The telemetry fields of a payload, each None when absent or mistyped, and parse_error saying what was
+    wrong (None when nothing was). Never raises: a payload the pipeline cannot read is kept and explained."""
+    fields: dict[str, Any] = {name: None for name, _ in _PAYLOAD_FIELDS}
+    try:
+        body = json.loads(payload.decode("utf-8"))
+    except UnicodeDecodeError:
+        return {**fields, "parse_error": "payload is not UTF-8"}
+    except ValueError as exc:
+        return {**fields, "parse_error": f"payload is not JSON: {exc}"}
+    if not isinstance(body, dict):
+        return {**fields, "parse_error": f"payload is JSON {type(body).__name__}, not an object"}
+    problems = []
+    for name, kinds in _PAYLOAD_FIELDS:
+        value: Any = body.get(name)
+        if value is None:
+            problems.append(f"no {name}")
+        elif isinstance(value, bool) or not isinstance(value, kinds):
+            problems.append(f"{name} is {type(value).__name__}")
+        else:
+            fields[name] = float(cast(float, value)) if name == "reading" else value
+    if fields["seq"] is not None and fields["seq"] < 0:
+        problems.append("seq is negative")
+        fields["seq"] = None
+    return {**fields, "parse_error": "; ".join(problems) or None}
+
+
+def write_parquet(deliveries: list[Delivery], path: Path) -> None:
+    """The rows of `deliveries` into one Parquet file at `path`, fsynced."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = arrow_schema()
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    for d in deliveries:
+        parsed = parse_payload(d.payload)
+        row = {
+            "received_at": d.received_at_us,
+            "arrival": d.arrival,
+            "topic": d.topic,
+            "qos": d.qos,
+            "dup": d.dup,
+            "retain": d.retain,
+            "packet_id": d.packet_id,
+            "recorder_dup": d.recorder_dup,
+            "payload": d.payload,
+            **parsed,
+        }
+        for name in schema.names:
+            columns[name].append(row[name])
+    table = pa.table(columns, schema=schema)
+    with open(path, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _digest(topic: str, payload: bytes) -> str:
+    return hashlib.blake2b(topic.encode() + b"\0" + payload, digest_size=8).hexdigest()
+
+
+class TelemetryStore:
+    """The output folder: write-ahead log, Parquet commits, and the small state a restart needs."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.state = out / STATE_DIR
+        try:
+            self.state.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RecorderError(f"cannot create {self.state}: {exc.strerror}") from None
+        self._lock = open(self.state / "lock", "a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RecorderError(f"another recorder is writing to {out}; stop it or choose another --out") from None
+        self.wal_path = self.state / "wal.log"
+        self.generation = 0
+        self.next_arrival = 0
+        # packet id -> (QoS, digest of topic and payload) of the last delivery stored under that id.
+        self.seen: dict[int, tuple[int, str]] = {}
+        # QoS 2 packet ids acknowledged with PUBREC and not yet released by PUBREL.
+        self.qos2_unreleased: set[int] = set()
+        self.pending: list[Delivery] = []  # logged, not yet in Parquet
+        self.rows_committed = 0
+        self.files_committed = 0
+        self.recorder_dups = 0
+        self._wal: IO[bytes] | None = None
+        self._unsynced = False
+        self.recovered = self._recover()
+
+    # -- receiving ------------------------------------------------------------------------------------------
+
+    def add(self, received_at_us: int, topic: str, qos: int, dup: bool, retain: bool, packet_id: int, payload: bytes) -> Delivery:
+        """Log one delivery (not yet durable: call sync() before acknowledging it)."""
+        recorder_dup = False
+        if qos:
+            digest = _digest(topic, payload)
+            # The broker sets DUP only when it redelivers to this recorder [MQTT-3.3.1-3], [MQTT-3.3.1.-1]; the
+            # same id, QoS and content as a delivery already stored means the recorder stored it and the broker
+            # never saw the acknowledgement. A new message under a reused id has DUP 0 or other content.
+            recorder_dup = dup and self.seen.get(packet_id) == (qos, digest)
+            self.seen[packet_id] = (qos, digest)
+            if qos == 2:
+                self.qos2_unreleased.add(packet_id)
+        delivery = Delivery(received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload)
+        self.next_arrival += 1
+        self.recorder_dups += recorder_dup
+        self.pending.append(delivery)
+        self._append({"m": delivery.to_log()})
+        return delivery
+
+    def release(self, packet_id: int) -> bool:
+        """PUBREL arrived: True when the id was awaiting it (MQTT 5.0 answers an unknown id with 0x92)."""
+        known = packet_id in self.qos2_unreleased
+        self.qos2_unreleased.discard(packet_id)
+        self._append({"rel": packet_id})
+        return known
+
+    def sync(self) -> None:
+        """Make every logged delivery durable; acknowledgements may be sent after this returns."""
+        if self._unsynced and self._wal is not None:
+            self._wal.flush()
+            os.fsync(self._wal.fileno())
+            self._unsynced = False
+
+    # -- committing -----------------------------------------------------------------------------------------
+
+    def commit(self) -> list[Path]:
+        """Turn the logged deliveries into Parquet files; returns the files written."""
+        if not self.pending:
+            return []
+        by_date: dict[str, list[Delivery]] = defaultdict(list)
+        for d in self.pending:
+            by_date[d.date].append(d)
+        finals = []
+        for i, (date, deliveries) in enumerate(sorted(by_date.items())):
+            final = self.out / f"{PARTITION_COLUMN}={date}" / f"part-{self.generation:010d}-{i}.parquet"
+            final.parent.mkdir(parents=True, exist_ok=True)
+            write_parquet(deliveries, self._temp(final))
+            finals.append(final)
+        self._append({"commit": [str(f.relative_to(self.out)) for f in finals]})
+        self.sync()
+        self._finish_commit(finals)
+        self.rows_committed += len(self.pending)
+        self.files_committed += len(finals)
+        self.pending = []
+        self._new_generation()
+        return finals
+
+    def close(self) -> None:
+        if self._wal is not None:
+            self._wal.close()
+            self._wal = None
+        self._lock.close()
+
+    # -- the log --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _temp(final: Path) -> Path:
+        return final.with_name(f".{final.name}.tmp")  # a dot-name: Spark and pyarrow skip it
+
+    def _finish_commit(self, finals: list[Path]) -> None:
+        for final in finals:
+            temp = self._temp(final)
+            if temp.exists():
+                os.replace(temp, final)
+                _fsync_dir(final.parent)
+            elif not final.exists():
+                raise RecorderError(f"{final} is named by a commit but neither it nor its temporary file exists")
+
+    def _append(self, record: dict[str, Any]) -> None:
+        assert self._wal is not None
+        self._wal.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        self._unsynced = True
+
+    def _new_generation(self) -> None:
+        """Start an empty log carrying what the next restart needs, replacing the old one atomically."""
+        self.generation += 1
+        header = {
+            "wal": WAL_FORMAT,
+            "generation": self.generation,
+            "next_arrival": self.next_arrival,
+            "seen": {str(pid): list(v) for pid, v in self.seen.items()},
+            "qos2_unreleased": sorted(self.qos2_unreleased),
+        }
+        temp = self.state / "wal.log.tmp"
+        with open(temp, "wb") as f:
+            f.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self._wal is not None:
+            self._wal.close()
+        os.replace(temp, self.wal_path)
+        _fsync_dir(self.state)
+        self._wal = open(self.wal_path, "ab")
+
+    def _recover(self) -> int:
+        """Pick up after whatever happened to the last recorder; returns how many deliveries it had logged that
+        were not yet in Parquet (now written)."""
+        committed: list[str] = []
+        logged = 0
+        if self.wal_path.exists():
+            committed = self._replay()
+            logged = len(self.pending)
+            self._wal = open(self.wal_path, "ab")
+        named = {self._temp(self.out / name) for name in committed}
+        for stray in self.out.glob(f"{PARTITION_COLUMN}=*/.*.tmp"):
+            if stray not in named:
+                stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
+        if committed:
+            self._finish_commit([self.out / name for name in committed])
+            self.pending = []
+            logged = 0
+        if self.pending:
+            self.commit()
+        else:
+            self._new_generation()
+        return logged
+
+    def _replay(self) -> list[str]:
+        """Read the log back into memory; returns the files its commit record names (none without one)."""
+        data = self.wal_path.read_bytes()
+        first = data.find(b"\n") + 1
+        try:
+            header = json.loads(data[:first])
+            if header.get("wal") != WAL_FORMAT:
+                raise ValueError(f"log format {header.get('wal')!r}")
+        except ValueError as exc:
+            raise RecorderError(f"{self.wal_path} is not a recorder log this version reads ({exc}); move it away to start afresh") from None
+        self.generation = header["generation"]
+        self.next_arrival = header["next_arrival"]
+        self.seen = {int(pid): (v[0], v[1]) for pid, v in header["seen"].items()}
+        self.qos2_unreleased = set(header["qos2_unreleased"])
+        committed: list[str] = []
+        end = first
+        while end < len(data):
+            stop = data.find(b"\n", end)
+            try:
+                if stop < 0:
+                    raise ValueError("no end of line")
+                record = json.loads(data[end:stop])
+            except ValueError:
+                break  # torn by a crash mid-append: never synced, so never acknowledged
+            end = stop + 1
+            if "m" in record:
+                d = Delivery.from_log(record["m"])
+                self.pending.append(d)
+                self.next_arrival = d.arrival + 1
+                if d.qos:
+                    self.seen[d.packet_id] = (d.qos, _digest(d.topic, d.payload))
+                    if d.qos == 2:
+                        self.qos2_unreleased.add(d.packet_id)
+            elif "rel" in record:
+                self.qos2_unreleased.discard(record["rel"])
+            elif "commit" in record:
+                committed = record["commit"]
+        if end < len(data):
+            os.truncate(self.wal_path, end)  # drop the torn tail so that later records follow whole ones
+        return committed

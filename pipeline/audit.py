@@ -1,0 +1,270 @@
+"""`python -m pipeline audit`: did every QoS level keep its promise?
+
+Per device and boot: messages received, highest seq, gaps (lost), duplicates, out-of-order arrivals and
+latency percentiles; then a verdict per QoS level. QoS 0 may lose (reported, never a failure), QoS 1 must not
+lose, QoS 2 must neither lose nor duplicate. The board numbers its messages 0, 1, 2 ... within each boot, so
+a missing number is a lost message and a number seen twice is a duplicate. What the recorder itself stored
+twice (recorder_dup) and payloads it could not parse are counted apart and judge nobody.
+
+Board clocks are not synchronised with the recorder's: `t` is milliseconds since the board booted. Per boot the
+clock offset is estimated as the smallest (received_at - t) over its messages, i.e. the fastest delivery of the
+boot is taken as zero latency; latency percentiles are delays beyond that fastest delivery."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from pipeline.spark import PipelineError, publish_files
+
+PROMISES = {0: "may lose", 1: "nothing lost", 2: "nothing lost, nothing twice"}
+CLOCK_NOTE = (
+    "board clocks are not synchronised: per boot, the offset between the board's t and received_at is taken "
+    "from the fastest delivery, so latencies are delays beyond that boot's fastest delivery"
+)
+MISSING_LISTED = 20  # missing seq numbers listed per boot
+
+
+@dataclass
+class Expectation:
+    """What a device is known to have accepted (from the bench or the demo): catches a lost tail, which seq
+    numbers alone cannot show."""
+
+    messages: int
+    qos: int | None = None
+
+
+def load_expectations(text: str) -> dict[str, Expectation]:
+    """JSON {"dev": messages} or {"dev": {"messages": N, "qos": Q}}."""
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not an object")
+        result = {}
+        for dev, value in raw.items():
+            entry = value if isinstance(value, dict) else {"messages": value}
+            result[str(dev)] = Expectation(int(entry["messages"]), None if entry.get("qos") is None else int(entry["qos"]))
+        return result
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PipelineError(f'--expect must be JSON {{"dev": messages}} or {{"dev": {{"messages": N, "qos": Q}}}} ({exc})') from None
+
+
+def usable(df: DataFrame) -> DataFrame:
+    """The deliveries that judge the boards: parsed, and not the recorder's own re-stores."""
+    return df.filter(F.col("parse_error").isNull() & ~F.col("recorder_dup") & F.col("dev").isNotNull() & F.col("seq").isNotNull())
+
+
+def first_deliveries(df: DataFrame) -> DataFrame:
+    """One row per (dev, boot, seq): its first arrival, with `out_of_order` (a higher seq of the same boot
+    arrived before it), `latency_ms` and the boot's `clock_offset_ms`."""
+    by_arrival = Window.partitionBy("dev", "boot").orderBy("arrival")
+    by_message = Window.partitionBy("dev", "boot", "seq").orderBy("arrival")
+    firsts = (
+        df.withColumn("n", F.row_number().over(by_message))
+        .filter(F.col("n") == 1)
+        .drop("n")
+        .withColumn("prev_max_seq", F.max("seq").over(by_arrival.rowsBetween(Window.unboundedPreceding, -1)))
+        .withColumn("out_of_order", F.coalesce(F.col("seq") < F.col("prev_max_seq"), F.lit(False)))
+        .withColumn("received_ms", F.unix_micros("received_at") / 1000.0)
+    )
+    per_boot = Window.partitionBy("dev", "boot")
+    return firsts.withColumn("clock_offset_ms", F.min(F.col("received_ms") - F.col("t")).over(per_boot)).withColumn(
+        "latency_ms", F.col("received_ms") - F.col("t") - F.col("clock_offset_ms")
+    )
+
+
+def boot_table(df: DataFrame) -> DataFrame:
+    """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure)."""
+    valid = usable(df)
+    counts = valid.groupBy("dev", "boot").agg(
+        F.count(F.lit(1)).alias("received"),
+        F.countDistinct("seq").alias("distinct"),
+        F.max("seq").alias("highest_seq"),
+        F.max("qos").alias("qos"),
+        F.min("qos").alias("qos_min"),
+        F.array_sort(F.collect_set("seq")).alias("seqs"),
+        F.min("received_at").alias("first_received_at"),
+        F.max("received_at").alias("last_received_at"),
+    )
+    timing = first_deliveries(valid).groupBy("dev", "boot").agg(
+        F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
+        F.first("clock_offset_ms").alias("clock_offset_ms"),
+        F.percentile("latency_ms", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("latency"),
+        F.max("latency_ms").alias("latency_max_ms"),
+    )
+    missing = F.array_except(F.sequence(F.lit(0).cast("long"), F.col("highest_seq")), F.col("seqs"))
+    return (
+        counts.join(timing, ["dev", "boot"])
+        .withColumn("lost", F.col("highest_seq") + 1 - F.col("distinct"))
+        .withColumn("duplicates", F.col("received") - F.col("distinct"))
+        .withColumn("missing_seqs", F.slice(missing, 1, MISSING_LISTED))
+        .withColumn("mixed_qos", F.col("qos") != F.col("qos_min"))
+        .withColumn("latency_p50_ms", F.col("latency")[0])
+        .withColumn("latency_p90_ms", F.col("latency")[1])
+        .withColumn("latency_p99_ms", F.col("latency")[2])
+        .withColumn("boot_started_at", F.timestamp_micros((F.col("clock_offset_ms") * 1000).cast("long")))
+        .drop("seqs", "latency", "qos_min")
+        .orderBy("dev", "boot")
+    )
+
+
+@dataclass
+class QosVerdict:
+    qos: int
+    devices: set[str] = field(default_factory=set)
+    boots: int = 0
+    messages: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    latency_p99_ms: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.qos == 0 or (self.lost == 0 and (self.qos == 1 or self.duplicates == 0))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "qos": self.qos,
+            "promise": PROMISES[self.qos],
+            "devices": len(self.devices),
+            "boots": self.boots,
+            "messages": self.messages,
+            "lost": self.lost,
+            "duplicates": self.duplicates,
+            "out_of_order": self.out_of_order,
+            "latency_p99_ms_worst_boot": round(self.latency_p99_ms, 1),
+            "verdict": "PASS" if self.ok else "FAIL",
+            "problems": self.problems,
+        }
+
+
+@dataclass
+class AuditResult:
+    boots: list[dict[str, Any]]
+    verdicts: dict[int, QosVerdict]
+    rows: int
+    parse_errors: int
+    recorder_duplicates: int
+    expectations: list[dict[str, Any]]
+
+    @property
+    def ok(self) -> bool:
+        return all(v.ok for v in self.verdicts.values())
+
+    def summary(self, input_path: str) -> dict[str, Any]:
+        return {
+            "input": input_path,
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "ok": self.ok,
+            "rows": self.rows,
+            "parse_errors": self.parse_errors,
+            "recorder_duplicates": self.recorder_duplicates,
+            "clock": CLOCK_NOTE,
+            "qos": {str(q): v.as_dict() for q, v in sorted(self.verdicts.items())},
+            "expected": self.expectations,
+            "boots": self.boots,
+        }
+
+
+def judge(boots: list[dict[str, Any]], expect: dict[str, Expectation] | None) -> tuple[dict[int, QosVerdict], list[dict[str, Any]]]:
+    """Verdicts per QoS from the per-boot rows, plus the devices' expected totals when given."""
+    verdicts: dict[int, QosVerdict] = {}
+    dev_qos: dict[str, int] = {}
+    dev_span: dict[str, int] = {}
+    for b in boots:
+        v = verdicts.setdefault(b["qos"], QosVerdict(b["qos"]))
+        v.devices.add(b["dev"])
+        v.boots += 1
+        v.messages += b["distinct"]
+        v.lost += b["lost"]
+        v.duplicates += b["duplicates"]
+        v.out_of_order += b["out_of_order"]
+        v.latency_p99_ms = max(v.latency_p99_ms, b["latency_p99_ms"] or 0.0)
+        where = f"{b['dev']} boot {b['boot']}"
+        if b["lost"] and b["qos"]:
+            v.problems.append(f"{where}: {b['lost']} lost (seq {', '.join(map(str, b['missing_seqs']))}{' ...' if b['lost'] > len(b['missing_seqs']) else ''})")
+        if b["duplicates"] and b["qos"] == 2:
+            v.problems.append(f"{where}: {b['duplicates']} delivered twice")
+        if b["mixed_qos"]:
+            v.problems.append(f"{where}: published at more than one QoS; judged at QoS {b['qos']}")
+        dev_qos[b["dev"]] = max(dev_qos.get(b["dev"], 0), b["qos"])
+        dev_span[b["dev"]] = dev_span.get(b["dev"], 0) + b["highest_seq"] + 1
+    checks = []
+    for dev, want in sorted((expect or {}).items()):
+        qos = want.qos if want.qos is not None else dev_qos.get(dev)
+        seen = dev_span.get(dev, 0)
+        tail = want.messages - seen  # accepted by the board, beyond every seq the recorder saw
+        checks.append({"dev": dev, "qos": qos, "expected": want.messages, "accounted": seen, "lost_tail": max(tail, 0)})
+        if qos is None:
+            qos = 1  # a device that never reached the recorder, of unknown QoS: judged as a promise to deliver
+        v = verdicts.setdefault(qos, QosVerdict(qos))
+        v.devices.add(dev)
+        if tail > 0:
+            v.lost += tail
+            v.problems.append(f"{dev}: accepted {want.messages}, the recorder accounts for {seen}: {tail} lost at the end")
+    return verdicts, checks
+
+
+def audit(df: DataFrame, expect: dict[str, Expectation] | None = None) -> tuple[AuditResult, DataFrame]:
+    boots_df = boot_table(df).cache()
+    boots = [row.asDict() for row in boots_df.collect()]
+    verdicts, checks = judge(boots, expect)
+    counts = df.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.col("parse_error").isNotNull().cast("int")).alias("parse_errors"),
+        F.sum(F.col("recorder_dup").cast("int")).alias("recorder_duplicates"),
+    ).first()
+    assert counts is not None
+    result = AuditResult(boots, verdicts, counts["rows"], counts["parse_errors"] or 0, counts["recorder_duplicates"] or 0, checks)
+    return result, boots_df
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float):
+        return round(value, 3)
+    return value
+
+
+def format_table(result: AuditResult) -> str:
+    lines = [
+        f"{'QoS':<4}{'promise':<29}{'devices':>8}{'boots':>7}{'messages':>10}{'lost':>7}{'dup':>6}{'late':>6}{'p99 ms':>9}  verdict",
+    ]
+    for q, v in sorted(result.verdicts.items()):
+        lines.append(
+            f"{q:<4}{PROMISES[q]:<29}{len(v.devices):>8}{v.boots:>7}{v.messages:>10}{v.lost:>7}{v.duplicates:>6}"
+            f"{v.out_of_order:>6}{v.latency_p99_ms:>9.1f}  {'PASS' if v.ok else 'FAIL'}"
+        )
+        lines += [f"      {p}" for p in v.problems[:10]]
+    lines.append(
+        f"rows {result.rows}, unparsable payloads {result.parse_errors}, recorder re-stores {result.recorder_duplicates} "
+        "(counted apart; they judge nobody)"
+    )
+    lines.append(f"latency: {CLOCK_NOTE}")
+    return "\n".join(lines)
+
+
+def format_boots(result: AuditResult) -> str:
+    lines = [f"{'device':<28}{'boot':>5}{'QoS':>4}{'received':>9}{'highest':>8}{'lost':>6}{'dup':>5}{'late':>5}{'p50 ms':>8}{'p99 ms':>8}"]
+    for b in result.boots:
+        lines.append(
+            f"{b['dev']:<28}{b['boot']:>5}{b['qos']:>4}{b['received']:>9}{b['highest_seq']:>8}{b['lost']:>6}{b['duplicates']:>5}"
+            f"{b['out_of_order']:>5}{b['latency_p50_ms'] or 0:>8.1f}{b['latency_p99_ms'] or 0:>8.1f}"
+        )
+    return "\n".join(lines)
+
+
+def write(spark: SparkSession, result: AuditResult, boots_df: DataFrame, input_path: str, out: str) -> None:
+    """OUT/boots (Parquet, one row per device and boot) and OUT/summary.json."""
+    boots_df.coalesce(1).write.mode("overwrite").parquet(f"{out.rstrip('/')}/boots")
+    summary = result.summary(input_path)
+    summary["boots"] = [{k: _jsonable(v) for k, v in b.items()} for b in summary["boots"]]
+    publish_files(spark, {"summary.json": json.dumps(summary, indent=2).encode()}, out)

@@ -1,0 +1,142 @@
+"""`python -m pipeline report`: one HTML page with PNG plots beside it (delivery per device, latency
+distribution, readings over time), opened straight from the file system: no server, no script, no network."""
+
+from __future__ import annotations
+
+import html
+import io
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on a bench host
+import matplotlib.pyplot as plt  # noqa: E402
+from pyspark.sql import DataFrame  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, usable  # noqa: E402
+
+LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def delivery_plot(result: AuditResult) -> bytes:
+    per_dev: dict[str, dict[str, int]] = defaultdict(lambda: {"delivered": 0, "lost": 0, "duplicates": 0})
+    for b in result.boots:
+        d = per_dev[f"{b['dev']} (QoS {b['qos']})"]
+        d["delivered"] += b["distinct"]
+        d["lost"] += b["lost"]
+        d["duplicates"] += b["duplicates"]
+    for check in result.expectations:
+        for label in per_dev:
+            if label.startswith(check["dev"] + " "):
+                per_dev[label]["lost"] += check["lost_tail"]
+    names = sorted(per_dev)
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * max(len(names), 2)))
+    left = [0] * len(names)
+    for key, colour in (("delivered", "#4c9a2a"), ("lost", "#c0392b"), ("duplicates", "#e67e22")):
+        values = [per_dev[n][key] for n in names]
+        ax.barh(names, values, left=left, color=colour, label=key)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_xlabel("messages")
+    ax.set_title("Delivery per device")
+    ax.invert_yaxis()
+    ax.legend(loc="lower right")
+    return _png(fig)
+
+
+def latency_plot(df: DataFrame) -> bytes:
+    sample = first_deliveries(usable(df)).select("qos", "latency_ms").limit(LATENCY_SAMPLE).collect()
+    by_qos: dict[int, list[float]] = defaultdict(list)
+    for row in sample:
+        by_qos[row["qos"]].append(row["latency_ms"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for qos, values in sorted(by_qos.items()):
+        ax.hist(values, bins=50, alpha=0.6, label=f"QoS {qos} ({len(values)} messages)")
+    ax.set_xlabel("latency beyond the boot's fastest delivery (ms)")
+    ax.set_ylabel("messages")
+    ax.set_yscale("log")
+    ax.set_title("Latency distribution")
+    ax.legend()
+    return _png(fig)
+
+
+def readings_plot(minute: DataFrame) -> bytes:
+    rows = minute.collect()
+    series: dict[str, list[Any]] = defaultdict(list)
+    for row in rows:
+        series[row["dev"]].append(row)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for dev, points in sorted(series.items()):
+        times = [p["window_start"] for p in points]
+        line = ax.plot(times, [p["mean"] for p in points], marker="o", markersize=3, label=dev)[0]
+        ax.fill_between(times, [p["min"] for p in points], [p["max"] for p in points], color=line.get_color(), alpha=0.15)
+    ax.set_xlabel("minute (UTC)")
+    ax.set_ylabel("reading (mean, min-max band)")
+    ax.set_title("Readings over time, per minute")
+    if series:
+        ax.legend(fontsize="small")
+    fig.autofmt_xdate()
+    return _png(fig)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int]) -> str:
+    verdict_rows = [
+        [q, PROMISES[q], len(v.devices), v.boots, v.messages, v.lost, v.duplicates, v.out_of_order, f"{v.latency_p99_ms:.1f}", "PASS" if v.ok else "FAIL"]
+        for q, v in sorted(result.verdicts.items())
+    ]
+    boot_rows = [
+        [b["dev"], b["boot"], b["qos"], b["received"], b["highest_seq"], b["lost"], b["duplicates"], b["out_of_order"],
+         f"{b['latency_p50_ms'] or 0:.1f}", f"{b['latency_p99_ms'] or 0:.1f}", ", ".join(map(str, b["missing_seqs"]))]
+        for b in result.boots
+    ]
+    problems = [p for v in result.verdicts.values() for p in v.problems]
+    status = "every promise kept" if result.ok else "a promise was broken"
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Telemetry audit: {status}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em auto; max-width: 70em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
+th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
+.ok {{ color: #2e7d32; }} .fail {{ color: #c62828; }} img {{ max-width: 100%; }}
+</style></head><body>
+<h1>Telemetry audit: <span class="{'ok' if result.ok else 'fail'}">{status}</span></h1>
+<p>Input <code>{html.escape(input_path)}</code>: {result.rows} rows, {result.parse_errors} unparsable payloads,
+{result.recorder_duplicates} recorder re-stores (counted apart). Generated {generated}.
+Rollups: {rollup_counts.get('minute', 0)} one-minute and {rollup_counts.get('hour', 0)} one-hour windows.</p>
+<h2>Verdict per QoS</h2>
+{_table(["QoS", "promise", "devices", "boots", "messages", "lost", "duplicates", "out of order", "p99 ms", "verdict"], verdict_rows)}
+{"<ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>" if problems else ""}
+<h2>Delivery per device</h2><img src="delivery.png" alt="delivered, lost and duplicated messages per device">
+<h2>Latency</h2><p>{html.escape(CLOCK_NOTE)}.</p><img src="latency.png" alt="latency histogram per QoS">
+<h2>Readings</h2><img src="readings.png" alt="readings per device per minute">
+<h2>Per device and boot</h2>
+{_table(["device", "boot", "QoS", "received", "highest seq", "lost", "duplicates", "out of order", "p50 ms", "p99 ms", "missing seq"], boot_rows)}
+</body></html>
+"""
+
+
+def build(df: DataFrame, result: AuditResult, minute: DataFrame, input_path: str, rollup_counts: dict[str, int]) -> dict[str, bytes]:
+    """The report's files: index.html and the PNGs it shows."""
+    return {
+        "delivery.png": delivery_plot(result),
+        "latency.png": latency_plot(df),
+        "readings.png": readings_plot(minute.filter(F.col("count") > 0)),
+        "index.html": page(result, input_path, rollup_counts).encode(),
+    }

@@ -1,0 +1,116 @@
+"""The Spark session and the I/O every job shares: reading the recorder's Parquet, writing results to Hadoop
+paths (a local folder, or hdfs://, s3a:// ... on a cluster), and one error type for the whole pipeline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from pipeline.schema import spark_schema
+
+LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+class PipelineError(Exception):
+    """A job cannot run (no Spark, no input, unreadable data); the CLI prints it and exits 2."""
+
+
+def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline") -> SparkSession:
+    """A Spark session with the UI off and quiet logs; a local master binds to loopback only. master None
+    keeps the one spark-submit configured."""
+    # Executors run this very interpreter (the virtual environment's), not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    local = master is not None and master.startswith("local")
+    builder = SparkSession.builder.appName(app)
+    if master is not None:
+        builder = builder.master(master)
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J}")
+    )
+    if local:
+        # Nothing of a local run listens beyond loopback; a handful of shuffle partitions suits one machine.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (
+            builder.config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", "4")
+        )
+    try:
+        spark = builder.getOrCreate()
+    except (PySparkException, OSError) as exc:
+        raise PipelineError(
+            f"Spark did not start ({exc}). It needs a Java runtime: `make system-deps` installs "
+            "openjdk-17-jre-headless, or set JAVA_HOME."
+        ) from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """(Hadoop FileSystem, Hadoop Path) of a path: the same code for a local folder and a cluster file system."""
+    jpath = _jvm(spark).org.apache.hadoop.fs.Path(path)
+    jsc = spark.sparkContext._jsc
+    assert jsc is not None
+    return jpath.getFileSystem(jsc.hadoopConfiguration()), jpath
+
+
+def _jvm(spark: SparkSession) -> Any:
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise PipelineError("the Spark session has no JVM (was it stopped?)")
+    return jvm
+
+
+def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
+    """The recorder's rows under `path`; PipelineError when it does not exist or holds no rows."""
+    fs, jpath = hadoop_path(spark, path)
+    if not fs.exists(jpath):
+        raise PipelineError(f"input {path} does not exist; point --input at the recorder's --out folder")
+    try:
+        df = spark.read.schema(spark_schema()).parquet(path)
+    except AnalysisException as exc:
+        raise PipelineError(f"cannot read {path} as the recorder's Parquet: {exc}") from None
+    if df.isEmpty():
+        raise PipelineError(f"input {path} holds no telemetry rows (has the recorder committed anything yet?)")
+    return df
+
+
+def is_local(path: str) -> bool:
+    return urlparse(path).scheme in ("", "file")
+
+
+def local_path(path: str) -> Path:
+    return Path(urlparse(path).path if path.startswith("file:") else path)
+
+
+def publish_files(spark: SparkSession, files: dict[str, bytes], dest: str) -> None:
+    """Small result files (JSON summary, HTML, PNG) into the folder `dest`, local or on a Hadoop file system."""
+    if is_local(dest):
+        folder = local_path(dest)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            temp = folder / f".{name}.tmp"
+            temp.write_bytes(data)
+            os.replace(temp, folder / name)
+        return
+    staging = Path(tempfile.mkdtemp(prefix="dmqtt-pipeline-"))
+    try:
+        fs, _ = hadoop_path(spark, dest)
+        jvm = _jvm(spark)
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+            fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(staging / name)), jvm.org.apache.hadoop.fs.Path(f"{dest.rstrip('/')}/{name}"))
+    finally:
+        shutil.rmtree(staging)
