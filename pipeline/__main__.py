@@ -54,8 +54,8 @@ def _master(requested: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline import audit, report, rollup, stream
-    from pipeline.spark import publish_files, read_telemetry, session
+    from pipeline import audit, jobs, stream
+    from pipeline.spark import is_local, local_path, session
 
     expect = None
     if getattr(args, "expect", None):
@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
                 expect = audit.load_expectations(f.read())
         except OSError as exc:
             raise PipelineError(f"cannot read --expect {args.expect}: {exc.strerror}") from None
+    if is_local(args.input) and not local_path(args.input).exists():
+        raise PipelineError(f"input {args.input} does not exist; point --input at the recorder's --out folder")
     started = time.monotonic()
     print(f"[pipeline] starting Spark ({_master(args.master) or 'from spark-submit'})", flush=True)
     spark = session(_master(args.master))
@@ -71,29 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if args.job == "audit" and args.stream:
             result = stream.stream_audit(spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once)
             return 0 if result.ok else 1
-        df = read_telemetry(spark, args.input).cache()
-        code = 0
-        if args.job in ("audit", "all", "report"):
-            print(f"[pipeline] audit of {args.input}", flush=True)
-            result, boots = audit.audit(df, expect)
-            if args.job != "report":
-                audit.write(spark, result, boots, args.input, args.out)
-                print(audit.format_boots(result), audit.format_table(result), sep="\n\n", flush=True)
-                print(f"[pipeline] audit written to {args.out}/summary.json and {args.out}/boots/", flush=True)
-            code = 0 if result.ok else 1
-        if args.job in ("rollup", "all", "report"):
-            print("[pipeline] rollup per minute and per hour", flush=True)
-            tables = rollup.rollup(df)
-            base = args.out if args.job == "rollup" else f"{args.out.rstrip('/')}/rollup"
-            counts = rollup.write(tables, base)
-            print(f"[pipeline] rollup written to {base}/minute ({counts['minute']} windows) and {base}/hour ({counts['hour']} windows)", flush=True)
-        if args.job in ("report", "all"):
-            print("[pipeline] report", flush=True)
-            target = args.out if args.job == "report" else f"{args.out.rstrip('/')}/report"
-            publish_files(spark, report.build(df, result, tables["minute"], args.input, counts), target)
-            print(f"[pipeline] report: {target.rstrip('/')}/index.html", flush=True)
-        if args.job == "rollup":
-            code = 0
+        code = jobs.run_job(spark, args.job, args.input, args.out, expect).exit_code
         print(f"[pipeline] {args.job} done in {time.monotonic() - started:.1f} s", flush=True)
         return code
     finally:

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -26,6 +27,10 @@ class PipelineError(Exception):
 def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline") -> SparkSession:
     """A Spark session with the UI off and quiet logs; a local master binds to loopback only. master None
     keeps the one spark-submit configured."""
+    # Spark hands timestamps to Python as naive datetimes in the process's time zone: make that UTC, the
+    # session's, so that every time the jobs print or write is UTC.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     # Executors run this very interpreter (the virtual environment's), not whatever python3 is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -1,4 +1,4 @@
-"""Shared fixtures: paths, the MicroPython Unix port, a Mosquitto per test session."""
+"""Shared fixtures: paths, the MicroPython Unix port, a Mosquitto and a Spark session per test session."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from host_bridge.broker import Mosquitto
 from host_bridge.vboard.runner import micropython_executable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[1]
 FIRMWARE = REPO / "firmware"
@@ -46,3 +50,13 @@ def micropython_vector_results(runner: str, vector_file: Path, iterations: int) 
 def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     with Mosquitto(tmp_path_factory.mktemp("mosquitto")) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local Spark session for the whole test run (a JVM start costs seconds)."""
+    from pipeline.spark import session
+
+    s = session("local[2]", app="dmqtt-tests")
+    yield s
+    s.stop()

@@ -22,13 +22,13 @@ class Msg:
     seq: int
     at_ms: int
     qos: int = 1
-    t: int | None = None  # defaults to at_ms - 1000 (a board booted 1 s before T0, delivered instantly)
+    t: int | None = None  # defaults to at_ms: a board booted at T0, delivered at once
     reading: float = 20.0
     dup: bool = False
     packet_id: int = 0
 
     def payload(self) -> bytes:
-        t = self.at_ms - 1000 if self.t is None else self.t
+        t = self.at_ms if self.t is None else self.t
         return json.dumps({"dev": self.dev, "boot": self.boot, "seq": self.seq, "t": t, "reading": self.reading}).encode()
 
 
