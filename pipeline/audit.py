@@ -208,7 +208,10 @@ def judge(boots: list[dict[str, Any]], expect: dict[str, Expectation] | None) ->
         v.devices.add(dev)
         if tail > 0:
             v.lost += tail
-            v.problems.append(f"{dev}: accepted {want.messages}, the recorder accounts for {seen}: {tail} lost at the end")
+            v.problems.append(
+                f"{dev}: accepted {want.messages}, the recorder accounts for {seen} (highest seq + 1 over its boots): "
+                f"{tail} lost after the last message seen of a boot"
+            )
     return verdicts, checks
 
 

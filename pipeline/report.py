@@ -12,13 +12,16 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on a bench host
+import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, usable  # noqa: E402
+from pipeline.rollup import deduplicated  # noqa: E402
 
 LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message
+READINGS_SAMPLE = 100_000  # readings plotted at most (the first ones); the rollups use every message
 
 
 def _png(fig: Any) -> bytes:
@@ -59,8 +62,9 @@ def latency_plot(df: DataFrame) -> bytes:
     for row in sample:
         by_qos[row["qos"]].append(row["latency_ms"])
     fig, ax = plt.subplots(figsize=(8, 4))
+    top = max((max(v) for v in by_qos.values() if v), default=1.0) or 1.0
     for qos, values in sorted(by_qos.items()):
-        ax.hist(values, bins=50, alpha=0.6, label=f"QoS {qos} ({len(values)} messages)")
+        ax.hist(values, bins=60, range=(0, top), alpha=0.6, label=f"QoS {qos} ({len(values)} messages)")
     ax.set_xlabel("latency beyond the boot's fastest delivery (ms)")
     ax.set_ylabel("messages")
     ax.set_yscale("log")
@@ -69,22 +73,29 @@ def latency_plot(df: DataFrame) -> bytes:
     return _png(fig)
 
 
-def readings_plot(minute: DataFrame) -> bytes:
-    rows = minute.collect()
-    series: dict[str, list[Any]] = defaultdict(list)
-    for row in rows:
-        series[row["dev"]].append(row)
+def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
+    """Each message's reading (first delivery) against the time it arrived, per device; with the one-minute
+    mean drawn over it once a run spans several minutes."""
+    points = deduplicated(df).filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
+    by_dev: dict[str, list[Any]] = defaultdict(list)
+    for row in points.orderBy("received_at").limit(READINGS_SAMPLE).collect():
+        by_dev[row["dev"]].append(row)
+    means: dict[str, list[Any]] = defaultdict(list)
+    for row in minute.collect():
+        means[row["dev"]].append(row)
     fig, ax = plt.subplots(figsize=(8, 4))
-    for dev, points in sorted(series.items()):
-        times = [p["window_start"] for p in points]
-        line = ax.plot(times, [p["mean"] for p in points], marker="o", markersize=3, label=dev)[0]
-        ax.fill_between(times, [p["min"] for p in points], [p["max"] for p in points], color=line.get_color(), alpha=0.15)
-    ax.set_xlabel("minute (UTC)")
-    ax.set_ylabel("reading (mean, min-max band)")
-    ax.set_title("Readings over time, per minute")
-    if series:
+    for dev, rows in sorted(by_dev.items()):
+        line = ax.plot([r["received_at"] for r in rows], [r["reading"] for r in rows], ".", markersize=3, label=dev)[0]
+        if len(means[dev]) > 1:
+            ax.step([m["window_start"] for m in means[dev]], [m["mean"] for m in means[dev]], where="post", color=line.get_color(), linewidth=2)
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]  # untyped in matplotlib 3.11
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    ax.set_xlabel("received (UTC)")
+    ax.set_ylabel("reading")
+    ax.set_title("Readings over time (thick steps: one-minute means)")
+    if by_dev:
         ax.legend(fontsize="small")
-    fig.autofmt_xdate()
     return _png(fig)
 
 
@@ -137,6 +148,6 @@ def build(df: DataFrame, result: AuditResult, minute: DataFrame, input_path: str
     return {
         "delivery.png": delivery_plot(result),
         "latency.png": latency_plot(df),
-        "readings.png": readings_plot(minute.filter(F.col("count") > 0)),
+        "readings.png": readings_plot(df, minute),
         "index.html": page(result, input_path, rollup_counts).encode(),
     }

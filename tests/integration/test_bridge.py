@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from host_bridge.broker import Mosquitto
+from host_bridge.processes import ManagedProcess
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, LineFaults, VirtualBoard
 from tests.conftest import REPO
 from tests.integration.boards import finish, summary
@@ -27,31 +28,17 @@ from tests.integration.test_power_cuts import Recorder, check_promises
 BAUD = 115200
 
 
-class BridgeProcess:
+class BridgeProcess(ManagedProcess):
     """`host-bridge run` as a user starts it, logging to a file; stopped (or killed) by its pid."""
 
     def __init__(self, workdir: Path, ports: dict[str, str], broker: str, *extra: str) -> None:
-        self.log_path = workdir / f"bridge-{time.monotonic_ns()}.log"
         args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker, "--baud", str(BAUD), "--stats-every", "1"]
         for name, path in ports.items():
             args += ["--port", f"{name}={path}"]
-        self.log = open(self.log_path, "wb")
-        self.process = subprocess.Popen([*args, *extra], stdout=self.log, stderr=subprocess.STDOUT, cwd=REPO)
+        super().__init__([*args, *extra], workdir / f"bridge-{time.monotonic_ns()}.log", cwd=REPO)
 
-    def text(self) -> str:
-        return self.log_path.read_text()
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(15)
-        self.log.close()
-        return code
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(15)
-        self.log.close()
+    def stop(self, timeout: float = 15) -> int:
+        return super().stop(timeout)
 
 
 def serial_board(workdir: Path, client_id: str, qos: int, count: int, faults: LineFaults | None = None, **extra: Any) -> VirtualBoard:
