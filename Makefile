@@ -60,11 +60,13 @@ demo: system-deps $(STAMP)
 bench: system-deps $(STAMP)
 	$(BIN)/python tools/bench_codec.py
 	$(BIN)/python tools/flash_cost.py
+	$(BIN)/python tools/bench_recorder.py
 
-# Long campaigns that do not fit in `make test`: thousands of power cuts.
+# Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times.
 soak: system-deps $(STAMP)
 	POWER_CUTS=5000 POWER_CUTS_PER_QOS=1000 $(BIN)/python -m pytest -q \
 		tests/integration/test_vboard.py tests/integration/test_power_cuts.py -k power_cuts
+	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .hypothesis

@@ -118,7 +118,8 @@ class BoardRun:
                 timer = None
                 if self.cuts < self.cuts_wanted and board.cut_at_op == 0:
                     # A cut at a random moment; the other kind is programmed into the flash (cut_at_op).
-                    timer = threading.Timer(self.rng.uniform(0.3, 2.5), board.power_cut)
+                    # Within the time the run takes (about 10 ms per message), so that the cut lands mid-run.
+                    timer = threading.Timer(self.rng.uniform(0.2, max(0.4, self.messages * 0.01)), board.power_cut)
                     timer.start()
                 assert board.process is not None
                 out, _ = board.process.communicate(timeout=300)

@@ -108,14 +108,20 @@ def publish_files(spark: SparkSession, files: dict[str, bytes], dest: str) -> No
         for name, data in files.items():
             temp = folder / f".{name}.tmp"
             temp.write_bytes(data)
-            os.replace(temp, folder / name)
-        return
+            os.replace(temp, folder / name)  # a reader never sees half a file
+    else:
+        copy_to_hadoop(spark, files, dest)
+
+
+def copy_to_hadoop(spark: SparkSession, files: dict[str, bytes], dest: str) -> None:
+    """The same through the Hadoop FileSystem API (hdfs://, s3a://, any scheme the cluster knows)."""
     staging = Path(tempfile.mkdtemp(prefix="dmqtt-pipeline-"))
     try:
         fs, _ = hadoop_path(spark, dest)
         jvm = _jvm(spark)
         for name, data in files.items():
             (staging / name).write_bytes(data)
-            fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(staging / name)), jvm.org.apache.hadoop.fs.Path(f"{dest.rstrip('/')}/{name}"))
+            target = jvm.org.apache.hadoop.fs.Path(f"{dest.rstrip('/')}/{name}")
+            fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(staging / name)), target)
     finally:
         shutil.rmtree(staging)

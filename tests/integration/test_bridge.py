@@ -23,7 +23,7 @@ from host_bridge.processes import ManagedProcess
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, LineFaults, VirtualBoard
 from tests.conftest import REPO
 from tests.integration.boards import finish, summary
-from tests.integration.test_power_cuts import Recorder, check_promises
+from tests.integration.observer import Observer, check_promises
 
 BAUD = 115200
 
@@ -72,7 +72,7 @@ def run_board(board: VirtualBoard, timeout: float = 120) -> tuple[int, str]:
 
 
 def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:
-    recorder = Recorder(broker.address, "bridge-recorder-qos")
+    observer = Observer(broker.address, "bridge-observer-qos")
     boards = {f"ser-q{q}": serial_board(tmp_path / f"q{q}", f"ser-q{q}", q, 30) for q in (0, 1, 2)}
     bridge = BridgeProcess(tmp_path, {n: str(b.serial_link) for n, b in boards.items()}, broker.address)
     try:
@@ -84,9 +84,9 @@ def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None
             assert board.wait() == 0, out.decode()
             assert summary(out.decode())["total"] == 30
         for q in (0, 1, 2):
-            check_promises(recorder, f"ser-q{q}", q, 30)  # a clean line: even QoS 0 arrives
+            check_promises(observer, f"ser-q{q}", q, 30)  # a clean line: even QoS 0 arrives
     finally:
-        recorder.close()
+        observer.close()
         for board in boards.values():
             board.close()
         assert bridge.stop() == 0
@@ -98,16 +98,16 @@ def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None
 def test_noisy_line_1000_messages(tmp_path: Path, broker: Mosquitto, qos: int) -> None:
     """115200 baud, bit error rate 1e-4 and random dropped bytes: nothing lost, QoS 2 not duplicated, and the
     broker never sees a malformed packet."""
-    recorder = Recorder(broker.address, f"noisy-recorder-{qos}")
+    observer = Observer(broker.address, f"noisy-observer-{qos}")
     faults = LineFaults(baud=BAUD, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos)
     board = serial_board(tmp_path / "b", f"noisy-q{qos}", qos, 1000, faults)
     bridge = BridgeProcess(tmp_path, {"noisy": str(board.serial_link)}, broker.address)
     try:
         code, out = run_board(board, timeout=300)
         assert code == 0, out
-        check_promises(recorder, f"noisy-q{qos}", qos, 1000)
+        check_promises(observer, f"noisy-q{qos}", qos, 1000)
     finally:
-        recorder.close()
+        observer.close()
         board.close()
         bridge.stop()
     counters = [line for line in bridge.text().splitlines() if "event=counters" in line][-1]
@@ -118,7 +118,7 @@ def test_noisy_line_1000_messages(tmp_path: Path, broker: Mosquitto, qos: int) -
 
 
 def test_board_power_cut_mid_stream(tmp_path: Path, broker: Mosquitto) -> None:
-    recorder = Recorder(broker.address, "cut-recorder")
+    observer = Observer(broker.address, "cut-observer")
     board = serial_board(tmp_path / "b", "ser-cut", 2, 120, publish={"interval_ms": 5})
     bridge = BridgeProcess(tmp_path, {"cut": str(board.serial_link)}, broker.address)
     rng = random.Random(4)
@@ -130,9 +130,9 @@ def test_board_power_cut_mid_stream(tmp_path: Path, broker: Mosquitto) -> None:
             assert board.wait() == POWER_CUT_EXIT_STATUS
         code, out = run_board(board)
         assert code == 0, out
-        check_promises(recorder, "ser-cut", 2, 120)
+        check_promises(observer, "ser-cut", 2, 120)
     finally:
-        recorder.close()
+        observer.close()
         board.close()
         bridge.stop()
     assert bridge.text().count("event=board_restarted") >= 3
@@ -152,7 +152,7 @@ class Scene:
 def run_disturbed(tmp_path: Path, broker: Mosquitto, dev: str, qos: int, disturb: Callable[[Scene], None]) -> tuple[str, str]:
     """150 messages through the bridge, disturb(scene) a second into the run; the QoS promises must hold.
     Returns the board's console and the (last) bridge's log."""
-    recorder = Recorder(broker.address, f"{dev}-recorder")
+    observer = Observer(broker.address, f"{dev}-observer")
     board = serial_board(tmp_path / "b", dev, qos, 150, publish={"interval_ms": 5})
     ports = {dev: str(board.serial_link)}
     scene = Scene(board, BridgeProcess(tmp_path, ports, broker.address), ports, broker, tmp_path)
@@ -162,9 +162,9 @@ def run_disturbed(tmp_path: Path, broker: Mosquitto, dev: str, qos: int, disturb
         disturb(scene)
         code, out = finish(board, timeout=120)
         assert code == 0, out
-        check_promises(recorder, dev, qos, 150)
+        check_promises(observer, dev, qos, 150)
     finally:
-        recorder.close()
+        observer.close()
         board.close()
         scene.bridge.stop()
     return out, scene.bridge.text()
@@ -197,7 +197,7 @@ def test_serial_port_removed_and_recreated(tmp_path: Path, broker: Mosquitto) ->
 
 
 def test_sixteen_boards_on_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:
-    recorder = Recorder(broker.address, "sixteen-recorder")
+    observer = Observer(broker.address, "sixteen-observer")
     boards = {f"b{i:02d}": serial_board(tmp_path / f"b{i}", f"ser-16-{i:02d}", 1 + i % 2, 20) for i in range(16)}
     bridge = BridgeProcess(tmp_path, {n: str(b.serial_link) for n, b in boards.items()}, broker.address)
     try:
@@ -208,9 +208,9 @@ def test_sixteen_boards_on_one_bridge(tmp_path: Path, broker: Mosquitto) -> None
             out, _ = board.process.communicate(timeout=180)
             assert board.wait() == 0, out.decode()
         for i in range(16):
-            check_promises(recorder, f"ser-16-{i:02d}", 1 + i % 2, 20)
+            check_promises(observer, f"ser-16-{i:02d}", 1 + i % 2, 20)
     finally:
-        recorder.close()
+        observer.close()
         for board in boards.values():
             board.close()
         bridge.stop()
@@ -263,7 +263,7 @@ def test_bridge_says_what_to_do_when_it_cannot_start(tmp_path: Path, broker: Mos
 
 
 def test_toml_config_921600_baud_counters_on_sigusr1_and_no_secrets_in_logs(tmp_path: Path, broker: Mosquitto) -> None:
-    recorder = Recorder(broker.address, "toml-recorder")
+    observer = Observer(broker.address, "toml-observer")
     faults = LineFaults(baud=921600)
     board = serial_board(
         tmp_path / "b", "ser-fast", 2, 200, faults, uart={"id": 1, "baud": 921600}, username="u", password="hunter2-secret"
@@ -280,12 +280,12 @@ def test_toml_config_921600_baud_counters_on_sigusr1_and_no_secrets_in_logs(tmp_
     try:
         code, out = run_board(board)
         assert code == 0, out
-        check_promises(recorder, "ser-fast", 2, 200)
+        check_promises(observer, "ser-fast", 2, 200)
         time.sleep(0.5)
         bridge.send_signal(signal.SIGUSR1)  # counters now, not in ten minutes
         time.sleep(0.5)
     finally:
-        recorder.close()
+        observer.close()
         board.close()
         bridge.send_signal(signal.SIGTERM)
         log = bridge.communicate(timeout=15)[0].decode()

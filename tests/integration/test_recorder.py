@@ -4,6 +4,7 @@ Mosquitto while the recorder is SIGKILLed again and again: nothing lost, its own
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -17,6 +18,9 @@ from dmqtt import codec_host as codec
 from host_bridge.broker import Mosquitto
 from tests.integration.recorder_proc import RecorderProcess, read_rows
 from tests.integration.scripted_broker import ScriptedBroker
+
+KILLS = int(os.environ.get("RECORDER_KILLS", "6"))
+MESSAGES = int(os.environ.get("RECORDER_MESSAGES", "1500"))  # per QoS
 
 
 def telemetry(seq: int, dev: str = "w") -> bytes:
@@ -100,8 +104,8 @@ def test_unparsable_payloads_are_kept_with_the_reason(tmp_path: Path, mosquitto:
 
 
 def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosquitto) -> None:
-    """A publisher sends 1500 QoS 1 and 1500 QoS 2 messages while the recorder is SIGKILLed 6 times at random
-    moments and started again. Every message is recorded; every QoS 2 message exactly once apart from the rows
+    """A publisher sends MESSAGES QoS 1 and MESSAGES QoS 2 messages while the recorder is SIGKILLed KILLS times at random
+    moments and started again (`make soak` kills it 60 times over more messages). Every message is recorded; every QoS 2 message exactly once apart from the rows
     marked recorder_dup."""
     out = tmp_path / "rec"
     rng = random.Random(5)
@@ -116,7 +120,7 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
         pub.connect(host, int(port))
         pub.loop_start()
         infos = []
-        for seq in range(1500):
+        for seq in range(MESSAGES):
             for qos in (1, 2):
                 infos.append(pub.publish(f"sensors/k{qos}/telemetry", telemetry(seq, f"k{qos}"), qos=qos))
             time.sleep(0.002)
@@ -129,23 +133,23 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
     publisher = threading.Thread(target=publish)
     publisher.start()
     kills = 0
-    while not done.is_set() or kills < 6:
+    while not done.is_set() or kills < KILLS:
         time.sleep(rng.uniform(0.2, 1.0))
-        if kills < 6:
+        if kills < KILLS:
             recorder.kill()
             kills += 1
             recorder = RecorderProcess(out, mosquitto.address)
             recorder.wait_connected()
     publisher.join()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len({(r["dev"], r["seq"]) for r in read_rows(out)}) < 3000:
+    while time.monotonic() < deadline and len({(r["dev"], r["seq"]) for r in read_rows(out)}) < 2 * MESSAGES:
         time.sleep(0.5)
     assert recorder.stop() == 0
     rows = read_rows(out)
     for dev in ("k1", "k2"):
         seqs = [r["seq"] for r in rows if r["dev"] == dev and not r["recorder_dup"]]
-        assert set(seqs) == set(range(1500)), f"{dev}: lost {sorted(set(range(1500)) - set(seqs))[:10]}"
+        assert set(seqs) == set(range(MESSAGES)), f"{dev}: lost {sorted(set(range(MESSAGES)) - set(seqs))[:10]}"
         if dev == "k2":
-            assert len(seqs) == 1500, "a QoS 2 message recorded twice without the recorder_dup mark"
+            assert len(seqs) == MESSAGES, "a QoS 2 message recorded twice without the recorder_dup mark"
     assert [r["arrival"] for r in rows] == list(range(len(rows)))  # one arrival counter across all lives
     print(f"recorder re-stores: {sum(r['recorder_dup'] for r in rows)} of {len(rows)} rows")

@@ -1,4 +1,4 @@
-"""The board application on the virtual board publishes over TCP to a real Mosquitto; a paho-mqtt subscriber
+"""The board application on the virtual board publishes over TCP to a real Mosquitto; a paho-mqtt observer
 checks what arrives: every QoS on every protocol version, in order, DUP 0 and RETAIN 0 on first delivery."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from host_bridge.broker import Mosquitto
-from host_bridge.demo import Subscriber
 from host_bridge.vboard import VirtualBoard
+from tests.integration.observer import Observer
 
 
 @pytest.mark.parametrize("version", ["3.1", "3.1.1", "5"])
@@ -20,7 +20,7 @@ from host_bridge.vboard import VirtualBoard
 def test_board_publishes_over_tcp(tmp_path: Path, mosquitto: Mosquitto, version: str, qos: int) -> None:
     client_id = f"tcp-{version}-{qos}".replace(".", "")
     topic = f"sensors/{client_id}/telemetry"
-    subscriber = Subscriber(mosquitto.address, topic)
+    subscriber = Observer(mosquitto.address, f"{client_id}-observer", topic, clean=True)
     count = 20
     conf = tmp_path / "config.json"
     conf.write_text(
@@ -43,11 +43,11 @@ def test_board_publishes_over_tcp(tmp_path: Path, mosquitto: Mosquitto, version:
         assert (summary["dev"], summary["sent"], summary["total"], summary["qos"]) == (client_id, count, count, qos)
         assert summary["boot"] == 1 and summary["refused"] == 0
         deadline = time.monotonic() + 10
-        while len(subscriber.received) < count and time.monotonic() < deadline:
+        while len(subscriber.messages) < count and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:
         subscriber.close()
-    got = subscriber.received
+    got = subscriber.messages
     assert len(got) == count  # loopback and a live subscriber: even QoS 0 arrives
     bodies = [json.loads(m.payload) for m in got]
     assert [b["seq"] for b in bodies] == list(range(count))  # in order, at every QoS
