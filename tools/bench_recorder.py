@@ -27,8 +27,7 @@ from host_bridge.processes import ManagedProcess  # noqa: E402
 def publish(address: str, topic: str, n: int) -> float:
     host, port = address.rsplit(":", 1)
     pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"bench-pub-{topic}")
-    pub.max_inflight_messages_set(100)
-    pub.max_queued_messages_set(0)
+    pub.max_inflight_messages_set(20)  # Mosquitto's default receive maximum: more and it disconnects the client
     pub.connect(host, int(port))
     pub.loop_start()
     started = time.monotonic()

@@ -116,7 +116,7 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
 
     def publish() -> None:
         pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="kill-test-publisher")
-        pub.max_inflight_messages_set(50)
+        pub.max_inflight_messages_set(20)  # Mosquitto disconnects a client that exceeds its receive maximum (20)
         pub.connect(host, int(port))
         pub.loop_start()
         infos = []
