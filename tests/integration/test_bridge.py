@@ -23,6 +23,7 @@ from host_bridge.processes import ManagedProcess
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, LineFaults, VirtualBoard
 from tests.conftest import REPO
 from tests.integration.boards import finish, summary
+from tests.integration.certificates import make_certificates
 from tests.integration.observer import Observer, check_promises
 
 BAUD = 115200
@@ -302,19 +303,6 @@ def test_tls_context_verifies_the_broker() -> None:
 
     ctx = TLSConfig().context()
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
-
-
-def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a broker certificate for 127.0.0.1, made with openssl."""
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out", "broker.csr", "-subj", "/CN=127.0.0.1")
-    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "broker.pem", "-days", "2", "-extfile", "san.ext")
-    return directory / "ca.pem", directory / "broker.pem", directory / "broker.key"
 
 
 def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from dmqtt import codec_host as codec
 from host_bridge.broker import Mosquitto
+from tests.integration.certificates import make_certificates
 from tests.integration.recorder_proc import RecorderProcess, read_rows
 from tests.integration.scripted_broker import ScriptedBroker
 
@@ -153,3 +154,46 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
             assert len(seqs) == MESSAGES, "a QoS 2 message recorded twice without the recorder_dup mark"
     assert [r["arrival"] for r in rows] == list(range(len(rows)))  # one arrival counter across all lives
     print(f"recorder re-stores: {sum(r['recorder_dup'] for r in rows)} of {len(rows)} rows")
+
+
+def test_credentials_are_sent_and_a_refusal_is_explained(tmp_path: Path) -> None:
+    broker = ScriptedBroker()
+    (tmp_path / "pw").write_text("s3cret\n")
+    recorder = RecorderProcess(tmp_path / "rec", broker.address, "--username", "bench", "--password-file", str(tmp_path / "pw"))
+    try:
+        conn = broker.accept()
+        connect = conn.expect_connect()
+        assert (connect.username, connect.password) == ("bench", b"s3cret")
+        conn.connack(False, 5)  # 3.1.1: not authorized
+        assert recorder.process.wait(15) == 2
+    finally:
+        recorder.stop()
+        broker.close()
+    text = recorder.text()
+    assert "the broker refused the connection (code 0x05); check the credentials" in text
+    assert "s3cret" not in text
+
+
+def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
+    ca, cert, key = make_certificates(tmp_path)
+    (tmp_path / "other").mkdir()
+    other_ca, _, _ = make_certificates(tmp_path / "other")
+    with Mosquitto(tmp_path / "tls-broker", tls=(cert, key)) as broker:
+        good = RecorderProcess(tmp_path / "rec", broker.address, "--tls", "--cafile", str(ca))
+        good.wait_connected()
+        host, port = broker.address.rsplit(":", 1)
+        pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="tls-publisher")
+        pub.tls_set(ca_certs=str(ca))
+        pub.connect(host, int(port))
+        pub.loop_start()
+        for seq in range(3):
+            pub.publish("sensors/tls/telemetry", telemetry(seq, "tls"), qos=2).wait_for_publish(10)
+        pub.loop_stop()
+        pub.disconnect()
+        time.sleep(0.6)
+        assert good.stop() == 0
+        assert [r["seq"] for r in read_rows(tmp_path / "rec")] == [0, 1, 2]
+        bad = RecorderProcess(tmp_path / "rec2", broker.address, "--tls", "--cafile", str(other_ca))
+        time.sleep(2)
+        assert bad.stop() == 0
+    assert "CERTIFICATE_VERIFY_FAILED" in bad.text() and "event=connected" not in bad.text()
