@@ -14,6 +14,7 @@ import argparse
 import json
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -68,7 +69,9 @@ class BoardRun:
     state: str = "waiting"
     summary: dict[str, Any] | None = None
     error: str | None = None
-    board: VirtualBoard | None = None
+    board: VirtualBoard | None = None  # the board of the current (or next) boot
+    pids: list[int] = field(default_factory=list)  # of every boot's process, to show they are all gone
+    stopping: bool = False
     thread: threading.Thread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,21 +110,30 @@ class BoardRun:
         self.thread = threading.Thread(target=self._run, name=self.spec.client_id, daemon=True)
         self.thread.start()
 
+    def stop(self) -> None:
+        """No further boot; the running one (if any) loses power."""
+        self.stopping = True
+        if self.board is not None:
+            self.board.close()
+
     def _run(self) -> None:
         try:
-            while True:
-                board = self.board or self._new_board(self._cut_inside_flash_write())
-                self.board = None
+            first = True
+            while not self.stopping:
+                board = self.board if first else self._new_board(self._cut_inside_flash_write())
+                assert board is not None
+                self.board, first = board, False
                 self.boots += 1
                 self.state = f"boot {self.boots} running"
                 board.start()
+                assert board.process is not None
+                self.pids.append(board.process.pid)
                 timer = None
                 if self.cuts < self.cuts_wanted and board.cut_at_op == 0:
                     # A cut at a random moment; the other kind is programmed into the flash (cut_at_op).
                     # Within the time the run takes (about 10 ms per message), so that the cut lands mid-run.
                     timer = threading.Timer(self.rng.uniform(0.2, max(0.4, self.messages * 0.01)), board.power_cut)
                     timer.start()
-                assert board.process is not None
                 out, _ = board.process.communicate(timeout=300)
                 if timer is not None:
                     timer.cancel()
@@ -185,6 +197,7 @@ class DemoResult:
     outcome: JobOutcome | None
     runs: list[BoardRun]
     recorder_kills: int
+    pids: list[int]  # every process the demo started (broker, recorders, bridge, boards): all ended by now
 
 
 def run_demo(
@@ -207,9 +220,13 @@ def run_demo(
     runs: list[BoardRun] = []
     kills = 0
     bridge = recorder = None
+    pids: list[int] = []
     with Mosquitto(out / "broker", persistence=True) as broker:
+        assert broker.process is not None
+        pids.append(broker.process.pid)
         try:
             recorder = start_recorder(broker.address, recorded, logs)
+            pids.append(recorder.process.pid)
             runs = [
                 BoardRun(spec, out / "boards" / spec.client_id, broker.address, messages, cuts, random.Random(rng.random()))
                 for spec in BOARDS
@@ -217,6 +234,7 @@ def run_demo(
             ports = [f"{r.spec.client_id}={r.serial_link}" for r in runs if r.spec.transport == "serial"]
             bridge_args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker.address, "--baud", str(BAUD), "--stats-every", "10"]
             bridge = ManagedProcess(bridge_args + [a for p in ports for a in ("--port", p)], logs / "bridge.log")
+            pids.append(bridge.process.pid)
             bridge.wait_for("event=start")
             say(f"      broker {broker.address}; recorder -> {recorded}; bridge for {len(ports)} serial boards at {BAUD} baud, "
                 f"bit error rate {NOISE.bit_error_rate:g}, dropped bytes {NOISE.drop_rate:g}")
@@ -232,6 +250,7 @@ def run_demo(
                     kills += 1
                     say("      recorder SIGKILLed mid-run; starting it again (its session and log carry on)")
                     recorder = start_recorder(broker.address, recorded, logs)
+                    pids.append(recorder.process.pid)
                     kill_at = None
                 if time.monotonic() >= next_progress:
                     states = " | ".join(f"{r.spec.client_id}: {r.state}, {r.cuts} cuts" for r in runs)
@@ -249,8 +268,7 @@ def run_demo(
             recorder = None
         finally:
             for r in runs:
-                if r.board is not None:
-                    r.board.close()
+                r.stop()
             if recorder is not None:
                 recorder.stop()
             if bridge is not None:
@@ -262,7 +280,7 @@ def run_demo(
     kept = outcome.audit is not None and outcome.audit.ok
     say(f"      QoS 1 lost nothing and QoS 2 delivered exactly once through {sum(r.cuts for r in runs)} power cuts: {'yes' if kept else 'NO'}")
     exit_code = 1 if failed or not kept else 0
-    return DemoResult(exit_code, outcome, runs, kills)
+    return DemoResult(exit_code, outcome, runs, kills, pids + [pid for r in runs for pid in r.pids])
 
 
 def wait_for_recorder(recorded: Path, expected: dict[str, dict[str, int]], say: Any, timeout: float = 60) -> None:
@@ -300,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cuts", type=int, default=3, help="power cuts per board")
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args(argv)
+
+    def interrupted(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: every process started here is stopped
+
+    signal.signal(signal.SIGTERM, interrupted)
     return run_demo(args.out.resolve(), args.messages, args.cuts, args.seed).exit_code
 
 
