@@ -37,19 +37,30 @@ class StreamState:
         self.deliveries: dict[tuple[str, int], dict[str, int]] = {}
         self.messages: dict[tuple[str, int], int] = {}
         self.rows = 0
+        self.parse_errors = 0
+        self.recorder_dups = 0
 
     def on_deliveries(self, batch: DataFrame, _batch_id: int) -> None:
-        counts = batch.groupBy("dev", "boot").agg(
+        """Every row of the batch: counted as a row, an unparsable payload, a recorder re-store, or a delivery."""
+        totals = batch.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.col("parse_error").isNotNull().cast("int")).alias("parse_errors"),
+            F.sum(F.col("recorder_dup").cast("int")).alias("recorder_dups"),
+        ).first()
+        counts = usable(batch).groupBy("dev", "boot").agg(
             F.count(F.lit(1)).alias("n"), F.max("seq").alias("highest"), F.max("qos").alias("qos"), F.min("qos").alias("qos_min")
         )
         with self.lock:
+            if totals is not None and totals["rows"]:
+                self.rows += totals["rows"]
+                self.parse_errors += totals["parse_errors"]
+                self.recorder_dups += totals["recorder_dups"]
             for row in counts.collect():
                 entry = self.deliveries.setdefault((row["dev"], row["boot"]), {"n": 0, "highest": -1, "qos": 0, "qos_min": 2})
                 entry["n"] += row["n"]
                 entry["highest"] = max(entry["highest"], row["highest"])
                 entry["qos"] = max(entry["qos"], row["qos"])
                 entry["qos_min"] = min(entry["qos_min"], row["qos_min"])
-                self.rows += row["n"]
 
     def on_messages(self, batch: DataFrame, _batch_id: int) -> None:
         counts = batch.groupBy("dev", "boot").agg(F.count(F.lit(1)).alias("n"))
@@ -71,9 +82,9 @@ class StreamState:
                         "latency_p99_ms": None, "missing_seqs": [], "mixed_qos": d["qos"] != d["qos_min"],
                     }
                 )
-            rows = self.rows
+            rows, parse_errors, recorder_dups = self.rows, self.parse_errors, self.recorder_dups
         verdicts, checks = judge(boots, expect)
-        return AuditResult(boots, verdicts, rows, 0, 0, checks)
+        return AuditResult(boots, verdicts, rows, parse_errors, recorder_dups, checks, streaming=True)
 
 
 def stream_audit(
@@ -95,10 +106,11 @@ def stream_audit(
         raise PipelineError(f"input {input_path} does not exist; start the recorder first (it creates the folder)")
     checkpoints = tempfile.mkdtemp(prefix="dmqtt-stream-audit-")
     state = StreamState()
-    source = usable(spark.readStream.schema(spark_schema()).parquet(input_path))
+    source = spark.readStream.schema(spark_schema()).parquet(input_path)
     writers = [
         source.writeStream.foreachBatch(state.on_deliveries).option("checkpointLocation", f"{checkpoints}/deliveries"),
-        source.withWatermark("received_at", watermark)
+        usable(source)
+        .withWatermark("received_at", watermark)
         .dropDuplicatesWithinWatermark(["dev", "boot", "seq"])
         .writeStream.foreachBatch(state.on_messages)
         .option("checkpointLocation", f"{checkpoints}/messages"),
@@ -117,7 +129,7 @@ def stream_audit(
                 seen = state.rows
                 last_change = time.monotonic()
                 result = state.result(expect)
-                print(f"--- stream audit, {state.rows} deliveries so far ---\n{format_table(result)}", flush=True)
+                print(f"--- stream audit, {state.rows} rows so far ---\n{format_table(result)}", flush=True)
                 summary: dict[str, Any] = result.summary(input_path)
                 summary["mode"] = f"stream (watermark {watermark})"
                 publish_files(spark, {"stream-summary.json": json.dumps(summary, indent=2, default=str).encode()}, out)

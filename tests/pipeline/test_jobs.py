@@ -177,7 +177,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
 def test_stream_audit_updates_verdicts_as_files_arrive(tmp_path: Path, spark: SparkSession) -> None:
     rec = tmp_path / "rec"
     # First: QoS 2 seq 0, 1, 3 (2 missing so far). Then seq 2 arrives, and seq 3 again (a duplicate).
-    write_dataset(rec, [Msg("s", 1, s, s * 10, qos=2) for s in (0, 1, 3)])
+    write_dataset(rec, [Msg("s", 1, s, s * 10, qos=2) for s in (0, 1, 3)], raw=[(5, b"junk")])
     updates: list[tuple[int, int]] = []
     more_written = threading.Event()
 
@@ -191,6 +191,7 @@ def test_stream_audit_updates_verdicts_as_files_arrive(tmp_path: Path, spark: Sp
     final = stream_audit(spark, str(rec), str(tmp_path / "out"), interval=0.5, until_idle=3, on_update=on_update)
     assert updates[0] == (1, 0)  # seq 2 not there yet
     assert updates[-1] == (0, 1) and not final.ok  # the gap filled, and seq 3 delivered twice
+    assert (final.rows, final.parse_errors) == (6, 1) and final.streaming
     summary = json.loads((tmp_path / "out" / "stream-summary.json").read_text())
     assert summary["qos"]["2"]["duplicates"] == 1 and summary["mode"].startswith("stream")
     batch, _ = audit.audit(read_telemetry(spark, str(rec)))
