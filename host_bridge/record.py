@@ -168,7 +168,6 @@ class Recorder:
         self.retry_at = 0.0
         self.backoff = 0.5
         self.received = 0
-        self.parse_errors = 0
         self.last_commit = time.monotonic()
 
     def run(self) -> None:
@@ -198,22 +197,36 @@ class Recorder:
         if time.monotonic() < self.retry_at:
             return
         try:
-            self.link, present = BrokerLink.open(
+            link, present = BrokerLink.open(
                 self.broker, self.tls, self.client_id, self.version, self.args.keepalive, self.args.username, self.password
             )
-            # A kept session keeps its subscriptions; subscribing again would resend retained messages.
-            subscriptions = self.store.state / "subscriptions"
-            wanted = "\n".join(sorted(self.topics))
-            if not present or not subscriptions.exists() or subscriptions.read_text() != wanted:
-                self.link.subscribe(self.topics)
-                subscriptions.write_text(wanted)
+            try:
+                self._subscriptions(link, present)
+            except BaseException:
+                link.close(polite=False)
+                raise
+            self.link = link
             log.info("event=connected broker=%s client_id=%s session_present=%d", self.broker, self.client_id, present)
             self.backoff = 0.5
         except (OSError, codec.CodecError) as exc:
-            self.link = None
             self.retry_at = time.monotonic() + self.backoff
             log.warning("event=connect-failed broker=%s error=%r retry_in=%.1fs", self.broker, str(exc), self.backoff)
             self.backoff = min(self.backoff * 2, 10.0)
+
+    def _subscriptions(self, link: BrokerLink, present: bool) -> None:
+        """A kept session keeps its subscriptions: subscribe only when the session is new or the topics changed
+        (subscribing again would have the broker resend retained messages), and drop filters no longer asked for."""
+        path = self.store.state / "subscriptions"
+        before = path.read_text().split("\n") if present and path.exists() else []
+        if sorted(before) == sorted(self.topics):
+            return
+        gone = [t for t in before if t and t not in self.topics]
+        if gone:
+            link.send(codec.encode_unsubscribe(2, gone, self.version))
+            link.expect(codec.UNSUBACK)
+        link.subscribe(self.topics)
+        path.write_text("\n".join(sorted(self.topics)))
+        log.info("event=subscribed topics=%s unsubscribed=%s", ",".join(self.topics), ",".join(gone) or "-")
 
     def _drop(self, why: str) -> None:
         assert self.link is not None

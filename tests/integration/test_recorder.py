@@ -18,7 +18,7 @@ from dmqtt import codec_host as codec
 from host_bridge.broker import Mosquitto
 from tests.integration.certificates import make_certificates
 from tests.integration.recorder_proc import RecorderProcess, read_rows
-from tests.integration.scripted_broker import ScriptedBroker
+from tests.integration.scripted_broker import Connection, ScriptedBroker
 
 KILLS = int(os.environ.get("RECORDER_KILLS", "6"))
 MESSAGES = int(os.environ.get("RECORDER_MESSAGES", "1500"))  # per QoS
@@ -197,3 +197,39 @@ def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
         time.sleep(2)
         assert bad.stop() == 0
     assert "CERTIFICATE_VERIFY_FAILED" in bad.text() and "event=connected" not in bad.text()
+
+
+def test_subscribes_only_when_the_session_or_the_topics_are_new(tmp_path: Path) -> None:
+    broker = ScriptedBroker()
+    out = tmp_path / "rec"
+
+    def session(present: bool, *topics: str) -> tuple[RecorderProcess, Connection]:
+        recorder = RecorderProcess(out, broker.address, *[a for t in topics for a in ("--topic", t)])
+        conn = broker.accept()
+        conn.expect_connect()
+        conn.connack(present)
+        return recorder, conn
+
+    try:
+        recorder, conn = session(False)
+        _, sub = conn.recv_type(codec.SUBSCRIBE)
+        conn.send(codec.encode_suback(sub.pid, [2], conn.version))
+        recorder.wait_connected()
+        assert recorder.stop() == 0
+        # Same session, other topics: the old filter is dropped, the new one subscribed.
+        recorder, conn = session(True, "lab/#")
+        _, unsub = conn.recv_type(codec.UNSUBSCRIBE)
+        assert unsub.filters == ["sensors/#"]
+        conn.send(codec.encode_unsuback(unsub.pid, version=conn.version))
+        _, sub = conn.recv_type(codec.SUBSCRIBE)
+        assert [t for t, _ in sub.topics] == ["lab/#"]
+        conn.send(codec.encode_suback(sub.pid, [2], conn.version))
+        recorder.wait_connected()
+        assert recorder.stop() == 0
+        # Same session, same topics: nothing to subscribe (the broker would resend retained messages).
+        recorder, conn = session(True, "lab/#")
+        recorder.wait_connected()
+        assert conn.nothing_for(0.5)
+    finally:
+        recorder.stop()
+        broker.close()
