@@ -39,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)")
     parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), default="3.1.1")
     parser.add_argument("--keepalive", type=int, default=30, metavar="S")
-    parser.add_argument("--flush-seconds", type=float, default=5.0, metavar="S", help="Parquet commit interval")
+    parser.add_argument(
+        "--flush-seconds", type=float, default=30.0, metavar="S",
+        help="Parquet commit interval (default 30; deliveries are safe in the log before this, it only sets how fresh the Parquet is)",
+    )
     parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
     parser.add_argument("--stats-every", type=float, default=10.0, metavar="S", help="print progress every S seconds")
     parser.add_argument("--username")
