@@ -133,10 +133,10 @@ th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left
 Rollups: {rollup_counts.get('minute', 0)} one-minute and {rollup_counts.get('hour', 0)} one-hour windows.</p>
 <h2>Verdict per QoS</h2>
 {_table(["QoS", "promise", "devices", "boots", "messages", "lost", "duplicates", "out of order", "p99 ms", "verdict"], verdict_rows)}
-{"<ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>" if problems else ""}
+{"<p>Findings (a QoS 0 loss is allowed and reported):</p><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>" if problems else ""}
 <h2>Delivery per device</h2><img src="delivery.png" alt="delivered, lost and duplicated messages per device">
 <h2>Latency</h2><p>{html.escape(CLOCK_NOTE)}.</p><img src="latency.png" alt="latency histogram per QoS">
-<h2>Readings</h2><img src="readings.png" alt="readings per device per minute">
+<h2>Readings</h2><img src="readings.png" alt="each message's reading over time, per device">
 <h2>Per device and boot</h2>
 {_table(["device", "boot", "QoS", "received", "highest seq", "lost", "duplicates", "out of order", "p50 ms", "p99 ms", "missing seq"], boot_rows)}
 </body></html>
