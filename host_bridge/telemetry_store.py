@@ -136,6 +136,15 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _max_arrival(path: Path) -> int:
+    """The largest `arrival` in a Parquet file, from its row-group statistics (no data read)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    column = meta.schema.names.index("arrival")
+    return max((meta.row_group(i).column(column).statistics.max for i in range(meta.num_row_groups)), default=-1)
+
+
 def _digest(topic: str, payload: bytes) -> str:
     return hashlib.blake2b(topic.encode() + b"\0" + payload, digest_size=8).hexdigest()
 
@@ -285,6 +294,12 @@ class TelemetryStore:
             committed = self._replay()
             logged = len(self.pending)
             self._wal = open(self.wal_path, "ab")
+        else:
+            # A folder whose log was removed (or one that already holds files): number the files after the
+            # ones there, so that no commit ever replaces an existing file.
+            existing = list(self.out.glob(f"{PARTITION_COLUMN}=*/part-*-*.parquet"))
+            self.generation = max((int(f.name.split("-")[1]) for f in existing), default=0)
+            self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
         named = {self._temp(self.out / name) for name in committed}
         for stray in self.out.glob(f"{PARTITION_COLUMN}=*/.*.tmp"):
             if stray not in named:

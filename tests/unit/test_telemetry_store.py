@@ -132,3 +132,20 @@ def test_a_crash_anywhere_in_a_commit_loses_nothing_and_writes_nothing_twice(tmp
     log = (out / "_recorder" / "wal.log").read_bytes().split(b"\n")
     assert json.loads(log[0])["qos2_unreleased"] == list(range(1, 56))  # no PUBREL yet: the ids are still held
     assert os.path.getsize(out / "_recorder" / "wal.log") < 4096  # a fresh generation after each commit
+
+
+def test_a_removed_log_never_lets_a_commit_replace_an_existing_file(tmp_path: Path) -> None:
+    store = TelemetryStore(tmp_path)
+    add(store, 3)
+    store.sync()
+    first = store.commit()
+    store.close()
+    (tmp_path / "_recorder" / "wal.log").unlink()  # a user "starting afresh" in the same folder
+    store = TelemetryStore(tmp_path)
+    add(store, 2, start=3)
+    store.sync()
+    second = store.commit()
+    store.close()
+    assert first[0] != second[0] and first[0].exists()
+    rows = read_rows(tmp_path)
+    assert [(r["seq"], r["arrival"]) for r in rows] == [(i, i) for i in range(5)]  # arrival order carries on
