@@ -61,6 +61,7 @@ bench: system-deps $(STAMP)
 	$(BIN)/python tools/bench_codec.py
 	$(BIN)/python tools/flash_cost.py
 	$(BIN)/python tools/bench_recorder.py
+	$(BIN)/python tools/bench_link.py
 
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times.
 soak: system-deps $(STAMP)

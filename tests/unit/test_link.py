@@ -167,3 +167,42 @@ def test_timeout_follows_the_baud_rate() -> None:
     assert timeout_for(115200, 4) > timeout_for(921600, 4)
     # 254-byte frames at 115200: 22 ms each; a window of 4 out and back, twice, plus the margin
     assert timeout_for(115200, 4) == 2 * 5 * 22 + 60
+
+
+def test_frames_shrink_on_a_bad_line_and_grow_back_on_a_clean_one() -> None:
+    a, b = Link(7), Link(9)
+    line = Line(a, b, ber=1e-3, drop=5e-4, seed=4)
+    line.run(200)
+    data = bytes(random.Random(4).randrange(256) for _ in range(40000))
+    got = pump(line, a, b, frame.MQTT, data[:4000], 60000)
+    assert got == data[:4000]
+    assert a.payload <= 64  # halved at timeouts, towards MIN_PAYLOAD
+    line.ber = line.drop = 0.0
+    got = pump(line, a, b, frame.MQTT, data[4000:], 60000)
+    assert got == data[4000:]
+    assert a.payload == frame.MAX_PAYLOAD  # eight bytes more per acknowledged frame
+
+
+def test_fixed_frames_when_min_payload_is_the_maximum() -> None:
+    a, b = Link(7, min_payload=frame.MAX_PAYLOAD), Link(9)
+    line = Line(a, b, ber=1e-3, drop=5e-4, seed=4)
+    line.run(200)
+    got = pump(line, a, b, frame.MQTT, bytes(3000), 30000)
+    assert got == bytes(len(got)) and a.retransmissions > 0 and a.payload == frame.MAX_PAYLOAD
+    with pytest.raises(ValueError):
+        Link(7, min_payload=0)
+
+
+def test_timeout_comes_down_to_the_round_trip_and_backs_off_when_nothing_comes_back() -> None:
+    a, b = Link(7), Link(9)
+    line = Line(a, b)
+    line.run(200)
+    ceiling = timeout_for(115200, 4)
+    assert a.timeout_ms == ceiling  # no sample yet
+    data = bytes(random.Random(5).randrange(256) for _ in range(20000))
+    assert pump(line, a, b, frame.MQTT, data, 20000) == data
+    assert a.min_timeout_ms <= a.timeout_ms < ceiling // 2, a.timeout_ms  # a clean line's round trip
+    line.drop = 1.0  # the cable goes dead: every timeout doubles the next one, up to the ceiling
+    a.send(frame.MQTT, bytes(100))
+    line.run(3000)
+    assert a.timeout_ms == ceiling and a.retransmissions >= 3
