@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dlink import frame  # noqa: E402
 from dlink.link import Link  # noqa: E402
-from tests.unit.test_link import Line  # noqa: E402
+from tests.unit.test_link import Line, pump  # noqa: E402
 
 BYTES = 20000
 
@@ -27,17 +27,8 @@ def throughput(ber: float, drop: float, adaptive: bool, seed: int) -> float:
     line = Line(a, b, ber=ber, drop=drop, seed=seed)
     line.run(200)
     data = bytes(random.Random(seed).randrange(256) for _ in range(BYTES))
-    got = bytearray()
-    buf = bytearray(512)
-    sent = 0
     start = line.now
-    while len(got) < BYTES:
-        if sent < BYTES:
-            sent += a.send(frame.MQTT, data[sent : sent + 600])
-        line.step()
-        while n := b.readinto(frame.MQTT, buf):
-            got += buf[:n]
-    assert bytes(got) == data, "the link corrupted the stream"
+    assert pump(line, a, b, frame.MQTT, data, 10_000_000) == data, "the link corrupted the stream"
     return BYTES * 1000 / (line.now - start)
 
 
