@@ -168,6 +168,7 @@ class Recorder:
         self.tls = TLSConfig(args.cafile, args.certfile, args.keyfile) if args.tls or args.cafile else None
         self.stop = False
         self.link: BrokerLink | None = None
+        self.connected_once = False
         self.retry_at = 0.0
         self.backoff = 0.5
         self.received = 0
@@ -209,11 +210,15 @@ class Recorder:
                 link.close(polite=False)
                 raise
             self.link = link
+            self.connected_once = True
             log.info("event=connected broker=%s client_id=%s session_present=%d", self.broker, self.client_id, present)
             self.backoff = 0.5
         except (OSError, codec.CodecError) as exc:
             self.retry_at = time.monotonic() + self.backoff
-            log.warning("event=connect-failed broker=%s error=%r retry_in=%.1fs", self.broker, str(exc), self.backoff)
+            # Retried for ever (a broker that restarts must not stop the recording), but a recorder that has
+            # never connected says what to check.
+            hint = "" if self.connected_once else " (is the broker running, and is --broker right? Ctrl-C to stop)"
+            log.warning("event=connect-failed broker=%s error=%r retry_in=%.1fs%s", self.broker, str(exc), self.backoff, hint)
             self.backoff = min(self.backoff * 2, 10.0)
 
     def _subscriptions(self, link: BrokerLink, present: bool) -> None:

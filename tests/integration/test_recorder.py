@@ -233,3 +233,12 @@ def test_subscribes_only_when_the_session_or_the_topics_are_new(tmp_path: Path) 
     finally:
         recorder.stop()
         broker.close()
+
+
+def test_an_unreachable_broker_is_retried_with_a_hint(tmp_path: Path) -> None:
+    from host_bridge.broker import free_port
+
+    recorder = RecorderProcess(tmp_path / "rec", f"127.0.0.1:{free_port()}")
+    recorder.wait_for("event=connect-failed")
+    assert recorder.stop() == 0  # stopped while retrying: a clean exit
+    assert "is the broker running, and is --broker right?" in recorder.text()
