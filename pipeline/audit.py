@@ -59,15 +59,18 @@ def usable(df: DataFrame) -> DataFrame:
     return df.filter(F.col("parse_error").isNull() & ~F.col("recorder_dup") & F.col("dev").isNotNull() & F.col("seq").isNotNull())
 
 
+def messages(df: DataFrame) -> DataFrame:
+    """Each message once: the usable rows, keeping the first arrival of every (dev, boot, seq)."""
+    first = Window.partitionBy("dev", "boot", "seq").orderBy("arrival")
+    return usable(df).withColumn("n", F.row_number().over(first)).filter(F.col("n") == 1).drop("n")
+
+
 def first_deliveries(df: DataFrame) -> DataFrame:
-    """One row per (dev, boot, seq): its first arrival, with `out_of_order` (a higher seq of the same boot
-    arrived before it), `latency_ms` and the boot's `clock_offset_ms`."""
+    """messages(df) with `out_of_order` (a higher seq of the same boot arrived before it), `latency_ms` and
+    the boot's `clock_offset_ms`."""
     by_arrival = Window.partitionBy("dev", "boot").orderBy("arrival")
-    by_message = Window.partitionBy("dev", "boot", "seq").orderBy("arrival")
     firsts = (
-        df.withColumn("n", F.row_number().over(by_message))
-        .filter(F.col("n") == 1)
-        .drop("n")
+        messages(df)
         .withColumn("prev_max_seq", F.max("seq").over(by_arrival.rowsBetween(Window.unboundedPreceding, -1)))
         .withColumn("out_of_order", F.coalesce(F.col("seq") < F.col("prev_max_seq"), F.lit(False)))
         .withColumn("received_ms", F.unix_micros("received_at") / 1000.0)
@@ -80,10 +83,8 @@ def first_deliveries(df: DataFrame) -> DataFrame:
 
 def boot_table(df: DataFrame) -> DataFrame:
     """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure)."""
-    valid = usable(df)
-    counts = valid.groupBy("dev", "boot").agg(
+    counts = usable(df).groupBy("dev", "boot").agg(
         F.count(F.lit(1)).alias("received"),
-        F.countDistinct("seq").alias("distinct"),
         F.max("seq").alias("highest_seq"),
         F.max("qos").alias("qos"),
         F.min("qos").alias("qos_min"),
@@ -91,7 +92,7 @@ def boot_table(df: DataFrame) -> DataFrame:
         F.min("received_at").alias("first_received_at"),
         F.max("received_at").alias("last_received_at"),
     )
-    timing = first_deliveries(valid).groupBy("dev", "boot").agg(
+    timing = first_deliveries(df).groupBy("dev", "boot").agg(
         F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
         F.first("clock_offset_ms").alias("clock_offset_ms"),
         F.percentile("latency_ms", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("latency"),
@@ -100,6 +101,7 @@ def boot_table(df: DataFrame) -> DataFrame:
     missing = F.array_except(F.sequence(F.lit(0).cast("long"), F.col("highest_seq")), F.col("seqs"))
     return (
         counts.join(timing, ["dev", "boot"])
+        .withColumn("distinct", F.size("seqs"))
         .withColumn("lost", F.col("highest_seq") + 1 - F.col("distinct"))
         .withColumn("duplicates", F.col("received") - F.col("distinct"))
         .withColumn("missing_seqs", F.slice(missing, 1, MISSING_LISTED))

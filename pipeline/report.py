@@ -17,8 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, usable  # noqa: E402
-from pipeline.rollup import deduplicated  # noqa: E402
+from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages  # noqa: E402
 
 LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message
 READINGS_SAMPLE = 100_000  # readings plotted at most (the first ones); the rollups use every message
@@ -57,7 +56,7 @@ def delivery_plot(result: AuditResult) -> bytes:
 
 
 def latency_plot(df: DataFrame) -> bytes:
-    sample = first_deliveries(usable(df)).select("qos", "latency_ms").limit(LATENCY_SAMPLE).collect()
+    sample = first_deliveries(df).select("qos", "latency_ms").limit(LATENCY_SAMPLE).collect()
     by_qos: dict[int, list[float]] = defaultdict(list)
     for row in sample:
         by_qos[row["qos"]].append(row["latency_ms"])
@@ -76,7 +75,7 @@ def latency_plot(df: DataFrame) -> bytes:
 def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
     """Each message's reading (first delivery) against the time it arrived, per device; with the one-minute
     mean drawn over it once a run spans several minutes."""
-    points = deduplicated(df).filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
+    points = messages(df).filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
     by_dev: dict[str, list[Any]] = defaultdict(list)
     for row in points.orderBy("received_at").limit(READINGS_SAMPLE).collect():
         by_dev[row["dev"]].append(row)

@@ -6,26 +6,21 @@ from its boot and is not wall time)."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit import usable
+from pipeline.audit import messages
 
 WINDOWS = {"minute": "1 minute", "hour": "1 hour"}
 
 
-def deduplicated(df: DataFrame) -> DataFrame:
-    first = Window.partitionBy("dev", "boot", "seq").orderBy("arrival")
-    return usable(df).withColumn("n", F.row_number().over(first)).filter(F.col("n") == 1).drop("n")
-
-
 def rollup(df: DataFrame) -> dict[str, DataFrame]:
     """{"minute": ..., "hour": ...}: dev, window_start, window_end, count, min, max, mean of reading."""
-    messages = deduplicated(df).filter(F.col("reading").isNotNull())
+    readings = messages(df).filter(F.col("reading").isNotNull())
     tables = {}
     for name, duration in WINDOWS.items():
         tables[name] = (
-            messages.groupBy("dev", F.window("received_at", duration).alias("w"))
+            readings.groupBy("dev", F.window("received_at", duration).alias("w"))
             .agg(
                 F.count(F.lit(1)).alias("count"),
                 F.min("reading").alias("min"),
