@@ -55,7 +55,7 @@ def _master(requested: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline import audit, jobs, stream
-    from pipeline.spark import is_local, local_path, session
+    from pipeline.spark import require_input, session
 
     expect = None
     if getattr(args, "expect", None):
@@ -64,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
                 expect = audit.load_expectations(f.read())
         except OSError as exc:
             raise PipelineError(f"cannot read --expect {args.expect}: {exc.strerror}") from None
-    if is_local(args.input) and not local_path(args.input).exists():
-        raise PipelineError(f"input {args.input} does not exist; point --input at the recorder's --out folder")
+    require_input(None, args.input)
     started = time.monotonic()
-    print(f"[pipeline] starting Spark ({_master(args.master) or 'from spark-submit'})", flush=True)
-    spark = session(_master(args.master))
+    master = _master(args.master)
+    print(f"[pipeline] starting Spark ({master or 'from spark-submit'})", flush=True)
+    spark = session(master)
     try:
         if args.job == "audit" and args.stream:
             result = stream.stream_audit(spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once)

@@ -161,6 +161,12 @@ class AuditResult:
     def ok(self) -> bool:
         return all(v.ok for v in self.verdicts.values())
 
+    def summary_json(self, input_path: str, **extra: str) -> bytes:
+        """The JSON summary file (summary.json, stream-summary.json): every value plain JSON."""
+        summary = {**self.summary(input_path), **extra}
+        summary["boots"] = [{k: _jsonable(v) for k, v in b.items()} for b in self.boots]
+        return json.dumps(summary, indent=2).encode()
+
     def summary(self, input_path: str) -> dict[str, Any]:
         return {
             "input": input_path,
@@ -272,6 +278,4 @@ def format_boots(result: AuditResult) -> str:
 def write(spark: SparkSession, result: AuditResult, boots_df: DataFrame, input_path: str, out: str) -> None:
     """OUT/boots (Parquet, one row per device and boot) and OUT/summary.json."""
     boots_df.coalesce(1).write.mode("overwrite").parquet(f"{out.rstrip('/')}/boots")
-    summary = result.summary(input_path)
-    summary["boots"] = [{k: _jsonable(v) for k, v in b.items()} for b in summary["boots"]]
-    publish_files(spark, {"summary.json": json.dumps(summary, indent=2).encode()}, out)
+    publish_files(spark, {"summary.json": result.summary_json(input_path)}, out)

@@ -78,11 +78,23 @@ def _jvm(spark: SparkSession) -> Any:
     return jvm
 
 
+def require_input(spark: SparkSession | None, path: str) -> None:
+    """PipelineError when the input folder does not exist. A local path is checked without Spark, so that a
+    mistyped --input fails before a JVM starts; other paths only once there is a session (spark not None)."""
+    if is_local(path):
+        exists = local_path(path).exists()
+    elif spark is not None:
+        fs, jpath = hadoop_path(spark, path)
+        exists = fs.exists(jpath)
+    else:
+        return
+    if not exists:
+        raise PipelineError(f"input {path} does not exist; point --input at the recorder's --out folder (the recorder creates it)")
+
+
 def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
     """The recorder's rows under `path`; PipelineError when it does not exist or holds no rows."""
-    fs, jpath = hadoop_path(spark, path)
-    if not fs.exists(jpath):
-        raise PipelineError(f"input {path} does not exist; point --input at the recorder's --out folder")
+    require_input(spark, path)
     try:
         df = spark.read.schema(spark_schema()).parquet(path)
     except AnalysisException as exc:

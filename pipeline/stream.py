@@ -13,20 +13,18 @@ Out-of-order arrivals and latency are the batch audit's."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.audit import AuditResult, Expectation, format_table, judge, usable
 from pipeline.schema import spark_schema
-from pipeline.spark import PipelineError, hadoop_path, publish_files
+from pipeline.spark import PipelineError, publish_files, require_input
 
 
 class StreamState:
@@ -101,9 +99,7 @@ def stream_audit(
 ) -> AuditResult:
     """Run cycles until `once` is done, nothing new arrived for `until_idle` seconds, or `stop` is set.
     Each cycle that saw new rows prints the verdict table, rewrites OUT/stream-summary.json and calls on_update."""
-    fs, jpath = hadoop_path(spark, input_path)
-    if not fs.exists(jpath):
-        raise PipelineError(f"input {input_path} does not exist; start the recorder first (it creates the folder)")
+    require_input(spark, input_path)
     checkpoints = tempfile.mkdtemp(prefix="dmqtt-stream-audit-")
     state = StreamState()
     source = spark.readStream.schema(spark_schema()).parquet(input_path)
@@ -130,9 +126,8 @@ def stream_audit(
                 last_change = time.monotonic()
                 result = state.result(expect)
                 print(f"--- stream audit, {state.rows} rows so far ---\n{format_table(result)}", flush=True)
-                summary: dict[str, Any] = result.summary(input_path)
-                summary["mode"] = f"stream (watermark {watermark})"
-                publish_files(spark, {"stream-summary.json": json.dumps(summary, indent=2, default=str).encode()}, out)
+                summary = result.summary_json(input_path, mode=f"stream (watermark {watermark})")
+                publish_files(spark, {"stream-summary.json": summary}, out)
                 if on_update is not None:
                     on_update(result)
             if once or (stop is not None and stop.is_set()):
