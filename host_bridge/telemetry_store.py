@@ -183,22 +183,27 @@ class TelemetryStore:
 
     def add(self, received_at_us: int, topic: str, qos: int, dup: bool, retain: bool, packet_id: int, payload: bytes) -> Delivery:
         """Log one delivery (not yet durable: call sync() before acknowledging it)."""
-        recorder_dup = False
-        if qos:
-            digest = _digest(topic, payload)
-            # The broker sets DUP only when it redelivers to this recorder [MQTT-3.3.1-3], [MQTT-3.3.1.-1]; the
-            # same id, QoS and content as a delivery already stored means the recorder stored it and the broker
-            # never saw the acknowledgement. A new message under a reused id has DUP 0 or other content.
-            recorder_dup = dup and self.seen.get(packet_id) == (qos, digest)
-            self.seen[packet_id] = (qos, digest)
-            if qos == 2:
-                self.qos2_unreleased.add(packet_id)
+        # The broker sets DUP only when it redelivers to this recorder [MQTT-3.3.1-3], [MQTT-3.3.1.-1]; the same
+        # id, QoS and content as a delivery already stored means the recorder stored it and the broker never saw
+        # the acknowledgement. A new message under a reused id has DUP 0 or other content.
+        recorder_dup = self._remember(topic, qos, packet_id, payload) and dup
         delivery = Delivery(received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload)
         self.next_arrival += 1
         self.recorder_dups += recorder_dup
         self.pending.append(delivery)
         self._append({"m": delivery.to_log()})
         return delivery
+
+    def _remember(self, topic: str, qos: int, packet_id: int, payload: bytes) -> bool:
+        """Note a QoS 1/2 delivery under its packet id; True when the last one stored under it was the same."""
+        if not qos:
+            return False
+        key = (qos, _digest(topic, payload))
+        same = self.seen.get(packet_id) == key
+        self.seen[packet_id] = key
+        if qos == 2:
+            self.qos2_unreleased.add(packet_id)
+        return same
 
     def release(self, packet_id: int) -> bool:
         """PUBREL arrived: True when the id was awaiting it (MQTT 5.0 answers an unknown id with 0x92)."""
@@ -343,10 +348,7 @@ class TelemetryStore:
                 d = Delivery.from_log(record["m"])
                 self.pending.append(d)
                 self.next_arrival = d.arrival + 1
-                if d.qos:
-                    self.seen[d.packet_id] = (d.qos, _digest(d.topic, d.payload))
-                    if d.qos == 2:
-                        self.qos2_unreleased.add(d.packet_id)
+                self._remember(d.topic, d.qos, d.packet_id, d.payload)
             elif "rel" in record:
                 self.qos2_unreleased.discard(record["rel"])
             elif "commit" in record:
