@@ -110,7 +110,7 @@ class BrokerLink:
         it in the same read: they wait in the backlog for the receive loop."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            packets = self.read(deadline - time.monotonic())
+            packets = self._receive(deadline - time.monotonic())  # from the socket: the backlog is not due yet
             for i, packet in enumerate(packets):
                 if packet.type == ptype:
                     self.backlog += packets[i + 1 :]
@@ -121,9 +121,13 @@ class BrokerLink:
         raise RecorderError(f"no {codec.NAMES[ptype]} from the broker within {timeout:.0f} s")
 
     def read(self, timeout: float) -> list[Packet]:
+        """The packets that arrived (the backlog first), waiting up to `timeout` seconds for some."""
         if self.backlog:
             packets, self.backlog = self.backlog, []
             return packets
+        return self._receive(timeout)
+
+    def _receive(self, timeout: float) -> list[Packet]:
         ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
         if not ready and not (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
             return []

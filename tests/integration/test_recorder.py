@@ -226,8 +226,19 @@ def test_subscribes_only_when_the_session_or_the_topics_are_new(tmp_path: Path) 
         conn.send(codec.encode_suback(sub.pid, [2], conn.version))
         recorder.wait_connected()
         assert recorder.stop() == 0
+        # Same session, other topics again, and a queued message right behind the CONNACK: it waits while the
+        # recorder changes its subscriptions, then is stored.
+        recorder = RecorderProcess(out, broker.address, "--topic", "lab/#", "--topic", "hall/#")
+        conn = broker.accept()
+        conn.expect_connect()
+        conn.send(codec.encode_connack(True, 0, conn.version) + codec.encode_publish("lab/t", telemetry(7), qos=1, pid=3))
+        _, sub = conn.recv_type(codec.SUBSCRIBE)
+        conn.send(codec.encode_suback(sub.pid, [2, 2], conn.version))
+        assert conn.recv_type(codec.PUBACK)[1].pid == 3
+        assert recorder.stop() == 0
+        assert [r["seq"] for r in read_rows(out)] == [7]
         # Same session, same topics: nothing to subscribe (the broker would resend retained messages).
-        recorder, conn = session(True, "lab/#")
+        recorder, conn = session(True, "lab/#", "hall/#")
         recorder.wait_connected()
         assert conn.nothing_for(0.5)
     finally:
