@@ -14,7 +14,6 @@ import select
 import signal
 import socket
 import ssl
-import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -22,6 +21,7 @@ from types import FrameType
 from dmqtt import codec
 from dmqtt.codec_host import Packet, StreamDecoder
 from host_bridge.bridge import BridgeError, Destination, TLSConfig
+from host_bridge.logs import log_to_stdout
 from host_bridge.telemetry_store import RecorderError, TelemetryStore
 
 log = logging.getLogger("host_bridge.record")
@@ -161,14 +161,14 @@ class BrokerLink:
 class Recorder:
     """The receive loop: deliveries into the store, acknowledgements after the store syncs, periodic commits."""
 
-    def __init__(self, args: argparse.Namespace, store: TelemetryStore, client_id: str, password: bytes | None) -> None:
+    def __init__(self, args: argparse.Namespace, broker: Destination, store: TelemetryStore, client_id: str, password: bytes | None) -> None:
         self.args = args
         self.store = store
         self.client_id = client_id
         self.password = password
         self.version = VERSIONS[args.mqtt_version]
         self.topics: list[str] = args.topic or ["sensors/#"]
-        self.broker = Destination.parse(args.broker)
+        self.broker = broker
         self.tls = TLSConfig(args.cafile, args.certfile, args.keyfile) if args.tls or args.cafile else None
         self.stop = False
         self.link: BrokerLink | None = None
@@ -307,14 +307,9 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s record %(message)s"))
-    root = logging.getLogger("host_bridge.record")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    root.propagate = False
+    log_to_stdout("host_bridge.record", "%(asctime)s %(levelname)s record %(message)s")
     try:
-        Destination.parse(args.broker)
+        broker = Destination.parse(args.broker)
     except BridgeError as exc:
         raise RecorderError(str(exc)) from None
     password = None
@@ -327,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if store.recovered:
             log.info("event=recovered rows=%d (logged by the previous run, now in Parquet)", store.recovered)
-        recorder = Recorder(args, store, _client_id(store, args.client_id), password)
+        recorder = Recorder(args, broker, store, _client_id(store, args.client_id), password)
 
         def on_signal(_signum: int, _frame: FrameType | None) -> None:
             recorder.stop = True

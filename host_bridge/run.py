@@ -6,7 +6,6 @@ import argparse
 import logging
 import signal
 import socket
-import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import serial
 
 from host_bridge.bridge import BoardPort, Bridge, BridgeError, Destination, TLSConfig
+from host_bridge.logs import log_to_stdout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,13 +97,9 @@ def preflight(boards: list[BoardPort], broker: Destination) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s board=%(board)s %(message)s"))
-    handler.addFilter(_BoardField())
+    level = logging.DEBUG if args.verbose else logging.INFO
+    log_to_stdout("host_bridge", "%(asctime)s %(levelname)s board=%(board)s %(message)s", level, _BoardField())
     root = logging.getLogger("host_bridge")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    root.propagate = False
     boards, broker, allow, tls = _config(args)
     bridge = Bridge(boards, broker, allow, tls)
     preflight(boards, broker)
