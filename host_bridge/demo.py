@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from host_bridge.broker import Mosquitto
 from host_bridge.errors import HostBridgeError
 from host_bridge.processes import ManagedProcess
+from host_bridge.telemetry_store import committed_rows, read_committed
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, LineFaults, VirtualBoard
 
 if TYPE_CHECKING:
@@ -166,21 +165,12 @@ class BoardRun:
         return self.thread is not None and not self.thread.is_alive()
 
 
-def recorded_rows(out: Path) -> int:
-    return sum(pq.read_metadata(f).num_rows for f in out.glob("date=*/*.parquet"))
-
-
 def distinct_messages(out: Path) -> dict[str, int]:
     """Distinct (boot, seq) per device in what the recorder has committed."""
-    if not any(out.glob("date=*/*.parquet")):
-        return {}
-    import pyarrow.dataset as ds
-
-    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(columns=["dev", "boot", "seq"])
     seen: dict[str, set[tuple[int, int]]] = {}
-    for dev, boot, seq in zip(*(table.column(c).to_pylist() for c in ("dev", "boot", "seq"))):
-        if dev is not None:
-            seen.setdefault(dev, set()).add((boot, seq))
+    for row in read_committed(out, ["dev", "boot", "seq"]):
+        if row["dev"] is not None:
+            seen.setdefault(row["dev"], set()).add((row["boot"], row["seq"]))
     return {dev: len(s) for dev, s in seen.items()}
 
 
@@ -254,7 +244,7 @@ def run_demo(
                     kill_at = None
                 if time.monotonic() >= next_progress:
                     states = " | ".join(f"{r.spec.client_id}: {r.state}, {r.cuts} cuts" for r in runs)
-                    say(f"      {states} | recorder: {recorded_rows(recorded)} rows")
+                    say(f"      {states} | recorder: {committed_rows(recorded)} rows")
                     next_progress = time.monotonic() + 3
             failed = [r for r in runs if r.error]
             for r in failed:

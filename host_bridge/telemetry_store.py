@@ -128,6 +128,29 @@ def write_parquet(deliveries: list[Delivery], path: Path) -> None:
         os.fsync(f.fileno())
 
 
+def committed_files(out: Path) -> list[Path]:
+    """The Parquet files committed under a recorder's folder (temporary dot-files excluded)."""
+    return sorted(out.glob(f"{PARTITION_COLUMN}=*/part-*-*.parquet"))
+
+
+def committed_rows(out: Path) -> int:
+    """How many rows are committed, from the files' footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(f).num_rows for f in committed_files(out))
+
+
+def read_committed(out: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The committed rows (with the `date` partition column), in arrival order; [] before the first commit."""
+    import pyarrow.dataset as ds
+
+    if not committed_files(out):
+        return []
+    wanted = None if columns is None else [*columns, "arrival"]  # arrival: for the order
+    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(columns=wanted)
+    return sorted(table.to_pylist(), key=lambda r: r["arrival"])
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -302,7 +325,7 @@ class TelemetryStore:
         else:
             # A folder whose log was removed (or one that already holds files): number the files after the
             # ones there, so that no commit ever replaces an existing file.
-            existing = list(self.out.glob(f"{PARTITION_COLUMN}=*/part-*-*.parquet"))
+            existing = committed_files(self.out)
             self.generation = max((int(f.name.split("-")[1]) for f in existing), default=0)
             self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
         named = {self._temp(self.out / name) for name in committed}

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
-import pyarrow.parquet as pq
 from paho.mqtt.enums import CallbackAPIVersion
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from host_bridge.broker import Mosquitto  # noqa: E402
 from host_bridge.processes import ManagedProcess  # noqa: E402
+from host_bridge.telemetry_store import committed_rows  # noqa: E402
 
 
 def publish(address: str, topic: str, n: int) -> float:
@@ -72,7 +72,7 @@ def recorder(address: str, n: int, work: Path) -> float:
     try:
         proc.wait_for("event=connected")
         started = publish(address, "bench/rec", n)
-        while sum(pq.read_metadata(f).num_rows for f in out.glob("date=*/*.parquet")) < n:
+        while committed_rows(out) < n:
             time.sleep(0.01)
         return n / (time.monotonic() - started)
     finally:

@@ -8,9 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.dataset as ds
-
 from host_bridge.processes import ManagedProcess
+from host_bridge.telemetry_store import read_committed
 from tests.conftest import REPO
 
 
@@ -26,7 +25,4 @@ class RecorderProcess(ManagedProcess):
 
 def read_rows(out: Path) -> list[dict[str, Any]]:
     """Every committed row, in arrival order (Hive partition column `date` included)."""
-    if not any(out.glob("date=*/*.parquet")):
-        return []
-    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
-    return sorted(table.to_pylist(), key=lambda r: r["arrival"])
+    return read_committed(out)
