@@ -65,6 +65,15 @@ def broker(tmp_path: Path) -> Iterator[Mosquitto]:
         yield b
 
 
+def console_for(board: VirtualBoard, seconds: float) -> str:
+    """Start the board, cut its power after `seconds`, and return what it printed meanwhile."""
+    board.start()
+    time.sleep(seconds)
+    board.power_cut()
+    assert board.process is not None
+    return board.process.communicate()[0].decode()
+
+
 def run_board(board: VirtualBoard, timeout: float = 120) -> tuple[int, str]:
     board.start()
     assert board.process is not None
@@ -226,10 +235,7 @@ def test_destination_not_allowed_is_refused(tmp_path: Path, broker: Mosquitto) -
     board = serial_board(tmp_path / "b", "ser-evil", 1, 1, broker=f"127.0.0.1:{port}")
     bridge = BridgeProcess(tmp_path, {"evil": str(board.serial_link)}, broker.address)
     try:
-        board.start()
-        time.sleep(4)
-        board.power_cut()
-        out = board.process.communicate()[0].decode() if board.process else ""
+        out = console_for(board, 4)
     finally:
         board.close()
         bridge.stop()
@@ -323,10 +329,7 @@ def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
         board2 = serial_board(tmp_path / "b2", "ser-tls2", 1, 1)
         bad = BridgeProcess(tmp_path, {"tls2": str(board2.serial_link)}, broker.address, "--tls", "--cafile", str(other_ca))
         try:
-            board2.start()
-            time.sleep(3)
-            board2.power_cut()
-            out2 = board2.process.communicate()[0].decode() if board2.process else ""
+            out2 = console_for(board2, 3)
         finally:
             board2.close()
             board.close()
