@@ -4,6 +4,7 @@ store so that the jobs read exactly what a recorder writes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,7 +33,7 @@ class Msg:
         return json.dumps({"dev": self.dev, "boot": self.boot, "seq": self.seq, "t": t, "reading": self.reading}).encode()
 
 
-def write_dataset(out: Path, messages: list[Msg], raw: list[tuple[int, bytes]] = (), commit_every: int = 0) -> None:  # type: ignore[assignment]
+def write_dataset(out: Path, messages: list[Msg], raw: Sequence[tuple[int, bytes]] = (), commit_every: int = 0) -> None:
     """Deliveries in list order (their arrival order), plus raw payloads (at_ms, bytes) after them."""
     store = TelemetryStore(out)
     base_us = int(T0.timestamp() * 1_000_000)
