@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from host_bridge.errors import BrokerError
+from host_bridge.processes import register
 
 
 def free_port() -> int:
@@ -71,6 +72,7 @@ class Mosquitto:
         conf = self.write_config()
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen([mosquitto_executable(), "-c", str(conf)], stdout=log, stderr=log)
+        register(self.process, f"mosquitto on {self.address}", kind="broker")
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

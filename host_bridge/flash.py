@@ -7,8 +7,9 @@ import argparse
 from pathlib import Path
 
 from host_bridge import partitions
-from host_bridge.realboard import DeployError, flash_commands, run_commands
-from host_bridge.vboard.runner import REPO, BoardDefinition
+from host_bridge.realboard import DeployError, check_image, flash_commands, run_commands
+from host_bridge.boards import BoardDefinition
+from host_bridge.vboard.runner import REPO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     board = BoardDefinition.load(args.board)
-    if not args.dry_run and not args.image.is_file():
+    if args.image.is_file():
+        check_image(board, args.image.read_bytes()[:64], str(args.image))
+    elif not args.dry_run:
         raise DeployError(f"firmware image {args.image} does not exist (download the {board.chip} build of MicroPython)")
     table = REPO / "build" / f"partitions-{board.name}.bin"
     table.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import hashlib
 import struct
 
 from host_bridge.errors import HostBridgeError
-from host_bridge.vboard.runner import BoardDefinition, Partition
+from host_bridge.boards import BoardDefinition, Partition
 
 TABLE_OFFSET = 0x8000
 TABLE_SIZE = 0xC00

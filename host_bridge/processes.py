@@ -1,14 +1,43 @@
-"""Child processes the host tools start (recorder, bridge) with their output in a log file; stopped by their
-own pid, never by name."""
+"""Child processes the host tools start (recorder, bridge, broker, boards): each registered here when it starts,
+so that a harness can prove that nothing it started outlives it (`still_running`), and stopped by its own pid,
+never by name. ManagedProcess: a host tool with its output in a log file."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from host_bridge.errors import HostBridgeError
+
+
+@dataclass(frozen=True)
+class Started:
+    pid: int
+    what: str
+    kind: str  # "board", "broker", "bridge", "recorder", ...
+    process: subprocess.Popen[bytes]
+
+
+_started: list[Started] = []
+_lock = threading.Lock()
+
+
+def register(process: subprocess.Popen[bytes], what: str, kind: str) -> None:
+    """Note a child process this program started (and is responsible for stopping)."""
+    with _lock:
+        _started[:] = [s for s in _started if s.process.poll() is None]
+        _started.append(Started(process.pid, what, kind, process))
+
+
+def still_running() -> list[Started]:
+    """Every registered child that has not ended (and been reaped) yet."""
+    with _lock:
+        _started[:] = [s for s in _started if s.process.poll() is None]
+        return list(_started)
 
 
 class ManagedProcess:
@@ -17,6 +46,8 @@ class ManagedProcess:
         self.log_path = log_path
         self.log = open(log_path, "ab")
         self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
+        command = args[3] if len(args) > 3 and args[1:3] == ["-m", "host_bridge"] else ""
+        register(self.process, " ".join(args[1:4]), kind={"run": "bridge", "record": "recorder"}.get(command, "process"))
 
     def text(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -14,11 +14,8 @@ from types import ModuleType
 
 from host_bridge import partitions
 from host_bridge.errors import HostBridgeError
-from host_bridge.vboard.runner import REPO, BoardDefinition
-
-# Where the second-stage bootloader (the start of a MicroPython image) goes, by chip.
-BOOTLOADER_OFFSET = {"esp32": 0x1000, "esp32s2": 0x1000, "esp32s3": 0x0, "esp32c3": 0x0, "esp32c6": 0x0}
-
+from host_bridge.boards import CHIPS, BoardDefinition, image_chip_id
+from host_bridge.vboard.runner import REPO
 
 class DeployError(HostBridgeError):
     """Flashing or deploying to a real board failed."""
@@ -45,16 +42,28 @@ def check_config(path: Path) -> None:
         raise DeployError(f"{path}: {exc}") from None
 
 
+def check_image(board: BoardDefinition, image: bytes, name: str) -> None:
+    """Refuse an image built for another chip: esptool would write it, and the board would not boot."""
+    chip = board.chip_info
+    found = image_chip_id(image)
+    if found is None:
+        raise DeployError(f"{name} is not an ESP firmware image (no 0xE9 magic byte): download the .bin for {chip.name}")
+    if found != chip.image_chip_id:
+        other = next((c.name for c in CHIPS.values() if c.image_chip_id == found), f"chip id {found}")
+        raise DeployError(
+            f"{name} is built for {other}, but board {board.name} has an {chip.name}: download the MicroPython "
+            f"image for {chip.name} ({board.firmware_image or 'see micropython.org/download'})"
+        )
+
+
 def flash_commands(port: str, board: BoardDefinition, image: Path, table: Path, baud: int) -> list[list[str]]:
-    chip = board.chip
-    if chip not in BOOTLOADER_OFFSET:
-        raise DeployError(f"board {board.name}: chip {chip!r} is not one esptool flashes here ({', '.join(BOOTLOADER_OFFSET)})")
-    esptool = [sys.executable, "-m", "esptool", "--chip", chip, "--port", port, "--baud", str(baud)]
+    chip = board.chip_info
+    esptool = [sys.executable, "-m", "esptool", "--chip", chip.name, "--port", port, "--baud", str(baud)]
     # Two writes: the MicroPython image carries a stock partition table at 0x8000, which ours (with the journal
     # partition) replaces; in one write-flash call esptool would refuse the overlap.
     return [
         [*esptool, "erase-flash"],
-        [*esptool, "write-flash", "-z", hex(BOOTLOADER_OFFSET[chip]), str(image)],
+        [*esptool, "write-flash", "-z", hex(chip.bootloader_offset), str(image)],
         [*esptool, "write-flash", hex(partitions.TABLE_OFFSET), str(table)],
     ]
 

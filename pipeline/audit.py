@@ -3,7 +3,8 @@
 Per device and boot: messages received, highest seq, gaps (lost), duplicates, out-of-order arrivals and
 latency percentiles; then a verdict per QoS level. QoS 0 may lose (reported, never a failure), QoS 1 must not
 lose, QoS 2 must neither lose nor duplicate. The board numbers its messages 0, 1, 2 ... within each boot, so
-a missing number is a lost message and a number seen twice is a duplicate. What the recorder itself stored
+a missing number is a lost message and a number seen twice is a duplicate: the promises and their counting
+rules are host_bridge.promises, shared with the HIL bench. What the recorder itself stored
 twice (recorder_dup) and payloads it could not parse are counted apart and judge nobody.
 
 Board clocks are not synchronised with the recorder's: `t` is milliseconds since the board booted. Per boot the
@@ -13,30 +14,22 @@ boot is taken as zero latency; latency percentiles are delays beyond that fastes
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from host_bridge.promises import MISSING_LISTED, PROMISES, Expectation, QosVerdict, duplicates, judge, lost
 from pipeline.spark import PipelineError, publish_files
 
-PROMISES = {0: "may lose", 1: "nothing lost", 2: "nothing lost, nothing twice"}
+__all__ = ["PROMISES", "Expectation", "QosVerdict", "judge", "audit", "boot_table", "load_expectations"]
+
 CLOCK_NOTE = (
     "board clocks are not synchronised: per boot, the offset between the board's t and received_at is taken "
     "from the fastest delivery, so latencies are delays beyond that boot's fastest delivery"
 )
-MISSING_LISTED = 20  # missing seq numbers listed per boot
-
-
-@dataclass
-class Expectation:
-    """What a device is known to have accepted (from the bench or the demo): catches a lost tail, which seq
-    numbers alone cannot show."""
-
-    messages: int
-    qos: int | None = None
 
 
 def load_expectations(text: str) -> dict[str, Expectation]:
@@ -102,8 +95,8 @@ def boot_table(df: DataFrame) -> DataFrame:
     return (
         counts.join(timing, ["dev", "boot"])
         .withColumn("distinct", F.size("seqs"))
-        .withColumn("lost", F.col("highest_seq") + 1 - F.col("distinct"))
-        .withColumn("duplicates", F.col("received") - F.col("distinct"))
+        .withColumn("lost", lost(F.col("highest_seq"), F.col("distinct")))
+        .withColumn("duplicates", duplicates(F.col("received"), F.col("distinct")))
         .withColumn("missing_seqs", F.slice(missing, 1, MISSING_LISTED))
         .withColumn("mixed_qos", F.col("qos") != F.col("qos_min"))
         .withColumn("latency_p50_ms", F.col("latency")[0])
@@ -113,38 +106,6 @@ def boot_table(df: DataFrame) -> DataFrame:
         .drop("seqs", "latency", "qos_min")
         .orderBy("dev", "boot")
     )
-
-
-@dataclass
-class QosVerdict:
-    qos: int
-    devices: set[str] = field(default_factory=set)
-    boots: int = 0
-    messages: int = 0
-    lost: int = 0
-    duplicates: int = 0
-    out_of_order: int = 0
-    latency_p99_ms: float = 0.0
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.qos == 0 or (self.lost == 0 and (self.qos == 1 or self.duplicates == 0))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "qos": self.qos,
-            "promise": PROMISES[self.qos],
-            "devices": len(self.devices),
-            "boots": self.boots,
-            "messages": self.messages,
-            "lost": self.lost,
-            "duplicates": self.duplicates,
-            "out_of_order": self.out_of_order,
-            "latency_p99_ms_worst_boot": round(self.latency_p99_ms, 1),
-            "verdict": "PASS" if self.ok else "FAIL",
-            "problems": self.problems,
-        }
 
 
 @dataclass
@@ -180,48 +141,6 @@ class AuditResult:
             "expected": self.expectations,
             "boots": self.boots,
         }
-
-
-def judge(boots: list[dict[str, Any]], expect: dict[str, Expectation] | None) -> tuple[dict[int, QosVerdict], list[dict[str, Any]]]:
-    """Verdicts per QoS from the per-boot rows, plus the devices' expected totals when given."""
-    verdicts: dict[int, QosVerdict] = {}
-    dev_qos: dict[str, int] = {}
-    dev_span: dict[str, int] = {}
-    for b in boots:
-        v = verdicts.setdefault(b["qos"], QosVerdict(b["qos"]))
-        v.devices.add(b["dev"])
-        v.boots += 1
-        v.messages += b["distinct"]
-        v.lost += b["lost"]
-        v.duplicates += b["duplicates"]
-        v.out_of_order += b["out_of_order"]
-        v.latency_p99_ms = max(v.latency_p99_ms, b["latency_p99_ms"] or 0.0)
-        where = f"{b['dev']} boot {b['boot']}"
-        if b["lost"] and b["qos"]:
-            v.problems.append(f"{where}: {b['lost']} lost (seq {', '.join(map(str, b['missing_seqs']))}{' ...' if b['lost'] > len(b['missing_seqs']) else ''})")
-        if b["duplicates"] and b["qos"] == 2:
-            v.problems.append(f"{where}: {b['duplicates']} delivered twice")
-        if b["mixed_qos"]:
-            v.problems.append(f"{where}: published at more than one QoS; judged at QoS {b['qos']}")
-        dev_qos[b["dev"]] = max(dev_qos.get(b["dev"], 0), b["qos"])
-        dev_span[b["dev"]] = dev_span.get(b["dev"], 0) + b["highest_seq"] + 1
-    checks = []
-    for dev, want in sorted((expect or {}).items()):
-        qos = want.qos if want.qos is not None else dev_qos.get(dev)
-        seen = dev_span.get(dev, 0)
-        tail = want.messages - seen  # accepted by the board, beyond every seq the recorder saw
-        checks.append({"dev": dev, "qos": qos, "expected": want.messages, "accounted": seen, "lost_tail": max(tail, 0)})
-        if qos is None:
-            qos = 1  # a device that never reached the recorder, of unknown QoS: judged as a promise to deliver
-        v = verdicts.setdefault(qos, QosVerdict(qos))
-        v.devices.add(dev)
-        if tail > 0:
-            v.lost += tail
-            v.problems.append(
-                f"{dev}: accepted {want.messages}, the recorder accounts for {seen} (highest seq + 1 over its boots): "
-                f"{tail} lost after the last message seen of a boot"
-            )
-    return verdicts, checks
 
 
 def audit(df: DataFrame, expect: dict[str, Expectation] | None = None) -> tuple[AuditResult, DataFrame]:

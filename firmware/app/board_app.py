@@ -243,14 +243,57 @@ def main(heap_at_boot):
         board.heap_at_boot = heap_at_boot
         board.run()
     except JournalError as exc:
+        # The flash under the journal failed (or is full of live records): retrying the same program would
+        # only spin. Say where, and stop; start() decides whether a reset may help.
         print("journal error:", exc)
-        return 5
+        return JOURNAL_FAILED
     return 0
+
+
+JOURNAL_FAILED = 5
+JOURNAL_RESETS = 3  # a real board resets this many times in a row on journal errors, then stays stopped
+
+
+def journal_failures(failed):
+    """Consecutive boots that ended in a journal error, counted in a file on the filesystem (the journal's own
+    partition is the thing that failed); a boot that completes its run clears the count."""
+    path = ("/flash" if _exists("/flash") else "") + "/journal_failures.txt"
+    try:
+        with open(path) as f:
+            count = int(f.read())
+    except (OSError, ValueError):
+        count = 0
+    count = count + 1 if failed else 0
+    try:
+        with open(path, "w") as f:
+            f.write(str(count))
+    except OSError:
+        pass
+    return count
+
+
+def _exists(path):
+    import os
+
+    try:
+        os.stat(path)
+        return True
+    except OSError:
+        return False
 
 
 def start(heap_at_boot=0):
     status = main(heap_at_boot)
     if _UNIX:
-        sys.exit(status)
-    while True:  # a real board idles after its run; the REPL stays reachable
+        sys.exit(status)  # the virtual board: the exit status is the verdict, the runner decides what follows
+    failures = journal_failures(status == JOURNAL_FAILED)
+    if status == JOURNAL_FAILED:
+        if failures <= JOURNAL_RESETS:
+            import machine
+
+            print("journal error: resetting the board (%d of %d)" % (failures, JOURNAL_RESETS))
+            time.sleep(1)
+            machine.reset()
+        print("journal error: %d resets did not help; stopped. Erase the mqttlog partition or reflash" % JOURNAL_RESETS)
+    while True:  # a real board idles after its run (or after giving up); the REPL stays reachable
         time.sleep(1)

@@ -107,13 +107,33 @@ class RingJournal(_Base):
         self._stage_mv = None  # type: Any
         self._staged = 0
 
+    # -- flash access: a failing flash is a journal error, never mistaken for a connection error -----------
+
+    def _read(self, sector, buf, off):
+        try:
+            self._part.readblocks(sector, buf, off)
+        except OSError as exc:
+            raise JournalError("flash read failed at 0x%x (%s)" % (sector * _SECTOR + off, exc))
+
+    def _write(self, sector, buf, off):
+        try:
+            self._part.writeblocks(sector, buf, off)
+        except OSError as exc:
+            raise JournalError("flash program failed at 0x%x (%s)" % (sector * _SECTOR + off, exc))
+
+    def _erase(self, sector):
+        try:
+            self._part.ioctl(6, sector)
+        except OSError as exc:
+            raise JournalError("flash erase failed at 0x%x (%s)" % (sector * _SECTOR, exc))
+
     # -- boot ------------------------------------------------------------------------------------------------
 
     def open(self, owner):
         self._owner = owner
         foreign = 0
         for i in range(self._count):
-            self._part.readblocks(i, self._hdr, 0)
+            self._read(i, self._hdr, 0)
             seq = self._header_seq(self._hdr)
             self._seq[i] = seq
             if not seq and self._hdr[0] != _ERASED:
@@ -129,6 +149,12 @@ class RingJournal(_Base):
                 if not clean:
                     self.notes.append("journal: torn record at sector %d offset %d ignored" % (i, end))
                     self._offset = self._seal_torn(i, end)
+            elif not clean:
+                # Only the head can end in a torn record (a cut mid-program); elsewhere the flash was damaged.
+                self.notes.append(
+                    "journal: damaged record at 0x%x; the rest of sector %d skipped (its flows resume from older copies or are lost)"
+                    % (i * _SECTOR + end, i)
+                )
         if order and not self._free():
             self._reclaim_oldest()  # a power cut interrupted a reclaim: finish it before anything is written
 
@@ -142,7 +168,7 @@ class RingJournal(_Base):
         while off < _SECTOR:
             n = min(chunk, _SECTOR - off)
             view = self._rmv[:n]
-            self._part.readblocks(sector, view, off)
+            self._read(sector, view, off)
             for k in range(n - 1, -1, -1):
                 if view[k] != _ERASED:
                     last = off + k
@@ -153,7 +179,7 @@ class RingJournal(_Base):
             n = min(chunk, last + 1 - off)
             for k in range(n):
                 self._rbuf[k] = _PAD
-            self._part.writeblocks(sector, self._rmv[:n], off)
+            self._write(sector, self._rmv[:n], off)
             off += n
         return last + 1
 
@@ -188,7 +214,7 @@ class RingJournal(_Base):
         """Read the record at (sector, off) into _rbuf: its body length, or AT_TORN, AT_ERASED, _AT_PAD."""
         buf = self._rbuf
         head = self._rmv[0:3]
-        self._part.readblocks(sector, head, off)
+        self._read(sector, head, off)
         if buf[0] == _PAD:
             return _AT_PAD
         if buf[0] == _ERASED and buf[1] == _ERASED and buf[2] == _ERASED:
@@ -196,7 +222,7 @@ class RingJournal(_Base):
         n = (buf[1] << 8) | buf[2]
         if n > self.record_max or n + OVERHEAD > room:
             return AT_TORN
-        self._part.readblocks(sector, self._rmv[3 : n + OVERHEAD], off + 3)
+        self._read(sector, self._rmv[3 : n + OVERHEAD], off + 3)
         return self._check(buf, room)
 
     # -- writing ---------------------------------------------------------------------------------------------
@@ -227,7 +253,7 @@ class RingJournal(_Base):
         if self._staged:
             n = self._staged
             self._staged = 0
-            self._part.writeblocks(self._head, self._stage_mv[:n], self._offset)
+            self._write(self._head, self._stage_mv[:n], self._offset)
             self._offset += n
 
     def _program(self, record):
@@ -239,7 +265,7 @@ class RingJournal(_Base):
         if self._offset + len(record) > _SECTOR:
             raise JournalError("journal sector overflow while carrying records forward")
         addr = self._head * _SECTOR + self._offset
-        self._part.writeblocks(self._head, record, self._offset)
+        self._write(self._head, record, self._offset)
         self._offset += len(record)
         return addr
 
@@ -257,7 +283,7 @@ class RingJournal(_Base):
                 break
         seq = max(self._seq) + 1
         if not self._erased[sector]:
-            self._part.ioctl(6, sector)  # a free sector may hold a torn header, old records or foreign bytes
+            self._erase(sector)  # a free sector may hold a torn header, old records or foreign bytes
         self._erased[sector] = False
         hdr = self._hdr
         hdr[0:4] = _SECTOR_MAGIC
@@ -265,7 +291,7 @@ class RingJournal(_Base):
         hdr[5] = hdr[6] = hdr[7] = 0
         struct.pack_into(">I", hdr, 8, seq)
         struct.pack_into(">I", hdr, 12, crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF)
-        self._part.writeblocks(sector, hdr, 0)
+        self._write(sector, hdr, 0)
         self._seq[sector] = seq
         self._head = sector
         self._offset = _SECTOR_HEADER
@@ -299,7 +325,7 @@ class RingJournal(_Base):
             if owner.is_live(self._rbuf[0], body, old):
                 owner.moved(self._rbuf[0], body, old, self._append(self._rmv[: n + OVERHEAD]))
             off += n + OVERHEAD
-        self._part.ioctl(6, oldest)
+        self._erase(oldest)
         self._seq[oldest] = 0
         self._erased[oldest] = True
 

@@ -89,18 +89,30 @@ class FileJournal(_Base):
             self.compact()  # before the append: the owner has not yet recorded where this record lives
         addr = self._size
         f = self._file
-        f.seek(addr)
-        f.write(self._mv[:total])
-        if not defer:
-            f.flush()  # LittleFS commits the new size atomically here: this is the durability point
+        try:
+            f.seek(addr)
+            f.write(self._mv[:total])
+            if not defer:
+                f.flush()  # LittleFS commits the new size atomically here: this is the durability point
+        except OSError as exc:  # a full or failing filesystem is a journal error, not a connection error
+            raise JournalError("journal file write failed at %s offset %d (%s)" % (self.path, addr, exc))
         self._size += total
         return addr
 
     def sync(self):
         """Flush deferred records (group commit): one LittleFS commit for all of them."""
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as exc:
+            raise JournalError("journal file flush failed at %s (%s)" % (self.path, exc))
 
     def compact(self):
+        try:
+            self._compact()
+        except OSError as exc:
+            raise JournalError("journal file compaction failed at %s (%s)" % (self._tmp, exc))
+
+    def _compact(self):
         self.sync()
         owner = self._owner
         self._create(self._tmp)

@@ -5,22 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import sys
-import threading
 from pathlib import Path
 
+from host_bridge.boards import BoardDefinition
 from host_bridge.errors import VBoardError
-from host_bridge.vboard.runner import (
-    POWER_CUT_EXIT_STATUS,
-    REPO,
-    RESET_EXIT_STATUS,
-    BoardDefinition,
-    LineFaults,
-    VirtualBoard,
-    parse_size,
-)
-
-HARD_RESET = 2
+from host_bridge.hil.cycle import boot_once
+from host_bridge.hil.dut import VirtualDut
+from host_bridge.vboard.runner import REPO, LineFaults, parse_size
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,40 +44,45 @@ def run(args: argparse.Namespace) -> int:
     if args.config is not None and not args.config.is_file():
         raise VBoardError(f"config file {args.config} does not exist")
     faults = None if args.no_serial else LineFaults(args.baud, args.noise, args.drop, args.garbage, args.seed)
-    board = VirtualBoard(
+    # Ended by SIGTERM (a harness, systemd, `kill`): unwind, so that the board and its serial line go with us.
+    # SIGKILL cannot be caught: then the kernel's parent-death signal takes the board down (see runner.py).
+    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGHUP, _terminated)
+    dut = VirtualDut(
+        "vboard",
+        BoardDefinition.load(args.board),
         flash=args.flash,
+        console_log=None,
+        faults=faults,
+        seed=args.seed,
+        console=sys.stdout,
         config=args.config,
-        board=BoardDefinition.load(args.board),
         flash_size=args.flash_size,
         heap=args.heap,
         app=args.app,
-        faults=faults,
-        cut_at_op=args.cut_op,
-        seed=args.seed,
     )
     cut_after = args.cut_after
     if args.cut_random is not None:
         cut_after = random.Random(args.seed).uniform(0, args.cut_random)
     try:
-        if board.serial_port:
-            print(f"serial-port: {board.serial_port}", flush=True)
-        while True:
-            board.start()
-            timer = threading.Timer(cut_after, board.power_cut) if cut_after is not None else None
-            if timer:
-                timer.start()
-            code = board.wait()
-            if timer:
-                timer.cancel()
-            if code != RESET_EXIT_STATUS:
-                break
-            print("vboard: machine.reset(), booting again", file=sys.stderr, flush=True)
-            board.reset_cause = HARD_RESET
-            cut_after = None
-        if code == POWER_CUT_EXIT_STATUS:
+        if dut.link_port is not None:
+            print(f"serial-port: {dut.vboard.serial_port}", flush=True)
+        sys.stdout.flush()
+        end = boot_once(dut, cut_after, args.cut_op, timeout=_NO_TIMEOUT)
+        if dut.boots > 1:
+            print(f"vboard: machine.reset() booted the board {dut.boots - 1} more time(s)", file=sys.stderr, flush=True)
+        if end.kind == "power-cut":
             print("vboard: power cut; the flash file keeps what was programmed", file=sys.stderr, flush=True)
         if args.stats:
-            print("flash-stats: " + json.dumps(board.stats(), sort_keys=True), flush=True)
-        return code
+            print("flash-stats: " + json.dumps(dut.stats(), sort_keys=True), flush=True)
+        assert end.status is not None
+        return end.status
     finally:
-        board.close()
+        dut.close()
+
+
+_NO_TIMEOUT = 10 * 365 * 24 * 3600.0  # a board on the command line runs until it ends or is ended
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)

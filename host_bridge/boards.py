@@ -1,0 +1,287 @@
+"""Board definitions (boards/NAME/board.json) for real ESP32-family boards and the virtual board alike: one
+owner, one schema check, one set of partition-table rules. The virtual board, `host-bridge flash`/`deploy` and
+the HIL bench all load boards through here.
+
+A malformed file is refused with the field named; a real board's partition table is checked against the rules
+the ESP-IDF bootloader applies (ESP-IDF Programming Guide, "Partition Tables"): app partitions aligned to 64 KiB,
+data partitions to 4 KiB, everything after the table at 0x8000 (so from 0x9000 on), no overlap, inside the flash.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from host_bridge.errors import HostBridgeError
+
+BOARDS_DIR = Path(__file__).resolve().parents[1] / "boards"
+SECTOR = 4096
+APP_ALIGN = 0x10000
+TABLE_OFFSET = 0x8000
+FIRST_PARTITION = 0x9000  # the 3 KiB table occupies 0x8000..0x8BFF; partitions start at the next 4 KiB
+
+CONSOLES = ("usb-uart", "usb-serial-jtag", "virtual")
+MPY_ARCHS = ("xtensawin", "rv32imc", None)  # None: the virtual board runs architecture-neutral bytecode
+
+
+@dataclass(frozen=True)
+class Chip:
+    """What the board checks need to know of a chip. Pin facts from Espressif's datasheets (ESP32 series
+    datasheet section "Pin Definitions", ESP32-S3/C3/C6 datasheets "Pin Overview"): GPIOs that do not exist,
+    that the SPI flash (and PSRAM on modules that have it) or the USB pins take, and input-only pins."""
+
+    name: str
+    bootloader_offset: int  # where the second-stage bootloader, the start of a MicroPython image, goes
+    image_chip_id: int  # the chip id in an ESP image's extended header (esptool's image format)
+    gpios: frozenset[int]
+    reserved: frozenset[int]  # SPI flash / PSRAM / USB D-, D+
+    input_only: frozenset[int] = frozenset()
+
+
+def _pins(*ranges: range) -> frozenset[int]:
+    return frozenset(p for r in ranges for p in r)
+
+
+CHIPS = {
+    "esp32": Chip(
+        "esp32", 0x1000, 0x0000,
+        gpios=_pins(range(0, 20), range(21, 24), range(25, 28), range(32, 40)),
+        reserved=_pins(range(6, 12)),
+        input_only=_pins(range(34, 40)),
+    ),
+    "esp32s3": Chip(
+        "esp32s3", 0x0, 0x0009,
+        gpios=_pins(range(0, 22), range(26, 49)),
+        reserved=_pins(range(19, 21), range(26, 33), range(33, 38)),  # USB 19/20; flash 26-32; octal PSRAM 33-37
+    ),
+    "esp32c3": Chip(
+        "esp32c3", 0x0, 0x0005,
+        gpios=_pins(range(0, 22)),
+        reserved=_pins(range(12, 18), range(18, 20)),  # flash 12-17; USB 18/19
+    ),
+    "esp32c6": Chip(
+        "esp32c6", 0x0, 0x000D,
+        gpios=_pins(range(0, 31)),
+        reserved=_pins(range(12, 14), range(24, 31)),  # USB 12/13; flash 24-30
+    ),
+}
+VIRTUAL_CHIP = "virtual"
+
+
+class BoardError(HostBridgeError):
+    """A board definition is missing, malformed or inconsistent."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    label: str
+    type: str
+    subtype: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class LinkUart:
+    """The UART that carries the serial link to the bridge (not the console)."""
+
+    id: int
+    tx: int
+    rx: int
+    baud: int
+
+
+@dataclass(frozen=True)
+class BoardDefinition:
+    name: str
+    chip: str
+    flash_size: int
+    heap: str
+    partitions: tuple[Partition, ...]
+    description: str = ""
+    console: str = "virtual"
+    mpy_arch: str | None = None
+    uart: LinkUart | None = None
+    led: int | None = None
+    firmware_image: str | None = None
+    path: Path | None = None
+
+    @property
+    def virtual(self) -> bool:
+        return self.chip == VIRTUAL_CHIP
+
+    @property
+    def chip_info(self) -> Chip:
+        if self.virtual:
+            raise BoardError(f"board {self.name} is the virtual board: it has no ESP32 chip to flash")
+        return CHIPS[self.chip]
+
+    @property
+    def port_survives_reset(self) -> bool:
+        """A USB-UART bridge chip stays enumerated through a reset of the ESP32; the native USB-Serial/JTAG of
+        the S3, C3 and C6 is part of the chip, so its port disappears at every reset and comes back."""
+        return self.console != "usb-serial-jtag"
+
+    @classmethod
+    def load(cls, board: str | Path) -> BoardDefinition:
+        """By name (a folder under boards/), by folder, or by the path of a board.json."""
+        path = Path(board)
+        if not path.suffix:
+            path = (path if path.is_dir() else BOARDS_DIR / str(board)) / "board.json"
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            known = ", ".join(available()) or "none"
+            raise BoardError(f"no board definition at {path}: give a folder under boards/ ({known})") from None
+        except json.JSONDecodeError as exc:
+            raise BoardError(f"{path} is not valid JSON: {exc}") from None
+        return cls.from_json(raw, path)
+
+    @classmethod
+    def from_json(cls, raw: Any, path: Path | None = None) -> BoardDefinition:
+        where = str(path) if path else "board definition"
+        f = _Fields(raw, where)
+        chip = f.text("chip")
+        if chip != VIRTUAL_CHIP and chip not in CHIPS:
+            raise BoardError(f"{where}: chip {chip!r} is not one of {', '.join([*CHIPS, VIRTUAL_CHIP])}")
+        parts = []
+        for i, entry in enumerate(f.list("partitions")):
+            p = _Fields(entry, f"{where}: partitions[{i}]")
+            parts.append(Partition(p.text("label"), p.text("type"), p.text("subtype"), p.int("offset"), p.int("size")))
+        uart = None
+        if "uart" in raw:
+            u = _Fields(raw["uart"], f"{where}: uart")
+            uart = LinkUart(u.int("id"), u.int("tx"), u.int("rx"), u.int("baud"))
+        console = f.text("console", "virtual" if chip == VIRTUAL_CHIP else None)
+        if console not in CONSOLES:
+            raise BoardError(f"{where}: console must be one of {', '.join(CONSOLES)}, not {console!r}")
+        arch = f.optional_text("mpy_arch")
+        if arch not in MPY_ARCHS:
+            raise BoardError(f"{where}: mpy_arch must be one of xtensawin, rv32imc, not {arch!r}")
+        definition = cls(
+            name=f.text("name"),
+            chip=chip,
+            flash_size=f.int("flash_size"),
+            heap=f.text("heap", "110k"),
+            partitions=tuple(parts),
+            description=f.text("description", ""),
+            console=console,
+            mpy_arch=arch,
+            uart=uart,
+            led=raw.get("led") if isinstance(raw.get("led"), int) else None,
+            firmware_image=f.optional_text("firmware_image"),
+            path=path,
+        )
+        definition.validate(where)
+        return definition
+
+    def validate(self, where: str | None = None) -> None:
+        where = where or f"board {self.name}"
+        if self.flash_size <= 0 or self.flash_size % SECTOR:
+            raise BoardError(f"{where}: flash_size {self.flash_size} is not a positive multiple of {SECTOR}")
+        end, previous = 0, "the start of flash"
+        if not self.virtual:
+            if self.mpy_arch is None:
+                raise BoardError(f"{where}: mpy_arch is required for a real chip (xtensawin or rv32imc)")
+            end, previous = FIRST_PARTITION, "the partition table at 0x8000"
+            self._check_pins(where)
+        labels = set()
+        for part in sorted(self.partitions, key=lambda p: p.offset):
+            if part.label in labels:
+                raise BoardError(f"{where}: partition label {part.label!r} is used twice")
+            labels.add(part.label)
+            align = APP_ALIGN if part.type == "app" and not self.virtual else SECTOR
+            if part.offset % align or part.size % SECTOR or part.size <= 0:
+                raise BoardError(
+                    f"{where}: partition {part.label} at 0x{part.offset:x} size 0x{part.size:x} is not aligned "
+                    f"({part.type} partitions start on 0x{align:x}, sizes are multiples of 0x{SECTOR:x})"
+                )
+            if part.offset < end:
+                raise BoardError(f"{where}: partition {part.label} at 0x{part.offset:x} overlaps {previous}")
+            end, previous = part.offset + part.size, f"partition {part.label}"
+        if end > self.flash_size:
+            raise BoardError(f"{where}: partitions end at 0x{end:x}, past the {self.flash_size // 1024} KiB flash")
+        if "vfs" not in labels:
+            raise BoardError(f"{where}: no 'vfs' partition (MicroPython's filesystem)")
+
+    def _check_pins(self, where: str) -> None:
+        chip = CHIPS[self.chip]
+        pins = {"led": self.led}
+        if self.uart is not None:
+            pins.update({"uart.tx": self.uart.tx, "uart.rx": self.uart.rx})
+        for field, pin in pins.items():
+            if pin is None:
+                continue
+            if pin not in chip.gpios:
+                raise BoardError(f"{where}: {field} GPIO{pin} does not exist on the {chip.name}")
+            if pin in chip.reserved:
+                raise BoardError(f"{where}: {field} GPIO{pin} is taken by the SPI flash, PSRAM or USB on the {chip.name}")
+            if pin in chip.input_only and field != "uart.rx":
+                raise BoardError(f"{where}: {field} GPIO{pin} is input-only on the {chip.name}")
+
+    def data_partitions(self, flash_size: int) -> list[Partition]:
+        """The partitions the virtual board's flash file holds. A real ESP32 table starts with the bootloader
+        and app; the emulated file holds only the data partitions, rebased to start at 0."""
+        data = [p for p in self.partitions if p.type == "data" and p.subtype in ("fat", "undefined")]
+        if not data:
+            raise BoardError(f"board {self.name} has no data partitions for the emulated flash")
+        base = min(p.offset for p in data)
+        rebased = [Partition(p.label, p.type, p.subtype, p.offset - base, p.size) for p in data]
+        end = max(p.offset + p.size for p in rebased)
+        if end > flash_size:
+            raise BoardError(f"data partitions need {end} bytes of flash, the flash file has {flash_size}")
+        return rebased
+
+
+class _Fields:
+    """Typed access to one JSON object, each failure naming the field."""
+
+    def __init__(self, raw: Any, where: str) -> None:
+        if not isinstance(raw, dict):
+            raise BoardError(f"{where}: expected a JSON object")
+        self.raw, self.where = raw, where
+
+    def _get(self, key: str, default: Any) -> Any:
+        if key not in self.raw:
+            if default is None:
+                raise BoardError(f"{self.where}: field {key!r} is missing")
+            return default
+        return self.raw[key]
+
+    def text(self, key: str, default: str | None = None) -> str:
+        value = self._get(key, default)
+        if not isinstance(value, str):
+            raise BoardError(f"{self.where}: field {key!r} must be a string")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        value = self.raw.get(key)
+        if value is not None and not isinstance(value, str):
+            raise BoardError(f"{self.where}: field {key!r} must be a string")
+        return value
+
+    def int(self, key: str) -> int:
+        value = self._get(key, None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise BoardError(f"{self.where}: field {key!r} must be a non-negative integer")
+        return value
+
+    def list(self, key: str) -> list[Any]:
+        value = self._get(key, None)
+        if not isinstance(value, list) or not value:
+            raise BoardError(f"{self.where}: field {key!r} must be a non-empty list")
+        return value
+
+
+def available() -> list[str]:
+    return sorted(p.parent.name for p in BOARDS_DIR.glob("*/board.json"))
+
+
+def image_chip_id(image: bytes) -> int | None:
+    """The chip id of an ESP application/bootloader image (esptool's image format: magic 0xE9 at byte 0, the
+    2-byte little-endian chip id at byte 12 of the extended header); None when the bytes are not an image."""
+    if len(image) < 16 or image[0] != 0xE9:
+        return None
+    return int.from_bytes(image[12:14], "little")

@@ -1,0 +1,322 @@
+"""The HIL bench's pytest plugin, registered once through the package's `pytest11` entry point: the same
+scenario tests run on virtual boards (the default, `--dut sim`) and on real boards (`--dut /dev/ttyUSB0 --board
+esp32-devkitc`). Options are resolved once into a HilConfig; each concern is one fixture:
+
+  broker      Mosquitto on a free loopback port (persistence on; `@pytest.mark.broker(persistence=False)`),
+              restart()/stop()/start(); or the external broker of --broker HOST:PORT (no restarts)
+  bridge      the serial bridge (`host-bridge run`) for boards on the link: start(duts), kill(), restart(), stop()
+  duts / dut  the boards under test, one per --dut: configure(), start(), expect(), power_cut(), reset(),
+              unplug()/replug() where the board allows, stats() where it has flash counters
+  subscriber  a QoS 2 persistent-session witness recording every delivery
+  verdict     judge(runs) -> Verdict: sent, received, lost, duplicated, boots, power cuts per board, with the
+              promises the Spark audit uses; printed and saved in the test's log folder
+
+Each test gets a log folder (--hil-log-dir, default build/hil/logs): consoles, bridge, broker, subscriber record,
+verdict table. A board process that outlives the test that started it fails that test; any process the bench
+started that is still running at the end fails the session. Both are then stopped, by pid.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host_bridge.boards import BoardDefinition
+from host_bridge.broker import Mosquitto
+from host_bridge.hil.dut import Dut, SerialDut, VirtualDut
+from host_bridge.hil.power import CommandSwitch, ModemLines, PowerSwitch, RtsEnSwitch
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs, write_csv
+from host_bridge.processes import ManagedProcess, still_running
+from host_bridge.vboard.runner import LineFaults
+
+SIM = "sim"
+LINK_BAUD = 115200
+
+
+@dataclass(frozen=True)
+class DutSpec:
+    port: str | None  # None: a virtual board
+    board: str
+    link_port: str | None = None
+
+    @property
+    def virtual(self) -> bool:
+        return self.port is None
+
+
+@dataclass
+class HilConfig:
+    duts: list[DutSpec]
+    broker: str | None
+    power_cmd: str | None
+    log_dir: Path
+    cycles: int
+    csv_path: Path | None = None
+    tallies_written: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def virtual(self) -> bool:
+        return all(d.virtual for d in self.duts)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hil", "hardware-in-the-loop bench (host_bridge.hil)")
+    group.addoption("--dut", action="append", default=None, metavar="sim|PORT",
+                    help="device under test: 'sim' (a virtual board, the default) or a real board's console port; repeatable")
+    group.addoption("--board", action="append", default=None, metavar="NAME",
+                    help="board definition (boards/NAME) for each --dut, in order (default: sim for sim)")
+    group.addoption("--link-port", action="append", default=None, metavar="PORT",
+                    help="host end of each real board's link UART, in --dut order ('-' for none)")
+    group.addoption("--broker", default=None, metavar="HOST:PORT", help="an external broker instead of a Mosquitto per test")
+    group.addoption("--power-cmd", default=None, metavar="CMD",
+                    help="command that power-cycles a real board, e.g. 'uhubctl -a cycle -p {port}' ({port}, {board})")
+    group.addoption("--hil-log-dir", default=None, metavar="DIR", help="one log folder per test under DIR (default build/hil/logs)")
+    group.addoption("--hil-cycles", type=int, default=None, metavar="N",
+                    help="repeat the power-cut scenarios N times and write their tables as CSV (default: $HIL_CYCLES or 1)")
+
+
+def resolve(config: pytest.Config) -> HilConfig:
+    ports: list[str] = config.getoption("--dut") or [SIM]
+    boards: list[str] = config.getoption("--board") or []
+    links: list[str] = config.getoption("--link-port") or []
+    specs = []
+    for i, port in enumerate(ports):
+        board = boards[i] if i < len(boards) else (SIM if port == SIM else None)
+        if board is None:
+            raise pytest.UsageError(f"--dut {port}: give its --board (one of the folders under boards/)")
+        link = links[i] if i < len(links) and links[i] != "-" else None
+        specs.append(DutSpec(None if port == SIM else port, board, link))
+        BoardDefinition.load(board)  # a wrong name fails here, once, with the list of boards
+    cycles = config.getoption("--hil-cycles") or int(os.environ.get("HIL_CYCLES", "1") or 1)
+    log_dir = Path(config.getoption("--hil-log-dir") or Path(str(config.rootpath)) / "build" / "hil" / "logs")
+    return HilConfig(specs, config.getoption("--broker"), config.getoption("--power-cmd"), log_dir.resolve(), max(1, cycles))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "hil_real: needs a real board (skipped, with the reason, on --dut sim)")
+    config.addinivalue_line("markers", "hil_virtual(why): needs what only a virtual board offers (skipped on real boards)")
+    config.addinivalue_line("markers", "broker(persistence=True): how the broker fixture's Mosquitto is configured")
+    try:
+        config.stash[_CONFIG] = resolve(config)
+    except Exception as exc:  # noqa: BLE001 (any bad option becomes a usage error naming it)
+        raise pytest.UsageError(str(exc)) from None
+
+
+_CONFIG = pytest.StashKey[HilConfig]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    hil = config.stash[_CONFIG]
+    for item in items:
+        if item.get_closest_marker("hil_real") and hil.virtual:
+            item.add_marker(pytest.mark.skip(reason="needs a real board: run with --dut PORT --board NAME"))
+        marker = item.get_closest_marker("hil_virtual")
+        if marker and not hil.virtual:
+            why = marker.args[0] if marker.args else "needs a virtual board"
+            item.add_marker(pytest.mark.skip(reason=f"{why}: virtual boards only"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """After every fixture of the test is torn down: no board process may still run."""
+    result = yield
+    boards = [s for s in still_running() if s.kind == "board"]
+    if boards:
+        for s in boards:
+            s.process.kill()
+            s.process.wait(10)
+        names = ", ".join(f"pid {s.pid} ({s.what})" for s in boards)
+        pytest.fail(f"board process(es) outlived the test that started them (now killed): {names}", pytrace=False)
+    return result
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    left = still_running()
+    if not left:
+        return
+    for s in left:
+        s.process.kill()
+        s.process.wait(10)
+    names = ", ".join(f"pid {s.pid} ({s.what})" for s in left)
+    sys.stderr.write(f"\nhil: processes outlived the test session (now killed): {names}\n")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# -- fixtures --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def hil_config(pytestconfig: pytest.Config) -> HilConfig:
+    return pytestconfig.stash[_CONFIG]
+
+
+@pytest.fixture
+def hil_log(request: pytest.FixtureRequest, hil_config: HilConfig) -> Path:
+    """This test's log folder (emptied first)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")[-150:]
+    folder = hil_config.log_dir / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+class ExternalBroker:
+    """A broker the bench does not run (--broker): it cannot be restarted from here."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.log_path: Path | None = None
+
+    def _refuse(self) -> None:
+        pytest.skip("this scenario restarts the broker: not possible with --broker (an external broker)")
+
+    def restart(self) -> None:
+        self._refuse()
+
+    def stop(self) -> None:
+        self._refuse()
+
+    def start(self) -> None:
+        self._refuse()
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -> Iterator[Mosquitto | ExternalBroker]:
+    if hil_config.broker:
+        yield ExternalBroker(hil_config.broker)
+        return
+    marker = request.node.get_closest_marker("broker")
+    persistence = bool(marker.kwargs.get("persistence", True)) if marker else True
+    with Mosquitto(hil_log / "broker", persistence=persistence) as b:
+        yield b
+
+
+class Bridge:
+    """`host-bridge run` for the boards on the serial link, started by the scenario that needs it."""
+
+    def __init__(self, broker: Mosquitto | ExternalBroker, log_dir: Path) -> None:
+        self.broker = broker
+        self.log_dir = log_dir
+        self.ports: dict[str, str] = {}
+        self.process: ManagedProcess | None = None
+        self.starts = 0
+
+    def start(self, duts: list[Dut] | None = None) -> None:
+        for d in duts or []:
+            if d.link_port is None:
+                pytest.skip(f"{d.name} has no link port: give --link-port for a real board on the serial link")
+            self.ports[d.name] = d.link_port
+        args = [sys.executable, "-m", "host_bridge", "run", "--broker", self.broker.address, "--baud", str(LINK_BAUD),
+                "--stats-every", "5"]
+        for name, port in self.ports.items():
+            args += ["--port", f"{name}={port}"]
+        self.starts += 1
+        self.process = ManagedProcess(args, self.log_dir / f"bridge-{self.starts}.log")
+        self.process.wait_for("event=start")
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to the boards or the broker."""
+        if self.process is not None:
+            self.process.kill()
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+    def text(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("bridge-*.log")))
+
+
+@pytest.fixture
+def bridge(broker: Mosquitto | ExternalBroker, hil_log: Path) -> Iterator[Bridge]:
+    b = Bridge(broker, hil_log)
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def make_switch(spec: DutSpec, power_cmd: str | None) -> Callable[[ModemLines], PowerSwitch]:
+    assert spec.port is not None
+    if power_cmd:
+        port, board = spec.port, spec.board
+        return lambda _lines: CommandSwitch(power_cmd, port, board)
+    return RtsEnSwitch
+
+
+@pytest.fixture
+def duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -> Iterator[list[Dut]]:
+    made: list[Dut] = []
+    try:
+        for i, spec in enumerate(hil_config.duts):
+            board = BoardDefinition.load(spec.board)
+            name = f"dut{i}"
+            if spec.virtual:
+                made.append(
+                    VirtualDut(name, board, flash=hil_log / name / "board.flash", console_log=hil_log / f"{name}.console.log",
+                               faults=LineFaults(baud=LINK_BAUD), serial_link=hil_log / name / "ttyLINK", seed=i)
+                )
+            else:
+                assert spec.port is not None
+                made.append(SerialDut(name, board, hil_log, spec.port, make_switch(spec, hil_config.power_cmd), spec.link_port))
+        yield made
+    finally:
+        for d in made:
+            d.close()
+
+
+@pytest.fixture
+def dut(duts: list[Dut]) -> Dut:
+    return duts[0]
+
+
+@pytest.fixture
+def subscriber(request: pytest.FixtureRequest, broker: Mosquitto | ExternalBroker, hil_log: Path) -> Iterator[Subscriber]:
+    client_id = "hil-" + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[-40:] + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    s = Subscriber(broker.address, client_id)
+    try:
+        yield s
+    finally:
+        s.save(hil_log / "subscriber.jsonl")
+        s.close()
+
+
+@pytest.fixture
+def verdict(request: pytest.FixtureRequest, subscriber: Subscriber, hil_config: HilConfig, hil_log: Path) -> Callable[[list[BoardRun]], Verdict]:
+    """judge(runs): the table per board, printed, saved in the test's folder and appended to the campaign CSV
+    (build/hil/results.csv, or under --hil-log-dir's parent), judged by the shared promises."""
+
+    def judge(runs: list[BoardRun], settle: float = 15) -> Verdict:
+        result = judge_runs(request.node.nodeid, subscriber, runs, settle)
+        result.save(hil_log)
+        print("\n" + result.table())
+        csv_path = hil_config.log_dir.parent / "results.csv"
+        write_csv(csv_path, result.tallies, append=hil_config.tallies_written > 0)
+        hil_config.tallies_written += len(result.tallies)
+        hil_config.csv_path = csv_path
+        return result
+
+    return judge
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    hil = config.stash.get(_CONFIG, None)
+    if hil is not None and hil.csv_path is not None:
+        terminalreporter.write_line(f"hil: {hil.tallies_written} board results in {hil.csv_path}; logs in {hil.log_dir}")

@@ -1,0 +1,92 @@
+"""The bench's witness: a paho-mqtt subscriber at QoS 2 on a persistent session that records every delivery,
+duplicates included (topic, payload, QoS, DUP, retain, arrival time). It shares no code with the board's client
+or the recorder, so it can catch their mistakes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from host_bridge.promises import Delivery
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    payload: bytes
+    qos: int
+    dup: bool
+    retain: bool
+    arrived: float  # time.time() at delivery
+
+
+class Subscriber:
+    """Subscribes `topic` at QoS 2 (a persistent session unless clean=True) and keeps every delivery."""
+
+    def __init__(self, address: str, client_id: str, topic: str = "sensors/#", clean: bool = False, timeout: float = 10) -> None:
+        host, port = address.rsplit(":", 1)
+        self.lock = threading.Lock()
+        self.records: list[Record] = []
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
+        self.client.on_message = self._on_message
+        subscribed = threading.Event()
+        self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=2)
+        self.client.on_subscribe = lambda *args: subscribed.set()
+        self.client.reconnect_delay_set(0.1, 1)
+        self.client.connect(host, int(port))
+        self.client.loop_start()
+        if not subscribed.wait(timeout):
+            self.close()
+            raise TimeoutError(f"the subscriber got no SUBACK from {address} within {timeout:.0f} s")
+
+    def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
+        record = Record(msg.topic, bytes(msg.payload), msg.qos, bool(msg.dup), bool(msg.retain), time.time())
+        with self.lock:
+            self.records.append(record)
+
+    def deliveries(self) -> list[Delivery]:
+        """Every arrival of a board's telemetry message (payloads that are not telemetry are left out)."""
+        with self.lock:
+            records = list(self.records)
+        out = []
+        for r in records:
+            try:
+                body = json.loads(r.payload)
+                out.append(Delivery(str(body["dev"]), int(body["boot"]), int(body["seq"]), r.qos))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def distinct(self, dev: str) -> set[tuple[int, int]]:
+        return {(d.boot, d.seq) for d in self.deliveries() if d.dev == dev}
+
+    def wait_for(self, dev: str, count: int, timeout: float = 15) -> None:
+        """Until `count` distinct messages of `dev` have arrived; TimeoutError saying how many did."""
+        deadline = time.monotonic() + timeout
+        while len(self.distinct(dev)) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{dev}: {len(self.distinct(dev))} of {count} messages arrived within {timeout:.0f} s")
+            time.sleep(0.05)
+
+    def save(self, path: Path) -> None:
+        """Every delivery as JSON lines (payload as text where it is UTF-8, else hex)."""
+        with self.lock:
+            records = list(self.records)
+        with open(path, "w") as f:
+            for r in records:
+                try:
+                    payload = r.payload.decode()
+                except UnicodeDecodeError:
+                    payload = "hex:" + r.payload.hex()
+                row = {"topic": r.topic, "qos": r.qos, "dup": r.dup, "retain": r.retain, "arrived": r.arrived, "payload": payload}
+                f.write(json.dumps(row) + "\n")
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()

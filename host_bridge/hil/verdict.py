@@ -1,0 +1,110 @@
+"""The bench's verdict: per board, what it accepted (its own summary), what the subscriber received, and what
+was lost or duplicated, judged with host_bridge.promises, the rules the Spark audit uses too."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.promises import PROMISES, Expectation, QosVerdict, boot_rows, judge
+
+
+@dataclass
+class BoardTally:
+    """One board's line in a scenario's table."""
+
+    scenario: str
+    board: str
+    qos: int
+    sent: int  # accepted by publish(), as the board's summary says
+    received: int  # distinct messages that arrived
+    lost: int
+    duplicated: int
+    boots: int
+    power_cuts: int
+    verdict: str
+
+
+@dataclass
+class BoardRun:
+    """What the bench knows of a board's run: its device id, QoS, accepted total, boots and power cuts."""
+
+    dev: str
+    qos: int
+    sent: int
+    boots: int = 1
+    power_cuts: int = 0
+
+
+class Verdict:
+    def __init__(self, scenario: str, tallies: list[BoardTally], per_qos: dict[int, QosVerdict]) -> None:
+        self.scenario = scenario
+        self.tallies = tallies
+        self.per_qos = per_qos
+
+    @property
+    def ok(self) -> bool:
+        return all(v.ok for v in self.per_qos.values())
+
+    def table(self) -> str:
+        head = f"{'board':<30}{'QoS':>4}{'sent':>7}{'received':>10}{'lost':>6}{'dup':>5}{'boots':>7}{'cuts':>6}  verdict"
+        lines = [f"scenario {self.scenario}", head]
+        for t in self.tallies:
+            lines.append(
+                f"{t.board:<30}{t.qos:>4}{t.sent:>7}{t.received:>10}{t.lost:>6}{t.duplicated:>5}{t.boots:>7}"
+                f"{t.power_cuts:>6}  {t.verdict}"
+            )
+        for v in self.per_qos.values():
+            lines += [f"  QoS {v.qos} ({PROMISES[v.qos]}): {p}" for p in v.problems[:10]]
+        return "\n".join(lines)
+
+    def save(self, folder: Path) -> Path:
+        """verdict.csv in `folder` (one row per board) and verdict.txt (the table); returns the CSV's path."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "verdict.csv"
+        write_csv(path, self.tallies)
+        (folder / "verdict.txt").write_text(self.table() + "\n")
+        return path
+
+    def assert_kept(self) -> None:
+        """AssertionError with the table when a QoS promise was broken."""
+        assert self.ok, "a QoS promise was broken:\n" + self.table()
+
+
+def write_csv(path: Path, tallies: list[BoardTally], append: bool = False) -> None:
+    new = not (append and path.exists())
+    with open(path, "a" if append else "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(BoardTally.__dataclass_fields__))
+        if new:
+            writer.writeheader()
+        for t in tallies:
+            writer.writerow(asdict(t))
+
+
+def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], settle: float = 15) -> Verdict:
+    """Wait (up to `settle` seconds) until every QoS 1/2 board's accepted messages have arrived, then judge."""
+    for run in runs:
+        if run.qos:
+            try:
+                subscriber.wait_for(run.dev, run.sent, settle)
+            except TimeoutError:
+                pass  # judged below: the verdict says what was lost
+    wanted = {r.dev for r in runs}
+    rows = [b for b in boot_rows(subscriber.deliveries()) if b["dev"] in wanted]
+    per_qos, checks = judge(rows, {r.dev: Expectation(r.sent, r.qos) for r in runs})
+    tails = {c["dev"]: c["lost_tail"] for c in checks}
+    tallies = []
+    for run in runs:
+        mine = [b for b in rows if b["dev"] == run.dev]
+        lost = sum(b["lost"] for b in mine) + tails.get(run.dev, 0)
+        dups = sum(b["duplicates"] for b in mine)
+        kept = run.qos == 0 or (lost == 0 and (run.qos == 1 or dups == 0))
+        tallies.append(
+            BoardTally(
+                scenario, run.dev, run.qos, run.sent, sum(b["distinct"] for b in mine), lost, dups,
+                run.boots, run.power_cuts, "PASS" if kept else "FAIL",
+            )
+        )
+    return Verdict(scenario, tallies, per_qos)
