@@ -113,19 +113,19 @@ class RingJournal(_Base):
         try:
             self._part.readblocks(sector, buf, off)
         except OSError as exc:
-            raise JournalError("flash read failed at 0x%x (%s)" % (sector * _SECTOR + off, exc))
+            raise JournalError("flash read failed at journal offset 0x%x (%s)" % (sector * _SECTOR + off, exc))
 
     def _write(self, sector, buf, off):
         try:
             self._part.writeblocks(sector, buf, off)
         except OSError as exc:
-            raise JournalError("flash program failed at 0x%x (%s)" % (sector * _SECTOR + off, exc))
+            raise JournalError("flash program failed at journal offset 0x%x (%s)" % (sector * _SECTOR + off, exc))
 
     def _erase(self, sector):
         try:
             self._part.ioctl(6, sector)
         except OSError as exc:
-            raise JournalError("flash erase failed at 0x%x (%s)" % (sector * _SECTOR, exc))
+            raise JournalError("flash erase failed at journal offset 0x%x (%s)" % (sector * _SECTOR, exc))
 
     # -- boot ------------------------------------------------------------------------------------------------
 

@@ -116,6 +116,13 @@ def pytest_configure(config: pytest.Config) -> None:
 _CONFIG = pytest.StashKey[HilConfig]()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Power-cut scenarios take a `hil_cycle` argument: run once per cycle of the campaign (HIL_CYCLES)."""
+    if "hil_cycle" in metafunc.fixturenames:
+        cycles = metafunc.config.stash[_CONFIG].cycles
+        metafunc.parametrize("hil_cycle", range(cycles), ids=[f"cycle{i}" for i in range(cycles)])
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     hil = config.stash[_CONFIG]
     for item in items:

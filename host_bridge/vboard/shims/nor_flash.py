@@ -23,7 +23,7 @@ _FMT = "<5I"
 
 
 class NorFlash:
-    def __init__(self, path, stats_path, partitions, cut_at_op=0, rng=None):
+    def __init__(self, path, stats_path, partitions, cut_at_op=0, rng=None, fail=None):
         self._file = open(path, "r+b")
         self._file.seek(0, 2)
         self.size = self._file.tell()
@@ -36,6 +36,15 @@ class NorFlash:
         self.partitions = partitions  # list of (label, type, subtype, offset, size)
         self._ops = 0  # program and erase operations since this boot, for cut_at_op
         self._cut_at_op = cut_at_op
+        # A flash fault, (partition label, n): from the nth program/erase on that partition on, every one fails.
+        self._fail_part = -1
+        self._fail_at = 0
+        self._part_ops = 0
+        if fail:
+            label, self._fail_at = fail
+            for i, entry in enumerate(partitions):
+                if entry[0] == label:
+                    self._fail_part = i
         self._rng = rng
         self._scratch = bytearray(SECTOR)
         self._ff = b"\xff" * SECTOR
@@ -59,6 +68,7 @@ class NorFlash:
         n = len(data)
         self._check(addr, n)
         self._ops += 1
+        self._fault(part, "program", addr)
         old = memoryview(self._scratch)[:n] if n <= SECTOR else bytearray(n)
         self._file.seek(addr)
         self._file.readinto(old)
@@ -87,12 +97,21 @@ class NorFlash:
             raise OSError(22)
         self._check(addr, SECTOR)
         self._ops += 1
+        self._fault(part, "erase", addr)
         if self._ops == self._cut_at_op:
             done = self._rng.randrange(SECTOR)
             self._write(addr, self._ff[:done])
             power_cut("erase of sector 0x%x, %d bytes done" % (addr, done))
         self._write(addr, self._ff)
         self._bump(part, 3, 1)
+
+    def _fault(self, part, what, addr):
+        if part != self._fail_part:
+            return
+        self._part_ops += 1
+        if self._part_ops >= self._fail_at:
+            sys.stderr.write("flash: injected fault: %s at 0x%x fails\n" % (what, addr))
+            raise OSError(5)  # EIO, as the ESP-IDF flash driver reports a failed operation
 
     def _write(self, addr, data):
         self._file.seek(addr)

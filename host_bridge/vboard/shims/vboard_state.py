@@ -27,5 +27,14 @@ def flash():
             [tuple(p) for p in layout],
             cut_at_op=int(env("VBOARD_CUT_OP", "0")),
             rng=random,
+            fail=_fault(env("VBOARD_FAIL")),
         )
     return _flash
+
+
+def _fault(spec):
+    """VBOARD_FAIL="LABEL:N": flash operations on partition LABEL fail from the Nth on."""
+    if not spec:
+        return None
+    label, _, n = spec.rpartition(":")
+    return label, int(n)

@@ -1,0 +1,175 @@
+"""The bench's scenario suite: every QoS promise on every protocol version, over TCP and over the serial link,
+through power cuts (at random moments and, on virtual boards, inside flash programs and erases), broker and
+bridge restarts, a USB port that vanishes and comes back, a noisy line, and a board and broker restarted
+together. The same tests run on virtual boards (`--dut sim`, the default) and on real ones (`--dut PORT --board
+NAME`); each prints and saves its table per board (sent, received, lost, duplicated, boots, power cuts).
+
+`make test` runs one cycle of each; `make hil HIL_CYCLES=N` repeats the power-cut scenarios N times and writes
+every table to build/hil/results.csv."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import Dut, VirtualDut
+from host_bridge.hil.plugin import Bridge
+from host_bridge.hil.scenario import app_config, run_board
+from host_bridge.hil.verdict import BoardRun, Verdict
+from host_bridge.vboard.runner import LineFaults
+
+VERSIONS = ["3.1", "3.1.1", "5"]
+TRANSPORTS = ["tcp", "serial"]
+Judge = Callable[[list[BoardRun]], Verdict]
+
+
+def device_id(request: pytest.FixtureRequest, *parts: object) -> str:
+    """A client id unique to this test run (a persistent session of an earlier run must not be resumed)."""
+    return "-".join(["hil", *map(str, parts), f"{time.monotonic_ns() % 10**8}"])
+
+
+def prepare(dut: Dut, bridge: Bridge, transport: str) -> None:
+    if transport == "serial":
+        bridge.start([dut])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_qos_flow(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int, version: str, transport: str) -> None:
+    """A clean run: every message accepted arrives, at every QoS (nothing disturbs QoS 0 here either)."""
+    prepare(dut, bridge, transport)
+    dev = device_id(request, "flow", transport, version.replace(".", ""), qos)
+    run = run_board(dut, app_config(dut, dev, broker.address, qos, 20, version, transport), CutPlan.none(), seed=qos)
+    result = verdict([run])
+    result.assert_kept()
+    assert result.tallies[0].received == run.sent == 20 and result.tallies[0].duplicated == (0 if qos == 2 else result.tallies[0].duplicated)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("qos", [1, 2])
+def test_power_cuts_during_flows(
+    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int, transport: str, hil_cycle: int
+) -> None:
+    """Power cut at random moments and (virtual boards) inside flash programs and erases, while QoS 1/2 flows are
+    in flight; the board boots again on the same flash until its run completes. QoS 1 loses nothing, QoS 2
+    delivers everything exactly once."""
+    prepare(dut, bridge, transport)
+    version = VERSIONS[(hil_cycle + qos) % 3]
+    dev = device_id(request, "cuts", transport, qos, hil_cycle)
+    # Half the cuts land inside a flash operation (the journal's writes from the 5th operation of a boot on, a
+    # few per message), half at a random moment; the run is long enough (about 3 s) to take all five.
+    plan = CutPlan(cuts=5, inside_flash=0.5, flash_ops=(5, 120), window=(0.1, 0.6))
+    config = app_config(dut, dev, broker.address, qos, 250, version, transport, publish={"interval_ms": 10})
+    run = run_board(dut, config, plan, seed=hil_cycle * 97 + qos)
+    result = verdict([run])
+    result.assert_kept()
+    assert run.power_cuts == 5, f"the dose was not given: {run.power_cuts} cuts"
+    assert run.boots == run.power_cuts + 1
+
+
+def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], after: float, seed: int = 0) -> BoardRun:
+    """Run the board to completion (no power cuts) and call disturb() `after` seconds into the run."""
+    dut.configure(config)
+    timer = threading.Timer(after, disturb)
+    timer.start()
+    try:
+        result = run_to_completion(dut, CutPlan.none(), random.Random(seed), timeout=180)
+    finally:
+        timer.cancel()
+        timer.join()
+    assert result.summary is not None
+    return BoardRun(config["client_id"], config["publish"]["qos"], int(str(result.summary["total"])), result.boots, result.cuts)
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_broker_restarted_with_persistence(request: pytest.FixtureRequest, dut: Dut, broker: Any, verdict: Judge, qos: int) -> None:
+    """The broker (persistence on) restarts twice mid-run; board and subscriber resume their sessions."""
+    dev = device_id(request, "broker", qos)
+    config = app_config(dut, dev, broker.address, qos, 150, "3.1.1", publish={"interval_ms": 10})
+
+    def restart_twice() -> None:
+        broker.restart()
+        time.sleep(0.6)
+        broker.restart()
+
+    run = run_while(dut, config, restart_twice, after=0.6)
+    verdict([run]).assert_kept()
+    assert "connection lost" in dut.console.text() or "connect failed" in dut.console.text()
+
+
+def test_bridge_killed_and_restarted(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge) -> None:
+    """The serial bridge is SIGKILLed mid-run and started again: the board resumes its session through it."""
+    bridge.start([dut])
+    dev = device_id(request, "bridge")
+    config = app_config(dut, dev, broker.address, 2, 150, "5", "serial", publish={"interval_ms": 5})
+
+    def kill_and_restart() -> None:
+        bridge.kill()
+        time.sleep(0.5)
+        bridge.start()
+
+    run = run_while(dut, config, kill_and_restart, after=1.0)
+    verdict([run]).assert_kept()
+    assert "connected session_present=1" in dut.console.text()
+    assert bridge.starts == 2
+
+
+@pytest.mark.hil_virtual("unplugs the serial adapter from the host")
+def test_usb_port_vanishes_and_comes_back(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge) -> None:
+    """The host end of the board's serial line disappears for 1.5 s (a USB adapter pulled and plugged back in
+    under the same /dev/serial/by-id name); the bridge reopens it and nothing is lost."""
+    bridge.start([dut])
+    dev = device_id(request, "usb")
+    config = app_config(dut, dev, broker.address, 2, 150, "3.1.1", "serial", publish={"interval_ms": 5})
+
+    def pull_cable() -> None:
+        dut.unplug()
+        time.sleep(1.5)
+        dut.replug()
+
+    run = run_while(dut, config, pull_cable, after=1.0)
+    verdict([run]).assert_kept()
+    log = bridge.text()
+    assert "event=port_lost" in log and log.count("event=port_open") >= 2
+
+
+@pytest.mark.hil_virtual("injects bit errors and dropped bytes on the line")
+@pytest.mark.parametrize("qos", [1, 2])
+def test_noisy_line(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int) -> None:
+    """Bit error rate 1e-4 and dropped bytes on the 115200-baud line: retransmissions, nothing lost."""
+    assert isinstance(dut, VirtualDut)
+    dut.set_line(LineFaults(baud=115200, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos))
+    bridge.start([dut])
+    dev = device_id(request, "noisy", qos)
+    run = run_board(dut, app_config(dut, dev, broker.address, qos, 200, "3.1.1", "serial"), CutPlan.none(), seed=qos)
+    verdict([run]).assert_kept()
+    bridge.stop()
+    counters = [line for line in bridge.text().splitlines() if "event=counters" in line][-1]
+    assert " crc_errors=0 " not in counters + " ", f"the noise did not reach the link: {counters}"
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_board_and_broker_restarted_together(request: pytest.FixtureRequest, dut: Dut, broker: Any, verdict: Judge, qos: int) -> None:
+    """The board loses power while the broker restarts: both come back and the flows resume from flash."""
+    dev = device_id(request, "together", qos)
+    config = app_config(dut, dev, broker.address, qos, 80, "5", publish={"interval_ms": 10})
+    dut.configure(config)
+    dut.start()
+    dut.expect(r'connected session_present', timeout=30)
+    time.sleep(0.4)
+    broker.stop()
+    dut.power_cut()
+    assert dut.wait_boot(30).kind == "power-cut"
+    broker.start()
+    result = run_to_completion(dut, CutPlan.none(), random.Random(qos), timeout=180)
+    assert result.summary is not None
+    run = BoardRun(dev, qos, int(str(result.summary["total"])), dut.boots, dut.cuts)
+    verdict([run]).assert_kept()
+    assert run.boots == 2 and run.power_cuts == 1
