@@ -298,11 +298,17 @@ class SerialDut(Dut):
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._cut_requested = False
+        self._power = threading.Lock()  # one switch operation at a time: a cut from a timer ends before a boot
         self._deploy = deploy or _mpremote_deploy
         self.port_losses = 0
         self.switch: PowerSwitch = switch_factory(_Lines(self))
         self._reader = threading.Thread(target=self._read_console, name=f"console-{name}", daemon=True)
-        self._open()
+        try:
+            self._open()
+        except OSError as exc:  # serial.SerialException is an OSError
+            raise DutError(
+                f"cannot open {port} ({exc}): is the board plugged in? `ls -l /dev/serial/by-id` lists the ports"
+            ) from None
         self._reader.start()
 
     # The console port: opened with DTR and RTS released, so that opening it neither resets the board nor
@@ -338,7 +344,7 @@ class SerialDut(Dut):
                         except Exception:  # noqa: BLE001 (a vanished port fails to close in many ways)
                             pass
                         self._serial = None
-                self._stop.wait(0.1)
+                self._stop.wait(0.02)
                 if Path(self.port_path).exists() and self._serial is None:
                     try:
                         with self._lock:
@@ -366,15 +372,17 @@ class SerialDut(Dut):
     def start(self, cut_at_op: int = 0) -> None:
         if cut_at_op:
             raise DutError(f"{self.name}: a real board cannot be cut inside a chosen flash operation")
-        self._begin_boot()
-        self._cut_requested = False
-        # A boot is a power cycle: from a running or idle board as from one whose power is off.
-        self.switch.cut()
-        self.switch.restore()
+        with self._power:
+            self._begin_boot()
+            self._cut_requested = False
+            # A boot is a power cycle: from a running or idle board as from one whose power is off.
+            self.switch.cut()
+            self.switch.restore()
 
     def power_cut(self) -> None:
-        self._cut_requested = True
-        self.switch.cut()
+        with self._power:
+            self.switch.cut()
+            self._cut_requested = True  # only now: wait_boot() must not start the next boot while this one cuts
 
     def wait_boot(self, timeout: float) -> BootEnd:
         deadline = time.monotonic() + timeout

@@ -1,0 +1,221 @@
+"""The real-board path of the bench, as far as a machine without a board goes: the RTS/DTR sequence on a fake
+serial port, the power command, a SerialDut driving a pty-backed board through power cycles that make its port
+vanish and come back, board definitions for the ESP32 family, image checks and the esptool command lines."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from host_bridge import partitions
+from host_bridge.boards import BOARDS_DIR, CHIPS, BoardDefinition, BoardError, available
+from host_bridge.broker import Mosquitto
+from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import SerialDut
+from host_bridge.hil.power import CommandSwitch, PowerError, RtsEnSwitch
+from host_bridge.hil.scenario import app_config
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.verdict import BoardRun, judge_runs
+from host_bridge.realboard import DeployError, check_image, flash_commands
+from host_bridge.vboard.runner import SHIM_HEAP, SHIMS, VirtualBoard, micropython_executable
+from tests.conftest import REPO
+
+FAMILY = ["esp32-devkitc", "esp32-s3-devkitc-1", "esp32-c3-devkitm-1", "esp32-c6-devkitc-1"]
+
+
+class FakeSerial:
+    """Records what is done to the modem lines, with the time of each change."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bool, float]] = []
+
+    def setDTR(self, value: bool) -> None:  # noqa: N802
+        self.calls.append(("DTR", value, time.monotonic()))
+
+    def setRTS(self, value: bool) -> None:  # noqa: N802
+        self.calls.append(("RTS", value, time.monotonic()))
+
+
+def test_rts_on_en_holds_reset_low_without_entering_the_bootloader() -> None:
+    port = FakeSerial()
+    switch = RtsEnSwitch(port)
+    switch.cut()
+    switch.restore()
+    assert [(line, value) for line, value, _ in port.calls] == [("DTR", False), ("RTS", True), ("RTS", False)]
+    held = port.calls[2][2] - port.calls[1][2]
+    assert held >= 0.1, f"EN was held low for {held * 1000:.0f} ms, esptool holds it 100 ms"
+    # Never DTR asserted with RTS released: that state pulls GPIO0 low, the download mode.
+    state = {"DTR": False, "RTS": False}
+    for line, value, _ in port.calls:
+        state[line] = value
+        assert not (state["DTR"] and not state["RTS"])
+
+
+def test_power_command_fills_in_port_and_board(tmp_path: Path) -> None:
+    out = tmp_path / "called"
+    switch = CommandSwitch(f"sh -c 'echo $0 $1 > {out}' {{port}} {{board}}", "/dev/ttyUSB3", "esp32-c3-devkitm-1")
+    switch.cut()
+    assert out.read_text().split() == ["/dev/ttyUSB3", "esp32-c3-devkitm-1"]
+    with pytest.raises(PowerError, match="failed"):
+        CommandSwitch("false", "/dev/ttyUSB0", "b").cut()
+    with pytest.raises(PowerError, match="not found: check --power-cmd"):
+        CommandSwitch("no-such-power-tool {port}", "/dev/ttyUSB0", "b").cut()
+
+
+@pytest.fixture
+def pty_board(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A board whose console is a pty at a fixed link path, powered by tests/hil/pty_board_power.py. Yields
+    (link path, state folder); whatever socat is running at the end is stopped by its pid."""
+    state_dir = tmp_path / "power"
+    state_dir.mkdir()
+    helper = VirtualBoard(flash=tmp_path / "board.flash", config=tmp_path / "config.json")
+    env = {k: v for k, v in helper.environment().items() if k.startswith(("VBOARD_", "MICROPYPATH"))}
+    heap = helper.heap_bytes + SHIM_HEAP
+    helper.close()  # the pty board runs without the flash lock's owner: it is the only board on this file
+    link = tmp_path / "ttyACM-pty"
+    state = {"link": str(link), "env": env, "command": [micropython_executable(), "-X", f"heapsize={heap}", str(SHIMS / "vboot.py")]}
+    (state_dir / "state.json").write_text(json.dumps(state))
+    try:
+        yield link, state_dir
+    finally:
+        subprocess.run([sys.executable, str(REPO / "tests" / "hil" / "pty_board_power.py"), str(state_dir), "off"], timeout=30)
+
+
+def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_board: tuple[Path, Path]) -> None:
+    """The SerialDut reads the board's console from its port, cuts its power with the command, survives the
+    port vanishing at every cycle (native USB-Serial/JTAG does that), and judges the run with the subscriber."""
+    link, state_dir = pty_board
+    power_cmd = f"{sys.executable} {REPO / 'tests' / 'hil' / 'pty_board_power.py'} {state_dir}"
+    board = BoardDefinition.load("esp32-c3-devkitm-1")
+    with Mosquitto(tmp_path / "broker", persistence=True) as broker:
+        subscriber = Subscriber(broker.address, "pty-board-witness")
+        config_path = tmp_path / "config.json"
+
+        def deploy(_port: str, config: Path) -> None:  # the pty board reads its config at boot
+            config_path.write_text(config.read_text())
+
+        # The power command must make the port exist before the DUT opens it.
+        subprocess.run(power_cmd.split(), check=True, timeout=30)
+        dut = SerialDut("real0", board, tmp_path / "logs", str(link), lambda _lines: CommandSwitch(power_cmd, str(link), board.name), deploy=deploy)
+        try:
+            config = app_config(dut, "pty-board-1", broker.address, 2, 300, "5", publish={"interval_ms": 10})
+            assert "tx" not in config.get("uart", {})  # TCP here: no link UART in the config
+            dut.configure(config)
+            result = run_to_completion(dut, CutPlan(cuts=2, inside_flash=0.0, window=(0.3, 0.8)), random.Random(3), timeout=120)
+        finally:
+            dut.close()
+        assert result.summary is not None and result.cuts == 2 and result.boots == 3
+        assert dut.port_losses >= 3, "every power cycle takes the port away"
+        run = BoardRun("pty-board-1", 2, int(str(result.summary["total"])), result.boots, result.cuts)
+        verdict = judge_runs("pty-board", subscriber, [run])
+        subscriber.close()
+    verdict.assert_kept()
+    assert verdict.tallies[0].received == 300
+    console = (tmp_path / "logs" / "real0.console.log").read_text()
+    assert console.count("=== boot ") == 3 and "connected session_present" in console
+
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_esp32_family_boards_load_and_their_partition_tables_check(name: str) -> None:
+    board = BoardDefinition.load(name)
+    chip = CHIPS[board.chip]
+    assert board.mpy_arch == ("xtensawin" if board.chip in ("esp32", "esp32s3") else "rv32imc")
+    assert board.port_survives_reset == (board.chip == "esp32")
+    table = partitions.build(board)
+    assert partitions.parse(table) == list(board.partitions)  # MD5 entry included and checked
+    for part in board.partitions:
+        assert part.offset >= 0x9000 and part.offset + part.size <= board.flash_size
+        assert part.offset % (0x10000 if part.type == "app" else 0x1000) == 0
+    assert board.uart is not None and {board.uart.tx, board.uart.rx} <= chip.gpios - chip.reserved
+    assert set(FAMILY) | {"sim", "sim-nojournal"} == set(available())
+
+
+def test_flash_commands_put_the_bootloader_where_the_chip_wants_it(tmp_path: Path) -> None:
+    offsets = {}
+    for name in FAMILY:
+        board = BoardDefinition.load(name)
+        commands = flash_commands("/dev/ttyACM0", board, Path("mp.bin"), tmp_path / "t.bin", 460800)
+        assert commands[0][3:6] == ["--chip", board.chip, "--port"]
+        offsets[board.chip] = commands[1][-2]
+    assert offsets == {"esp32": "0x1000", "esp32s3": "0x0", "esp32c3": "0x0", "esp32c6": "0x0"}
+
+
+def esp_image(chip_id: int) -> bytes:
+    """The first bytes of an ESP image: magic, segments, flash mode/size, entry, then the extended header with
+    the chip id at byte 12 (esptool's image format)."""
+    return bytes([0xE9, 3, 2, 0x20]) + (0x40080000).to_bytes(4, "little") + bytes(4) + chip_id.to_bytes(2, "little") + bytes(10)
+
+
+def test_an_image_for_another_chip_is_refused(tmp_path: Path) -> None:
+    s3 = BoardDefinition.load("esp32-s3-devkitc-1")
+    check_image(s3, esp_image(0x0009), "s3.bin")
+    with pytest.raises(DeployError, match="built for esp32c3, but board esp32-s3-devkitc-1 has an esp32s3"):
+        check_image(s3, esp_image(0x0005), "c3.bin")
+    with pytest.raises(DeployError, match="not an ESP firmware image"):
+        check_image(s3, b"PK\x03\x04" + bytes(60), "firmware.zip")
+    image = tmp_path / "c3.bin"
+    image.write_bytes(esp_image(0x0005) + bytes(1000))
+    result = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "flash", "--port", "/dev/ttyACM0", "--board", "esp32-s3-devkitc-1", "--image", str(image), "--dry-run"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )
+    assert result.returncode == 2 and "is built for esp32c3" in result.stderr and "$ " not in result.stdout
+
+
+def broken(**change: object) -> dict[str, object]:
+    raw = json.loads((BOARDS_DIR / "esp32-devkitc" / "board.json").read_text())
+    raw.update(change)
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"chip": "esp8266"}, "chip 'esp8266' is not one of"),
+        ({"flash_size": "4MB"}, "field 'flash_size' must be a non-negative integer"),
+        ({"console": "jtag"}, "console must be one of"),
+        ({"mpy_arch": "armv7m"}, "mpy_arch must be one of"),
+        ({"uart": {"id": 1, "tx": 7, "rx": 16, "baud": 115200}}, "uart.tx GPIO7 is taken by the SPI flash"),
+        ({"uart": {"id": 1, "tx": 35, "rx": 16, "baud": 115200}}, "uart.tx GPIO35 is input-only"),
+        ({"uart": {"id": 1, "tx": 17, "rx": 16}}, "uart: field 'baud' is missing"),
+        ({"partitions": []}, "field 'partitions' must be a non-empty list"),
+    ],
+)
+def test_a_malformed_board_is_refused_naming_the_field(change: dict[str, object], message: str) -> None:
+    with pytest.raises(BoardError, match=message.replace("(", r"\(")):
+        BoardDefinition.from_json(broken(**change))
+
+
+def parts(*entries: tuple[str, str, str, int, int]) -> list[dict[str, object]]:
+    base = [("nvs", "data", "nvs", 0x9000, 0x6000), ("factory", "app", "factory", 0x10000, 0x1F0000)]
+    return [dict(zip(("label", "type", "subtype", "offset", "size"), e)) for e in base + list(entries)]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (parts(("vfs", "data", "fat", 0x200000, 0x1000), ("app2", "app", "ota_0", 0x208000, 0x10000)), "app2 at 0x208000 .* is not aligned"),
+        (parts(("vfs", "data", "fat", 0x200800, 0x1000)), "vfs at 0x200800 .* is not aligned"),
+        (parts(("vfs", "data", "fat", 0x1F0000, 0x20000)), "partition vfs at 0x1f0000 overlaps partition factory"),
+        (parts(("vfs", "data", "fat", 0x200000, 0x300000)), "partitions end at 0x500000, past the 4096 KiB flash"),
+        ([{"label": "vfs", "type": "data", "subtype": "fat", "offset": 0x8000, "size": 0x1000}], "overlaps the partition table"),
+        (parts(("vfs", "data", "fat", 0x200000, 0x1000), ("vfs", "data", "fat", 0x300000, 0x1000)), "label 'vfs' is used twice"),
+    ],
+)
+def test_partition_tables_are_checked(table: list[dict[str, object]], message: str) -> None:
+    with pytest.raises(BoardError, match=message):
+        BoardDefinition.from_json(broken(partitions=table))
+
+
+@pytest.mark.hil_real
+def test_a_real_board_boots_and_reports_its_reset_cause(dut: SerialDut) -> None:
+    """On hardware: a reset through the power switch brings the board back with MicroPython's banner."""
+    dut.start()
+    dut.expect(r"MicroPython v\d", timeout=20)
