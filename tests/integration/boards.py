@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.vboard import BoardDefinition, VirtualBoard
 
 SIM = BoardDefinition.load("sim")
@@ -42,3 +44,11 @@ def summary(out: str) -> dict[str, Any]:
     line = [x for x in out.splitlines() if x.startswith("{")][-1]
     result: dict[str, Any] = json.loads(line)
     return result
+
+
+def check_promises(subscriber: Subscriber, dev: str, qos: int, count: int) -> None:
+    """`dev` accepted `count` messages at `qos`: judged with the promises the bench and the audit use, and
+    every accepted message arrived (QoS 0 included: these runs are on clean loopback)."""
+    verdict = judge_runs(dev, subscriber, [BoardRun(dev, qos, count)])
+    verdict.assert_kept()
+    assert verdict.tallies[0].received == count, verdict.table()

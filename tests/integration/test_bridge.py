@@ -1,18 +1,16 @@
-"""Virtual boards on emulated serial lines, through `host-bridge run`, to a real Mosquitto: every QoS, a noisy
-line, power cuts, a killed bridge, a restarted broker, a pulled cable, 16 boards at once, and a destination
-that is not allowed."""
+"""Virtual boards on emulated serial lines, through `host-bridge run`, to a real Mosquitto: every QoS, 16 boards at once, a destination that is not allowed, start-up failures, TOML config,
+TLS. (Power cuts, a noisy line, a killed bridge, a restarted broker and a pulled cable are scenarios of the HIL
+bench, in tests/hil.)"""
 
 from __future__ import annotations
 
 import json
-import random
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +18,12 @@ import pytest
 
 from host_bridge.broker import Mosquitto
 from host_bridge.processes import ManagedProcess
-from host_bridge.vboard import POWER_CUT_EXIT_STATUS, LineFaults, VirtualBoard
+from host_bridge.vboard import LineFaults, VirtualBoard
 from tests.conftest import REPO
 from tests.integration.boards import finish, summary
 from tests.integration.certificates import make_certificates
-from tests.integration.observer import Observer, check_promises
+from host_bridge.hil.subscriber import Subscriber
+from tests.integration.boards import check_promises
 
 BAUD = 115200
 
@@ -82,7 +81,7 @@ def run_board(board: VirtualBoard, timeout: float = 120) -> tuple[int, str]:
 
 
 def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:
-    observer = Observer(broker.address, "bridge-observer-qos")
+    observer = Subscriber(broker.address, "bridge-observer-qos")
     boards = {f"ser-q{q}": serial_board(tmp_path / f"q{q}", f"ser-q{q}", q, 30) for q in (0, 1, 2)}
     bridge = BridgeProcess(tmp_path, {n: str(b.serial_link) for n, b in boards.items()}, broker.address)
     try:
@@ -104,110 +103,8 @@ def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None
     assert "event=refused" not in log and log.count("event=connected") >= 3
 
 
-@pytest.mark.parametrize("qos", [1, 2])
-def test_noisy_line_1000_messages(tmp_path: Path, broker: Mosquitto, qos: int) -> None:
-    """115200 baud, bit error rate 1e-4 and random dropped bytes: nothing lost, QoS 2 not duplicated, and the
-    broker never sees a malformed packet."""
-    observer = Observer(broker.address, f"noisy-observer-{qos}")
-    faults = LineFaults(baud=BAUD, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos)
-    board = serial_board(tmp_path / "b", f"noisy-q{qos}", qos, 1000, faults)
-    bridge = BridgeProcess(tmp_path, {"noisy": str(board.serial_link)}, broker.address)
-    try:
-        code, out = run_board(board, timeout=300)
-        assert code == 0, out
-        check_promises(observer, f"noisy-q{qos}", qos, 1000)
-    finally:
-        observer.close()
-        board.close()
-        bridge.stop()
-    counters = [line for line in bridge.text().splitlines() if "event=counters" in line][-1]
-    stats = dict(field.split("=", 1) for field in counters.split() if "=" in field)
-    assert int(stats["crc_errors"]) > 0 and int(stats["retransmissions"]) > 0, counters  # the noise was real
-    broker_log = broker.log_path.read_text().lower()
-    assert "malformed" not in broker_log and "protocol error" not in broker_log
-
-
-def test_board_power_cut_mid_stream(tmp_path: Path, broker: Mosquitto) -> None:
-    observer = Observer(broker.address, "cut-observer")
-    board = serial_board(tmp_path / "b", "ser-cut", 2, 120, publish={"interval_ms": 5})
-    bridge = BridgeProcess(tmp_path, {"cut": str(board.serial_link)}, broker.address)
-    rng = random.Random(4)
-    try:
-        for _ in range(3):
-            board.start()
-            time.sleep(rng.uniform(0.4, 1.2))
-            board.power_cut()
-            assert board.wait() == POWER_CUT_EXIT_STATUS
-        code, out = run_board(board)
-        assert code == 0, out
-        check_promises(observer, "ser-cut", 2, 120)
-    finally:
-        observer.close()
-        board.close()
-        bridge.stop()
-    assert bridge.text().count("event=board_restarted") >= 3
-
-
-@dataclass
-class Scene:
-    """A board publishing through a bridge to a broker, for a test to disturb."""
-
-    board: VirtualBoard
-    bridge: BridgeProcess
-    ports: dict[str, str]
-    broker: Mosquitto
-    workdir: Path
-
-
-def run_disturbed(tmp_path: Path, broker: Mosquitto, dev: str, qos: int, disturb: Callable[[Scene], None]) -> tuple[str, str]:
-    """150 messages through the bridge, disturb(scene) a second into the run; the QoS promises must hold.
-    Returns the board's console and the (last) bridge's log."""
-    observer = Observer(broker.address, f"{dev}-observer")
-    board = serial_board(tmp_path / "b", dev, qos, 150, publish={"interval_ms": 5})
-    ports = {dev: str(board.serial_link)}
-    scene = Scene(board, BridgeProcess(tmp_path, ports, broker.address), ports, broker, tmp_path)
-    try:
-        board.start()
-        time.sleep(1.0)
-        disturb(scene)
-        code, out = finish(board, timeout=120)
-        assert code == 0, out
-        check_promises(observer, dev, qos, 150)
-    finally:
-        observer.close()
-        board.close()
-        scene.bridge.stop()
-    return out, scene.bridge.text()
-
-
-def test_bridge_killed_and_restarted(tmp_path: Path, broker: Mosquitto) -> None:
-    def kill_and_restart(scene: Scene) -> None:
-        scene.bridge.kill()  # SIGKILL: no goodbye to the board or the broker
-        time.sleep(0.5)
-        scene.bridge = BridgeProcess(scene.workdir, scene.ports, scene.broker.address)
-
-    out, _ = run_disturbed(tmp_path, broker, "ser-bk", 2, kill_and_restart)
-    assert out.count("connected session_present=1") >= 1  # it came back to its session
-
-
-def test_broker_restarted(tmp_path: Path, broker: Mosquitto) -> None:
-    _, log = run_disturbed(tmp_path, broker, "ser-br", 1, lambda scene: scene.broker.restart())
-    assert "the broker closed the connection" in log and log.count("event=connected") >= 2
-
-
-def test_serial_port_removed_and_recreated(tmp_path: Path, broker: Mosquitto) -> None:
-    def pull_cable(scene: Scene) -> None:
-        assert scene.board.line is not None
-        scene.board.line.unplug()
-        time.sleep(1.5)
-        scene.board.line.replug()
-
-    _, log = run_disturbed(tmp_path, broker, "ser-usb", 2, pull_cable)
-    assert "event=port_lost" in log and log.count("event=port_open") >= 2
-
-
 def test_sixteen_boards_on_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:
-    observer = Observer(broker.address, "sixteen-observer")
+    observer = Subscriber(broker.address, "sixteen-observer")
     boards = {f"b{i:02d}": serial_board(tmp_path / f"b{i}", f"ser-16-{i:02d}", 1 + i % 2, 20) for i in range(16)}
     bridge = BridgeProcess(tmp_path, {n: str(b.serial_link) for n, b in boards.items()}, broker.address)
     try:
@@ -270,7 +167,7 @@ def test_bridge_says_what_to_do_when_it_cannot_start(tmp_path: Path, broker: Mos
 
 
 def test_toml_config_921600_baud_counters_on_sigusr1_and_no_secrets_in_logs(tmp_path: Path, broker: Mosquitto) -> None:
-    observer = Observer(broker.address, "toml-observer")
+    observer = Subscriber(broker.address, "toml-observer")
     faults = LineFaults(baud=921600)
     board = serial_board(
         tmp_path / "b", "ser-fast", 2, 200, faults, uart={"id": 1, "baud": 921600}, username="u", password="hunter2-secret"

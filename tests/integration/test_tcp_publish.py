@@ -12,48 +12,6 @@ import pytest
 
 from host_bridge.broker import Mosquitto
 from host_bridge.vboard import VirtualBoard
-from tests.integration.observer import Observer
-
-
-@pytest.mark.parametrize("version", ["3.1", "3.1.1", "5"])
-@pytest.mark.parametrize("qos", [0, 1, 2])
-def test_board_publishes_over_tcp(tmp_path: Path, mosquitto: Mosquitto, version: str, qos: int) -> None:
-    client_id = f"tcp-{version}-{qos}".replace(".", "")
-    topic = f"sensors/{client_id}/telemetry"
-    subscriber = Observer(mosquitto.address, f"{client_id}-observer", topic, clean=True)
-    count = 20
-    conf = tmp_path / "config.json"
-    conf.write_text(
-        json.dumps(
-            {
-                "client_id": client_id,
-                "broker": mosquitto.address,
-                "mqtt_version": version,
-                "publish": {"topic": "sensors/{client_id}/telemetry", "qos": qos, "count": count, "payload_bytes": 200},
-            }
-        )
-    )
-    try:
-        with VirtualBoard(flash=tmp_path / "b.flash", config=conf, stdout=subprocess.PIPE) as board:
-            board.start()
-            assert board.process is not None
-            out, _ = board.process.communicate(timeout=60)
-            assert board.wait() == 0, out.decode()
-        summary = json.loads(out.decode().splitlines()[-1])
-        assert (summary["dev"], summary["sent"], summary["total"], summary["qos"]) == (client_id, count, count, qos)
-        assert summary["boot"] == 1 and summary["refused"] == 0
-        deadline = time.monotonic() + 10
-        while len(subscriber.messages) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        subscriber.close()
-    got = subscriber.messages
-    assert len(got) == count  # loopback and a live subscriber: even QoS 0 arrives
-    bodies = [json.loads(m.payload) for m in got]
-    assert [b["seq"] for b in bodies] == list(range(count))  # in order, at every QoS
-    assert all(b["dev"] == client_id and b["boot"] == 1 for b in bodies)
-    assert all(len(m.payload) == 200 for m in got)  # padded up to payload_bytes
-    assert all((m.topic, m.qos, m.dup, m.retain) == (topic, qos, False, False) for m in got)
 
 
 def test_bad_config_is_reported_without_a_crash(tmp_path: Path) -> None:

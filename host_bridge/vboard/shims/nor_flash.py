@@ -47,7 +47,9 @@ class NorFlash:
                     self._fail_part = i
         self._rng = rng
         self._scratch = bytearray(SECTOR)
-        self._ff = b"\xff" * SECTOR
+        # A view, so that a half-done erase writes a prefix without copying it: the emulation is C on a real
+        # board and must not take the firmware's heap (a 3 KB slice here ran a serial board out of memory).
+        self._ff = memoryview(b"\xff" * SECTOR)
 
     def _bump(self, part, counter, amount):
         base = (part * _COUNTERS + counter) * 4

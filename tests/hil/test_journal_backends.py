@@ -1,0 +1,57 @@
+"""The promises through many power cuts on each journal backend of the virtual board: the ring on its own raw
+partition, the LittleFS file journal of boards with a stock partition table, and group commit. Every boot gets
+a cut (three in four inside a flash program or erase, the rest at a random moment); a run of 25 messages is
+booted again until one boot outruns its cut, then a new run starts, until the dose is given. `make test` cuts
+each QoS at least 50 times on the ring (25 on the others); `make soak` multiplies that by HIL_CYCLES."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host_bridge.boards import BoardDefinition
+from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import VirtualDut
+from host_bridge.hil.scenario import app_config
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs
+
+COUNT = 25  # messages per run
+
+
+@pytest.mark.hil_virtual("cuts power inside chosen flash operations")
+@pytest.mark.parametrize(
+    ("board_name", "group", "qos", "wanted"),
+    [
+        ("sim", 0, 1, 50),
+        ("sim", 0, 2, 50),
+        # The LittleFS file journal costs some 35 flash operations per message, the ring about 2.
+        ("sim-nojournal", 0, 1, 25),
+        ("sim-nojournal", 0, 2, 25),
+        # Group commit: staged messages die with the power, the mark with them; the run republishes them.
+        ("sim", 4, 2, 25),
+    ],
+)
+def test_power_cuts_lose_nothing_and_qos2_delivers_once(
+    hil_log: Path, broker: Any, subscriber: Subscriber, board_name: str, group: int, qos: int, wanted: int, hil_cycle: int
+) -> None:
+    rng = random.Random(qos * 7919 + len(board_name) + group + hil_cycle * 104729)
+    board = BoardDefinition.load(board_name)
+    plan = CutPlan(cuts=None, inside_flash=0.75, flash_ops=(1, 120 if board_name == "sim" else 900), window=(0.05, 0.5))
+    runs: list[BoardRun] = []
+    while sum(r.power_cuts for r in runs) < wanted:
+        dev = f"cut-{board_name}-g{group}-q{qos}-c{hil_cycle}-{len(runs)}"
+        dut = VirtualDut(dev, board, flash=hil_log / dev / "board.flash", console_log=hil_log / f"{dev}.console.log", seed=rng.randrange(1 << 30))
+        try:
+            dut.configure(app_config(dut, dev, broker.address, qos, COUNT, ["3.1", "3.1.1", "5"][len(runs) % 3], group_commit=group))
+            result = run_to_completion(dut, plan, rng, timeout=60)
+        finally:
+            dut.close()
+        assert result.summary is not None and result.summary["total"] == COUNT, result.last
+        runs.append(BoardRun(dev, qos, COUNT, result.boots, result.cuts))
+    verdict: Verdict = judge_runs(f"journal-{board_name}-g{group}-q{qos}", subscriber, runs)
+    verdict.save(hil_log)
+    verdict.assert_kept()
