@@ -209,9 +209,11 @@ def run_demo(
             say(f"[2/5] {len(runs)} virtual boards publish {messages} messages each; {cuts} power cuts per board at random moments")
             for run in runs:
                 run.start()
-            kill_at = time.monotonic() + 2.0 if kill_recorder else None
+            # Early in the boards' runs (about a third of the way at 10 ms a message), so that deliveries are in
+            # flight and queued at the broker while the recorder is down.
+            kill_at = time.monotonic() + min(2.0, 0.3 + messages * 0.005) if kill_recorder else None
             next_progress = time.monotonic()
-            while not all(r.finished for r in runs):
+            while not all(r.finished for r in runs) or kill_at is not None:
                 time.sleep(0.2)
                 if kill_at is not None and time.monotonic() >= kill_at:
                     recorder.kill()

@@ -352,7 +352,7 @@ class SerialDut(Dut):
                     except (serial.SerialException, OSError):
                         pass
                 continue
-            if data:
+            if data and self.console.path is not None:
                 with open(self.console.path, "ab") as log:
                     log.write(data.replace(b"\r\n", b"\n"))
 

@@ -38,7 +38,7 @@ class Subscriber:
         subscribed = threading.Event()
         self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=2)
         self.client.on_subscribe = lambda *args: subscribed.set()
-        self.client.reconnect_delay_set(0.1, 1)
+        self.client.reconnect_delay_set(1, 2)
         self.client.connect(host, int(port))
         self.client.loop_start()
         if not subscribed.wait(timeout):
