@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -179,7 +180,8 @@ def test_noisy_line(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridg
 
 @pytest.mark.parametrize("qos", [1, 2])
 def test_board_and_broker_restarted_together(request: pytest.FixtureRequest, dut: Dut, broker: Any, verdict: Judge, qos: int) -> None:
-    """The board loses power while the broker restarts: both come back and the flows resume from flash."""
+    """The broker goes down; the board keeps accepting messages into its journal (the offline queue) and then
+    loses power; both come back, and the queued flows resume from flash alone."""
     dev = device_id(request, "together", qos)
     config = app_config(dut, dev, broker.address, qos, 80, "5", publish={"interval_ms": 10})
     dut.configure(config)
@@ -187,6 +189,8 @@ def test_board_and_broker_restarted_together(request: pytest.FixtureRequest, dut
     dut.expect(r'connected session_present', timeout=30)
     time.sleep(0.4)
     broker.stop()
+    dut.expect(r"connection lost|connect failed", timeout=10)
+    time.sleep(0.6)  # about 30 messages journaled while the broker is away, none of them sent
     dut.power_cut()
     assert dut.wait_boot(30).kind == "power-cut"
     broker.start()
@@ -195,3 +199,4 @@ def test_board_and_broker_restarted_together(request: pytest.FixtureRequest, dut
     run = BoardRun(dev, qos, int(str(result.summary["total"])), dut.boots, dut.cuts)
     verdict([run]).assert_kept()
     assert run.boots == 2 and run.power_cuts == 1
+    assert re.search(r"connected session_present=\d inflight=([1-9]\d*)", dut.console.text()), "nothing was queued"

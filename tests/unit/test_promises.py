@@ -1,0 +1,42 @@
+"""The promises, defined once (host_bridge.promises) for the bench's verdicts and the Spark audit: counting rules
+on hand-made deliveries, and the verdict each QoS gets."""
+
+from __future__ import annotations
+
+from host_bridge.promises import Delivery, Expectation, boot_rows, duplicates, judge, lost
+
+
+def deliveries(dev: str, qos: int, boot: int, seqs: list[int]) -> list[Delivery]:
+    return [Delivery(dev, boot, s, qos) for s in seqs]
+
+
+def test_counting_rules_per_boot() -> None:
+    rows = boot_rows(deliveries("a", 1, 1, [0, 1, 1, 3, 5, 5, 5]) + deliveries("a", 1, 2, [0, 1]))
+    first, second = rows
+    assert (first["boot"], first["received"], first["distinct"], first["highest_seq"]) == (1, 7, 4, 5)
+    assert (first["lost"], first["duplicates"], first["missing_seqs"]) == (2, 3, [2, 4])
+    assert (second["lost"], second["duplicates"]) == (0, 0)
+    assert lost(5, 4) == 2 and duplicates(7, 4) == 3  # the same arithmetic Spark applies to columns
+
+
+def test_verdicts_qos0_may_lose_qos1_must_not_lose_qos2_must_not_duplicate() -> None:
+    rows = boot_rows(
+        deliveries("q0", 0, 1, [0, 2])  # lost 1: allowed
+        + deliveries("q1", 1, 1, [0, 1, 1, 2])  # a duplicate: allowed
+        + deliveries("q2", 2, 1, [0, 1, 1, 2])  # a duplicate: broken
+    )
+    verdicts, _ = judge(rows, None)
+    assert (verdicts[0].ok, verdicts[1].ok, verdicts[2].ok) == (True, True, False)
+    assert verdicts[2].problems == ["q2 boot 1: 1 delivered twice"]
+    verdicts, _ = judge(boot_rows(deliveries("q1", 1, 1, [0, 2])), None)
+    assert not verdicts[1].ok and verdicts[1].problems == ["q1 boot 1: 1 lost (seq 1)"]
+
+
+def test_a_lost_tail_is_caught_only_with_the_accepted_total() -> None:
+    rows = boot_rows(deliveries("t", 2, 1, [0, 1, 2]))
+    verdicts, _ = judge(rows, None)
+    assert verdicts[2].ok  # seq numbers alone cannot show that 3 and 4 were accepted
+    verdicts, checks = judge(rows, {"t": Expectation(5, 2), "ghost": Expectation(2, 1)})
+    assert not verdicts[2].ok and verdicts[2].lost == 2
+    assert checks[1] == {"dev": "t", "qos": 2, "expected": 5, "accounted": 3, "lost_tail": 2}
+    assert checks[0]["lost_tail"] == 2 and not verdicts[1].ok  # nothing of "ghost" arrived
