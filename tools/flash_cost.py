@@ -12,8 +12,6 @@ journal (boards/sim-nojournal). The record's own bytes are the floor to compare 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,7 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from host_bridge.broker import Mosquitto  # noqa: E402
-from host_bridge.vboard import BoardDefinition, VirtualBoard  # noqa: E402
+from host_bridge.boards import BoardDefinition  # noqa: E402
+from host_bridge.hil.cycle import boot_once  # noqa: E402
+from host_bridge.hil.dut import VirtualDut  # noqa: E402
 
 TOPIC = "sensors/{client_id}/telemetry"
 
@@ -30,28 +30,23 @@ TOPIC = "sensors/{client_id}/telemetry"
 def run_board(
     workdir: Path, board: str, broker: str, qos: int, count: int, payload: int, group: int = 0, window: int = 8
 ) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    conf = workdir / "config.json"
-    conf.write_text(
-        json.dumps(
-            {
-                "client_id": "cost",
-                "broker": broker,
-                "window": window,
-                "group_commit": group,
-                "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": payload},
-            }
-        )
-    )
-    vb = VirtualBoard(flash=workdir / "f.flash", config=conf, board=BoardDefinition.load(board), stdout=subprocess.PIPE)
-    vb.start()
-    assert vb.process is not None
-    out, _ = vb.process.communicate(timeout=300)
-    code = vb.wait()
-    vb.close()
-    if code != 0:
-        raise SystemExit(f"board failed ({code}):\n{out.decode()}")
-    summary = json.loads([x for x in out.decode().splitlines() if x.startswith("{")][-1])
-    return vb.stats(), summary
+    config = {
+        "client_id": "cost",
+        "broker": broker,
+        "window": window,
+        "group_commit": group,
+        "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": payload},
+    }
+    dut = VirtualDut("cost", BoardDefinition.load(board), flash=workdir / "f.flash", console_log=workdir / "console.log")
+    try:
+        dut.configure(config)
+        end = boot_once(dut, timeout=300)
+        stats = dut.stats()
+    finally:
+        dut.close()
+    if end.kind != "done" or end.summary is None or stats is None:
+        raise SystemExit(f"board failed ({end.status}):\n{end.console}")
+    return stats, end.summary
 
 
 def main() -> int:
