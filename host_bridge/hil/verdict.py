@@ -1,11 +1,13 @@
 """The bench's verdict: per board, what it accepted (its own summary), what the subscriber received, and what
-was lost or duplicated, judged with host_bridge.promises, the rules the Spark audit uses too."""
+was lost or duplicated, overall and per boot, judged with host_bridge.promises, the rules the Spark audit uses
+too."""
 
 from __future__ import annotations
 
 import csv
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.promises import PROMISES, Expectation, QosVerdict, boot_rows, judge
@@ -39,10 +41,13 @@ class BoardRun:
 
 
 class Verdict:
-    def __init__(self, scenario: str, tallies: list[BoardTally], per_qos: dict[int, QosVerdict]) -> None:
+    def __init__(
+        self, scenario: str, tallies: list[BoardTally], per_qos: dict[int, QosVerdict], boots: list[dict[str, Any]]
+    ) -> None:
         self.scenario = scenario
         self.tallies = tallies
         self.per_qos = per_qos
+        self.boots = boots  # per (board, boot): received, highest seq, lost, duplicates, missing seqs
 
     @property
     def ok(self) -> bool:
@@ -60,12 +65,20 @@ class Verdict:
             lines += [f"  QoS {v.qos} ({PROMISES[v.qos]}): {p}" for p in v.problems[:10]]
         return "\n".join(lines)
 
+    def boot_table(self) -> str:
+        """Per board and boot (as the board numbers its boots): what arrived of each."""
+        lines = [f"{'board':<30}{'boot':>5}{'received':>10}{'highest':>9}{'lost':>6}{'dup':>5}  missing seq"]
+        for b in self.boots:
+            missing = ",".join(map(str, b["missing_seqs"])) or "-"
+            lines.append(f"{b['dev']:<30}{b['boot']:>5}{b['received']:>10}{b['highest_seq']:>9}{b['lost']:>6}{b['duplicates']:>5}  {missing}")
+        return "\n".join(lines)
+
     def save(self, folder: Path) -> Path:
         """verdict.csv in `folder` (one row per board) and verdict.txt (the table); returns the CSV's path."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "verdict.csv"
         write_csv(path, self.tallies)
-        (folder / "verdict.txt").write_text(self.table() + "\n")
+        (folder / "verdict.txt").write_text(self.table() + "\n\nper boot\n" + self.boot_table() + "\n")
         return path
 
     def assert_kept(self) -> None:
@@ -107,4 +120,4 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
                 run.boots, run.power_cuts, "PASS" if kept else "FAIL",
             )
         )
-    return Verdict(scenario, tallies, per_qos)
+    return Verdict(scenario, tallies, per_qos, rows)
