@@ -256,8 +256,9 @@ JOURNAL_RESETS = 3  # a real board resets this many times in a row on journal er
 
 def journal_failures(failed):
     """Consecutive boots that ended in a journal error, counted in a file on the filesystem (the journal's own
-    partition is the thing that failed); a boot that completes its run clears the count."""
-    path = ("/flash" if _exists("/flash") else "") + "/journal_failures.txt"
+    partition is the thing that failed); a boot that completes its run clears the count. Real boards only: their
+    filesystem is mounted at /."""
+    path = "/journal_failures.txt"
     try:
         with open(path) as f:
             count = int(f.read())
@@ -270,16 +271,6 @@ def journal_failures(failed):
     except OSError:
         pass
     return count
-
-
-def _exists(path):
-    import os
-
-    try:
-        os.stat(path)
-        return True
-    except OSError:
-        return False
 
 
 def start(heap_at_boot=0):
