@@ -118,7 +118,8 @@ def test_broker_restarted_with_persistence(
 
     run = run_while(dut, config, restart_twice, after=0.6)
     verdict([run]).assert_kept()
-    assert "connection lost" in dut.console.text() or "connect failed" in dut.console.text()
+    # It came back to its session (how it noticed the broker going differs: a TCP reset, or the bridge's notice).
+    assert dut.console.text().count("connected session_present=1") >= 1, dut.console.text()
     if transport == "serial":
         assert "the broker closed the connection" in bridge.text() and bridge.text().count("event=connected") >= 2
 
