@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 PROMISES = {0: "may lose", 1: "nothing lost", 2: "nothing lost, nothing twice"}
-MISSING_LISTED = 20  # missing seq numbers listed per boot
+RANGES_LISTED = 10  # ranges of missing seq numbers listed per boot (counts are always exact)
+# What a board can number: its run's `count` is at most 2^31 - 1 messages, boots count up from 1. A row outside
+# these bounds is quarantined as invalid, never counted.
+SEQ_MAX = 2**31 - 2
+BOOT_MAX = 2**31 - 1
+# A boot whose gaps dwarf what arrived is labelled: more likely a device claiming an absurd seq than that many
+# messages lost. It is still counted as lost (a broken promise), with the label beside it.
+ABSURD_LOST = 100_000
+ABSURD_RATIO = 100
 
 N = TypeVar("N")
 
@@ -34,6 +42,29 @@ def lost(highest_seq: Any, distinct: Any) -> Any:
 def duplicates(received: Any, distinct: Any) -> Any:
     """Arrivals beyond the first of each seq number."""
     return received - distinct
+
+
+def absurd(lost_count: Any, distinct: Any) -> Any:
+    """Gaps too large for lost messages: a device's claim to label (works on Spark columns too)."""
+    return (lost_count > ABSURD_LOST) & (lost_count > distinct * ABSURD_RATIO)
+
+
+def missing_ranges(sorted_distinct: list[int]) -> list[tuple[int, int]]:
+    """The first RANGES_LISTED gaps [first, last] below the highest seq, from sorted distinct seq numbers."""
+    ranges = []
+    expected = 0
+    for seq in sorted_distinct:
+        if seq > expected:
+            ranges.append((expected, seq - 1))
+            if len(ranges) == RANGES_LISTED:
+                break
+        expected = seq + 1
+    return ranges
+
+
+def format_ranges(ranges: list[Any]) -> str:
+    """[(4, 4), (6, 9)] -> "4, 6-9"."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
 @dataclass(frozen=True)
@@ -67,8 +98,6 @@ def boot_rows(deliveries: Iterable[Delivery]) -> list[dict[str, Any]]:
     for (dev, boot), got in sorted(seqs.items()):
         distinct = sorted(set(got))
         highest = distinct[-1]
-        present = set(distinct)
-        missing = [s for s in range(highest + 1) if s not in present][:MISSING_LISTED]
         rows.append(
             {
                 "dev": dev,
@@ -80,7 +109,8 @@ def boot_rows(deliveries: Iterable[Delivery]) -> list[dict[str, Any]]:
                 "distinct": len(distinct),
                 "lost": lost(highest, len(distinct)),
                 "duplicates": duplicates(len(got), len(distinct)),
-                "missing_seqs": missing,
+                "missing_ranges": missing_ranges(distinct),
+                "absurd_seq": absurd(lost(highest, len(distinct)), len(distinct)),
                 "out_of_order": 0,
                 "latency_p99_ms": None,
             }
@@ -138,9 +168,10 @@ def judge(
         v.latency_p99_ms = max(v.latency_p99_ms, b["latency_p99_ms"] or 0.0)
         where = f"{b['dev']} boot {b['boot']}"
         if b["lost"] and b["qos"]:
-            listed = ", ".join(map(str, b["missing_seqs"]))
-            more = " ..." if b["lost"] > len(b["missing_seqs"]) else ""
-            v.problems.append(f"{where}: {b['lost']} lost (seq {listed}{more})")
+            ranges = b["missing_ranges"]
+            more = " ..." if b["lost"] > sum(last - first + 1 for first, last in ranges) else ""
+            label = f" [absurd seq {b['highest_seq']}: a device's claim, not that many messages]" if b.get("absurd_seq") else ""
+            v.problems.append(f"{where}: {b['lost']} lost (seq {format_ranges(ranges)}{more}){label}")
         if b["duplicates"] and b["qos"] == 2:
             v.problems.append(f"{where}: {b['duplicates']} delivered twice")
         if b["mixed_qos"]:

@@ -14,14 +14,25 @@ boot is taken as zero latency; latency percentiles are delays beyond that fastes
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from host_bridge.promises import MISSING_LISTED, PROMISES, Expectation, QosVerdict, duplicates, judge, lost
+from host_bridge.promises import (
+    BOOT_MAX,
+    PROMISES,
+    RANGES_LISTED,
+    SEQ_MAX,
+    Expectation,
+    QosVerdict,
+    absurd,
+    duplicates,
+    judge,
+    lost,
+)
 from pipeline.spark import PipelineError, publish_files
 
 __all__ = ["PROMISES", "Expectation", "QosVerdict", "judge", "audit", "boot_table", "load_expectations"]
@@ -47,9 +58,28 @@ def load_expectations(text: str) -> dict[str, Expectation]:
         raise PipelineError(f'--expect must be JSON {{"dev": messages}} or {{"dev": {{"messages": N, "qos": Q}}}} ({exc})') from None
 
 
+def invalid_reason() -> Column:
+    """Why a row cannot judge a board (null when it can): the payload did not parse, or a field is missing or
+    out of the range a board can produce (host_bridge.promises). The recorder's own re-stores are not invalid:
+    they are counted apart."""
+    return (
+        F.when(F.col("parse_error").isNotNull(), F.col("parse_error"))
+        .when(F.col("dev").isNull(), F.lit("no dev"))
+        .when(F.col("boot").isNull(), F.lit("no boot"))
+        .when(F.col("seq").isNull(), F.lit("no seq"))
+        .when((F.col("seq") < 0) | (F.col("seq") > SEQ_MAX), F.lit(f"seq out of range 0..{SEQ_MAX}"))
+        .when((F.col("boot") < 0) | (F.col("boot") > BOOT_MAX), F.lit(f"boot out of range 0..{BOOT_MAX}"))
+    )
+
+
 def usable(df: DataFrame) -> DataFrame:
-    """The deliveries that judge the boards: parsed, and not the recorder's own re-stores."""
-    return df.filter(F.col("parse_error").isNull() & ~F.col("recorder_dup") & F.col("dev").isNotNull() & F.col("seq").isNotNull())
+    """The deliveries that judge the boards: valid, and not the recorder's own re-stores."""
+    return df.filter(invalid_reason().isNull() & ~F.col("recorder_dup"))
+
+
+def invalid_rows(df: DataFrame) -> DataFrame:
+    """The quarantined rows, each with its `reason`."""
+    return df.withColumn("reason", invalid_reason()).filter(F.col("reason").isNotNull())
 
 
 def messages(df: DataFrame) -> DataFrame:
@@ -74,36 +104,57 @@ def first_deliveries(df: DataFrame) -> DataFrame:
     )
 
 
+def gap_ranges(valid: DataFrame) -> DataFrame:
+    """Per (dev, boot), the first RANGES_LISTED ranges of missing seq numbers as [first, last], found between
+    consecutive distinct seqs by a window function: O(rows), whatever seq numbers a device claims."""
+    by_seq = Window.partitionBy("dev", "boot").orderBy("seq")
+    gaps = (
+        valid.select("dev", "boot", "seq")
+        .distinct()
+        .withColumn("first", F.coalesce(F.lag("seq").over(by_seq) + 1, F.lit(0).cast("long")))
+        .withColumn("last", F.col("seq") - 1)
+        .filter(F.col("first") <= F.col("last"))
+    )
+    ranked = gaps.withColumn("n", F.row_number().over(Window.partitionBy("dev", "boot").orderBy("first")))
+    return (
+        ranked.filter(F.col("n") <= RANGES_LISTED)
+        .groupBy("dev", "boot")
+        .agg(F.array_sort(F.collect_list(F.array("first", "last"))).alias("missing_ranges"))
+    )
+
+
 def boot_table(df: DataFrame) -> DataFrame:
     """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure)."""
-    counts = usable(df).groupBy("dev", "boot").agg(
+    valid = usable(df)
+    counts = valid.groupBy("dev", "boot").agg(
         F.count(F.lit(1)).alias("received"),
         F.max("seq").alias("highest_seq"),
         F.max("qos").alias("qos"),
         F.min("qos").alias("qos_min"),
-        F.array_sort(F.collect_set("seq")).alias("seqs"),
         F.min("received_at").alias("first_received_at"),
         F.max("received_at").alias("last_received_at"),
     )
     timing = first_deliveries(df).groupBy("dev", "boot").agg(
+        F.count(F.lit(1)).alias("distinct"),  # first deliveries: one per distinct seq
         F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
         F.first("clock_offset_ms").alias("clock_offset_ms"),
         F.percentile("latency_ms", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("latency"),
         F.max("latency_ms").alias("latency_max_ms"),
     )
-    missing = F.array_except(F.sequence(F.lit(0).cast("long"), F.col("highest_seq")), F.col("seqs"))
+    no_gaps = F.array().cast("array<array<bigint>>")
     return (
         counts.join(timing, ["dev", "boot"])
-        .withColumn("distinct", F.size("seqs"))
+        .join(gap_ranges(valid), ["dev", "boot"], "left")
+        .withColumn("missing_ranges", F.coalesce(F.col("missing_ranges"), no_gaps))
         .withColumn("lost", lost(F.col("highest_seq"), F.col("distinct")))
         .withColumn("duplicates", duplicates(F.col("received"), F.col("distinct")))
-        .withColumn("missing_seqs", F.slice(missing, 1, MISSING_LISTED))
+        .withColumn("absurd_seq", absurd(F.col("lost"), F.col("distinct")))
         .withColumn("mixed_qos", F.col("qos") != F.col("qos_min"))
         .withColumn("latency_p50_ms", F.col("latency")[0])
         .withColumn("latency_p90_ms", F.col("latency")[1])
         .withColumn("latency_p99_ms", F.col("latency")[2])
         .withColumn("boot_started_at", F.timestamp_micros((F.col("clock_offset_ms") * 1000).cast("long")))
-        .drop("seqs", "latency", "qos_min")
+        .drop("latency", "qos_min")
         .orderBy("dev", "boot")
     )
 
@@ -117,6 +168,11 @@ class AuditResult:
     recorder_duplicates: int
     expectations: list[dict[str, Any]]
     streaming: bool = False  # the streaming audit measures neither order nor latency
+    invalid: dict[str, dict[str, int]] = field(default_factory=dict)  # quarantined rows: device -> reason -> count
+
+    @property
+    def invalid_rows(self) -> int:
+        return sum(sum(reasons.values()) for reasons in self.invalid.values())
 
     @property
     def ok(self) -> bool:
@@ -136,6 +192,8 @@ class AuditResult:
             "rows": self.rows,
             "parse_errors": self.parse_errors,
             "recorder_duplicates": self.recorder_duplicates,
+            "invalid_rows": self.invalid_rows,
+            "invalid": self.invalid,
             "clock": CLOCK_NOTE,
             "qos": {str(q): v.as_dict() for q, v in sorted(self.verdicts.items())},
             "expected": self.expectations,
@@ -154,7 +212,25 @@ def audit(df: DataFrame, expect: dict[str, Expectation] | None = None) -> tuple[
     ).first()
     assert counts is not None
     result = AuditResult(boots, verdicts, counts["rows"], counts["parse_errors"] or 0, counts["recorder_duplicates"] or 0, checks)
+    result.invalid = quarantine_counts(df)
     return result, boots_df
+
+
+NO_DEVICE = "(no dev)"
+
+
+def quarantine_counts(df: DataFrame) -> dict[str, dict[str, int]]:
+    """Quarantined rows per device and reason (reasons cut to their kind: "seq is float", not each value)."""
+    rows = (
+        invalid_rows(df.filter(~F.col("recorder_dup")))
+        .groupBy(F.coalesce(F.col("dev"), F.lit(NO_DEVICE)).alias("dev"), "reason")
+        .count()
+        .collect()
+    )
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        out.setdefault(row["dev"], {})[row["reason"]] = row["count"]
+    return out
 
 
 def _jsonable(value: Any) -> Any:
@@ -177,9 +253,13 @@ def format_table(result: AuditResult) -> str:
         )
         lines += [f"      {p}" for p in v.problems[:10]]
     lines.append(
-        f"rows {result.rows}, unparsable payloads {result.parse_errors}, recorder re-stores {result.recorder_duplicates} "
-        "(counted apart; they judge nobody)"
+        f"rows {result.rows}, unparsable payloads {result.parse_errors}, recorder re-stores {result.recorder_duplicates}, "
+        f"quarantined rows {result.invalid_rows} (counted apart; they judge nobody)"
     )
+    worst = sorted(result.invalid.items(), key=lambda kv: -sum(kv[1].values()))[:5]
+    for dev, reasons in worst:
+        listed = "; ".join(f"{reason}: {n}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
+        lines.append(f"      quarantined from {dev}: {listed}")
     lines.append("late arrivals and latency: the batch audit's" if result.streaming else f"latency: {CLOCK_NOTE}")
     return "\n".join(lines)
 
@@ -194,7 +274,10 @@ def format_boots(result: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def write(spark: SparkSession, result: AuditResult, boots_df: DataFrame, input_path: str, out: str) -> None:
-    """OUT/boots (Parquet, one row per device and boot) and OUT/summary.json."""
+def write(spark: SparkSession, result: AuditResult, boots_df: DataFrame, input_path: str, out: str, df: DataFrame | None = None) -> None:
+    """OUT/boots (Parquet, one row per device and boot), OUT/invalid (the quarantined rows with their reason,
+    when there are any) and OUT/summary.json."""
     boots_df.coalesce(1).write.mode("overwrite").parquet(f"{out.rstrip('/')}/boots")
+    if df is not None and result.invalid_rows:
+        invalid_rows(df.filter(~F.col("recorder_dup"))).write.mode("overwrite").parquet(f"{out.rstrip('/')}/invalid")
     publish_files(spark, {"summary.json": result.summary_json(input_path)}, out)

@@ -31,7 +31,7 @@ def run_job(spark: SparkSession, job: str, input_path: str, out: str, expect: di
         result, boots = audit.audit(df, expect)
         outcome.audit = result
         if job != "report":
-            audit.write(spark, result, boots, input_path, out)
+            audit.write(spark, result, boots, input_path, out, df)
             print(audit.format_boots(result), audit.format_table(result), sep="\n\n", flush=True)
             print(f"[pipeline] audit written to {out}/summary.json and {out}/boots/", flush=True)
             outcome.exit_code = 0 if result.ok else 1

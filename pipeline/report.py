@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from host_bridge.promises import format_ranges  # noqa: E402
 from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages  # noqa: E402
 
 LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message
@@ -111,10 +112,12 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int]) ->
     ]
     boot_rows = [
         [b["dev"], b["boot"], b["qos"], b["received"], b["highest_seq"], b["lost"], b["duplicates"], b["out_of_order"],
-         f"{b['latency_p50_ms'] or 0:.1f}", f"{b['latency_p99_ms'] or 0:.1f}", ", ".join(map(str, b["missing_seqs"]))]
+         f"{b['latency_p50_ms'] or 0:.1f}", f"{b['latency_p99_ms'] or 0:.1f}",
+         format_ranges(b["missing_ranges"]) + (" (absurd seq: a device's claim)" if b.get("absurd_seq") else "")]
         for b in result.boots
     ]
     problems = [p for v in result.verdicts.values() for p in v.problems]
+    quarantine = [[dev, sum(reasons.values()), "; ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))] for dev, reasons in sorted(result.invalid.items())]
     status = "every promise kept" if result.ok else "a promise was broken"
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"""<!doctype html>
@@ -128,7 +131,7 @@ th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left
 </style></head><body>
 <h1>Telemetry audit: <span class="{'ok' if result.ok else 'fail'}">{status}</span></h1>
 <p>Input <code>{html.escape(input_path)}</code>: {result.rows} rows, {result.parse_errors} unparsable payloads,
-{result.recorder_duplicates} recorder re-stores (counted apart). Generated {generated}.
+{result.recorder_duplicates} recorder re-stores, {result.invalid_rows} quarantined rows (counted apart). Generated {generated}.
 Rollups: {rollup_counts.get('minute', 0)} one-minute and {rollup_counts.get('hour', 0)} one-hour windows.</p>
 <h2>Verdict per QoS</h2>
 {_table(["QoS", "promise", "devices", "boots", "messages", "lost", "duplicates", "out of order", "p99 ms", "verdict"], verdict_rows)}
@@ -136,6 +139,7 @@ Rollups: {rollup_counts.get('minute', 0)} one-minute and {rollup_counts.get('hou
 <h2>Delivery per device</h2><img src="delivery.png" alt="delivered, lost and duplicated messages per device">
 <h2>Latency</h2><p>{html.escape(CLOCK_NOTE)}.</p><img src="latency.png" alt="latency histogram per QoS">
 <h2>Readings</h2><img src="readings.png" alt="each message's reading over time, per device">
+{"<h2>Quarantined rows</h2><p>Rows that cannot judge a board (unparsable, or a field out of the range a board produces), per device; they are in the audit's <code>invalid/</code> output with their reason.</p>" + _table(["device", "rows", "reasons"], quarantine) if quarantine else ""}
 <h2>Per device and boot</h2>
 {_table(["device", "boot", "QoS", "received", "highest seq", "lost", "duplicates", "out of order", "p50 ms", "p99 ms", "missing seq"], boot_rows)}
 </body></html>

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from host_bridge.promises import duplicates, lost
 from pipeline.audit import AuditResult, Expectation, format_table, judge, usable
 from pipeline.schema import spark_schema
 from pipeline.spark import PipelineError, publish_files, require_input
@@ -75,9 +76,9 @@ class StreamState:
                 boots.append(
                     {
                         "dev": dev, "boot": boot, "qos": d["qos"], "received": d["n"], "distinct": distinct,
-                        "highest_seq": d["highest"], "lost": max(d["highest"] + 1 - distinct, 0),
-                        "duplicates": max(d["n"] - distinct, 0), "out_of_order": 0, "latency_p50_ms": None,
-                        "latency_p99_ms": None, "missing_seqs": [], "mixed_qos": d["qos"] != d["qos_min"],
+                        "highest_seq": d["highest"], "lost": max(lost(d["highest"], distinct), 0),
+                        "duplicates": max(duplicates(d["n"], distinct), 0), "out_of_order": 0, "latency_p50_ms": None,
+                        "latency_p99_ms": None, "missing_ranges": [], "mixed_qos": d["qos"] != d["qos_min"],
                     }
                 )
             rows, parse_errors, recorder_dups = self.rows, self.parse_errors, self.recorder_dups

@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from dmqtt.client import Backoff, MQTTClient, MQTTError
+from dmqtt.client import Backoff, MQTTClient, MQTTError, PublishRefused
 from dmqtt.journal import JournalError, open_journal
 from dmqtt.session import QueueFull
 
@@ -105,8 +105,7 @@ class Board:
         print("message", topic, qos, payload)
 
     def on_result(self, pid, reason):
-        if reason >= 0x80:
-            self.refused += 1
+        if reason >= 0x80:  # counted by the session (client.session.refused)
             print("publish refused: packet id %d reason 0x%02x" % (pid, reason))
 
     def try_connect(self):
@@ -168,8 +167,9 @@ class Board:
         topic = cfg["topic"].encode()
         start = time.ticks_ms()
         seq = 0
+        skipped = 0  # messages publish() refused outright (too large for this broker): not accepted, not retried
         self.try_connect()
-        while seq < todo:
+        while seq + skipped < todo:
             if cfg["qos"] == 0:
                 self.ensure_connected()  # QoS 0 is not queued: it needs the connection
             body = {"dev": cfg["client_id"], "boot": self.boot, "seq": seq, "t": time.ticks_ms(), "reading": reading(seq)}
@@ -183,6 +183,11 @@ class Board:
             except QueueFull:
                 print("offline queue full (%d messages): waiting for the broker" % client.session.outstanding())
                 self.ensure_connected()
+                continue
+            except PublishRefused as exc:
+                skipped += 1
+                self.refused += 1
+                print("publish refused: %s" % exc)
                 continue
             except (OSError, MQTTError) as exc:
                 print("connection lost (%s)" % exc)
@@ -208,7 +213,7 @@ class Board:
             "sent": seq,
             "total": done_before + seq,
             "count": cfg["count"],
-            "refused": self.refused,
+            "refused": self.refused + client.session.refused,
             "reconnects": self.reconnects,
             "ms": time.ticks_diff(time.ticks_ms(), start),
             "heap_at_boot": self.heap_at_boot,

@@ -43,6 +43,20 @@ def _int(raw, key, default, low, high):
     return value
 
 
+def _topic(topic, what, is_filter):
+    """Every topic checked now with the codec's own rules, so that a bad one is a config error at boot, not a
+    crash at the first publish."""
+    from dmqtt import codec
+
+    try:
+        if is_filter:
+            codec.check_filter_text(topic)
+        else:
+            codec.check_topic_text(topic)
+    except codec.CodecError as exc:
+        raise ConfigError("%s %r: %s" % (what, topic, exc))
+
+
 def check(raw):
     if not isinstance(raw, dict):
         raise ConfigError("config.json must hold a JSON object")
@@ -93,6 +107,12 @@ def check(raw):
         if not isinstance(sub, dict) or not isinstance(sub.get("topic"), str) or sub.get("qos", 0) not in (0, 1, 2):
             raise ConfigError("subscribe entries must be {topic, qos 0..2}")
         subs.append((sub["topic"].replace("{client_id}", cid), sub.get("qos", 0)))
+    topic = str(pub.get("topic", "sensors/{client_id}/telemetry")).replace("{client_id}", cid)
+    _topic(topic, "publish.topic", False)
+    for sub_topic, _ in subs:
+        _topic(sub_topic, "subscribe topic", True)
+    if will is not None:
+        _topic(will[0], "will.topic", False)
     return {
         "client_id": cid,
         "version": version,
@@ -104,7 +124,7 @@ def check(raw):
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
         "window": _int(raw, "window", 8, 1, 65535),
         "group_commit": _int(raw, "group_commit", 0, 0, 16),
-        "topic": str(pub.get("topic", "sensors/{client_id}/telemetry")).replace("{client_id}", cid),
+        "topic": topic,
         "qos": qos,
         "count": _int(pub, "count", 10, 0, 0x7FFFFFFF),
         "interval_ms": _int(pub, "interval_ms", 0, 0, 86400000),

@@ -25,6 +25,16 @@ except ImportError:
 _RX_MAX = const(16)  # our Receive Maximum for incoming QoS 1/2 (sent in a 5.0 CONNECT)
 
 
+class PublishRefused(Exception):
+    """publish() did not accept the message, and never will as things stand: the broker's Maximum Packet Size
+    forbids it [MQTT-3.2.2-15]. Nothing was journaled; the connection is unaffected. `code` is the 5.0 reason
+    code that says why (0x95 Packet too large)."""
+
+    def __init__(self, reason, code):
+        super().__init__(reason)
+        self.code = code
+
+
 class MQTTError(Exception):
     """The connection failed or the broker broke the protocol; the connection is closed. `code` carries the
     CONNACK return code or the 5.0 reason code when there is one."""
@@ -156,12 +166,14 @@ class MQTTClient:
             # so in-flight flows are resumed (PUBREL again, PUBLISH with DUP) rather than restarted.
             present = not self.clean
         receive_max, max_qos, retain_ok = 65535, 2, True
+        self.broker_max_packet = 268435455  # this broker's, not the last one's: absent means the protocol's limit
         if cprops:
             receive_max = cprops.get(codec.RECEIVE_MAXIMUM, receive_max)
             max_qos = cprops.get(codec.MAXIMUM_QOS, max_qos)
             retain_ok = bool(cprops.get(codec.RETAIN_AVAILABLE, 1))
             self.broker_max_packet = cprops.get(codec.MAXIMUM_PACKET_SIZE, self.broker_max_packet)
             self.keepalive = cprops.get(0x13, self.keepalive)  # Server Keep Alive overrides ours
+        self.session.max_packet = self.broker_max_packet
         self.session.connected(present, receive_max, max_qos, retain_ok)
         self._ping_at = -1
         self._pump()
@@ -193,6 +205,12 @@ class MQTTClient:
         packet id once the message is on flash, even while disconnected (offline queue). When every slot is
         in flight, waits up to timeout_ms for acknowledgements, then raises QueueFull."""
         topic = codec.check_topic(topic)
+        size = codec.publish_size(len(topic), len(payload), qos, self.version)
+        if size > self.broker_max_packet:
+            raise PublishRefused(
+                "a PUBLISH of %d bytes exceeds the broker's Maximum Packet Size of %d" % (size, self.broker_max_packet),
+                codec.PACKET_TOO_LARGE,
+            )
         if qos == 0:
             if self._transport is None:
                 raise MQTTError("not connected: QoS 0 messages are not queued")

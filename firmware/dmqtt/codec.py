@@ -338,6 +338,38 @@ def check_topic(topic):
     return data
 
 
+def publish_size(topic_len, payload_len, qos, version):
+    """Bytes of a PUBLISH without properties, fixed header included: what a Maximum Packet Size limits
+    [MQTT-3.2.2-15], known before anything is encoded or journaled."""
+    remaining = 2 + topic_len + (2 if qos else 0) + _props_block_size(version, None) + payload_len
+    return 1 + varint_size(remaining) + remaining
+
+
+def _text(text):
+    """A topic from configuration as bytes, refused unless well-formed UTF-8 [MQTT-1.5.3-1]: for checks made
+    once (config.json), not on the publish path."""
+    try:
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        data.decode()
+    except UnicodeError:
+        raise CodecError("topic is not well-formed UTF-8 [MQTT-1.5.3-1]")
+    return _utf8(data)
+
+
+def check_topic_text(text):
+    """A topic name from configuration: well-formed UTF-8, not empty, no wildcards, no U+0000."""
+    data = _text(text)
+    _check_out_topic(data, False)
+    return data
+
+
+def check_filter_text(text):
+    """A topic filter from configuration: well-formed UTF-8 and wildcards only as whole levels."""
+    data = _text(text)
+    _check_filter(data)
+    return data
+
+
 def write_publish(topic, payload, qos, pid, retain, dup, version, props=None, into=None):
     """encode_publish for a topic already validated (check_topic) and arguments already checked: the board
     resends journaled messages with this, the topic a memoryview into the journal's read buffer."""

@@ -57,6 +57,10 @@ class Session:
         self.retain_available = True
         self.on_message = None  # callable(topic: str, payload: bytes, qos, retain, dup)
         self.on_result = None  # callable(pid, reason): a QoS 1/2 flow ended (reason >= 0x80: refused)
+        # The broker's Maximum Packet Size (5.0 CONNACK): a PUBLISH larger than this is never sent
+        # [MQTT-3.2.2-15]; a journaled one found too large ends its flow as refused (0x95) instead.
+        self.max_packet = 268435455
+        self.refused = 0  # flows this session ended as refused (by the broker, or too large to ever send)
         self.mark = 0  # the application's progress counter, journaled with each message
         self.serial = 0  # acceptance order of outgoing messages, journaled
         self.next_pid = 0  # last packet id handed out
@@ -278,11 +282,20 @@ class Session:
         if i >= 0:
             self._tx[i] = 1
             return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
-        if self._inflight() >= self.window:
-            return 0
-        i = self._oldest(QUEUED, WAIT_ACK)
-        if i < 0:
-            return 0
+        while True:
+            if self._inflight() >= self.window:
+                return 0
+            i = self._oldest(QUEUED, WAIT_ACK)
+            if i < 0:
+                return 0
+            n = self._encode_publish(i, buf)
+            if n <= self.max_packet:
+                return n
+            # Accepted before the limit was known (a reboot, another broker): it can never be sent. The flow
+            # ends as refused and frees its slot, instead of holding the window for ever.
+            self._finish(i, codec.PACKET_TOO_LARGE)
+
+    def _encode_publish(self, i, buf):
         resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
         rtype, body = self.journal.read(self._addr[i])
         qos = body[2] & 0x03
@@ -298,6 +311,8 @@ class Session:
         payload = body[_PUB_HEADER + tlen :]
         pid = self._pid[i]
         n = codec.write_publish(topic, payload, qos, pid if qos else 0, retain, resend and qos > 0, self.version, None, buf)
+        if n > self.max_packet:
+            return n
         if qos == 0:
             self._finish(i, codec.SUCCESS)
         else:
@@ -410,6 +425,8 @@ class Session:
         self._journal_pid(journal.DONE, pid)
         self._state[i] = FREE
         self._tx[i] = 0
+        if reason >= 0x80:
+            self.refused += 1
         if self.on_result is not None:
             self.on_result(pid, reason)
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from host_bridge.boards import BoardDefinition
 from host_bridge.broker import Mosquitto
+from host_bridge.hil.cycle import boot_once
+from host_bridge.hil.dut import BootEnd, VirtualDut
 from host_bridge.vboard import VirtualBoard
 
 
@@ -42,3 +45,54 @@ def test_foreign_journal_partition_is_reported_and_reinitialised(tmp_path: Path,
         out, _ = board.process.communicate(timeout=60)
         assert board.wait() == 0, out.decode()
     assert "journal: 4 sector(s) without a valid header will be erased before use" in out.decode()
+
+
+def run_vdut(tmp_path: Path, config: dict[str, object], cut_after: float | None = None) -> BootEnd:
+    dut = VirtualDut("d", BoardDefinition.load("sim"), flash=tmp_path / "b.flash", console_log=tmp_path / "console.log")
+    try:
+        dut.configure(config)
+        return boot_once(dut, cut_after, timeout=60)
+    finally:
+        dut.close()
+
+
+def test_a_message_the_broker_can_never_take_is_refused_before_journaling(tmp_path: Path) -> None:
+    """Mosquitto announces a Maximum Packet Size of 200 bytes (5.0 CONNACK): 300-byte messages are refused by
+    publish() before they reach the journal, counted, and the run finishes; none is ever sent [MQTT-3.2.2-15]."""
+    with Mosquitto(tmp_path / "broker", options=("max_packet_size 200",)) as broker:
+        config = {"client_id": "big", "broker": broker.address, "mqtt_version": "5",
+                  "publish": {"qos": 1, "count": 5, "payload_bytes": 300}}
+        end = run_vdut(tmp_path, config)
+        log = broker.log_path.read_text()
+    assert end.kind == "done" and end.summary is not None, end.console
+    assert (end.summary["sent"], end.summary["total"], end.summary["refused"]) == (0, 0, 5), end.summary
+    assert end.console.count("publish refused: a PUBLISH of 3") == 5
+    assert not any(w in log.lower() for w in ("too large", "exceed", "protocol error", "malformed")), log
+    assert "disconnected." in log  # the clean DISCONNECT at the end of the run, not one forced by the broker
+
+
+def test_a_journaled_message_found_too_large_later_ends_as_refused_and_frees_its_slot(tmp_path: Path) -> None:
+    """Accepted into the journal while no broker was reachable, then the broker turns out to allow 200 bytes:
+    each flow ends as refused (0x95) instead of holding a window slot for ever, and the run finishes."""
+    offline = {"client_id": "late", "broker": "127.0.0.1:1", "mqtt_version": "5",
+               "publish": {"qos": 2, "count": 6, "payload_bytes": 300}}
+    first = run_vdut(tmp_path, offline, cut_after=2.0)
+    assert first.kind == "power-cut" and "connect failed" in first.console, first.console
+    with Mosquitto(tmp_path / "broker", options=("max_packet_size 200",)) as broker:
+        end = run_vdut(tmp_path, {**offline, "broker": broker.address})
+        log = broker.log_path.read_text()
+    assert end.kind == "done" and end.summary is not None, end.console
+    assert (end.summary["total"], end.summary["refused"]) == (6, 6), end.summary
+    assert end.console.count("reason 0x95") == 6
+    assert not any(w in log.lower() for w in ("too large", "exceed", "protocol error", "malformed")), log
+    assert "disconnected." in log  # the clean DISCONNECT at the end of the run, not one forced by the broker
+
+
+def test_topics_are_checked_with_the_codec_rules_at_boot(tmp_path: Path) -> None:
+    for topic, why in (("sensors/+/t", "wildcards"), ("", "must not be empty")):
+        config = {"client_id": "t", "broker": "127.0.0.1:1", "publish": {"qos": 1, "topic": topic}}
+        end = run_vdut(tmp_path, config)
+        assert end.status == 3 and "config error: publish.topic" in end.console and why in end.console, end.console
+    config = {"client_id": "t", "broker": "127.0.0.1:1", "subscribe": [{"topic": "cmd/#/x", "qos": 1}]}
+    end = run_vdut(tmp_path, config)
+    assert end.status == 3 and "config error: subscribe topic 'cmd/#/x'" in end.console, end.console

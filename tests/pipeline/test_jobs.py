@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DateType
 
 from pipeline import audit, report, rollup
-from pipeline.audit import Expectation
+from pipeline.audit import NO_DEVICE, Expectation
 from pipeline.jobs import run_job
 from pipeline.schema import spark_schema
 from pipeline.spark import PipelineError, copy_to_hadoop, read_telemetry
@@ -50,13 +50,52 @@ def test_audit_counts_gaps_duplicates_and_reordering_exactly(tmp_path: Path, spa
     a, b, c = boots[("a", 1)], boots[("b", 1)], boots[("c", 2)]
     assert (a["received"], a["distinct"], a["highest_seq"], a["lost"], a["duplicates"], a["out_of_order"]) == (11, 10, 9, 0, 1, 0)
     assert (b["received"], b["distinct"], b["highest_seq"], b["lost"], b["duplicates"], b["out_of_order"]) == (6, 5, 5, 1, 1, 1)
-    assert b["missing_seqs"] == [4]
+    assert b["missing_ranges"] == [[4, 4]] and a["missing_ranges"] == []
     assert (c["qos"], c["received"], c["lost"]) == (0, 5, 0)
     assert (result.rows, result.parse_errors, result.recorder_duplicates) == (23, 1, 0)
     v = result.verdicts
     assert v[0].ok and v[1].ok and not v[2].ok and not result.ok
     assert v[1].duplicates == 1  # QoS 1 may deliver twice: reported, not judged
     assert v[2].problems == ["b boot 1: 1 lost (seq 4)", "b boot 1: 1 delivered twice"]
+
+
+def test_hostile_telemetry_is_quarantined_and_an_absurd_seq_costs_nothing(tmp_path: Path, spark: SparkSession) -> None:
+    """One device claims seq 2,000,000,000 (the old gap computation allocated one entry per missing number and
+    died of OutOfMemoryError), others send a negative or float seq, a string boot, a list as dev, a seq past
+    what a board can number. The audit finishes: exact counts in ranges, the absurd claim labelled, the bad
+    rows quarantined per device with their reason, and an honest device's verdict unaffected."""
+    msgs = [Msg("honest", 1, s, s * 10, qos=1) for s in range(5)]
+    msgs += [Msg("liar", 1, s, 100 + s, qos=1) for s in (0, 1, 2_000_000_000)]
+    msgs += [Msg("gappy", 1, s, 200 + s, qos=2) for s in (0, 3, 4, 9)]
+    raw = [
+        (300, b'{"dev": "neg", "boot": 1, "seq": -5, "t": 1, "reading": 1.0}'),
+        (301, b'{"dev": "flt", "boot": 1, "seq": 1.5, "t": 1, "reading": 1.0}'),
+        (302, b'{"dev": "strboot", "boot": "one", "seq": 1, "t": 1, "reading": 1.0}'),
+        (303, b'{"dev": ["a", "list"], "boot": 1, "seq": 1, "t": 1, "reading": 1.0}'),
+        (304, b'{"dev": "huge", "boot": 1, "seq": 1099511627776, "t": 1, "reading": 1.0}'),
+    ]
+    write_dataset(tmp_path / "rec", msgs, raw=raw)
+    outcome = run_job(spark, "audit", str(tmp_path / "rec"), str(tmp_path / "out"))
+    result = outcome.audit
+    assert result is not None and outcome.exit_code == 1
+    boots = boots_by_key(result)
+    liar, gappy, honest = boots[("liar", 1)], boots[("gappy", 1)], boots[("honest", 1)]
+    assert (liar["lost"], liar["absurd_seq"], liar["missing_ranges"]) == (1_999_999_998, True, [[2, 1_999_999_999]])
+    assert (gappy["lost"], gappy["absurd_seq"], gappy["missing_ranges"]) == (6, False, [[1, 2], [5, 8]])
+    assert (honest["lost"], honest["absurd_seq"]) == (0, False)
+    assert any("liar boot 1: 1999999998 lost (seq 2-1999999999) [absurd seq 2000000000" in p for p in result.verdicts[1].problems)
+    assert result.verdicts[2].problems == ["gappy boot 1: 6 lost (seq 1-2, 5-8)"]
+    assert result.invalid == {
+        "neg": {"seq is negative": 1},
+        "flt": {"seq is float": 1},
+        "strboot": {"boot is str": 1},
+        NO_DEVICE: {"dev is list": 1},
+        "huge": {"seq out of range 0..2147483646": 1},
+    }
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["invalid_rows"] == 5 and summary["invalid"]["huge"] == {"seq out of range 0..2147483646": 1}
+    quarantined = spark.read.parquet(str(tmp_path / "out" / "invalid")).select("reason").collect()
+    assert len(quarantined) == 5
 
 
 def test_qos0_loss_is_reported_but_never_fails(tmp_path: Path, spark: SparkSession) -> None:
