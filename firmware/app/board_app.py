@@ -66,7 +66,9 @@ class Board:
         self.boot = boot
         self.backoff = Backoff()
         self.retry_at = time.ticks_ms()
-        self.reconnects = 0
+        self.connects = 0  # connections made this boot
+        self.reconnects = 0  # connections re-made after one was lost, however it was lost
+        self.connect_failures = 0  # attempts that failed (refused, unreachable, no CONNACK)
         self.received = 0
         self.refused = 0
         self.heap_at_boot = 0
@@ -119,6 +121,9 @@ class Board:
             if self.cfg["wifi"] and self.cfg["transport"] == "tcp":
                 join_wifi(self.cfg["wifi"])
             present = client.connect(self.open_transport())
+            if self.connects:
+                self.reconnects += 1
+            self.connects += 1
             print("connected session_present=%d inflight=%d" % (present, client.session.outstanding()))
             for topic, qos in self.cfg["subscribe"]:
                 client.subscribe(topic, qos)
@@ -128,7 +133,7 @@ class Board:
             client.close()
             delay = self.backoff.next_ms()  # capped exponential with jitter
             self.retry_at = time.ticks_add(time.ticks_ms(), delay)
-            self.reconnects += 1
+            self.connect_failures += 1
             print("connect failed (%s); retrying in %d ms" % (exc, delay))
             return False
 
@@ -215,6 +220,7 @@ class Board:
             "count": cfg["count"],
             "refused": self.refused + client.session.refused,
             "reconnects": self.reconnects,
+            "connect_failures": self.connect_failures,
             "ms": time.ticks_diff(time.ticks_ms(), start),
             "heap_at_boot": self.heap_at_boot,
             "heap_free": gc.mem_free(),

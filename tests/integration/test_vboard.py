@@ -283,8 +283,12 @@ def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Pat
     assert "config cli-board" in lines
     stats = json.loads(lines[-1].removeprefix("flash-stats: "))
     assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "mqttlog"}
-    config_on_flash = json.loads(conf.read_text())
-    assert config_on_flash["client_id"] == "cli-board"
+    # The config went onto the board's flash: a third boot without --config still finds it there.
+    again = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "f.flash"), "--app", str(APPS / "console")],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )
+    assert again.returncode == 7 and "config cli-board" in again.stdout.splitlines(), again.stdout + again.stderr
 
 
 def test_cli_reports_a_missing_config_plainly(tmp_path: Path) -> None:
