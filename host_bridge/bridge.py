@@ -84,7 +84,12 @@ COUNTERS = (
     "connects",
     "refused",
     "port_reopens",
+    "noise_bytes",
+    "broker_stalls",
 )
+# Bytes from a board waiting for the broker to take them. Past this the bridge stops reading the board's MQTT
+# channel: the link's window then holds the board back, instead of the bridge buffering without bound.
+DOWN_QUEUE_MAX = 64 * 1024
 
 
 @dataclass
@@ -101,6 +106,8 @@ class BoardSession:
     def __post_init__(self) -> None:
         self._tcp: socket.socket | None = None
         self._pending_up = b""  # from the broker, not yet taken by the link (window full)
+        self._pending_down = bytearray()  # from the board, not yet taken by the broker (its socket is full)
+        self._stalled = False
         self._control = bytearray()
         self._control_out = bytearray()
         self._link: Link | None = None
@@ -147,7 +154,8 @@ class BoardSession:
             watch: list[Any] = [ser.fileno()]
             if self._tcp is not None and not self._pending_up:
                 watch.append(self._tcp)
-            ready, _, _ = select.select(watch, [], [], timeout)
+            writable = [self._tcp] if self._tcp is not None and self._pending_down else []
+            ready, _, _ = select.select(watch, writable, [], timeout)
             now = _now_ms()
             if ser.fileno() in ready:
                 data = ser.read(4096)
@@ -157,6 +165,11 @@ class BoardSession:
             for line in link.lines:
                 self._log.info("console=%r", line)  # the board's own output, outside frames
             link.lines.clear()
+            for n in link.noise:
+                # Damaged frames, not text: their bytes may hold payloads or credentials, so only the length.
+                self.counters["noise_bytes"] += n
+                self._log.info("event=line_noise bytes=%d", n)
+            link.noise.clear()
             if link.peer_resets != self._resets:
                 self._resets = link.peer_resets
                 self.counters["board_restarts"] += 1
@@ -177,6 +190,7 @@ class BoardSession:
             while chunk is not None:
                 ser.write(chunk)
                 chunk = link.poll(now)
+            self._account()  # counters are this thread's: the reporter only reads them
 
     # -- control channel ---------------------------------------------------------------------------------
 
@@ -245,6 +259,8 @@ class BoardSession:
             pass
         self._tcp = None
         self._pending_up = b""
+        self._pending_down.clear()
+        self._stalled = False
         self._log.info("event=disconnected reason=%r", why)
         if notify and self._link is not None and self._link.up:
             self._reply(f"C {why}")
@@ -252,19 +268,34 @@ class BoardSession:
     # -- relaying --------------------------------------------------------------------------------------------
 
     def _downstream(self, buf: bytearray) -> None:
-        """Board -> broker."""
+        """Board -> broker, never blocking: what the broker's socket does not take waits in a bounded queue,
+        and while the queue is full the board's bytes stay in the link (whose window then holds the board)."""
         assert self._link is not None
-        while n := self._link.readinto(frame.MQTT, buf):
+        while len(self._pending_down) < DOWN_QUEUE_MAX and (n := self._link.readinto(frame.MQTT, buf)):
             if self._tcp is None:
                 continue  # bytes for a connection that is gone: dropped, the board's client will reconnect
-            try:
-                self._tcp.setblocking(True)
-                self._tcp.sendall(buf[:n])
-                self._tcp.setblocking(False)
-            except OSError as exc:
-                self._close_tcp(f"broker connection failed: {exc.__class__.__name__}")
-                return
-            self.counters["bytes_up"] += n
+            self._pending_down += buf[:n]
+        self._flush_down()
+
+    def _flush_down(self) -> None:
+        if self._tcp is None or not self._pending_down:
+            return
+        try:
+            sent = self._tcp.send(self._pending_down)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            sent = 0
+        except OSError as exc:
+            self._close_tcp(f"broker connection failed: {exc.__class__.__name__}")
+            return
+        del self._pending_down[:sent]
+        self.counters["bytes_up"] += sent
+        if not self._stalled and len(self._pending_down) >= DOWN_QUEUE_MAX:
+            self._stalled = True
+            self.counters["broker_stalls"] += 1
+            self._log.warning("event=broker_stalled queued=%d: holding the board back until the broker reads", len(self._pending_down))
+        elif self._stalled and not self._pending_down:
+            self._stalled = False
+            self._log.info("event=broker_resumed")
 
     def _upstream(self) -> None:
         """Broker -> board."""
@@ -303,8 +334,8 @@ class BoardSession:
         link.decoder.crc_errors = link.decoder.overflows = 0
 
     def format_counters(self) -> str:
-        self._account()
-        return " ".join(f"{k}={v}" for k, v in self.counters.items())
+        """The counters as of the board thread's last loop (at most about 50 ms old); read-only here."""
+        return " ".join(f"{k}={v}" for k, v in dict(self.counters).items())
 
 
 def _now_ms() -> int:

@@ -100,11 +100,17 @@ class Decoder:
 
     feed(data, start) consumes bytes up to the end of one frame or one console line and returns how many; then
     `ready` is FRAME (fields in ftype, channel, seq, ack, epoch, payload: a memoryview valid until the next
-    feed) or LINE (text in line), else 0. Counters: frames, crc_errors (segments that were not valid frames),
-    overflows (segments longer than any frame: cut at the next 0x00). Buffers are preallocated."""
+    feed), LINE (text in line) or NOISE (noise_len bytes that were neither), else 0. Counters: frames,
+    crc_errors (segments that were not valid frames), overflows (segments longer than any frame: cut at the
+    next 0x00), noise_bytes.
+
+    Console text is printable: a segment outside frames that holds a control byte is the remains of a frame
+    whose first byte the line damaged, and may carry MQTT payloads or credentials. From that byte to the next
+    0x00 every line is NOISE, reported by its length only, never as text."""
 
     FRAME = 1
     LINE = 2
+    NOISE = 3
 
     def __init__(self):
         self._seg = bytearray(WIRE_MAX)
@@ -113,12 +119,15 @@ class Decoder:
         self._line = bytearray(_LINE_MAX)
         self._n = 0  # bytes of the current segment
         self._text = False  # the current segment is console text
+        self._noisy = False  # ... or was, until a control byte showed it to be a damaged frame
         self._skip = False  # overflowed: drop bytes until the next 0x00
         self._line_n = 0
         self.ready = 0
         self.frames = 0
         self.crc_errors = 0
         self.overflows = 0
+        self.noise_bytes = 0
+        self.noise_len = 0
         self.ftype = self.channel = self.seq = self.ack = self.epoch = 0
         self.payload_len = 0
         self.raw = self._raw  # the last frame, decoded: payload at raw[6 : 6 + payload_len]
@@ -136,6 +145,7 @@ class Decoder:
                     self._text = False
                     if self._line_n:
                         return self._emit_line(pos, start)
+                    self._noisy = False
                 elif self._skip:
                     self._skip = False
                 elif self._n:
@@ -150,9 +160,12 @@ class Decoder:
             if self._text:
                 if byte == 0x0A:
                     return self._emit_line(pos, start)
-                if byte != 0x0D and self._line_n < _LINE_MAX:
-                    self._line[self._line_n] = byte
-                    self._line_n += 1
+                if (byte < 0x20 and byte != 0x09 and byte != 0x0D) or byte == 0x7F:
+                    self._noisy = True
+                if byte != 0x0D:
+                    if self._line_n < _LINE_MAX:
+                        self._line[self._line_n] = byte
+                    self._line_n += 1  # counted beyond what is kept: a noise report gives the whole length
                 continue
             if self._n == 0 and byte != 0x01:
                 # Not a frame (their COBS code byte is always 0x01): console text until 0x00 or a newline.
@@ -169,13 +182,21 @@ class Decoder:
         return pos - start
 
     def _emit_line(self, pos, start):
-        raw = bytes(self._line[: self._line_n])
-        try:
-            self.line = raw.decode()
-        except UnicodeError:  # not UTF-8 (noise); MicroPython has no errors="replace"
-            self.line = "".join(chr(b) if 0x20 <= b < 0x7F else "?" for b in raw)
+        n = self._line_n
         self._line_n = 0
-        self.ready = Decoder.LINE
+        if not self._noisy:
+            try:
+                self.line = bytes(self._line[: min(n, _LINE_MAX)]).decode()
+                self.ready = Decoder.LINE
+                return pos - start
+            except UnicodeError:  # not UTF-8: noise as well
+                self._noisy = True
+        if not self._text:
+            self._noisy = False  # the segment ended with this line
+        self.line = ""
+        self.noise_len = n
+        self.noise_bytes += n
+        self.ready = Decoder.NOISE
         return pos - start
 
     def _decode(self, n):

@@ -86,6 +86,7 @@ class Link:
         self._rx_head = [0] * _CHANNELS
         self._rx_len = [0] * _CHANNELS
         self.lines = []  # console text received outside frames (host side), oldest first
+        self.noise = []  # lengths of what was neither frames nor console text (damaged frames), oldest first
         # counters
         self.retransmissions = 0
         self.peer_resets = 0
@@ -167,6 +168,8 @@ class Link:
                 self._on_frame(dec, now)
             elif dec.ready == frame.Decoder.LINE:
                 self.lines.append(dec.line)
+            elif dec.ready == frame.Decoder.NOISE:
+                self.noise.append(dec.noise_len)
 
     def _on_frame(self, dec, now):
         ftype = dec.ftype

@@ -232,3 +232,97 @@ def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
             board.close()
             bad.stop()
         assert "event=connect_failed" in bad.text() and "SSLCertVerificationError" in out2
+
+
+class StallingProxy:
+    """A TCP relay to the broker on loopback that can stop reading from the bridge (`stall()`), as a broker
+    that stops taking data does; both directions flow again on `resume()`."""
+
+    def __init__(self, target: str) -> None:
+        import threading
+
+        self.target = target
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.reading = threading.Event()
+        self.reading.set()
+        self.closing = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self) -> None:
+        import threading
+
+        self.listener.settimeout(0.2)
+        while not self.closing.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                continue
+            host, port = self.target.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            for src, dst, gated in ((client, upstream, True), (upstream, client, False)):
+                t = threading.Thread(target=self._pipe, args=(src, dst, gated), daemon=True)
+                t.start()
+                self.threads.append(t)
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, gated: bool) -> None:
+        src.settimeout(0.2)
+        while not self.closing.is_set():
+            if gated and not self.reading.is_set():
+                self.reading.wait(0.2)
+                continue
+            try:
+                data = src.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            try:
+                dst.sendall(data)
+            except OSError:
+                break
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.closing.set()
+        self.reading.set()
+        self.listener.close()
+        for t in self.threads:
+            t.join(2)
+
+
+def test_a_broker_that_stops_reading_for_ten_seconds(tmp_path: Path, broker: Mosquitto) -> None:
+    """Mid-run the broker side stops reading for 10 s: the bridge keeps serving the board's link (no link
+    reset, no MQTT reconnect), and when the broker reads again every QoS 2 message arrives exactly once."""
+    observer = Subscriber(broker.address, "stall-observer")
+    proxy = StallingProxy(broker.address)
+    board = serial_board(tmp_path / "b", "ser-stall", 2, 300, publish={"interval_ms": 10, "payload_bytes": 400})
+    bridge = BridgeProcess(tmp_path, {"stall": str(board.serial_link)}, proxy.address)
+    try:
+        board.start()
+        time.sleep(1.0)
+        proxy.reading.clear()
+        time.sleep(10)
+        proxy.reading.set()
+        assert board.process is not None
+        out = board.process.communicate(timeout=120)[0].decode()
+        assert board.wait() == 0, out
+        result = summary(out)
+        assert (result["total"], result["reconnects"], result["connect_failures"]) == (300, 0, 0), out
+        check_promises(observer, "ser-stall", 2, 300)
+    finally:
+        observer.close()
+        board.close()
+        bridge.stop()
+        proxy.close()
+    log = bridge.text()
+    assert "event=board_restarted" not in log and log.count("event=connected") == 1, log[-2000:]

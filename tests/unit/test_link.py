@@ -9,6 +9,7 @@ import pytest
 
 from dlink import frame
 from dlink.link import UP, Link, timeout_for
+from dmqtt import codec
 
 
 class Line:
@@ -206,3 +207,24 @@ def test_timeout_comes_down_to_the_round_trip_and_backs_off_when_nothing_comes_b
     a.send(frame.MQTT, bytes(100))
     line.run(3000)
     assert a.timeout_ms == ceiling and a.retransmissions >= 3
+
+
+def test_a_damaged_frame_is_noise_never_console_text() -> None:
+    """A frame whose first byte the line damaged is not a frame; it must not come out as console text either,
+    since it may carry a CONNECT's password. Real console text still does."""
+    a, b = Link(1), Link(2)
+    line = Line(a, b)
+    line.run(100)
+    password = b"hunter2-secret"
+    connect = codec.encode_connect("board-1", username="u", password=password, version=codec.V311)
+    wire = bytearray()
+    a.send(frame.MQTT, connect)
+    while (chunk := a.poll(line.now)) is not None:
+        wire += chunk
+    assert wire.count(b"\x00\x01") >= 1
+    damaged = bytearray(wire)
+    damaged[damaged.index(b"\x00\x01") + 1] ^= 0x40  # the frame's leading 0x01 is hit
+    b.feed(b"booting...\n" + bytes(damaged) + b"\x00" + b"console after\n", line.now)
+    assert b.lines == ["booting...", "console after"]
+    assert all(password.decode() not in text for text in b.lines)
+    assert sum(b.noise) >= len(connect) and b.decoder.noise_bytes == sum(b.noise)
