@@ -22,7 +22,7 @@ from dmqtt import codec
 from dmqtt.codec_host import Packet, StreamDecoder
 from host_bridge.bridge import BridgeError, Destination, TLSConfig
 from host_bridge.logs import log_to_stdout
-from host_bridge.telemetry_store import RecorderError, TelemetryStore
+from host_bridge.telemetry_store import RecorderError, StoreWriteError, TelemetryStore
 
 log = logging.getLogger("host_bridge.record")
 
@@ -177,29 +177,71 @@ class Recorder:
         self.backoff = 0.5
         self.received = 0
         self.last_commit = time.monotonic()
+        self.store_broken: str | None = None  # the storage condition that stopped acknowledgements, if any
+        self.commit_failing: str | None = None
+        self.reload_at = 0.0
 
     def run(self) -> None:
         next_stats = time.monotonic() + self.args.stats_every
         while not self.stop:
-            if self.link is None:
+            if self.store_broken is not None:
+                self._try_reload()
+            elif self.link is None:
                 self._connect()
             if self.link is not None:
                 try:
                     self._serve(timeout=0.2)
+                except StoreWriteError as exc:
+                    self._store_failed(exc)
                 except (OSError, codec.CodecError) as exc:
                     self._drop(f"{exc}")
             else:
-                time.sleep(min(0.2, max(0.0, self.retry_at - time.monotonic())))
+                time.sleep(0.2 if self.store_broken else min(0.2, max(0.0, self.retry_at - time.monotonic())))
             now = time.monotonic()
-            if self.store.pending and (now - self.last_commit >= self.args.flush_seconds or len(self.store.pending) >= self.args.flush_rows):
+            if self.store_broken is None and self.store.pending and (now - self.last_commit >= self.args.flush_seconds or len(self.store.pending) >= self.args.flush_rows):
                 self._commit()
             if now >= next_stats:
                 self.report()
                 next_stats = now + self.args.stats_every
-        self._commit()
+        if self.store_broken is None:
+            self._commit()
         if self.link is not None:
             self.link.close(polite=True)
         self.report()
+
+    RELOAD_EVERY = 2.0
+
+    def _store_failed(self, exc: StoreWriteError) -> None:
+        """The log could not store what arrived: acknowledge none of it (the connection goes without a word, so
+        the broker keeps every unacknowledged delivery in the session), say so once, and wait for the disk."""
+        if self.link is not None:
+            self.link.close(polite=False)
+            self.link = None
+        if self.store_broken != str(exc):
+            log.error(
+                "event=store-failed error=%r: nothing is acknowledged that is not stored; the broker keeps the "
+                "session's messages meanwhile. Free space in %s (or make it writable); retrying every %.0f s",
+                str(exc), self.store.out, self.RELOAD_EVERY,
+            )
+        self.store_broken = str(exc)
+        self.reload_at = time.monotonic() + self.RELOAD_EVERY
+
+    def _try_reload(self) -> None:
+        if time.monotonic() < self.reload_at:
+            return
+        try:
+            self.store.reload()
+        except (OSError, StoreWriteError) as exc:
+            self.reload_at = time.monotonic() + self.RELOAD_EVERY
+            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            if why != self.store_broken:
+                log.warning("event=store-still-failing error=%r", why)
+                self.store_broken = why
+            return
+        log.info("event=store-recovered: storing and acknowledging again (%d logged deliveries committed)", self.store.recovered)
+        self.store_broken = None
+        self.commit_failing = None
+        self.retry_at = 0.0
 
     def _connect(self) -> None:
         if time.monotonic() < self.retry_at:
@@ -282,9 +324,20 @@ class Recorder:
     def _commit(self) -> None:
         try:
             self.store.commit()
+        except StoreWriteError as exc:
+            self._store_failed(exc)
         except OSError as exc:
-            # The deliveries are still in the log; the next commit (or the next start) writes them.
-            log.error("event=commit-failed error=%r (deliveries stay in the log)", str(exc))
+            # The deliveries are still in the log (and acknowledged from there); the next commit writes them.
+            if self.commit_failing != str(exc):
+                log.error(
+                    "event=commit-failed error=%r: deliveries stay in the log until Parquet can be written; free "
+                    "space in %s", str(exc), self.store.out,
+                )
+                self.commit_failing = str(exc)
+        else:
+            if self.commit_failing is not None:
+                log.info("event=commit-recovered")
+                self.commit_failing = None
         self.last_commit = time.monotonic()
 
     def report(self) -> None:

@@ -172,6 +172,15 @@ def _digest(topic: str, payload: bytes) -> str:
     return hashlib.blake2b(topic.encode() + b"\0" + payload, digest_size=8).hexdigest()
 
 
+class StoreWriteError(Exception):
+    """The write-ahead log could not take or sync a delivery (a full, read-only or failing disk). Nothing logged
+    since the last successful sync may be acknowledged; reload() takes the state the disk holds."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+        self.errno = exc.errno
+
+
 class TelemetryStore:
     """The output folder: write-ahead log, Parquet commits, and the small state a restart needs."""
 
@@ -238,9 +247,28 @@ class TelemetryStore:
     def sync(self) -> None:
         """Make every logged delivery durable; acknowledgements may be sent after this returns."""
         if self._unsynced and self._wal is not None:
-            self._wal.flush()
-            os.fsync(self._wal.fileno())
+            try:
+                self._wal.flush()
+                os.fsync(self._wal.fileno())
+            except OSError as exc:
+                raise StoreWriteError(exc) from None
             self._unsynced = False
+
+    def reload(self) -> None:
+        """After a StoreWriteError: forget the memory and take the state the log on disk holds, as a restart
+        would (what never reached the disk was never acknowledged, and the broker's session still holds it).
+        Raises OSError while the disk still cannot take the recovery's own writes; call it again later."""
+        wal, self._wal = self._wal, None
+        if wal is not None:
+            try:
+                wal.close()  # its buffer may be flushed now, or fail again: either way the file on disk decides
+            except OSError:
+                pass
+        self.pending = []
+        self.seen = {}
+        self.qos2_unreleased = set()
+        self._unsynced = False
+        self.recovered = self._recover()
 
     # -- committing -----------------------------------------------------------------------------------------
 
@@ -251,11 +279,16 @@ class TelemetryStore:
         by_date: dict[str, list[Delivery]] = defaultdict(list)
         for d in self.pending:
             by_date[d.date].append(d)
-        finals = []
+        finals: list[Path] = []
         for i, (date, deliveries) in enumerate(sorted(by_date.items())):
             final = self.out / f"{PARTITION_COLUMN}={date}" / f"part-{self.generation:010d}-{i}.parquet"
             final.parent.mkdir(parents=True, exist_ok=True)
-            write_parquet(deliveries, self._temp(final))
+            try:
+                write_parquet(deliveries, self._temp(final))
+            except OSError:
+                for temp in [self._temp(f) for f in finals] + [self._temp(final)]:
+                    temp.unlink(missing_ok=True)  # no commit record names them: the rows stay in the log
+                raise
             finals.append(final)
         self._append({"commit": [str(f.relative_to(self.out)) for f in finals]})
         self.sync()
@@ -288,8 +321,12 @@ class TelemetryStore:
                 raise RecorderError(f"{final} is named by a commit but neither it nor its temporary file exists")
 
     def _append(self, record: dict[str, Any]) -> None:
-        assert self._wal is not None
-        self._wal.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        if self._wal is None:
+            raise StoreWriteError(OSError(0, "the log is not open (a write failed before): reload() first"))
+        try:
+            self._wal.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        except OSError as exc:
+            raise StoreWriteError(exc) from None
         self._unsynced = True
 
     def _new_generation(self) -> None:

@@ -14,10 +14,10 @@ from tests.conftest import REPO
 
 
 class RecorderProcess(ManagedProcess):
-    def __init__(self, out: Path, broker: str, *extra: str) -> None:
+    def __init__(self, out: Path, broker: str, *extra: str, log_dir: Path | None = None) -> None:
         args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out)]
         args += ["--flush-seconds", "0.3", "--stats-every", "1", *extra]
-        super().__init__(args, out.parent / f"recorder-{time.monotonic_ns()}.log", cwd=REPO)
+        super().__init__(args, (log_dir or out.parent) / f"recorder-{time.monotonic_ns()}.log", cwd=REPO)
 
     def wait_connected(self) -> None:
         self.wait_for("event=connected")

@@ -3,11 +3,14 @@ Mosquitto while the recorder is SIGKILLed again and again: nothing lost, its own
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -254,3 +257,79 @@ def test_an_unreachable_broker_is_retried_with_a_hint(tmp_path: Path) -> None:
     recorder.wait_for("event=connect-failed")
     assert recorder.stop() == 0  # stopped while retrying: a clean exit
     assert "is the broker running, and is --broker right?" in recorder.text()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 24 MiB tmpfs of the test's own: a filesystem that really fills (needs root, as CI runs)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Take every free byte of `disk` with one file; returns it (delete it to give the space back)."""
+    ballast = disk / "ballast"
+    with open(ballast, "wb") as f:
+        chunk = b"\0" * (1 << 16)
+        try:
+            while True:
+                f.write(chunk)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return ballast
+
+
+def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(tmp_path: Path, small_disk: Path, mosquitto: Mosquitto) -> None:
+    """The recorder's disk fills while QoS 1 and QoS 2 messages arrive: it stops acknowledging (the broker's
+    session keeps them), says so once with what to do, and when space returns it records every message, each
+    QoS 2 message once apart from rows marked recorder_dup."""
+    out = small_disk / "rec"
+    host, port = mosquitto.address.rsplit(":", 1)
+    recorder = RecorderProcess(out, mosquitto.address, "--client-id", "full-disk-recorder", log_dir=tmp_path)
+    recorder.wait_connected()
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="full-disk-publisher")
+    pub.max_inflight_messages_set(20)
+    pub.connect(host, int(port))
+    pub.loop_start()
+    count = 600
+    try:
+        for seq in range(count // 3):
+            for qos in (1, 2):
+                pub.publish(f"sensors/f{qos}/telemetry", telemetry(seq, f"f{qos}"), qos=qos)
+            time.sleep(0.002)
+        ballast = fill(small_disk)
+        for seq in range(count // 3, count):
+            for qos in (1, 2):
+                pub.publish(f"sensors/f{qos}/telemetry", telemetry(seq, f"f{qos}"), qos=qos)
+            time.sleep(0.002)
+        recorder.wait_for("event=store-failed", timeout=30)
+        time.sleep(3)  # a few retries while the disk stays full
+        ballast.unlink()
+        recorder.wait_for("event=store-recovered", timeout=30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len({(r["dev"], r["seq"]) for r in read_rows(out)}) < 2 * count:
+            time.sleep(0.5)
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+        code = recorder.stop()
+    assert code == 0
+    log = recorder.text()
+    assert log.count("event=store-failed") == 1, log  # once per condition, not once per retry
+    assert "No space left on device" in log and "Free space in" in log
+    rows = read_rows(out)
+    for dev in ("f1", "f2"):
+        seqs = [r["seq"] for r in rows if r["dev"] == dev and not r["recorder_dup"]]
+        assert set(seqs) == set(range(count)), f"{dev}: lost {sorted(set(range(count)) - set(seqs))[:10]}"
+        if dev == "f2":
+            assert len(seqs) == count, "a QoS 2 message recorded twice without the recorder_dup mark"
