@@ -81,6 +81,7 @@ soak: system-deps $(STAMP)
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml
 	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
+	$(BIN)/python -m host_bridge.chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .hypothesis

@@ -34,7 +34,7 @@ class Mosquitto:
         self,
         workdir: Path,
         port: int = 0,
-        persistence: bool = False,
+        persistence: bool | str = False,
         tls: tuple[Path, Path] | None = None,
         options: tuple[str, ...] = (),
     ) -> None:
@@ -73,7 +73,11 @@ class Mosquitto:
             # Started as root, Mosquitto would switch to the "mosquitto" user and lose access to our files.
             lines.append(f"user {getpass.getuser()}")
         lines += list(self.options)
-        if self.persistence:
+        if self.persistence == "every-change":
+            # Saved after every queued message or subscription change, the nearest Mosquitto comes to durable:
+            # a SIGKILL can still lose what was acknowledged in the moment before the save.
+            lines += ["persistence true", f"persistence_location {self.workdir}/", "autosave_on_changes true", "autosave_interval 1"]
+        elif self.persistence:
             lines += ["persistence true", f"persistence_location {self.workdir}/", "autosave_interval 1"]
         conf = self.workdir / "mosquitto.conf"
         conf.write_text("\n".join(lines) + "\n")
@@ -112,6 +116,13 @@ class Mosquitto:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def kill(self) -> None:
+        """SIGKILL: no clean save, as a crash or a power cut of the broker's host."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self.process = None
 
     def __enter__(self) -> Mosquitto:
         self.start()

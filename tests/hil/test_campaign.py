@@ -1,0 +1,32 @@
+"""One campaign of everything at once (host_bridge.chaos), gated by the Spark audit: boards on TCP and on noisy
+serial lines, QoS 1 and QoS 2, power cuts, and the broker, the bridge and the recorder each SIGKILLed and
+restarted, plus a disk-full episode on the recorder. `make test` gives one fault of each kind; `make soak` runs
+`python -m host_bridge.chaos` with more of everything."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from host_bridge.chaos import run_campaign
+
+
+@pytest.mark.hil_virtual("kills the bench's own broker, bridge and recorder")
+def test_everything_at_once_keeps_every_promise(tmp_path: Path, spark: SparkSession) -> None:
+    result = run_campaign(tmp_path / "chaos", messages=120, cuts=2, faults=1, seed=11, spark=spark)
+    figures = result.figures()
+    print(figures)
+    assert not result.failures, result.failures
+    expected_kinds = {"broker", "bridge", "recorder"} | ({"disk_full"} if os.geteuid() == 0 else set())
+    assert {k for k, n in result.faults.items() if n} == expected_kinds, figures
+    assert result.power_cuts >= 4, figures
+    assert result.audit is not None
+    assert figures["qos"][1]["lost"] == 0 and figures["qos"][2]["lost"] == 0 and figures["qos"][2]["duplicated"] == 0, figures
+    assert figures["qos"][1]["messages"] == 240 and figures["qos"][2]["messages"] == 240, figures
+    assert result.ok
+    for pid in result.pids:  # every process the campaign started has ended
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
