@@ -77,7 +77,7 @@ class DiskFiller:
         if self.ballast is None:
             return False
         chunk = b"\0" * (1 << 16)
-        with open(self.ballast, "wb") as f:
+        with open(self.ballast, "wb", buffering=0) as f:  # unbuffered: nothing left to fail at close
             try:
                 while True:
                     f.write(chunk)

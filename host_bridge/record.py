@@ -180,6 +180,8 @@ class Recorder:
         self.store_broken: str | None = None  # the storage condition that stopped acknowledgements, if any
         self.commit_failing: str | None = None
         self.reload_at = 0.0
+        if store.unavailable is not None:
+            self._store_failed(StoreWriteError(OSError(0, store.unavailable)))
 
     def run(self) -> None:
         next_stats = time.monotonic() + self.args.stats_every
@@ -355,7 +357,12 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
     if requested and kept and requested != kept:
         log.warning("event=client-id-changed old=%s new=%s (the old session's queued messages stay with the old id)", kept, requested)
     client_id = requested or kept or "recorder-" + hashlib.sha1(str(store.out.resolve()).encode()).hexdigest()[:10]
-    path.write_text(client_id)
+    if client_id != kept:
+        try:
+            path.write_text(client_id)
+        except OSError as exc:
+            # Without it a restart would open another session and leave this one's messages behind.
+            raise RecorderError(f"cannot keep the session's client id in {path}: {exc.strerror}; free space there") from None
     return client_id
 
 

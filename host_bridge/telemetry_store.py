@@ -209,7 +209,14 @@ class TelemetryStore:
         self.recorder_dups = 0
         self._wal: IO[bytes] | None = None
         self._unsynced = False
-        self.recovered = self._recover()
+        # A start on a full or read-only disk cannot finish its recovery: the store says why and waits for
+        # reload() (the log on disk stays as it is, so nothing is lost by waiting).
+        self.unavailable: str | None = None
+        try:
+            self.recovered = self._recover()
+        except (OSError, StoreWriteError) as exc:
+            self.recovered = 0
+            self.unavailable = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
     # -- receiving ------------------------------------------------------------------------------------------
 
@@ -269,6 +276,7 @@ class TelemetryStore:
         self.qos2_unreleased = set()
         self._unsynced = False
         self.recovered = self._recover()
+        self.unavailable = None
 
     # -- committing -----------------------------------------------------------------------------------------
 

@@ -278,12 +278,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def fill(disk: Path) -> Path:
     """Take every free byte of `disk` with one file; returns it (delete it to give the space back)."""
     ballast = disk / "ballast"
-    with open(ballast, "wb") as f:
+    with open(ballast, "wb", buffering=0) as f:  # unbuffered: nothing left to fail at close
         chunk = b"\0" * (1 << 16)
         try:
             while True:
                 f.write(chunk)
-                f.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     return ballast
@@ -333,3 +332,30 @@ def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(tm
         assert set(seqs) == set(range(count)), f"{dev}: lost {sorted(set(range(count)) - set(seqs))[:10]}"
         if dev == "f2":
             assert len(seqs) == count, "a QoS 2 message recorded twice without the recorder_dup mark"
+
+
+def test_a_recorder_started_on_a_full_disk_waits_for_space_instead_of_crashing(tmp_path: Path, small_disk: Path, mosquitto: Mosquitto) -> None:
+    """Its last run logged deliveries that are not yet in Parquet, and the disk is full: the recovery cannot
+    write them. The recorder says so, does not connect (it could acknowledge nothing), and finishes the
+    recovery when space returns."""
+    from host_bridge.telemetry_store import TelemetryStore
+
+    out = small_disk / "rec"
+    store = TelemetryStore(out)
+    (store.state / "client_id").write_text("full-start-recorder")  # as the previous run kept it
+    for seq in range(5):
+        store.add(1_790_000_000_000_000 + seq, "sensors/w/telemetry", 1, False, False, seq + 1, telemetry(seq, "w"))
+    store.sync()
+    store.close()  # as a crash leaves it: logged, not committed
+    ballast = fill(small_disk)
+    recorder = RecorderProcess(out, mosquitto.address, log_dir=tmp_path)
+    try:
+        recorder.wait_for("event=store-failed", timeout=30)
+        time.sleep(2.5)
+        assert recorder.running and "event=connected" not in recorder.text()
+        ballast.unlink()
+        recorder.wait_for("event=store-recovered", timeout=30)
+        recorder.wait_for("event=connected", timeout=30)
+    finally:
+        assert recorder.stop() == 0
+    assert sorted(r["seq"] for r in read_rows(out)) == list(range(5))
