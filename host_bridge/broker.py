@@ -37,10 +37,12 @@ class Mosquitto:
         persistence: bool | str = False,
         tls: tuple[Path, Path] | None = None,
         options: tuple[str, ...] = (),
+        allow_anonymous: bool = True,
     ) -> None:
-        """`options`: further mosquitto.conf lines (e.g. "max_packet_size 200")."""
+        """`options`: further mosquitto.conf lines (e.g. "max_packet_size 200", "password_file PATH")."""
         self.workdir = Path(workdir)
         self.options = options
+        self.allow_anonymous = allow_anonymous
         self.port = port or free_port()
         self.persistence = persistence
         self.tls = tls  # (certificate, key) for a TLS listener
@@ -55,7 +57,7 @@ class Mosquitto:
         self.workdir.mkdir(parents=True, exist_ok=True)
         lines = [
             f"listener {self.port} 127.0.0.1",
-            "allow_anonymous true",
+            f"allow_anonymous {'true' if self.allow_anonymous else 'false'}",
             "log_dest stderr",
             "log_type error",
             "log_type warning",

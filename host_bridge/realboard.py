@@ -77,7 +77,9 @@ for d in %r:
 """
 
 
-def deploy_commands(port: str, root: Path, config: Path | None, resume: bool, reset: bool) -> list[str]:
+def deploy_commands(
+    port: str, root: Path, config: Path | None, resume: bool, reset: bool, put: list[tuple[Path, str]] | None = None
+) -> list[str]:
     """One mpremote invocation: every staged file and folder copied to the board's filesystem root."""
     cmd = [sys.executable, "-m", "mpremote", "connect", port]
     if resume:
@@ -90,6 +92,8 @@ def deploy_commands(port: str, root: Path, config: Path | None, resume: bool, re
         steps.append(["fs", "cp", str(item), ":" + str(item.relative_to(root))])
     if config is not None:
         steps.append(["fs", "cp", str(config), ":config.json"])
+    for source, name in put or []:
+        steps.append(["fs", "cp", str(source), ":" + name])
     if reset:
         steps.append(["soft-reset"])
     for i, step in enumerate(steps):

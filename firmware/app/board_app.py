@@ -34,6 +34,32 @@ def next_boot(root):
     return boot
 
 
+class BadConfig(Exception):
+    """The config passed its checks but a file it names cannot be used (a certificate, a key)."""
+
+
+CLOCK_VALID_FROM = 2024  # a year before which the clock cannot be right: certificates are newer than that
+
+
+def ensure_clock():
+    """Certificate validity is checked against the board's clock. An ESP32 without a set RTC starts in
+    2000-01-01, where every certificate is "not yet valid": on WiFi boards the clock is set by NTP before the
+    first TLS connect; a board whose clock cannot be set refuses to connect, saying why, and retries with the
+    connection's backoff. (The Unix port of the virtual board has the host's clock.)"""
+    if time.gmtime()[0] >= CLOCK_VALID_FROM:
+        return
+    try:
+        import ntptime  # type: ignore[import-not-found]
+
+        ntptime.settime()
+    except (ImportError, OSError, OverflowError):
+        pass
+    year = time.gmtime()[0]
+    if year < CLOCK_VALID_FROM:
+        raise OSError("tls: the clock says %d and NTP could not set it: certificate validity cannot be checked" % year)
+    print("tls: clock set by NTP")
+
+
 def reading(seq):
     # Stand-in sensor: a slow deterministic wave, so the rollups have something to show.
     return 20.0 + (seq % 20) * 0.25
@@ -84,6 +110,14 @@ class Board:
             from dmqtt.transport import TCPTransport
 
             self.transport_class = TCPTransport  # type: ignore[assignment]
+        self.tls_ctx = None
+        if cfg["tls"]:
+            from dmqtt.tls import TLSConfigError, context  # loaded only by boards that speak TLS
+
+            try:
+                self.tls_ctx = context(cfg["tls"], cfg["root"])  # once per boot: the certificates are parsed here
+            except TLSConfigError as exc:
+                raise BadConfig(str(exc))
         self.client = MQTTClient(
             cfg["client_id"],
             open_journal(),
@@ -142,7 +176,14 @@ class Board:
         if cfg["transport"] == "serial":
             uart = cfg["uart"]
             return self.transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
-        return self.transport_class(cfg["host"], cfg["port"])
+        tls = cfg["tls"]
+        if tls is None:
+            return self.transport_class(cfg["host"], cfg["port"])
+        if tls["insecure"]:
+            print("tls: WARNING: certificate verification is off (tls.insecure): anyone on the path can pose as the broker")
+        else:
+            ensure_clock()
+        return self.transport_class(cfg["host"], cfg["port"], tls=self.tls_ctx, server_hostname=tls["server_hostname"])
 
     def ensure_connected(self):
         while not self.try_connect():
@@ -253,6 +294,10 @@ def main(heap_at_boot):
         board = Board(cfg, next_boot(cfg["root"]))
         board.heap_at_boot = heap_at_boot
         board.run()
+    except BadConfig as exc:
+        print("config error:", exc)  # names the field and the problem, never key material
+        print("fix config.json (or the files it names) and reset the board")
+        return 3
     except JournalError as exc:
         # The flash under the journal failed (or is full of live records): retrying the same program would
         # only spin. Say where, and stop; start() decides whether a reset may help.

@@ -25,15 +25,76 @@ def root():
     raise ConfigError("no config.json in /flash or /")
 
 
+SECRET_KEYS = ("username", "password")  # also wifi.password and tls.key, merged from secrets.json
+
+
 def load():
-    path = root() + "/config.json"
-    with open(path) as f:
-        text = f.read()
+    base = root()
+    raw = _json(base + "/config.json", True)
+    secrets = _json(base + "/secrets.json", False)
+    if secrets is not None:
+        merge_secrets(raw, secrets)
+    return check(raw)
+
+
+def _json(path, required):
     try:
-        raw = json.loads(text)
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        if required:
+            raise ConfigError("no %s" % path)
+        return None
+    try:
+        return json.loads(text)
     except ValueError:
         raise ConfigError("%s is not valid JSON" % path)
-    return check(raw)
+
+
+def merge_secrets(raw, secrets):
+    """secrets.json beside config.json (so that config.json can be shared and committed): username, password,
+    {"wifi": {"password"}}, {"tls": {"key"}} override what config.json says."""
+    if not isinstance(raw, dict) or not isinstance(secrets, dict):
+        raise ConfigError("config.json and secrets.json must each hold a JSON object")
+    for key in SECRET_KEYS:
+        if key in secrets:
+            raw[key] = secrets[key]
+    for section, key in (("wifi", "password"), ("tls", "key")):
+        value = secrets.get(section, {})
+        if isinstance(value, dict) and key in value:
+            raw.setdefault(section, {})
+            if not isinstance(raw[section], dict):
+                raise ConfigError("%s must be an object" % section)
+            raw[section][key] = value[key]
+
+
+def _tls(raw, transport):
+    """tls: {ca, cert, key, server_hostname, insecure}; None without it. Messages name fields, never values:
+    a key must not reach the console."""
+    tls = raw.get("tls")
+    if tls is None:
+        return None
+    if transport != "tcp":
+        raise ConfigError("tls is for transport tcp (over the serial link the bridge speaks TLS to the broker)")
+    if not isinstance(tls, dict):
+        raise ConfigError("tls must be {ca, cert, key, server_hostname, insecure}")
+    for key in ("ca", "cert", "key", "server_hostname"):
+        if tls.get(key) is not None and (not isinstance(tls[key], str) or not tls[key]):
+            raise ConfigError("tls.%s must be a path on the board or PEM text" % key)
+    insecure = tls.get("insecure", False)
+    if not isinstance(insecure, bool):
+        raise ConfigError("tls.insecure must be true or false")
+    if not tls.get("ca") and not insecure:
+        raise ConfigError('tls.ca is required to verify the broker (or "insecure": true, for lab use only)')
+    if bool(tls.get("cert")) != bool(tls.get("key")):
+        raise ConfigError("tls.cert and tls.key go together (a client certificate and its key)")
+    return {
+        "ca": tls.get("ca"),
+        "cert": tls.get("cert"),
+        "key": tls.get("key"),
+        "server_hostname": tls.get("server_hostname"),
+        "insecure": insecure,
+    }
 
 
 def _int(raw, key, default, low, high):
@@ -113,8 +174,10 @@ def check(raw):
         _topic(sub_topic, "subscribe topic", True)
     if will is not None:
         _topic(will[0], "will.topic", False)
+    tls = _tls(raw, transport)
     return {
         "client_id": cid,
+        "tls": tls,
         "version": version,
         "transport": transport,
         "host": host,

@@ -23,7 +23,10 @@ _TCP_NODELAY = const(1)
 
 
 class TCPTransport:
-    def __init__(self, host, port, timeout_ms=10000):
+    """TCP to the broker, optionally in TLS: `tls` is an ssl.SSLContext (dmqtt.tls.context builds one from the
+    board's config) and `server_hostname` the name the broker's certificate must carry (SNI too)."""
+
+    def __init__(self, host, port, timeout_ms=10000, tls=None, server_hostname=None):
         addr = socket.getaddrinfo(host, port)[0][-1]
         sock = socket.socket()
         try:
@@ -32,6 +35,13 @@ class TCPTransport:
             # One write per packet and no Nagle: a QoS 1 flow otherwise waits ~40 ms per message on Nagle plus
             # the broker's delayed ACK.
             sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
+            if tls is not None:
+                # The handshake runs here, while the socket still blocks (with the timeout above): MicroPython's
+                # TLS socket then verifies the chain, the validity dates and the host name (mbedTLS).
+                try:
+                    sock = tls.wrap_socket(sock, server_hostname=server_hostname or host)
+                except (OSError, ValueError) as exc:
+                    raise OSError("tls: %s" % (_tls_reason(exc),))
             # Non-blocking from here on, driven by poll: a blocking readinto() on a MicroPython stream waits
             # until the whole buffer is full, which an MQTT peer never does.
             sock.setblocking(False)
@@ -40,15 +50,20 @@ class TCPTransport:
             raise
         self._sock = sock
         self._poller = select.poll()
+        # A TLS socket is polled itself, not the TCP socket under it: MicroPython's TLS stream reports readable
+        # while mbedTLS holds decrypted bytes that the TCP socket no longer shows (extmod/modtls_mbedtls.c).
         self._poller.register(sock, select.POLLIN)
 
     def send(self, view):
+        # write(), not send(): TLS sockets have only the stream methods. On a non-blocking stream it returns
+        # None, or raises EAGAIN, when nothing can be written now (TLS: also while a record is half sent).
         try:
-            return self._sock.send(view)
+            n = self._sock.write(view)
         except OSError as exc:
             if exc.args[0] == _EAGAIN:
                 return 0
             raise
+        return n or 0
 
     def readinto(self, buf):
         try:
@@ -64,3 +79,9 @@ class TCPTransport:
 
     def close(self):
         self._sock.close()
+
+
+def _tls_reason(exc):
+    """mbedTLS's own words for a refused handshake (certificate, host name, validity), else the error."""
+    text = str(exc).strip()
+    return text if text else "handshake failed (%r)" % (exc,)

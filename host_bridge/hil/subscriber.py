@@ -29,11 +29,22 @@ class Record:
 class Subscriber:
     """Subscribes `topic` at QoS 2 (a persistent session unless clean=True) and keeps every delivery."""
 
-    def __init__(self, address: str, client_id: str, topic: str = "sensors/#", clean: bool = False, timeout: float = 10) -> None:
+    def __init__(
+        self, address: str, client_id: str, topic: str = "sensors/#", clean: bool = False, timeout: float = 10,
+        username: str | None = None, password: str | None = None, tls_ca: Path | None = None,
+        tls_cert: tuple[Path, Path] | None = None,
+    ) -> None:
+        """`username`/`password`: for a broker that wants them; `tls_ca`: TLS to the broker, verified with it;
+        `tls_cert`: a client certificate and key to present."""
         host, port = address.rsplit(":", 1)
         self.lock = threading.Lock()
         self.records: list[Record] = []
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
+        if username is not None:
+            self.client.username_pw_set(username, password)
+        if tls_ca is not None:
+            cert, key = (str(tls_cert[0]), str(tls_cert[1])) if tls_cert else (None, None)
+            self.client.tls_set(ca_certs=str(tls_ca), certfile=cert, keyfile=key)
         self.client.on_message = self._on_message
         subscribed = threading.Event()
         self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=2)

@@ -77,6 +77,18 @@ def read_stats(flash: Path, partitions: list[Partition]) -> dict[str, dict[str, 
     return out
 
 
+def parse_put(text: str) -> tuple[Path, str]:
+    """FILE[:NAME] -> (FILE, NAME): a host file and the name it gets in the board's filesystem root."""
+    source, sep, name = text.partition(":")
+    path = Path(source)
+    if not path.is_file():
+        raise VBoardError(f"--put {text}: {source} is not a file")
+    name = name if sep else path.name
+    if not name or "/" in name.strip("/") or name.startswith(".."):
+        raise VBoardError(f"--put {text}: NAME must be a file name in the board's root")
+    return path, name.strip("/")
+
+
 def parse_size(text: str) -> int:
     units = {"k": 1024, "m": 1024 * 1024}
     text = text.strip().lower()
@@ -365,6 +377,7 @@ class VirtualBoard:
 
     flash: Path
     config: Path | None = None
+    put: tuple[tuple[Path, str], ...] = ()  # host files placed in the board's filesystem root (certificates)
     board: BoardDefinition = field(default_factory=lambda: BoardDefinition.load("sim"))
     flash_size: int | None = None
     heap: str | None = None
@@ -418,6 +431,7 @@ class VirtualBoard:
                 "VBOARD_RESET_CAUSE": str(self.reset_cause),
                 "VBOARD_APP": str(self.root),
                 "VBOARD_CONFIG": str(Path(self.config).resolve()) if self.config else "",
+                "VBOARD_PUT": json.dumps([[str(Path(src).resolve()), name] for src, name in self.put]),
                 "VBOARD_UART": self.line.board_path if self.line else "",
                 "VBOARD_HEAP": str(self.heap_bytes),
             }

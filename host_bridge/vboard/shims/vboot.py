@@ -3,6 +3,7 @@
 # MicroPython Unix port with the shims' folder first on sys.path.
 
 import gc
+import json
 import os
 import sys
 
@@ -24,13 +25,11 @@ def mount_flash():
         vfs.mount(vfs.VfsLfs2(part), ROOT)
 
 
-def install_config():
-    source = vboard_state.env("VBOARD_CONFIG")
-    if source is None:
-        return
+def install(source, name):
+    """Copy a host file into the board's filesystem root, as a deploy would; unchanged files are not rewritten."""
     with open(source, "rb") as f:
         wanted = f.read()
-    target = ROOT + "/config.json"
+    target = ROOT + "/" + name
     try:
         with open(target, "rb") as f:
             if f.read() == wanted:
@@ -39,6 +38,15 @@ def install_config():
         pass
     with open(target, "wb") as f:
         f.write(wanted)
+
+
+def install_files():
+    """--config becomes /flash/config.json; each --put FILE[:NAME] becomes /flash/NAME."""
+    source = vboard_state.env("VBOARD_CONFIG")
+    if source is not None:
+        install(source, "config.json")
+    for source, name in json.loads(vboard_state.env("VBOARD_PUT", "[]")):
+        install(source, name)
 
 
 def run(path):
@@ -66,7 +74,7 @@ ballast = None
 
 def main():
     mount_flash()
-    install_config()
+    install_files()
     pin_heap()
     # The staged filesystem root of the application: dmqtt/*.mpy, app modules as .mpy, boot.py, main.py.
     app = vboard_state.env("VBOARD_APP")
