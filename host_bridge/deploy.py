@@ -21,10 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    puts = [parse_put(p) for p in args.put]
     if args.config is not None:
-        check_config(args.config)
+        check_config(args.config, next((source for source, name in puts if name == "secrets.json"), None))
     root = stage_firmware(args.app, REPO / "firmware")
     files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
     print(f"firmware: {len(files)} files from {root}", flush=True)
-    cmd = deploy_commands(args.port, root, args.config, args.resume, not args.no_reset, [parse_put(p) for p in args.put])
+    cmd = deploy_commands(args.port, root, args.config, args.resume, not args.no_reset, puts)
     return run_commands([cmd], args.dry_run, "mpremote")

@@ -30,14 +30,19 @@ def board_config_module() -> ModuleType:
     return module
 
 
-def check_config(path: Path) -> None:
+def check_config(path: Path, secrets: Path | None = None) -> None:
+    """The board's own checks on config.json, with secrets.json merged as the board merges it. Messages name
+    fields, never secret values."""
     module = board_config_module()
     try:
-        module.check(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise DeployError(f"{path} does not exist") from None
+        raw = json.loads(path.read_text())
+        if secrets is not None:
+            module.merge_secrets(raw, json.loads(secrets.read_text()))
+        module.check(raw)
+    except FileNotFoundError as exc:
+        raise DeployError(f"{exc.filename} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise DeployError(f"{path} is not valid JSON: {exc}") from None
+        raise DeployError(f"{path if secrets is None else 'config.json or secrets.json'} is not valid JSON: {exc}") from None
     except module.ConfigError as exc:
         raise DeployError(f"{path}: {exc}") from None
 

@@ -112,3 +112,26 @@ def test_deploy_with_mpremote_to_a_pty_backed_micropython(tmp_path: Path) -> Non
     assert {"dmqtt/codec.mpy", "dmqtt/client.mpy", "dmqtt/journal.mpy", "dmqtt/session.mpy"} <= set(deployed)
     assert json.loads((board_fs / "config.json").read_text())["client_id"] == "deployed"
     assert (board_fs / "dmqtt" / "codec.mpy").read_bytes()[:1] == b"M"  # a MicroPython .mpy file
+
+
+def test_deploy_puts_files_and_checks_secrets_without_showing_them(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"client_id": "t", "broker": "mqtt.example.net:8883", "username": "board",
+                                  "tls": {"ca": "ca.pem", "cert": "board.pem"}, "publish": {"qos": 1}}))
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"password": "s3cret-never-shown", "tls": {"key": "-----BEGIN PRIVATE KEY-----\nS3CRETKEY\n"}}))
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+
+    def deploy(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "host_bridge", "deploy", "--port", "/dev/ttyACM0", "--config", str(config), "--dry-run", *extra],
+            capture_output=True, text=True, timeout=60, cwd=REPO,
+        )
+
+    missing = deploy("--put", str(ca))  # no key anywhere: refused before anything is copied
+    assert missing.returncode == 2 and "tls.cert and tls.key go together" in missing.stderr
+    ok = deploy("--put", str(ca), "--put", f"{secrets}:secrets.json")
+    assert ok.returncode == 0, ok.stderr
+    assert f"fs cp {ca} :ca.pem" in ok.stdout and f"fs cp {secrets} :secrets.json" in ok.stdout
+    assert "s3cret-never-shown" not in ok.stdout + ok.stderr and "S3CRETKEY" not in ok.stdout + ok.stderr
