@@ -16,12 +16,13 @@ ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d
 
 all: test
 
-# mosquitto (the broker of the tests and the demo), socat (a pty-backed MicroPython for mpremote), and a Java
-# runtime for Spark (the telemetry pipeline), each only when missing.
+# mosquitto (the broker of the tests and the demo), socat (a pty-backed MicroPython for mpremote), openssl (the
+# demo's and the tests' certificates), and a Java runtime for Spark (the telemetry pipeline), each only when missing.
 system-deps:
 	@missing=""; \
 	{ command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]; } || missing="$$missing mosquitto"; \
 	command -v socat >/dev/null || missing="$$missing socat"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (apt-get)"; \

@@ -29,6 +29,20 @@ def mosquitto_executable() -> str:
     return found
 
 
+def write_password_file(path: Path, users: dict[str, str]) -> Path:
+    """A Mosquitto password file (hashed by mosquitto_passwd) for `users` (name -> password)."""
+    tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+    path.unlink(missing_ok=True)
+    for i, (user, password) in enumerate(users.items()):
+        try:
+            done = subprocess.run([tool, "-b", *(["-c"] if i == 0 else []), str(path), user, password], capture_output=True, text=True)
+        except FileNotFoundError:
+            raise BrokerError("mosquitto_passwd is not installed: run `make system-deps` (apt-get install mosquitto)") from None
+        if done.returncode:
+            raise BrokerError(f"mosquitto_passwd failed for {user}: {done.stderr.strip()}")
+    return path
+
+
 class Mosquitto:
     def __init__(
         self,

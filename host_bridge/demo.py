@@ -1,6 +1,7 @@
 """`make demo`: the whole story on one machine, end to end.
 
-Mosquitto on loopback; the recorder (`host-bridge record`) on a persistent QoS 2 session; the serial bridge
+Mosquitto on loopback with a TLS listener, a password file and an ACL (each board may publish only under
+sensors/<its client id>/); the recorder (`host-bridge record`) on a persistent QoS 2 session; the serial bridge
 (`host-bridge run`); three virtual boards - QoS 0 straight over TCP, QoS 1 and QoS 2 over emulated serial lines
 at 115200 baud with bit errors and dropped bytes - each power-cut at random moments (some inside flash writes)
 and booted again on the same flash until it has published everything; the recorder SIGKILLed once mid-run and
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,10 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
+from host_bridge.broker import Mosquitto, write_password_file
 from host_bridge.errors import HostBridgeError
 from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
 from host_bridge.hil.dut import VirtualDut
+from host_bridge.pki import CertificateAuthority
 from host_bridge.processes import ManagedProcess
 from host_bridge.telemetry_store import committed_rows, read_committed
 from host_bridge.vboard import LineFaults
@@ -56,6 +59,40 @@ BOARDS = (
 )
 
 
+@dataclass(frozen=True)
+class Security:
+    """How boards and host tools reach a broker that checks identity: its CA (TLS verified), each board's
+    password (user name = client id, kept in a secrets.json put on the board) and the recorder's."""
+
+    ca: Path
+    passwords: dict[str, str]
+    secrets_dir: Path
+
+    def board_secrets(self, client_id: str) -> Path:
+        path = self.secrets_dir / f"{client_id}.secrets.json"
+        path.write_text(json.dumps({"password": self.passwords[client_id]}))
+        path.chmod(0o600)
+        return path
+
+
+def secure_broker(out: Path, client_ids: list[str]) -> tuple[Mosquitto, Security]:
+    """Mosquitto with a TLS listener (certificate from a CA made here), a password file and an ACL: each board
+    may publish only under sensors/<its client id>/, the recorder may read sensors/#."""
+    pki = CertificateAuthority(out / "pki", "durable-mqtt demo CA")
+    cert, key = pki.issue("broker", "localhost", dns="localhost")
+    passwords = {name: secrets.token_urlsafe(18) for name in [*client_ids, "recorder"]}
+    secrets_dir = out / "secrets"
+    secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    password_file = write_password_file(secrets_dir / "mosquitto.passwd", passwords)
+    acl = secrets_dir / "mosquitto.acl"
+    acl.write_text("user recorder\ntopic read sensors/#\n\npattern write sensors/%c/#\n")
+    (secrets_dir / "recorder.password").write_text(passwords["recorder"])
+    broker = Mosquitto(
+        out / "broker", persistence=True, tls=(cert, key), options=(f"password_file {password_file}", f"acl_file {acl}"), allow_anonymous=False
+    )
+    return broker, Security(pki.ca, passwords, secrets_dir)
+
+
 @dataclass
 class BoardRun:
     """One board's life in the demo: booted again after every power cut until its run completes (the bench's
@@ -72,10 +109,14 @@ class BoardRun:
     error: str | None = None
     result: CycleResult | None = None
     thread: threading.Thread | None = field(default=None, repr=False)
+    security: Security | None = None
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True)
         serial = self.spec.transport == "serial"
+        put: tuple[tuple[Path, str], ...] = ()
+        if self.security is not None:
+            put = ((self.security.board_secrets(self.spec.client_id), "secrets.json"), (self.security.ca, "ca.pem"))
         # The serial port exists before the bridge starts, and stays through every boot (the cable stays in).
         self.dut = VirtualDut(
             self.spec.client_id,
@@ -85,13 +126,18 @@ class BoardRun:
             faults=LineFaults(BAUD, NOISE.bit_error_rate, NOISE.drop_rate, seed=self.rng.randrange(1 << 30)) if serial else None,
             serial_link=self.serial_link if serial else None,
             seed=self.rng.randrange(1 << 30),
+            put=put,
         )
         publish = {"topic": "sensors/{client_id}/telemetry", "qos": self.spec.qos, "count": self.messages, "interval_ms": 10, "payload_bytes": 100}
         config: dict[str, Any] = {"client_id": self.spec.client_id, "transport": self.spec.transport, "mqtt_version": self.spec.mqtt_version, "publish": publish}
         if serial:
-            config["uart"] = {"id": 1, "baud": BAUD}
+            config["uart"] = {"id": 1, "baud": BAUD}  # the bridge speaks TLS to the broker for it
         else:
             config["broker"] = self.broker
+            if self.security is not None:
+                config["tls"] = {"ca": "ca.pem", "server_hostname": "localhost"}
+        if self.security is not None:
+            config["username"] = self.spec.client_id  # its password is in secrets.json on the board
         self.dut.configure(config)
         self._stop = threading.Event()
 
@@ -152,8 +198,10 @@ def distinct_messages(out: Path) -> dict[str, int]:
     return {dev: len(s) for dev, s in seen.items()}
 
 
-def start_recorder(broker: str, out: Path, logs: Path) -> ManagedProcess:
+def start_recorder(broker: str, out: Path, logs: Path, security: Security | None = None) -> ManagedProcess:
     args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out), "--client-id", "demo-recorder"]
+    if security is not None:
+        args += ["--tls", "--cafile", str(security.ca), "--username", "recorder", "--password-file", str(security.secrets_dir / "recorder.password")]
     recorder = ManagedProcess([*args, "--flush-seconds", "1", "--stats-every", "5"], logs / "recorder.log")
     recorder.wait_for("event=connected", timeout=30)
     return recorder
@@ -184,23 +232,25 @@ def run_demo(
     def say(text: str) -> None:
         print(f"[{time.monotonic() - started:5.1f}s] {text}", flush=True)
 
-    say(f"[1/5] Mosquitto on loopback, the recorder, the serial bridge (output in {out})")
+    say(f"[1/5] Mosquitto on loopback (TLS, passwords, ACL), the recorder, the serial bridge (output in {out})")
     runs: list[BoardRun] = []
     kills = 0
     bridge = recorder = None
     pids: list[int] = []
-    with Mosquitto(out / "broker", persistence=True) as broker:
+    broker_process, security = secure_broker(out, [spec.client_id for spec in BOARDS])
+    with broker_process as broker:
         assert broker.process is not None
         pids.append(broker.process.pid)
         try:
-            recorder = start_recorder(broker.address, recorded, logs)
+            recorder = start_recorder(broker.address, recorded, logs, security)
             pids.append(recorder.process.pid)
             runs = [
-                BoardRun(spec, out / "boards" / spec.client_id, broker.address, messages, cuts, random.Random(rng.random()))
+                BoardRun(spec, out / "boards" / spec.client_id, broker.address, messages, cuts, random.Random(rng.random()), security=security)
                 for spec in BOARDS
             ]
             ports = [f"{r.spec.client_id}={r.serial_link}" for r in runs if r.spec.transport == "serial"]
-            bridge_args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker.address, "--baud", str(BAUD), "--stats-every", "10"]
+            bridge_args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker.address, "--baud", str(BAUD), "--stats-every", "10",
+                           "--tls", "--cafile", str(security.ca)]
             bridge = ManagedProcess(bridge_args + [a for p in ports for a in ("--port", p)], logs / "bridge.log")
             pids.append(bridge.process.pid)
             bridge.wait_for("event=start")
@@ -219,7 +269,7 @@ def run_demo(
                     recorder.kill()
                     kills += 1
                     say("      recorder SIGKILLed mid-run; starting it again (its session and log carry on)")
-                    recorder = start_recorder(broker.address, recorded, logs)
+                    recorder = start_recorder(broker.address, recorded, logs, security)
                     pids.append(recorder.process.pid)
                     kill_at = None
                 if time.monotonic() >= next_progress:

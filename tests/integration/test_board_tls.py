@@ -22,7 +22,7 @@ from host_bridge.hil.cycle import CutPlan, boot_once, run_to_completion
 from host_bridge.hil.dut import BootEnd, VirtualDut
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
-from tests.integration.certificates import CertificateAuthority, _stamp
+from host_bridge.pki import CertificateAuthority, stamp
 
 PASSWORD = "hunter2-tls-secret"
 SIM = BoardDefinition.load("sim")
@@ -47,8 +47,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(
         ca, other,
         broker=ca.issue("broker", "localhost", dns="localhost"),
-        expired=ca.issue("expired", "localhost", dns="localhost", start=_stamp(-10), end=_stamp(-5)),
-        future=ca.issue("future", "localhost", dns="localhost", start=_stamp(5), end=_stamp(10)),
+        expired=ca.issue("expired", "localhost", dns="localhost", start=stamp(-10), end=stamp(-5)),
+        future=ca.issue("future", "localhost", dns="localhost", start=stamp(5), end=stamp(10)),
         foreign=other.issue("broker", "localhost", dns="localhost"),
         client=ca.issue("client", "tls-cert-board"),
     )
