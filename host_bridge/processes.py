@@ -4,6 +4,7 @@ never by name. ManagedProcess: a host tool with its output in a log file."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import threading
@@ -12,6 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from host_bridge.errors import HostBridgeError
+
+
+def dies_with_parent(signal_name: str = "TERM") -> list[str]:
+    """The command prefix `setpriv --pdeathsig SIG --` (util-linux, on every Debian and Ubuntu): it execs the
+    command with Linux's parent-death signal set, so the kernel sends SIG when the thread that started it ends,
+    whatever ends it (SIGKILL included). Boards get KILL (a power cut); brokers and host tools TERM (a clean stop)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise HostBridgeError("setpriv is missing (util-linux): it ties started processes' lives to their owner's")
+    return [setpriv, "--pdeathsig", signal_name, "--"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class ManagedProcess:
         self.args = args
         self.log_path = log_path
         self.log = open(log_path, "ab")
-        self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
+        self.process = subprocess.Popen([*dies_with_parent(), *args], stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
         command = args[3] if len(args) > 3 and args[1:3] == ["-m", "host_bridge"] else ""
         register(self.process, " ".join(args[1:4]), kind={"run": "bridge", "record": "recorder"}.get(command, "process"))
 

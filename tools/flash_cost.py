@@ -92,8 +92,9 @@ def main() -> int:
     )
     used = heap["heap_at_boot"] - heap["heap_free"]
     print(f"heap: {heap['heap_at_boot']} bytes free at boot (-X heapsize 110k), {heap['heap_free']} free after 100 QoS 1")
-    print(f"      messages with 256-byte payloads and window 8: {used} bytes in use, the firmware's .mpy code")
-    print("      included (64-bit Unix port: an ESP32's 32-bit objects are about half that size)")
+    print(f"      messages with 256-byte payloads and window 8: {used} bytes in use by the firmware's objects and")
+    print("      buffers (its code is frozen, as firmware/manifest.py has it on a real board; 64-bit Unix port: an")
+    print("      ESP32's 32-bit objects are about half that size)")
     return 0
 
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -103,7 +105,13 @@ def resolve(config: pytest.Config) -> HilConfig:
     return HilConfig(specs, config.getoption("--broker"), config.getoption("--power-cmd"), log_dir.resolve(), max(1, cycles))
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # so that fixtures tear down and stop what they started, as on Ctrl-C
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     config.addinivalue_line("markers", "hil_real: needs a real board (skipped, with the reason, on --dut sim)")
     config.addinivalue_line("markers", "hil_virtual(why): needs what only a virtual board offers (skipped on real boards)")
     config.addinivalue_line("markers", "broker(persistence=True): how the broker fixture's Mosquitto is configured")

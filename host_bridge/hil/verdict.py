@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge.hil.subscriber import Subscriber
-from host_bridge.promises import PROMISES, Expectation, QosVerdict, boot_rows, judge
+from host_bridge.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Verdict:
         """Per board and boot (as the board numbers its boots): what arrived of each."""
         lines = [f"{'board':<30}{'boot':>5}{'received':>10}{'highest':>9}{'lost':>6}{'dup':>5}  missing seq"]
         for b in self.boots:
-            missing = ",".join(map(str, b["missing_seqs"])) or "-"
+            missing = format_ranges(b["missing_ranges"]) or "-"
             lines.append(f"{b['dev']:<30}{b['boot']:>5}{b['received']:>10}{b['highest_seq']:>9}{b['lost']:>6}{b['duplicates']:>5}  {missing}")
         return "\n".join(lines)
 

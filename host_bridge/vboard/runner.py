@@ -22,6 +22,7 @@ import json
 import os
 import pty
 import random
+import re
 import select
 import shutil
 import signal
@@ -38,7 +39,7 @@ from typing import IO, Any
 
 from host_bridge.boards import BoardDefinition, Partition
 from host_bridge.errors import VBoardError
-from host_bridge.processes import register
+from host_bridge.processes import dies_with_parent, register
 
 REPO = Path(__file__).resolve().parents[2]
 SHIMS = Path(__file__).resolve().parent / "shims"
@@ -47,7 +48,9 @@ COUNTERS = ("blocks_read", "bytes_programmed", "program_ops", "blocks_erased", "
 # machine.reset() in the shim exits with this status; the runner then boots the board again.
 RESET_EXIT_STATUS = 99
 POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
-SHIM_HEAP = 64 * 1024  # heap for the emulation's own Python code (machine, esp32, flash), beyond --heap
+# Heap beyond --heap for what is not the firmware's on a real board: the emulation's own code (machine, esp32,
+# flash) and the firmware's frozen modules (about 70 KB of bytecode on this 64-bit port).
+SHIM_HEAP = 192 * 1024
 
 
 def create_flash(path: Path, size: int) -> None:
@@ -257,6 +260,17 @@ def mpy_cross_executable() -> str:
     return found
 
 
+def frozen_modules(firmware: Path = REPO / "firmware") -> list[str]:
+    """The modules firmware/manifest.py freezes into a real board's image (its package() and module() lines):
+    the one list of what runs from flash rather than from the heap."""
+    text = (firmware / "manifest.py").read_text()
+    names = []
+    for package, files in re.findall(r'package\("(\w+)", files=\[([^\]]*)\]', text):
+        names += [f"{package}.{name[:-3]}" for name in re.findall(r'"(\w+\.py)"', files)]
+    names += [name[:-3] for name in re.findall(r'module\("(\w+\.py)"', text)]
+    return names
+
+
 def stage_firmware(app: Path, firmware: Path, build_root: Path = REPO / "build" / "vboard") -> Path:
     """Lay out the board's filesystem root as a real board gets it: every module compiled to .mpy by mpy-cross
     (compiling source on the board needs more heap than an ESP32 has), boot.py and main.py as source.
@@ -327,15 +341,6 @@ def micropython_command() -> list[str]:
 def _is_script(path: str) -> bool:
     with open(path, "rb") as f:
         return f.read(2) == b"#!"
-
-
-def _parent_death_prefix() -> list[str]:
-    """`setpriv --pdeathsig KILL --` (util-linux, on every Debian and Ubuntu) execs the board with the Linux
-    parent-death signal set: when the thread that started it dies, by SIGKILL too, the kernel kills the board."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        raise VBoardError("setpriv is missing (util-linux): it ties each virtual board's life to its owner's")
-    return [setpriv, "--pdeathsig", "KILL", "--"]
 
 
 class FlashLock:
@@ -434,6 +439,7 @@ class VirtualBoard:
                 "VBOARD_PUT": json.dumps([[str(Path(src).resolve()), name] for src, name in self.put]),
                 "VBOARD_UART": self.line.board_path if self.line else "",
                 "VBOARD_HEAP": str(self.heap_bytes),
+                "VBOARD_FROZEN": json.dumps(frozen_modules(Path(self.firmware))),
             }
         )
         env.update(self.extra_env)
@@ -447,7 +453,7 @@ class VirtualBoard:
         heap = self.heap_bytes
         # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
         # the firmware to exactly `heap` bytes.
-        cmd = [*_parent_death_prefix(), *micropython_command(), "-X", f"heapsize={heap + SHIM_HEAP}", str(SHIMS / "vboot.py")]
+        cmd = [*dies_with_parent("KILL"), *micropython_command(), "-X", f"heapsize={heap + SHIM_HEAP}", str(SHIMS / "vboot.py")]
         # A session of its own, so that a power cut kills the board (and the shell of an emulated cut) only.
         self.process = subprocess.Popen(
             cmd,

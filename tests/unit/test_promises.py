@@ -14,7 +14,7 @@ def test_counting_rules_per_boot() -> None:
     rows = boot_rows(deliveries("a", 1, 1, [0, 1, 1, 3, 5, 5, 5]) + deliveries("a", 1, 2, [0, 1]))
     first, second = rows
     assert (first["boot"], first["received"], first["distinct"], first["highest_seq"]) == (1, 7, 4, 5)
-    assert (first["lost"], first["duplicates"], first["missing_seqs"]) == (2, 3, [2, 4])
+    assert (first["lost"], first["duplicates"], first["missing_ranges"]) == (2, 3, [(2, 2), (4, 4)])
     assert (second["lost"], second["duplicates"]) == (0, 0)
     assert lost(5, 4) == 2 and duplicates(7, 4) == 3  # the same arithmetic Spark applies to columns
 

@@ -72,13 +72,29 @@ def pin_heap():
 ballast = None
 
 
+def load_frozen():
+    """The modules firmware/manifest.py freezes into a real board's image run from flash there and take no heap:
+    here they are imported before the heap is pinned, so their code sits in the emulation's share of the heap,
+    not the firmware's. Modules the application folder does not have (test apps) are skipped."""
+    for name in json.loads(vboard_state.env("VBOARD_FROZEN", "[]")):
+        try:
+            __import__(name)
+        except ImportError:
+            continue
+        frozen.append(sys.modules[name])  # held here, as flash holds frozen code: never freed into the heap
+
+
+frozen = []
+
+
 def main():
     mount_flash()
     install_files()
-    pin_heap()
     # The staged filesystem root of the application: dmqtt/*.mpy, app modules as .mpy, boot.py, main.py.
     app = vboard_state.env("VBOARD_APP")
     sys.path.append(app)
+    load_frozen()
+    pin_heap()
     for name in ("boot.py", "main.py"):
         path = app + "/" + name
         try:
