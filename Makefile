@@ -67,6 +67,7 @@ bench: system-deps $(STAMP)
 	$(BIN)/python tools/flash_cost.py
 	$(BIN)/python tools/bench_recorder.py
 	$(BIN)/python tools/bench_link.py
+	$(BIN)/python tools/bench_tls.py
 
 # The HIL bench's scenario suite: virtual boards by default; a real one with
 #   make hil PORT=/dev/serial/by-id/usb-Silicon_Labs_CP2102... BOARD=esp32-devkitc [LINK_PORT=...] [POWER_CMD='uhubctl -a cycle -p {port}']
