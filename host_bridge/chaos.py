@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from host_bridge.broker import Mosquitto
-from host_bridge.demo import BAUD, BoardRun, DemoBoard, run_pipeline, start_recorder, wait_for_recorder
+from host_bridge.demo import BAUD, BoardRun, DemoBoard, run_pipeline, start_recorder, stop_all, wait_for_recorder
 from host_bridge.errors import HostBridgeError
 from host_bridge.processes import ManagedProcess
 
@@ -188,12 +188,7 @@ def run_campaign(
             result.failures.append(f"the recorder exited {code}; see {logs}")
     finally:
         filler.free()
-        for r in runs:
-            r.stop()
-        if recorder is not None:
-            recorder.stop()
-        if bridge is not None:
-            bridge.stop()
+        stop_all(runs, recorder, bridge)
         broker.stop()
     result.power_cuts = sum(r.cuts for r in runs)
     result.boots = sum(r.boots for r in runs)

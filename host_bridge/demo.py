@@ -287,12 +287,7 @@ def run_demo(
                 raise HostBridgeError(f"the recorder exited {code}; see {logs / 'recorder.log'}")
             recorder = None
         finally:
-            for r in runs:
-                r.stop()
-            if recorder is not None:
-                recorder.stop()
-            if bridge is not None:
-                bridge.stop()
+            stop_all(runs, recorder, bridge)
     (out / "expected.json").write_text(json.dumps(expected, indent=2))
     say(f"[4/5] Spark: audit, rollup, report (python -m pipeline all --input {recorded} --out {out / 'results'} --expect {out / 'expected.json'})")
     outcome = run_pipeline(recorded, out / "results", out / "expected.json", spark)
@@ -301,6 +296,16 @@ def run_demo(
     say(f"      QoS 1 lost nothing and QoS 2 delivered exactly once through {sum(r.cuts for r in runs)} power cuts: {'yes' if kept else 'NO'}")
     exit_code = 1 if failed or not kept else 0
     return DemoResult(exit_code, outcome, runs, kills, pids + [pid for r in runs for pid in r.pids])
+
+
+def stop_all(runs: list[BoardRun], recorder: ManagedProcess | None, bridge: ManagedProcess | None) -> None:
+    """Boards first (no more traffic), then the recorder (it commits what it holds), then the bridge."""
+    for r in runs:
+        r.stop()
+    if recorder is not None:
+        recorder.stop()
+    if bridge is not None:
+        bridge.stop()
 
 
 def wait_for_recorder(recorded: Path, expected: dict[str, dict[str, int]], say: Any, timeout: float = 60) -> None:
