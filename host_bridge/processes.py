@@ -18,7 +18,8 @@ from host_bridge.errors import HostBridgeError
 def dies_with_parent(signal_name: str = "TERM") -> list[str]:
     """The command prefix `setpriv --pdeathsig SIG --` (util-linux, on every Debian and Ubuntu): it execs the
     command with Linux's parent-death signal set, so the kernel sends SIG when the thread that started it ends,
-    whatever ends it (SIGKILL included). Boards get KILL (a power cut); brokers and host tools TERM (a clean stop)."""
+    whatever ends it (SIGKILL included). Used for boards (KILL: a power cut), which are always booted from the
+    thread that then waits for them; not for processes a harness may restart from a short-lived thread."""
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         raise HostBridgeError("setpriv is missing (util-linux): it ties started processes' lives to their owner's")
@@ -56,7 +57,10 @@ class ManagedProcess:
         self.args = args
         self.log_path = log_path
         self.log = open(log_path, "ab")
-        self.process = subprocess.Popen([*dies_with_parent(), *args], stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
+        # No parent-death signal here: a harness restarts bridges and recorders from helper threads (a timer
+        # that disturbs a run), and the signal follows the starting thread, not the process. Their owner stops
+        # them; the bench's plugin checks that it did.
+        self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
         command = args[3] if len(args) > 3 and args[1:3] == ["-m", "host_bridge"] else ""
         register(self.process, " ".join(args[1:4]), kind={"run": "bridge", "record": "recorder"}.get(command, "process"))
 
