@@ -62,7 +62,7 @@ def secured_broker(workdir: Path, pki: Pki, cert: tuple[Path, Path], client_cert
     for i, user in enumerate(("tls-board", "recorder")):
         subprocess.run(["mosquitto_passwd", "-b", *(["-c"] if i == 0 else []), str(passwords), user, PASSWORD], check=True, capture_output=True)
     acl = workdir / "acl"
-    acl.write_text("user recorder\ntopic read sensors/#\n\npattern write sensors/%c/#\n")
+    acl.write_text("user recorder\ntopic read sensors/#\ntopic write cmd/#\n\npattern write sensors/%c/#\npattern read cmd/%c\n")
     options = [f"acl_file {acl}"]
     if client_certs:
         options += [f"cafile {pki.ca.ca}", "require_certificate true", "use_identity_as_username true"]
@@ -201,3 +201,34 @@ def test_publishing_outside_its_acl(tmp_path: Path, pki: Pki, broker: Mosquitto,
     time.sleep(1)
     assert subscriber.distinct("tls-board") == set()  # the broker delivered none of them, in either version
     subscriber.close()
+
+
+def test_a_message_larger_than_the_read_buffer_arrives_whole_over_tls(tmp_path: Path, pki: Pki, broker: Mosquitto) -> None:
+    """A 900-byte command comes in one TLS record, larger than the client's 512-byte read buffer: the rest of
+    the record waits inside mbedTLS, where polling the TCP socket cannot see it; the transport reads on."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    config = tls_config("tls-big", broker, 1, 40, "5")
+    config["publish"]["interval_ms"] = 100
+    config["subscribe"] = [{"topic": "cmd/{client_id}", "qos": 1}]
+    dut = make_dut(tmp_path, pki)
+    sender = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="tls-commander")
+    sender.username_pw_set("recorder", PASSWORD)
+    sender.tls_set(ca_certs=str(pki.ca.ca))
+    host, port = broker.address.rsplit(":", 1)
+    try:
+        dut.configure(config)
+        dut.start()
+        dut.expect("connected session_present", timeout=30)
+        time.sleep(0.5)
+        sender.connect(host, int(port))
+        sender.loop_start()
+        sender.publish("cmd/tls-big", b"C" * 900, qos=1).wait_for_publish(10)
+        found = dut.expect(r"message cmd/tls-big 1 b'(C+)'", timeout=20)
+        assert len(found.group(1)) == 900
+        assert dut.wait_boot(60).kind == "done"
+    finally:
+        sender.loop_stop()
+        sender.disconnect()
+        dut.close()
