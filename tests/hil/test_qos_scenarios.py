@@ -124,19 +124,27 @@ def test_broker_restarted_with_persistence(
         assert "the broker closed the connection" in bridge.text() and bridge.text().count("event=connected") >= 2
 
 
+def disturbed_serial_run(
+    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, name: str, version: str,
+    disturb: Callable[[], None],
+) -> None:
+    """150 QoS 2 messages through the bridge, disturb() a second into the run; the promises must hold."""
+    bridge.start([dut])
+    dev = device_id(request, name)
+    config = app_config(dut, dev, broker.address, 2, 150, version, "serial", publish={"interval_ms": 5})
+    run = run_while(dut, config, disturb, after=1.0)
+    verdict([run]).assert_kept()
+
+
 def test_bridge_killed_and_restarted(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge) -> None:
     """The serial bridge is SIGKILLed mid-run and started again: the board resumes its session through it."""
-    bridge.start([dut])
-    dev = device_id(request, "bridge")
-    config = app_config(dut, dev, broker.address, 2, 150, "5", "serial", publish={"interval_ms": 5})
 
     def kill_and_restart() -> None:
         bridge.kill()
         time.sleep(0.5)
         bridge.start()
 
-    run = run_while(dut, config, kill_and_restart, after=1.0)
-    verdict([run]).assert_kept()
+    disturbed_serial_run(request, dut, broker, bridge, verdict, "bridge", "5", kill_and_restart)
     assert "connected session_present=1" in dut.console.text()
     assert bridge.starts == 2
 
@@ -145,17 +153,13 @@ def test_bridge_killed_and_restarted(request: pytest.FixtureRequest, dut: Dut, b
 def test_usb_port_vanishes_and_comes_back(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge) -> None:
     """The host end of the board's serial line disappears for 1.5 s (a USB adapter pulled and plugged back in
     under the same /dev/serial/by-id name); the bridge reopens it and nothing is lost."""
-    bridge.start([dut])
-    dev = device_id(request, "usb")
-    config = app_config(dut, dev, broker.address, 2, 150, "3.1.1", "serial", publish={"interval_ms": 5})
 
     def pull_cable() -> None:
         dut.unplug()
         time.sleep(1.5)
         dut.replug()
 
-    run = run_while(dut, config, pull_cable, after=1.0)
-    verdict([run]).assert_kept()
+    disturbed_serial_run(request, dut, broker, bridge, verdict, "usb", "3.1.1", pull_cable)
     log = bridge.text()
     assert "event=port_lost" in log and log.count("event=port_open") >= 2
 
