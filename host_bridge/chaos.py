@@ -10,6 +10,7 @@ dose. Every process started here is stopped here, by its pid.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import random
@@ -81,9 +82,9 @@ class DiskFiller:
             try:
                 while True:
                     f.write(chunk)
-                    f.flush()
-            except OSError:
-                pass
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise  # not a full disk: the episode would prove nothing
         return True
 
     def free(self) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
+from host_bridge.broker import Mosquitto, write_password_file
 from host_bridge.hil.cycle import CutPlan, boot_once, run_to_completion
 from host_bridge.hil.dut import BootEnd, VirtualDut
 from host_bridge.hil.subscriber import Subscriber
@@ -58,9 +57,7 @@ def secured_broker(workdir: Path, pki: Pki, cert: tuple[Path, Path], client_cert
     """Mosquitto with a TLS listener on `cert`, a password file (boards and the recorder) and an ACL: each
     client may publish only under sensors/<its client id>/, the recorder reads sensors/#."""
     workdir.mkdir(parents=True, exist_ok=True)
-    passwords = workdir / "passwords"
-    for i, user in enumerate(("tls-board", "recorder")):
-        subprocess.run(["mosquitto_passwd", "-b", *(["-c"] if i == 0 else []), str(passwords), user, PASSWORD], check=True, capture_output=True)
+    passwords = write_password_file(workdir / "passwords", {"tls-board": PASSWORD, "recorder": PASSWORD})
     acl = workdir / "acl"
     acl.write_text("user recorder\ntopic read sensors/#\ntopic write cmd/#\n\npattern write sensors/%c/#\npattern read cmd/%c\n")
     options = [f"acl_file {acl}"]

@@ -3,7 +3,6 @@ Mosquitto while the recorder is SIGKILLed again and again: nothing lost, its own
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import random
@@ -18,6 +17,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from dmqtt import codec_host as codec
+from host_bridge import chaos
 from host_bridge.broker import Mosquitto
 from tests.integration.certificates import make_certificates
 from tests.integration.recorder_proc import RecorderProcess, read_rows
@@ -262,13 +262,9 @@ def test_an_unreachable_broker_is_retried_with_a_hint(tmp_path: Path) -> None:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 24 MiB tmpfs of the test's own: a filesystem that really fills (needs root, as CI runs)."""
-    if os.geteuid() != 0:
+    mount = chaos.small_disk(tmp_path / "disk", "24m")
+    if mount is None:
         pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if result.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
     try:
         yield mount
     finally:
@@ -276,16 +272,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(disk: Path) -> Path:
-    """Take every free byte of `disk` with one file; returns it (delete it to give the space back)."""
-    ballast = disk / "ballast"
-    with open(ballast, "wb", buffering=0) as f:  # unbuffered: nothing left to fail at close
-        chunk = b"\0" * (1 << 16)
-        try:
-            while True:
-                f.write(chunk)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    return ballast
+    """Take every free byte of `disk` with one file (ENOSPC, or it raises); returns it (delete it to give the
+    space back)."""
+    filler = chaos.DiskFiller(disk)
+    assert filler.fill() and filler.ballast is not None
+    return filler.ballast
 
 
 def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(tmp_path: Path, small_disk: Path, mosquitto: Mosquitto) -> None:
