@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 
 from dmqtt import codec
-from dmqtt.codec_host import Packet, StreamDecoder
+from dmqtt.codec_host import Packet, PacketDecoder
 from host_bridge.bridge import BridgeError, Destination, TLSConfig
 from host_bridge.logs import log_to_stdout
 from host_bridge.telemetry_store import RecorderError, StoreWriteError, TelemetryStore
@@ -60,7 +60,7 @@ class BrokerLink:
         self.sock = sock
         self.version = version
         self.keepalive = keepalive
-        self.decoder = StreamDecoder(version, _MAX_PACKET)
+        self.decoder = PacketDecoder(version, _MAX_PACKET)
         self.last_sent = self.last_heard = time.monotonic()
         self.backlog: list[Packet] = []
 

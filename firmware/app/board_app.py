@@ -14,9 +14,9 @@ import json
 import sys
 import time
 
-from dmqtt.client import Backoff, MQTTClient, MQTTError, PublishRefused
-from dmqtt.journal import JournalError, open_journal
-from dmqtt.session import QueueFull
+from dmqtt.client import Backoff, MQTTClient
+from dmqtt.errors import JournalError, MQTTError, PublishRefused, QueueFull
+from dmqtt.journal import open_journal
 
 _UNIX = sys.platform == "linux"
 
@@ -92,11 +92,7 @@ class Board:
         self.boot = boot
         self.backoff = Backoff()
         self.retry_at = time.ticks_ms()
-        self.connects = 0  # connections made this boot
-        self.reconnects = 0  # connections re-made after one was lost, however it was lost
-        self.connect_failures = 0  # attempts that failed (refused, unreachable, no CONNACK)
-        self.received = 0
-        self.refused = 0
+        self.connect_failures = 0  # attempts that failed, the client's (refused, no CONNACK) and the network's
         self.heap_at_boot = 0
         # The transport's code loads before the client's buffers, and only the one in use.
         if cfg["transport"] == "serial":
@@ -131,18 +127,17 @@ class Board:
             will=cfg["will"],
             group_commit=cfg["group_commit"],
         )
-        self.client.session.on_message = self.on_message
-        self.client.session.on_result = self.on_result
+        self.client.on_message = self.on_message
+        self.client.on_published = self.on_published
         for note in self.client.open():
             print(note)
 
     def on_message(self, topic, payload, qos, retain, dup):
-        self.received += 1
         print("message", topic, qos, payload)
 
-    def on_result(self, pid, reason):
-        if reason >= 0x80:  # counted by the session (client.session.refused)
-            print("publish refused: packet id %d reason 0x%02x" % (pid, reason))
+    def on_published(self, pid, code):
+        if code >= 0x80:  # counted by the client (client.refused)
+            print("publish refused: packet id %d reason 0x%02x" % (pid, code))
 
     def try_connect(self):
         """One connection attempt when the backoff allows it; True when connected."""
@@ -155,10 +150,7 @@ class Board:
             if self.cfg["wifi"] and self.cfg["transport"] == "tcp":
                 join_wifi(self.cfg["wifi"])
             present = client.connect(self.open_transport())
-            if self.connects:
-                self.reconnects += 1
-            self.connects += 1
-            print("connected session_present=%d inflight=%d" % (present, client.session.outstanding()))
+            print("connected session_present=%d inflight=%d" % (present, client.outstanding()))
             for topic, qos in self.cfg["subscribe"]:
                 client.subscribe(topic, qos)
             self.backoff.reset()
@@ -208,7 +200,7 @@ class Board:
     def run(self):
         cfg = self.cfg
         client = self.client
-        done_before = client.session.mark  # accepted in earlier boots of this run
+        done_before = client.mark  # accepted in earlier boots of this run
         todo = max(0, cfg["count"] - done_before)
         topic = cfg["topic"].encode()
         start = time.ticks_ms()
@@ -227,12 +219,11 @@ class Board:
                 wait = 30000 if client.connected else 0
                 client.publish(topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=wait)
             except QueueFull:
-                print("offline queue full (%d messages): waiting for the broker" % client.session.outstanding())
+                print("offline queue full (%d messages): waiting for the broker" % client.outstanding())
                 self.ensure_connected()
                 continue
             except PublishRefused as exc:
-                skipped += 1
-                self.refused += 1
+                skipped += 1  # counted by the client (client.refused)
                 print("publish refused: %s" % exc)
                 continue
             except (OSError, MQTTError) as exc:
@@ -244,7 +235,7 @@ class Board:
             if not group or seq % group == 0 or seq == todo:
                 client.flush()  # with group commit: the group is made durable here
                 self.idle(cfg["interval_ms"])
-        while client.session.outstanding():
+        while client.outstanding():
             self.ensure_connected()
             try:
                 client.wait_idle(60000)
@@ -259,8 +250,8 @@ class Board:
             "sent": seq,
             "total": done_before + seq,
             "count": cfg["count"],
-            "refused": self.refused + client.session.refused,
-            "reconnects": self.reconnects,
+            "refused": client.refused,
+            "reconnects": client.reconnects,
             "connect_failures": self.connect_failures,
             "ms": time.ticks_diff(time.ticks_ms(), start),
             "heap_at_boot": self.heap_at_boot,

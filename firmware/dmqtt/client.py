@@ -1,6 +1,8 @@
-# The MQTT client: CONNECT with a persistent session, publish at QoS 0/1/2 through the journaled session,
-# subscribe, keep-alive, over any transport (dmqtt.transport). The protocol layer raises MQTTError and closes
-# the transport; reconnecting is the caller's, with Backoff (capped exponential with jitter).
+# The MQTT client, the firmware's whole public API: CONNECT with a persistent session, publish at QoS 0/1/2
+# through the journaled session, subscribe, keep-alive, over any transport (dmqtt.transport, dlink.transport).
+# The application sees only this class: hooks (on_connect, on_disconnect, on_message, on_published, as paho
+# names them), the connection state, counters, and exceptions under DmqttError. The protocol layer raises
+# MQTTError and closes the transport; reconnecting is the caller's, with Backoff (capped exponential, jitter).
 #
 # When publish() returns for QoS 1/2, the message is on flash; it is then sent as the window allows and resent
 # after a reconnect or a reboot until the broker completes the flow.
@@ -12,7 +14,8 @@ if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
 from dmqtt import codec
-from dmqtt.session import ProtocolError, QueueFull, Session
+from dmqtt.errors import CodecError, MQTTError, ProtocolError, PublishRefused, QueueFull
+from dmqtt.session import Session
 
 try:
     from micropython import const
@@ -24,24 +27,10 @@ except ImportError:
 
 _RX_MAX = const(16)  # our Receive Maximum for incoming QoS 1/2 (sent in a 5.0 CONNECT)
 
-
-class PublishRefused(Exception):
-    """publish() did not accept the message, and never will as things stand: the broker's Maximum Packet Size
-    forbids it [MQTT-3.2.2-15]. Nothing was journaled; the connection is unaffected. `code` is the 5.0 reason
-    code that says why (0x95 Packet too large)."""
-
-    def __init__(self, reason, code):
-        super().__init__(reason)
-        self.code = code
-
-
-class MQTTError(Exception):
-    """The connection failed or the broker broke the protocol; the connection is closed. `code` carries the
-    CONNACK return code or the 5.0 reason code when there is one."""
-
-    def __init__(self, reason, code=None):
-        super().__init__(reason)
-        self.code = code
+# Connection states (MQTTClient.state).
+DISCONNECTED = const(0)
+CONNECTING = const(1)  # CONNECT sent, no CONNACK yet
+CONNECTED = const(2)
 
 
 def _ticks_ms():
@@ -71,6 +60,16 @@ class Backoff:
 
 
 class MQTTClient:
+    """Hooks, each None or a callable, called from inside connect(), poll(), publish() and close():
+      on_connect(session_present)            a CONNACK accepted the connection
+      on_disconnect(code, reason)            a connection ended: code is the MQTT reason code (0 for our own
+                                             clean DISCONNECT) or None when there is none (a dead socket)
+      on_message(topic, payload, qos, retain, dup)   an incoming PUBLISH (QoS 2: once, even across reboots)
+      on_published(pid, code)                a QoS 1/2 flow ended: code < 0x80 delivered, >= 0x80 refused
+    Counters since this client was made: connects, reconnects (connects after the first), connect_failures,
+    disconnects, received, published (QoS 1/2 flows completed), refused (publishes refused, by publish() or by
+    the broker), retain_cleared (messages sent without their retain flag: the broker has no retain)."""
+
     def __init__(
         self,
         client_id,
@@ -95,12 +94,26 @@ class MQTTClient:
         self.username = username
         self.password = password
         self.will = will  # (topic, payload, qos, retain) or None
-        self.session = Session(store, version, window, max_messages, _RX_MAX)
+        self.session = Session(store, version, window, max_messages, _RX_MAX)  # internal: use the client's API
+        self.session.on_message = self._message
+        self.session.on_result = self._result
         self.max_packet = max_packet
         # Group commit: up to this many QoS 1/2 records share one flash program; 0: each publish() is durable
         # on return. With it, a message is durable at the next flush(), poll(), or when the group is full.
         self.group_commit = group_commit
         self.broker_max_packet = 268435455
+        self.state = DISCONNECTED
+        self.on_connect = None  # type: Any
+        self.on_disconnect = None  # type: Any
+        self.on_message = None  # type: Any
+        self.on_published = None  # type: Any
+        self.connects = 0
+        self.reconnects = 0
+        self.connect_failures = 0
+        self.disconnects = 0
+        self.received = 0
+        self.published = 0
+        self.refused = 0
         self._out = bytearray(max_packet)
         self._in = bytearray(512)
         self._in_mv = memoryview(self._in)
@@ -118,11 +131,41 @@ class MQTTClient:
 
     @property
     def connected(self):
-        return self._transport is not None
+        return self.state == CONNECTED
+
+    @property
+    def mark(self):
+        """The application's progress counter as last journaled (publish(mark=...)): survives reboots."""
+        return self.session.mark
+
+    @property
+    def retain_cleared(self):
+        return self.session.retain_cleared
+
+    def outstanding(self):
+        """QoS 1/2 messages accepted and not yet completed (in flight or queued, including the journaled ones
+        a reboot brought back)."""
+        return self.session.outstanding()
 
     def connect(self, transport, timeout_ms=10000):
-        """CONNECT on an open transport and wait for CONNACK; returns the session-present flag."""
+        """CONNECT on an open transport and wait for CONNACK; returns the session-present flag. A failure
+        raises MQTTError (counted in connect_failures) with the transport closed."""
+        try:
+            present = self._connect(transport, timeout_ms)
+        except MQTTError:
+            self.connect_failures += 1
+            raise
+        if self.connects:
+            self.reconnects += 1
+        self.connects += 1
+        if self.on_connect is not None:
+            self.on_connect(present)
+        self._pump()
+        return present
+
+    def _connect(self, transport, timeout_ms):
         self._transport = transport
+        self.state = CONNECTING
         self._decoder.restart()  # the same buffer for every connection: no new allocation per reconnect
         props = None
         if self.version == codec.V5:
@@ -156,11 +199,10 @@ class MQTTClient:
             self._fail("expected CONNACK, got %s" % codec.NAMES[ptype], codec.PROTOCOL_ERROR)
         try:
             present, code, cprops = codec.decode_connack(body, self.version)
-        except codec.CodecError as exc:
+        except CodecError as exc:
             self._fail(exc.reason, exc.reason_code)
         if code:
-            self.close()
-            raise MQTTError("the broker refused the connection: code 0x%02x" % code, code)
+            self._lost("the broker refused the connection: code 0x%02x" % code, code)
         if self.version == codec.V31:
             # MQTT 3.1's CONNACK cannot say whether the session was kept: assume it was when we asked for it,
             # so in-flight flows are resumed (PUBREL again, PUBLISH with DUP) rather than restarted.
@@ -172,22 +214,16 @@ class MQTTClient:
             max_qos = cprops.get(codec.MAXIMUM_QOS, max_qos)
             retain_ok = bool(cprops.get(codec.RETAIN_AVAILABLE, 1))
             self.broker_max_packet = cprops.get(codec.MAXIMUM_PACKET_SIZE, self.broker_max_packet)
-            self.keepalive = cprops.get(0x13, self.keepalive)  # Server Keep Alive overrides ours
+            self.keepalive = cprops.get(codec.SERVER_KEEP_ALIVE, self.keepalive)  # overrides ours [MQTT-3.2.2-21]
         self.session.max_packet = self.broker_max_packet
         self.session.connected(present, receive_max, max_qos, retain_ok)
+        self.state = CONNECTED
         self._ping_at = -1
-        self._pump()
         return present
 
     def close(self):
         """Drop the connection (no DISCONNECT): the session and the journal stay as they are."""
-        if self._transport is not None:
-            try:
-                self._transport.close()
-            except OSError:
-                pass
-        self._transport = None
-        self.session.lost()
+        self._drop(None)
 
     def disconnect(self):
         """A clean DISCONNECT: the broker discards the will; the session stays on both sides."""
@@ -196,7 +232,23 @@ class MQTTClient:
                 self._write(codec.encode_disconnect(codec.SUCCESS, self.version, None, self._out))
             except (OSError, MQTTError):
                 pass
-        self.close()
+        self._drop(codec.SUCCESS)
+
+    def _drop(self, code, reason="closed"):
+        """Close the transport; an established connection that ends is counted and told to on_disconnect."""
+        was = self.state
+        if self._transport is not None:
+            try:
+                self._transport.close()
+            except OSError:
+                pass
+        self._transport = None
+        self.state = DISCONNECTED
+        self.session.lost()
+        if was == CONNECTED:
+            self.disconnects += 1
+            if self.on_disconnect is not None:
+                self.on_disconnect(code, reason)
 
     # -- application -----------------------------------------------------------------------------------------
 
@@ -204,15 +256,20 @@ class MQTTClient:
         """QoS 0: sent now (needs a connection). QoS 1/2: journaled, then sent as the window allows; returns the
         packet id once the message is on flash, even while disconnected (offline queue). When every slot is
         in flight, waits up to timeout_ms for acknowledgements, then raises QueueFull."""
-        topic = codec.check_topic(topic)
+        try:
+            topic = codec.check_topic(topic)
+        except CodecError as exc:
+            self.refused += 1
+            raise PublishRefused(exc.reason, codec.TOPIC_NAME_INVALID)
         size = codec.publish_size(len(topic), len(payload), qos, self.version)
         if size > self.broker_max_packet:
+            self.refused += 1
             raise PublishRefused(
                 "a PUBLISH of %d bytes exceeds the broker's Maximum Packet Size of %d" % (size, self.broker_max_packet),
                 codec.PACKET_TOO_LARGE,
             )
         if qos == 0:
-            if self._transport is None:
+            if self.state != CONNECTED:
                 raise MQTTError("not connected: QoS 0 messages are not queued")
             self._write(codec.write_publish(topic, payload, 0, 0, retain, False, self.version, None, self._out))
             if mark is not None:
@@ -220,7 +277,7 @@ class MQTTClient:
             return 0
         start = _ticks_ms()
         while not self.session.free_slots():
-            if self._transport is None or _elapsed(start) >= timeout_ms:
+            if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
                 raise QueueFull("%d messages in flight and none acknowledged" % self.session.outstanding())
             self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
         group = self.group_commit
@@ -228,7 +285,7 @@ class MQTTClient:
         if group and self.session.staged < group:
             return pid  # staged: durable at the next flush(), poll() or full group
         self.session.sync()
-        if self._transport is not None:
+        if self.state == CONNECTED:
             try:
                 self._pump()
             except MQTTError:
@@ -264,7 +321,7 @@ class MQTTClient:
 
     def poll(self, timeout_ms=0):
         """Send what the session has ready, wait up to timeout_ms for input, handle it, keep the link alive."""
-        if self._transport is None:
+        if self.state != CONNECTED:
             raise MQTTError("not connected")
         self._pump()
         if self._transport.wait(timeout_ms):
@@ -288,7 +345,7 @@ class MQTTClient:
             return
         period = self.keepalive * 1000
         if self._ping_at >= 0 and time.ticks_diff(_ticks_ms(), self._ping_at) > period:  # type: ignore[attr-defined]
-            self._fail("no PINGRESP within the keep-alive period", 0x8D)
+            self._fail("no PINGRESP within the keep-alive period", codec.KEEP_ALIVE_TIMEOUT)
         if self._ping_at < 0 and _elapsed(self._last_tx) >= period * 3 // 4:
             self._write(codec.encode_empty(codec.PINGREQ, self._out))
             self._ping_at = _ticks_ms()
@@ -313,27 +370,24 @@ class MQTTClient:
                         self._fail("the connection stopped taking data", None)
                 view = view[sent:]
         except OSError as exc:
-            self.close()
-            raise MQTTError("connection lost while sending: %s" % exc)
+            self._lost("connection lost while sending: %s" % exc)
         self._last_tx = _ticks_ms()
 
     def _receive(self):
         try:
             got = self._transport.readinto(self._in)
         except OSError as exc:
-            self.close()
-            raise MQTTError("connection lost: %s" % exc)
+            self._lost("connection lost: %s" % exc)
         if got is None:
             return
         if not got:
-            self.close()
-            raise MQTTError("the broker closed the connection")
+            self._lost("the broker closed the connection")
         pos = 0
         data = self._in_mv[:got]
         while pos < got:
             try:
                 pos += self._decoder.feed(data, pos)
-            except codec.CodecError as exc:
+            except CodecError as exc:
                 self._fail(exc.reason, exc.reason_code)
             if self._decoder.ready:
                 self._dispatch(self._decoder.ptype, self._decoder.flags, self._decoder.body)
@@ -349,11 +403,10 @@ class MQTTClient:
             if got is None:
                 continue
             if not got:
-                self.close()
-                raise MQTTError("the broker closed the connection")
+                self._lost("the broker closed the connection")
             try:
                 self._decoder.feed(self._in_mv[:1])
-            except codec.CodecError as exc:
+            except CodecError as exc:
                 self._fail(exc.reason, exc.reason_code)
             if self._decoder.ready:
                 return self._decoder.ptype, self._decoder.flags, self._decoder.body
@@ -371,11 +424,10 @@ class MQTTClient:
                 self._acks[pid] = codes
             elif ptype == codec.DISCONNECT:
                 reason, _props = codec.decode_reason_only(ptype, body, self.version)
-                self.close()
-                raise MQTTError("the broker disconnected us: reason 0x%02x" % reason, reason)
+                self._lost("the broker disconnected us: reason 0x%02x" % reason, reason)
             elif ptype != codec.PINGRESP:
                 self._fail("unexpected %s from the broker" % codec.NAMES[ptype], codec.PROTOCOL_ERROR)
-        except codec.CodecError as exc:
+        except CodecError as exc:
             self._fail(exc.reason, exc.reason_code)
         except ProtocolError as exc:
             self._fail(str(exc), exc.reason_code)
@@ -386,7 +438,24 @@ class MQTTClient:
             try:
                 n = codec.encode_disconnect(code, codec.V5, None, self._out)
                 self._transport.send(memoryview(self._out)[:n])
-            except (OSError, codec.CodecError):
+            except (OSError, CodecError):
                 pass
-        self.close()
+        self._lost(reason, code)
+
+    def _lost(self, reason, code=None):
+        """The connection ended under us (or we ended it on a broken rule): close, tell, raise."""
+        self._drop(code, reason)
         raise MQTTError(reason, code)
+
+    def _message(self, topic, payload, qos, retain, dup):
+        self.received += 1
+        if self.on_message is not None:
+            self.on_message(topic, payload, qos, retain, dup)
+
+    def _result(self, pid, code):
+        if code >= 0x80:
+            self.refused += 1
+        else:
+            self.published += 1
+        if self.on_published is not None:
+            self.on_published(pid, code)

@@ -6,6 +6,9 @@
 #
 # Encoders write into a caller's buffer (`into=`) and return the length, so the board's hot path allocates
 # nothing per packet; without `into` they return fresh bytes (host convenience).
+# Building blocks without a leading underscore that no board code calls (put_header, props_at, check_reason,
+# ...) are the internal API codec_host.py builds the broker-side packets on; they are not the client's API.
+#
 # Decoding is two-stage: StreamDecoder cuts whole packets out of a byte stream fed in chunks of any size and
 # exposes each body as a memoryview into its own preallocated buffer; decode_* functions parse a body.
 #
@@ -18,6 +21,8 @@ except ImportError:  # CPython: const() is only a compile-time hint on MicroPyth
     def const(x):  # type: ignore[no-redef,misc]
         return x
 
+
+from dmqtt.errors import CodecError
 
 # Protocol levels as carried in CONNECT.
 V31 = const(3)  # "MQIsdp", MQTT 3.1 (and the 1999 draft's flows)
@@ -41,47 +46,41 @@ PINGRESP = const(13)
 DISCONNECT = const(14)
 AUTH = const(15)  # MQTT 5.0 only
 
-# MQTT 5.0 reason codes used by the codec itself.
+# MQTT 5.0 reason codes (MQTT 5.0 section 2.4) that the codec, the session or the client send or act on.
 SUCCESS = const(0x00)
 NO_MATCHING_SUBSCRIBERS = const(0x10)
 UNSPECIFIED_ERROR = const(0x80)
 MALFORMED_PACKET = const(0x81)
 PROTOCOL_ERROR = const(0x82)
 UNSUPPORTED_PROTOCOL_VERSION = const(0x84)
+NOT_AUTHORIZED = const(0x87)
+KEEP_ALIVE_TIMEOUT = const(0x8D)
+TOPIC_NAME_INVALID = const(0x90)
 PACKET_ID_NOT_FOUND = const(0x92)
+RECEIVE_MAXIMUM_EXCEEDED = const(0x93)
 PACKET_TOO_LARGE = const(0x95)
 
 # Reason codes each MQTT 5.0 packet may carry (MQTT 5.0 sections 3.2.2.2, 3.4.2.1, 3.5.2.1, 3.6.2.1,
 # 3.7.2.1, 3.9.3, 3.11.3, 3.14.2.1, 3.15.2.1; the PUBACK..PUBCOMP tables are in shared/spec/).
 _PUB_REASONS = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
 _REL_REASONS = b"\x00\x92"
-_CONNACK_REASONS = b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f"
-_SUBACK_REASONS = b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2"
-_UNSUBACK_REASONS = b"\x00\x11\x80\x83\x87\x8f\x91"
+CONNACK_REASONS = b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f"
+SUBACK_REASONS = b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2"
+UNSUBACK_REASONS = b"\x00\x11\x80\x83\x87\x8f\x91"
 _DISCONNECT_REASONS = (
     b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c\x9d\x9e\x9f\xa0\xa1\xa2"
 )
-_AUTH_REASONS = b"\x00\x18\x19"
+AUTH_REASONS = b"\x00\x18\x19"
 
 _MAX_REMAINING = const(268435455)  # four Remaining Length bytes of 7 bits each
 _ANY_PACKET = const(0xFFFF)
 
 
-class CodecError(Exception):
-    """A packet that breaks the protocol. `reason_code` is the MQTT 5.0 reason code to send (0x81 Malformed
-    Packet unless a rule says otherwise); the caller closes the connection."""
-
-    def __init__(self, reason, reason_code=MALFORMED_PACKET):
-        super().__init__(reason)
-        self.reason = reason
-        self.reason_code = reason_code
-
-
-def _malformed(why):
+def malformed(why):
     return CodecError(why, MALFORMED_PACKET)
 
 
-def _protocol_error(why):
+def protocol_error(why):
     return CodecError(why, PROTOCOL_ERROR)
 
 
@@ -148,6 +147,7 @@ MAXIMUM_QOS = const(0x24)
 RETAIN_AVAILABLE = const(0x25)
 MAXIMUM_PACKET_SIZE = const(0x27)
 SESSION_EXPIRY_INTERVAL = const(0x11)
+SERVER_KEEP_ALIVE = const(0x13)
 REASON_STRING = const(0x1F)
 
 
@@ -183,7 +183,7 @@ def put_varint(buf, pos, value):
             return pos + 1
 
 
-def _put_u16(buf, pos, value):
+def put_u16(buf, pos, value):
     buf[pos] = (value >> 8) & 0xFF
     buf[pos + 1] = value & 0xFF
     return pos + 2
@@ -197,14 +197,14 @@ def _put_u32(buf, pos, value):
     return pos + 4
 
 
-def _put_raw(buf, pos, data):
+def put_raw(buf, pos, data):
     end = pos + len(data)
     buf[pos:end] = data
     return end
 
 
 def _put_field(buf, pos, data):
-    return _put_raw(buf, _put_u16(buf, pos, len(data)), data)
+    return put_raw(buf, put_u16(buf, pos, len(data)), data)
 
 
 def _utf8(text):
@@ -224,7 +224,7 @@ def _check_out_topic(topic, allow_empty):
         raise CodecError("topic name must not contain U+0000 [MQTT-1.5.3-2]")
 
 
-def _props_size(props):
+def props_size(props):
     if not props:
         return 0
     size = 0
@@ -252,7 +252,7 @@ def _prop_value_size(kind, value):
     return 2 + len(_utf8(value))
 
 
-def _put_props(buf, pos, props, size):
+def put_props(buf, pos, props, size):
     pos = put_varint(buf, pos, size)
     if not props:
         return pos
@@ -267,7 +267,7 @@ def _put_props(buf, pos, props, size):
                 buf[pos] = value
                 pos += 1
             elif kind == _P_U16:
-                pos = _put_u16(buf, pos, value)
+                pos = put_u16(buf, pos, value)
             elif kind == _P_U32:
                 pos = _put_u32(buf, pos, value)
             elif kind == _P_VARINT:
@@ -279,17 +279,17 @@ def _put_props(buf, pos, props, size):
     return pos
 
 
-def _props_block_size(version, props):
+def props_block_size(version, props):
     """Bytes of a properties block (length prefix included) in `version`; 0 before MQTT 5.0."""
     if version != V5:
         if props:
             raise CodecError("properties need MQTT 5.0")
         return 0
-    size = _props_size(props)
+    size = props_size(props)
     return varint_size(size) + size
 
 
-def _start(into, remaining):
+def start_packet(into, remaining):
     """The output buffer: the caller's (checked for room) or a new one."""
     total = 1 + varint_size(remaining) + remaining
     if into is None:
@@ -299,18 +299,18 @@ def _start(into, remaining):
     return into
 
 
-def _header(buf, first_byte, remaining):
+def put_header(buf, first_byte, remaining):
     """Write the fixed header; returns the position after it. (Two calls rather than one returning a tuple,
     so that encoding into a caller's buffer allocates nothing on MicroPython.)"""
     buf[0] = first_byte
     return put_varint(buf, 1, remaining)
 
 
-def _finish(into, buf, pos):
+def finish_packet(into, buf, pos):
     return pos if into is not None else bytes(buf)
 
 
-def _check_pid(pid):
+def check_pid(pid):
     if not 0 < pid <= 0xFFFF:
         raise CodecError("packet identifier must be 1..65535 [MQTT-2.3.1-1]")
 
@@ -325,7 +325,7 @@ def encode_publish(topic, payload, qos=0, pid=0, retain=False, dup=False, versio
     if qos == 0 and dup:
         raise CodecError("DUP must be 0 on QoS 0 [MQTT-3.3.1-2]")
     if qos:
-        _check_pid(pid)
+        check_pid(pid)
     topic = _utf8(topic)
     _check_out_topic(topic, version == V5 and props is not None and TOPIC_ALIAS in props)
     return write_publish(topic, payload, qos, pid, retain, dup, version, props, into)
@@ -341,7 +341,7 @@ def check_topic(topic):
 def publish_size(topic_len, payload_len, qos, version):
     """Bytes of a PUBLISH without properties, fixed header included: what a Maximum Packet Size limits
     [MQTT-3.2.2-15], known before anything is encoded or journaled."""
-    remaining = 2 + topic_len + (2 if qos else 0) + _props_block_size(version, None) + payload_len
+    remaining = 2 + topic_len + (2 if qos else 0) + props_block_size(version, None) + payload_len
     return 1 + varint_size(remaining) + remaining
 
 
@@ -366,23 +366,23 @@ def check_topic_text(text):
 def check_filter_text(text):
     """A topic filter from configuration: well-formed UTF-8 and wildcards only as whole levels."""
     data = _text(text)
-    _check_filter(data)
+    check_filter(data)
     return data
 
 
 def write_publish(topic, payload, qos, pid, retain, dup, version, props=None, into=None):
     """encode_publish for a topic already validated (check_topic) and arguments already checked: the board
     resends journaled messages with this, the topic a memoryview into the journal's read buffer."""
-    remaining = 2 + len(topic) + (2 if qos else 0) + _props_block_size(version, props) + len(payload)
-    buf = _start(into, remaining)
-    pos = _header(buf, 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), remaining)
+    remaining = 2 + len(topic) + (2 if qos else 0) + props_block_size(version, props) + len(payload)
+    buf = start_packet(into, remaining)
+    pos = put_header(buf, 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), remaining)
     pos = _put_field(buf, pos, topic)
     if qos:
-        pos = _put_u16(buf, pos, pid)
+        pos = put_u16(buf, pos, pid)
     if version == V5:
-        pos = _put_props(buf, pos, props, _props_size(props))
-    pos = _put_raw(buf, pos, payload)
-    return _finish(into, buf, pos)
+        pos = put_props(buf, pos, props, props_size(props))
+    pos = put_raw(buf, pos, payload)
+    return finish_packet(into, buf, pos)
 
 
 def set_dup(packet):
@@ -395,11 +395,11 @@ def encode_ack(ptype, pid, reason=SUCCESS, version=V311, props=None, into=None):
     Success with no properties (MQTT 5.0 section 3.4.2.1)."""
     if ptype < PUBACK or ptype > PUBCOMP:
         raise CodecError("not an acknowledgement type: %d" % ptype)
-    _check_pid(pid)
+    check_pid(pid)
     if version == V5:
-        _check_reason(reason, _REL_REASONS if ptype >= PUBREL else _PUB_REASONS)
+        check_reason(reason, _REL_REASONS if ptype >= PUBREL else _PUB_REASONS)
         if props:
-            remaining = 3 + _props_block_size(version, props)
+            remaining = 3 + props_block_size(version, props)
         elif reason:
             remaining = 3
         else:
@@ -409,18 +409,18 @@ def encode_ack(ptype, pid, reason=SUCCESS, version=V311, props=None, into=None):
     else:
         remaining = 2
     # PUBREL's reserved flags are 0010 [MQTT-3.6.1-1]; the others are 0000 [MQTT-2.2.2-1].
-    buf = _start(into, remaining)
-    pos = _header(buf, (ptype << 4) | (0x02 if ptype == PUBREL else 0), remaining)
-    pos = _put_u16(buf, pos, pid)
+    buf = start_packet(into, remaining)
+    pos = put_header(buf, (ptype << 4) | (0x02 if ptype == PUBREL else 0), remaining)
+    pos = put_u16(buf, pos, pid)
     if remaining > 2:
         buf[pos] = reason
         pos += 1
         if remaining > 3:
-            pos = _put_props(buf, pos, props, _props_size(props))
-    return _finish(into, buf, pos)
+            pos = put_props(buf, pos, props, props_size(props))
+    return finish_packet(into, buf, pos)
 
 
-def _check_reason(reason, allowed):
+def check_reason(reason, allowed):
     if reason not in allowed:
         raise CodecError("reason code 0x%02x is not allowed here" % reason, PROTOCOL_ERROR)
 
@@ -452,12 +452,12 @@ def encode_connect(
         raise CodecError("will QoS must be 0, 1 or 2 [MQTT-3.1.2-14]")
     cid = _utf8(client_id)
     flags = 0x02 if clean else 0
-    remaining = 2 + len(name) + 1 + 1 + 2 + _props_block_size(version, props) + 2 + len(cid)
+    remaining = 2 + len(name) + 1 + 1 + 2 + props_block_size(version, props) + 2 + len(cid)
     if will_topic is not None:
         wtopic = _utf8(will_topic)
         _check_out_topic(wtopic, False)
         flags |= 0x04 | (will_qos << 3) | (0x20 if will_retain else 0)
-        remaining += _props_block_size(version, will_props) + 2 + len(wtopic) + 2 + len(will_payload)
+        remaining += props_block_size(version, will_props) + 2 + len(wtopic) + 2 + len(will_payload)
     elif will_qos or will_retain or will_props:
         raise CodecError("will QoS/retain/properties need a will topic [MQTT-3.1.2-11]")
     if username is not None:
@@ -467,110 +467,110 @@ def encode_connect(
     if password is not None:
         flags |= 0x40
         remaining += 2 + len(password)
-    buf = _start(into, remaining)
-    pos = _header(buf, CONNECT << 4, remaining)
+    buf = start_packet(into, remaining)
+    pos = put_header(buf, CONNECT << 4, remaining)
     pos = _put_field(buf, pos, name)
     buf[pos] = version
     buf[pos + 1] = flags
-    pos = _put_u16(buf, pos + 2, keepalive)
+    pos = put_u16(buf, pos + 2, keepalive)
     if version == V5:
-        pos = _put_props(buf, pos, props, _props_size(props))
+        pos = put_props(buf, pos, props, props_size(props))
     pos = _put_field(buf, pos, cid)
     if will_topic is not None:
         if version == V5:
-            pos = _put_props(buf, pos, will_props, _props_size(will_props))
+            pos = put_props(buf, pos, will_props, props_size(will_props))
         pos = _put_field(buf, _put_field(buf, pos, wtopic), will_payload)
     if username is not None:
         pos = _put_field(buf, pos, user)
     if password is not None:
         pos = _put_field(buf, pos, password)
-    return _finish(into, buf, pos)
+    return finish_packet(into, buf, pos)
 
 
 def encode_subscribe(pid, topics, version=V311, props=None, into=None):
     """topics: list of (filter, options); options is the QoS in 3.1/3.1.1 and the full 5.0 options byte."""
-    _check_pid(pid)
+    check_pid(pid)
     if not topics:
         raise CodecError("SUBSCRIBE needs at least one topic filter [MQTT-3.8.3-3]")
     encoded = []
-    remaining = 2 + _props_block_size(version, props)
+    remaining = 2 + props_block_size(version, props)
     for flt, options in topics:
         data = _utf8(flt)
-        _check_filter(data)
-        _check_sub_options(options, version)
+        check_filter(data)
+        check_sub_options(options, version)
         encoded.append((data, options))
         remaining += 3 + len(data)
-    buf = _start(into, remaining)
-    pos = _header(buf, (SUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.8.1-1]
-    pos = _put_u16(buf, pos, pid)
+    buf = start_packet(into, remaining)
+    pos = put_header(buf, (SUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.8.1-1]
+    pos = put_u16(buf, pos, pid)
     if version == V5:
-        pos = _put_props(buf, pos, props, _props_size(props))
+        pos = put_props(buf, pos, props, props_size(props))
     for data, options in encoded:
         pos = _put_field(buf, pos, data)
         buf[pos] = options
         pos += 1
-    return _finish(into, buf, pos)
+    return finish_packet(into, buf, pos)
 
 
 def encode_unsubscribe(pid, filters, version=V311, props=None, into=None):
-    _check_pid(pid)
+    check_pid(pid)
     if not filters:
         raise CodecError("UNSUBSCRIBE needs at least one topic filter [MQTT-3.10.3-2]")
     encoded = [_utf8(f) for f in filters]
     for data in encoded:
-        _check_filter(data)
-    remaining = 2 + _props_block_size(version, props) + sum(2 + len(d) for d in encoded)
-    buf = _start(into, remaining)
-    pos = _header(buf, (UNSUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.10.1-1]
-    pos = _put_u16(buf, pos, pid)
+        check_filter(data)
+    remaining = 2 + props_block_size(version, props) + sum(2 + len(d) for d in encoded)
+    buf = start_packet(into, remaining)
+    pos = put_header(buf, (UNSUBSCRIBE << 4) | 0x02, remaining)  # flags 0010 [MQTT-3.10.1-1]
+    pos = put_u16(buf, pos, pid)
     if version == V5:
-        pos = _put_props(buf, pos, props, _props_size(props))
+        pos = put_props(buf, pos, props, props_size(props))
     for data in encoded:
         pos = _put_field(buf, pos, data)
-    return _finish(into, buf, pos)
+    return finish_packet(into, buf, pos)
 
 
 def encode_empty(ptype, into=None):
     """PINGREQ, PINGRESP, and the 3.1/3.1.1 DISCONNECT: a fixed header with Remaining Length 0."""
     if ptype not in (PINGREQ, PINGRESP, DISCONNECT):
         raise CodecError("packet type %d has a body" % ptype)
-    buf = _start(into, 0)
-    pos = _header(buf, ptype << 4, 0)
-    return _finish(into, buf, pos)
+    buf = start_packet(into, 0)
+    pos = put_header(buf, ptype << 4, 0)
+    return finish_packet(into, buf, pos)
 
 
 def encode_disconnect(reason=SUCCESS, version=V311, props=None, into=None):
-    return _encode_reason_only(DISCONNECT, _DISCONNECT_REASONS, reason, version, props, into)
+    return encode_reason_only(DISCONNECT, _DISCONNECT_REASONS, reason, version, props, into)
 
 
-def _encode_reason_only(ptype, allowed, reason, version, props, into):
+def encode_reason_only(ptype, allowed, reason, version, props, into):
     # DISCONNECT and AUTH may drop the reason and properties when the reason is Success and there are none
     # (MQTT 5.0 sections 3.14.2.1 and 3.15.2.1).
     if version != V5:
         if reason or props:
             raise CodecError("reason codes and properties need MQTT 5.0")
         return encode_empty(ptype, into)
-    _check_reason(reason, allowed)
+    check_reason(reason, allowed)
     remaining = 0
     if props:
-        remaining = 1 + _props_block_size(version, props)
+        remaining = 1 + props_block_size(version, props)
     elif reason:
         remaining = 1
-    buf = _start(into, remaining)
-    pos = _header(buf, ptype << 4, remaining)
+    buf = start_packet(into, remaining)
+    pos = put_header(buf, ptype << 4, remaining)
     if remaining:
         buf[pos] = reason
         pos += 1
         if props:
-            pos = _put_props(buf, pos, props, _props_size(props))
-    return _finish(into, buf, pos)
+            pos = put_props(buf, pos, props, props_size(props))
+    return finish_packet(into, buf, pos)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Validation shared by both directions.
 
 
-def _check_filter(data):
+def check_filter(data):
     if not data:
         raise CodecError("topic filter must not be empty [MQTT-4.7.3-1]")
     if b"\x00" in data:
@@ -584,130 +584,130 @@ def _check_filter(data):
             raise CodecError("'+' must be a whole level [MQTT-4.7.1-3]")
 
 
-def _check_sub_options(options, version):
+def check_sub_options(options, version):
     if options & 0x03 == 0x03:
-        raise _malformed("subscription QoS 3 is malformed [MQTT-3.8.3-4]")
+        raise malformed("subscription QoS 3 is malformed [MQTT-3.8.3-4]")
     # 3.1.1 reserves the upper six bits [MQTT-3-8.3-4]; 5.0 reserves bits 6-7 and Retain Handling 3.
     if version != V5 and options & 0xFC:
-        raise _malformed("reserved subscription option bits set [MQTT-3-8.3-4]")
+        raise malformed("reserved subscription option bits set [MQTT-3-8.3-4]")
     if version == V5 and (options & 0xC0 or options & 0x30 == 0x30):
-        raise _malformed("reserved subscription option bits set (MQTT 5.0 3.8.3.1)")
+        raise malformed("reserved subscription option bits set (MQTT 5.0 3.8.3.1)")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Primitive readers over a body (bytes or memoryview). They check bounds and raise CodecError.
 
 
-def _u16_at(body, pos):
+def u16_at(body, pos):
     if pos + 2 > len(body):
-        raise _malformed("packet ends inside a two-byte integer")
+        raise malformed("packet ends inside a two-byte integer")
     return (body[pos] << 8) | body[pos + 1]
 
 
 def _u32_at(body, pos):
     if pos + 4 > len(body):
-        raise _malformed("packet ends inside a four-byte integer")
+        raise malformed("packet ends inside a four-byte integer")
     return (body[pos] << 24) | (body[pos + 1] << 16) | (body[pos + 2] << 8) | body[pos + 3]
 
 
-def _varint_at(body, pos):
+def varint_at(body, pos):
     value = 0
     shift = 0
     for i in range(4):
         if pos + i >= len(body):
-            raise _malformed("packet ends inside a variable byte integer")
+            raise malformed("packet ends inside a variable byte integer")
         byte = body[pos + i]
         value |= (byte & 0x7F) << shift
         if not byte & 0x80:
             return value, pos + i + 1
         shift += 7
-    raise _malformed("variable byte integer longer than 4 bytes")
+    raise malformed("variable byte integer longer than 4 bytes")
 
 
-def _field_at(body, pos):
+def field_at(body, pos):
     """A two-byte-length-prefixed field as a memoryview slice, and the position after it."""
-    n = _u16_at(body, pos)
+    n = u16_at(body, pos)
     end = pos + 2 + n
     if end > len(body):
-        raise _malformed("field length runs past the end of the packet")
+        raise malformed("field length runs past the end of the packet")
     return memoryview(body)[pos + 2 : end], end
 
 
-def _str_at(body, pos):
-    raw, pos = _field_at(body, pos)
-    return _decode_utf8(raw), pos
+def str_at(body, pos):
+    raw, pos = field_at(body, pos)
+    return decode_utf8(raw), pos
 
 
-def _decode_utf8(raw):
+def decode_utf8(raw):
     try:
         text = str(raw, "utf-8")
     except UnicodeError:
-        raise _malformed("invalid UTF-8 [MQTT-1.5.3-1]")
+        raise malformed("invalid UTF-8 [MQTT-1.5.3-1]")
     if "\x00" in text:
-        raise _malformed("UTF-8 string contains U+0000 [MQTT-1.5.3-2]")
+        raise malformed("UTF-8 string contains U+0000 [MQTT-1.5.3-2]")
     return text
 
 
-def _props_at(body, pos, ptype):
+def props_at(body, pos, ptype):
     """Decode a properties block into {id: value}; User Property and Subscription Identifier become lists."""
-    size, pos = _varint_at(body, pos)
+    size, pos = varint_at(body, pos)
     end = pos + size
     if end > len(body):
-        raise _malformed("property length runs past the end of the packet")
+        raise malformed("property length runs past the end of the packet")
     props = {}  # type: dict
     mask = 1 << ptype
     while pos < end:
-        pid, pos = _varint_at(body, pos)
+        pid, pos = varint_at(body, pos)
         entry = PROPERTIES.get(pid)
         if entry is None:
-            raise _malformed("unknown property 0x%02x" % pid)
+            raise malformed("unknown property 0x%02x" % pid)
         kind = entry[0]
         if not entry[1] & mask:
-            raise _protocol_error("property 0x%02x is not allowed in packet type %d" % (pid, ptype))
+            raise protocol_error("property 0x%02x is not allowed in packet type %d" % (pid, ptype))
         if kind == _P_BYTE:
             if pos >= end:
-                raise _malformed("packet ends inside a property")
+                raise malformed("packet ends inside a property")
             value = body[pos]
             pos += 1
         elif kind == _P_U16:
-            value = _u16_at(body, pos)
+            value = u16_at(body, pos)
             pos += 2
         elif kind == _P_U32:
             value = _u32_at(body, pos)
             pos += 4
         elif kind == _P_VARINT:
-            value, pos = _varint_at(body, pos)
+            value, pos = varint_at(body, pos)
             if value == 0:
-                raise _protocol_error("subscription identifier 0 is a protocol error (MQTT 5.0 3.3.2.3.8)")
+                raise protocol_error("subscription identifier 0 is a protocol error (MQTT 5.0 3.3.2.3.8)")
         elif kind == _P_STR:
-            value, pos = _str_at(body, pos)
+            value, pos = str_at(body, pos)
         elif kind == _P_BIN:
-            raw, pos = _field_at(body, pos)
+            raw, pos = field_at(body, pos)
             value = bytes(raw)
         else:
-            key, pos = _str_at(body, pos)
-            text, pos = _str_at(body, pos)
+            key, pos = str_at(body, pos)
+            text, pos = str_at(body, pos)
             value = (key, text)
         if pos > end:
-            raise _malformed("property runs past the property length")
+            raise malformed("property runs past the property length")
         if _is_repeatable(pid):
             props.setdefault(pid, []).append(value)
         elif pid in props:
-            raise _protocol_error("property 0x%02x appears twice" % pid)
+            raise protocol_error("property 0x%02x appears twice" % pid)
         else:
             props[pid] = value
     return props, end
 
 
-def _expect_end(body, pos):
+def expect_end(body, pos):
     if pos != len(body):
-        raise _malformed("%d unexpected bytes at the end of the packet" % (len(body) - pos))
+        raise malformed("%d unexpected bytes at the end of the packet" % (len(body) - pos))
 
 
 def _pid_at(body, pos):
-    pid = _u16_at(body, pos)
+    pid = u16_at(body, pos)
     if pid == 0:
-        raise _malformed("packet identifier 0 [MQTT-2.3.1-1]")
+        raise malformed("packet identifier 0 [MQTT-2.3.1-1]")
     return pid
 
 
@@ -719,26 +719,26 @@ def check_flags(ptype, flags, version):
     """Fixed-header flag rules [MQTT-2.2.2-1] [MQTT-2.2.2-2], checked before the body is read."""
     if ptype == PUBLISH:
         if flags & 0x06 == 0x06:
-            raise _malformed("PUBLISH with both QoS bits set [MQTT-3.3.1-4]")
+            raise malformed("PUBLISH with both QoS bits set [MQTT-3.3.1-4]")
         if flags & 0x08 and not flags & 0x06:
-            raise _malformed("DUP set on a QoS 0 PUBLISH [MQTT-3.3.1-2]")
+            raise malformed("DUP set on a QoS 0 PUBLISH [MQTT-3.3.1-2]")
     elif ptype == PUBREL or ptype == SUBSCRIBE or ptype == UNSUBSCRIBE:
         # MQTT 3.1 and the 1999 draft leave PUBREL's flags unused ("xxxx"); their SUBSCRIBE and UNSUBSCRIBE
         # carried QoS 1 in the same bits, so the strict rule only holds from 3.1.1 on.
         if flags != 0x02 and version != V31:
-            raise _malformed("reserved flags of packet type %d must be 0010 [MQTT-3.6.1-1]" % ptype)
+            raise malformed("reserved flags of packet type %d must be 0010 [MQTT-3.6.1-1]" % ptype)
     elif flags and version != V31:
-        raise _malformed("reserved flags of packet type %d must be 0000 [MQTT-2.2.2-1]" % ptype)
+        raise malformed("reserved flags of packet type %d must be 0000 [MQTT-2.2.2-1]" % ptype)
     if ptype == AUTH and version != V5:
-        raise _malformed("packet type 15 is reserved before MQTT 5.0")
+        raise malformed("packet type 15 is reserved before MQTT 5.0")
     if ptype == 0:
-        raise _malformed("packet type 0 is reserved")
+        raise malformed("packet type 0 is reserved")
 
 
 def decode_publish(flags, body, version=V311):
     """-> (topic, packet id (0 at QoS 0), payload memoryview, properties or None). qos/dup/retain are in flags."""
-    topic_raw, pos = _field_at(body, 0)
-    topic = _decode_utf8(topic_raw)
+    topic_raw, pos = field_at(body, 0)
+    topic = decode_utf8(topic_raw)
     qos = (flags >> 1) & 0x03
     pid = 0
     if qos:
@@ -746,11 +746,11 @@ def decode_publish(flags, body, version=V311):
         pos += 2
     props = None
     if version == V5:
-        props, pos = _props_at(body, pos, PUBLISH)
+        props, pos = props_at(body, pos, PUBLISH)
     if not topic and not (props and TOPIC_ALIAS in props):
-        raise _malformed("PUBLISH without a topic name [MQTT-3.3.2-1]")
+        raise malformed("PUBLISH without a topic name [MQTT-3.3.2-1]")
     if "+" in topic or "#" in topic:
-        raise _malformed("topic name contains a wildcard [MQTT-3.3.2-2]")
+        raise malformed("topic name contains a wildcard [MQTT-3.3.2-2]")
     return topic, pid, memoryview(body)[pos:], props
 
 
@@ -762,14 +762,14 @@ def check_ack(ptype, body, version=V311):
     n = len(body)
     if version != V5:
         if n != 2:
-            raise _malformed("acknowledgement of length %d (must be 2)" % n)
+            raise malformed("acknowledgement of length %d (must be 2)" % n)
         return pid
     if n > 2:
         reason = body[2]
         if reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
-            raise _protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
+            raise protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
         if n > 3:
-            _expect_end(body, _props_at(body, 3, ptype)[1])
+            expect_end(body, props_at(body, 3, ptype)[1])
     return pid
 
 
@@ -781,82 +781,82 @@ def ack_reason(body):
 def decode_ack(ptype, body, version=V311):
     """PUBACK/PUBREC/PUBREL/PUBCOMP -> (packet id, reason code, properties or None)."""
     pid = check_ack(ptype, body, version)
-    props = _props_at(body, 3, ptype)[0] if version == V5 and len(body) > 3 else None
+    props = props_at(body, 3, ptype)[0] if version == V5 and len(body) > 3 else None
     return pid, ack_reason(body), props
 
 
 def decode_connack(body, version=V311):
     """-> (session present, return/reason code, properties or None)."""
     if len(body) < 2:
-        raise _malformed("CONNACK shorter than 2 bytes")
+        raise malformed("CONNACK shorter than 2 bytes")
     flags = body[0]
     code = body[1]
     if version == V5:
         if flags & 0xFE:
-            raise _malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
-        if code not in _CONNACK_REASONS:
-            raise _protocol_error("CONNACK reason code 0x%02x is not allowed" % code)
-        props, pos = _props_at(body, 2, CONNACK)
-        _expect_end(body, pos)
+            raise malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
+        if code not in CONNACK_REASONS:
+            raise protocol_error("CONNACK reason code 0x%02x is not allowed" % code)
+        props, pos = props_at(body, 2, CONNACK)
+        expect_end(body, pos)
         return bool(flags & 1), code, props
-    _expect_end(body, 2)
+    expect_end(body, 2)
     if version == V311 and flags & 0xFE:
-        raise _malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
+        raise malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
     if code > 5:
-        raise _malformed("CONNACK return code %d is reserved" % code)
+        raise malformed("CONNACK return code %d is reserved" % code)
     # MQTT 3.1 reserves the whole first byte: there is no session-present flag.
     return version == V311 and bool(flags & 1), code, None
 
 
-def _pid_and_props(body, ptype, version):
+def pid_and_props(body, ptype, version):
     """The packet id and, in MQTT 5.0, the properties that open SUBSCRIBE, SUBACK, UNSUBSCRIBE and UNSUBACK:
     -> (packet id, properties or None, position after them)."""
     pid = _pid_at(body, 0)
     if version != V5:
         return pid, None, 2
-    props, pos = _props_at(body, 2, ptype)
+    props, pos = props_at(body, 2, ptype)
     return pid, props, pos
 
 
 def decode_suback(body, version=V311):
     """-> (packet id, [return codes], properties or None)."""
-    pid, props, pos = _pid_and_props(body, SUBACK, version)
+    pid, props, pos = pid_and_props(body, SUBACK, version)
     codes = list(bytes(memoryview(body)[pos:]))
     if not codes:
-        raise _malformed("SUBACK without return codes")
+        raise malformed("SUBACK without return codes")
     for code in codes:
-        if (version == V5 and code not in _SUBACK_REASONS) or (version != V5 and code not in (0, 1, 2, 0x80)):
-            raise _protocol_error("SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]" % code)
+        if (version == V5 and code not in SUBACK_REASONS) or (version != V5 and code not in (0, 1, 2, 0x80)):
+            raise protocol_error("SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]" % code)
     return pid, codes, props
 
 
 def decode_unsuback(body, version=V311):
     """-> (packet id, [reason codes] (empty before 5.0), properties or None)."""
-    pid, props, pos = _pid_and_props(body, UNSUBACK, version)
+    pid, props, pos = pid_and_props(body, UNSUBACK, version)
     if version != V5:
-        _expect_end(body, pos)
+        expect_end(body, pos)
         return pid, [], None
     codes = list(bytes(memoryview(body)[pos:]))
     for code in codes:
-        if code not in _UNSUBACK_REASONS:
-            raise _protocol_error("UNSUBACK reason code 0x%02x is not allowed" % code)
+        if code not in UNSUBACK_REASONS:
+            raise protocol_error("UNSUBACK reason code 0x%02x is not allowed" % code)
     return pid, codes, props
 
 
 def decode_reason_only(ptype, body, version=V311):
     """DISCONNECT or AUTH -> (reason code, properties or None); an empty body means Success."""
     if version != V5:
-        _expect_end(body, 0)
+        expect_end(body, 0)
         return SUCCESS, None
     if not len(body):
         return SUCCESS, None
     reason = body[0]
-    if reason not in (_AUTH_REASONS if ptype == AUTH else _DISCONNECT_REASONS):
-        raise _protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
+    if reason not in (AUTH_REASONS if ptype == AUTH else _DISCONNECT_REASONS):
+        raise protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
     props = None
     if len(body) > 1:
-        props, pos = _props_at(body, 1, ptype)
-        _expect_end(body, pos)
+        props, pos = props_at(body, 1, ptype)
+        expect_end(body, pos)
     return reason, props
 
 
@@ -941,7 +941,7 @@ class StreamDecoder:
                 self._header += 1
                 if byte & 0x80:
                     if self._header == 4:
-                        raise _malformed("Remaining Length longer than 4 bytes (MQTT 3.1.1 section 2.2.3)")
+                        raise malformed("Remaining Length longer than 4 bytes (MQTT 3.1.1 section 2.2.3)")
                     continue
                 if 1 + self._header + self._length > self.max_packet_size:
                     raise CodecError(

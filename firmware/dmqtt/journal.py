@@ -14,10 +14,14 @@
 # trusted.
 #
 # Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> (rtype, body).
+# The records themselves and their framing are journal_record.py's.
 
 import struct
 
 from binascii import crc32
+
+from dmqtt.errors import JournalError
+from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Framing
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -30,65 +34,16 @@ except ImportError:
         return x
 
 
-# Record types.
-PUB = const(1)  # an accepted QoS 1/2 message: pid, flags, serial, mark, topic, payload
-REL = const(2)  # QoS 2 flow got PUBREC: pid, serial; resume by sending PUBREL
-DONE = const(3)  # flow finished (PUBACK, PUBCOMP, or refused): pid
-RX = const(4)  # incoming QoS 2 PUBLISH delivered, PUBREC owed: pid
-RXDONE = const(5)  # incoming QoS 2 released by PUBREL: pid
-META = const(6)  # snapshot: next pid, serial, mark
-MARK = const(7)  # application progress mark (QoS 0 publishes): mark
-
 _SECTOR = const(4096)
 _SECTOR_HEADER = const(16)
-OVERHEAD = const(7)  # type (1) + length (2) + CRC-32 (4): public, journal_file.py uses it
 _SECTOR_MAGIC = b"DMQJ"
-FORMAT = const(1)
 _ERASED = const(0xFF)
 _PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
-AT_TORN = const(-1)
-AT_ERASED = const(-2)
 _AT_PAD = const(-3)
 _STAGE = const(2048)  # group commit: at most this many bytes of records programmed at once
 
 
-class JournalError(Exception):
-    """The journal cannot take this record (full, or the flash failed)."""
-
-
-class _Base:
-    def __init__(self, record_max):
-        self.record_max = record_max
-        self._buf = bytearray(record_max + OVERHEAD)
-        self._mv = memoryview(self._buf)
-        self.body = self._mv[3 : 3 + record_max]  # the owner writes a record's body here, then commit()
-        self._rbuf = bytearray(record_max + OVERHEAD)  # reads and carried-forward copies
-        self._rmv = memoryview(self._rbuf)
-        self.notes = []  # what open() found and repaired, for the console
-
-    def _seal(self, buf, rtype, n):
-        """Frame a body already in buf[3:3+n]; returns the record's total length."""
-        if n > self.record_max:
-            raise JournalError("record of %d bytes exceeds the journal's %d" % (n, self.record_max))
-        buf[0] = rtype
-        buf[1] = n >> 8
-        buf[2] = n & 0xFF
-        struct.pack_into(">I", buf, 3 + n, crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF)
-        return n + OVERHEAD
-
-    def _check(self, buf, length_limit):
-        """Validate the record in buf (header already read): -> body length, or AT_TORN."""
-        rtype = buf[0]
-        n = (buf[1] << 8) | buf[2]
-        if rtype < PUB or rtype > MARK or n > self.record_max or n + OVERHEAD > length_limit:
-            return AT_TORN
-        want = struct.unpack_from(">I", buf, 3 + n)[0]
-        if crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF != want:
-            return AT_TORN
-        return n
-
-
-class RingJournal(_Base):
+class RingJournal(Framing):
     """Log-structured ring on a raw partition with the extended block interface (esp32.Partition)."""
 
     def __init__(self, partition, record_max=1024):

@@ -4,7 +4,8 @@
 
 import os
 
-from dmqtt.journal import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, JournalError, _Base
+from dmqtt.errors import JournalError
+from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Framing
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -12,7 +13,7 @@ if False:  # type checkers only: MicroPython has no typing module
 _FILE_MAGIC = b"DMQF"
 
 
-class FileJournal(_Base):
+class FileJournal(Framing):
     """Append-only journal file on LittleFS, compacted into a new file renamed over the old one."""
 
     def __init__(self, path, record_max=1024, compact_bytes=16384):

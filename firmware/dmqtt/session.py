@@ -12,11 +12,11 @@
 # Every state change that a reboot must not forget is journaled before it takes effect (docs/journal.md).
 # The slot arrays are allocated once: nothing per message on the hot path beyond the journal's own buffers.
 
-import struct
-
 from array import array
 
-from dmqtt import codec, journal
+from dmqtt import codec
+from dmqtt import journal_record as rec
+from dmqtt.errors import ProtocolError, QueueFull
 
 try:
     from micropython import const
@@ -32,19 +32,6 @@ WAIT_ACK = const(2)
 WAIT_COMP = const(3)
 
 _CONTROL_MAX = const(16)
-_PUB_HEADER = const(13)  # PUB record body: pid u16, flags u8, serial u32, mark u32, topic length u16
-
-
-class QueueFull(Exception):
-    """Every slot holds a message in flight; publish again once some are acknowledged."""
-
-
-class ProtocolError(Exception):
-    """The broker broke the protocol; `reason_code` is the MQTT 5.0 code to disconnect with."""
-
-    def __init__(self, reason, reason_code=codec.PROTOCOL_ERROR):
-        super().__init__(reason)
-        self.reason_code = reason_code
 
 
 class Session:
@@ -60,7 +47,6 @@ class Session:
         # The broker's Maximum Packet Size (5.0 CONNACK): a PUBLISH larger than this is never sent
         # [MQTT-3.2.2-15]; a journaled one found too large ends its flow as refused (0x95) instead.
         self.max_packet = 268435455
-        self.refused = 0  # flows this session ended as refused (by the broker, or too large to ever send)
         self.mark = 0  # the application's progress counter, journaled with each message
         self.serial = 0  # acceptance order of outgoing messages, journaled
         self.next_pid = 0  # last packet id handed out
@@ -91,9 +77,9 @@ class Session:
         return self.journal.notes
 
     def replay(self, rtype, body, addr):
-        if rtype == journal.PUB or rtype == journal.REL:
-            pid = (body[0] << 8) | body[1]
-            serial = struct.unpack_from(">I", body, 3 if rtype == journal.PUB else 2)[0]
+        if rtype == rec.PUB or rtype == rec.REL:
+            pid = rec.pid_of(body)
+            serial = rec.serial_of(rtype, body)
             i = self._find(pid)
             # A record carried forward can replay after a later record of the same flow (a PUB copied past its
             # REL): the serial tells the same flow from a new one that reuses the packet id.
@@ -107,12 +93,12 @@ class Session:
                         % (pid, len(self._state))
                     )
                     return
-            if rtype == journal.PUB:
+            if rtype == rec.PUB:
                 if not (same_flow and self._state[i] == WAIT_COMP):
                     self._state[i] = WAIT_ACK  # maybe sent before the reset: resent with DUP=1 if the session lives
-                self._qos[i] = body[2] & 0x03
+                self._qos[i] = rec.pub_qos(body)
                 self._addr[i] = addr
-                self.mark = max(self.mark, struct.unpack_from(">I", body, 7)[0])
+                self.mark = max(self.mark, rec.pub_mark(body))
                 self.next_pid = pid
             else:
                 self._state[i] = WAIT_COMP
@@ -121,46 +107,46 @@ class Session:
             self._pid[i] = pid
             self._serial[i] = serial
             self.serial = max(self.serial, serial)
-        elif rtype == journal.DONE:
-            i = self._find((body[0] << 8) | body[1])
+        elif rtype == rec.DONE:
+            i = self._find(rec.pid_of(body))
             if i >= 0:
                 self._state[i] = FREE
-        elif rtype == journal.RX:
-            pid = (body[0] << 8) | body[1]
+        elif rtype == rec.RX:
+            pid = rec.pid_of(body)
             if self._rx_find(pid) < 0:
                 j = self._rx_find(0)
                 if j >= 0:
                     self._rx_pid[j] = pid
                     self._rx_addr[j] = addr
-        elif rtype == journal.RXDONE:
-            j = self._rx_find((body[0] << 8) | body[1])
+        elif rtype == rec.RXDONE:
+            j = self._rx_find(rec.pid_of(body))
             if j >= 0:
                 self._rx_pid[j] = 0
-        elif rtype == journal.META:
-            self.next_pid, serial, mark = struct.unpack_from(">HII", body, 0)
+        elif rtype == rec.META:
+            self.next_pid, serial, mark = rec.meta(body)
             self.serial = max(self.serial, serial)
             self.mark = max(self.mark, mark)
-        elif rtype == journal.MARK:
-            self.mark = max(self.mark, struct.unpack_from(">I", body, 0)[0])
+        elif rtype == rec.MARK:
+            self.mark = max(self.mark, rec.mark_of(body))
 
     def is_live(self, rtype, body, addr):
-        if rtype == journal.PUB or rtype == journal.REL:
+        if rtype == rec.PUB or rtype == rec.REL:
             # PUB stays live until the flow ends, even after PUBREC: a broker that lost the session gets the
             # message again as a new flow, and that needs the payload.
-            i = self._find((body[0] << 8) | body[1])
+            i = self._find(rec.pid_of(body))
             if i < 0:
                 return False
-            if rtype == journal.PUB:
+            if rtype == rec.PUB:
                 return self._addr[i] == addr
             return self._state[i] == WAIT_COMP and self._rel_addr[i] == addr
-        if rtype == journal.RX:
-            j = self._rx_find((body[0] << 8) | body[1])
+        if rtype == rec.RX:
+            j = self._rx_find(rec.pid_of(body))
             return j >= 0 and self._rx_addr[j] == addr
         return False  # DONE, RXDONE, META, MARK: superseded by the snapshot written with every compaction
 
     def moved(self, rtype, body, old, new):
-        pid = (body[0] << 8) | body[1]
-        if rtype == journal.RX:
+        pid = rec.pid_of(body)
+        if rtype == rec.RX:
             j = self._rx_find(pid)
             if j >= 0 and self._rx_addr[j] == old:
                 self._rx_addr[j] = new
@@ -168,14 +154,13 @@ class Session:
         i = self._find(pid)
         if i < 0:
             return
-        if rtype == journal.PUB and self._addr[i] == old:
+        if rtype == rec.PUB and self._addr[i] == old:
             self._addr[i] = new
-        elif rtype == journal.REL and self._rel_addr[i] == old:
+        elif rtype == rec.REL and self._rel_addr[i] == old:
             self._rel_addr[i] = new
 
     def snapshot(self, body):
-        struct.pack_into(">HII", body, 0, self.next_pid, self.serial, self.mark)
-        return 10
+        return rec.put_meta(body, self.next_pid, self.serial, self.mark)
 
     # -- application side ----------------------------------------------------------------------------------
 
@@ -193,13 +178,11 @@ class Session:
         serial = self.serial + 1
         mark = self.mark if mark is None else mark
         body = self.journal.body
-        n = _PUB_HEADER + len(topic) + len(payload)
+        n = rec.pub_size(len(topic), len(payload))
         if n > len(body):
             raise ValueError("message of %d bytes exceeds the journal record size" % n)
-        struct.pack_into(">HBIIH", body, 0, pid, qos | (4 if retain else 0), serial, mark, len(topic))
-        body[_PUB_HEADER : _PUB_HEADER + len(topic)] = topic
-        body[_PUB_HEADER + len(topic) : n] = payload
-        addr = self.journal.commit(journal.PUB, n, defer)  # the durability point of publish() (or of sync())
+        rec.put_pub(body, pid, qos, retain, serial, mark, topic, payload)
+        addr = self.journal.commit(rec.PUB, n, defer)  # the durability point of publish() (or of sync())
         self.staged = self.staged + 1 if defer else 0
         # Only now: a commit that opens a sector snapshots the counters first, and a snapshot must never
         # count a message whose own record a power cut could still tear.
@@ -221,8 +204,7 @@ class Session:
 
     def note_mark(self, mark):
         """Journal the application's progress for a message that has no record of its own (QoS 0)."""
-        struct.pack_into(">I", self.journal.body, 0, mark)
-        self.journal.commit(journal.MARK, 4)
+        self.journal.commit(rec.MARK, rec.put_mark(self.journal.body, mark))
         self.mark = mark  # after the commit, for the same reason as in accept()
 
     def outstanding(self):
@@ -258,7 +240,7 @@ class Session:
         if not session_present:
             for j in range(len(self._rx_pid)):
                 if self._rx_pid[j]:
-                    self._journal_pid(journal.RXDONE, self._rx_pid[j])
+                    self._journal_pid(rec.RXDONE, self._rx_pid[j])
                     self._rx_pid[j] = 0
 
     def lost(self):
@@ -298,19 +280,16 @@ class Session:
     def _encode_publish(self, i, buf):
         resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
         rtype, body = self.journal.read(self._addr[i])
-        qos = body[2] & 0x03
-        retain = bool(body[2] & 4)
+        qos = rec.pub_qos(body)
+        retain = rec.pub_retain(body)
         if qos > self.max_qos:
             # MQTT 5.0 CONNACK Maximum QoS: never send above it [MQTT-3.2.2-11]; the message goes down a level.
             qos = self.max_qos
         if retain and not self.retain_available:
             retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
             self.retain_cleared += 1
-        tlen = (body[11] << 8) | body[12]
-        topic = body[_PUB_HEADER : _PUB_HEADER + tlen]
-        payload = body[_PUB_HEADER + tlen :]
         pid = self._pid[i]
-        n = codec.write_publish(topic, payload, qos, pid if qos else 0, retain, resend and qos > 0, self.version, None, buf)
+        n = codec.write_publish(rec.pub_topic(body), rec.pub_payload(body), qos, pid if qos else 0, retain, resend and qos > 0, self.version, None, buf)
         if n > self.max_packet:
             return n
         if qos == 0:
@@ -368,7 +347,7 @@ class Session:
             pid = codec.check_ack(ptype, body, self.version)
             j = self._rx_find(pid)
             if j >= 0:
-                self._journal_pid(journal.RXDONE, pid)  # before PUBCOMP lets the broker reuse the id
+                self._journal_pid(rec.RXDONE, pid)  # before PUBCOMP lets the broker reuse the id
                 self._rx_pid[j] = 0
                 self._owe(codec.PUBCOMP, pid, codec.SUCCESS)
             else:
@@ -386,8 +365,8 @@ class Session:
                 return
             j = self._rx_find(0)
             if j < 0:
-                raise ProtocolError("more incoming QoS 2 messages than our Receive Maximum", 0x93)
-            self._rx_addr[j] = self._journal_pid(journal.RX, pid)  # before delivery: never delivered twice
+                raise ProtocolError("more incoming QoS 2 messages than our Receive Maximum", codec.RECEIVE_MAXIMUM_EXCEEDED)
+            self._rx_addr[j] = self._journal_pid(rec.RX, pid)  # before delivery: never delivered twice
             self._rx_pid[j] = pid
         if self.on_message is not None:
             self.on_message(topic, bytes(payload), qos, retain, dup)
@@ -400,7 +379,7 @@ class Session:
 
     def _owe(self, ptype, pid, reason):
         if self._ctl_len == _CONTROL_MAX:
-            raise ProtocolError("the broker sends faster than acknowledgements can go out", 0x93)
+            raise ProtocolError("the broker sends faster than acknowledgements can go out", codec.RECEIVE_MAXIMUM_EXCEEDED)
         t = (self._ctl_head + self._ctl_len) % _CONTROL_MAX
         self._ctl_type[t] = ptype
         self._ctl_pid[t] = pid
@@ -408,25 +387,18 @@ class Session:
         self._ctl_len += 1
 
     def _journal_pid(self, rtype, pid):
-        body = self.journal.body
-        body[0] = pid >> 8
-        body[1] = pid & 0xFF
-        return self.journal.commit(rtype, 2)
+        return self.journal.commit(rtype, rec.put_pid(self.journal.body, pid))
 
     def _journal_rel(self, i):
-        body = self.journal.body
-        struct.pack_into(">HI", body, 0, self._pid[i], self._serial[i])
-        self._rel_addr[i] = self.journal.commit(journal.REL, 6)
+        self._rel_addr[i] = self.journal.commit(rec.REL, rec.put_rel(self.journal.body, self._pid[i], self._serial[i]))
         self._state[i] = WAIT_COMP
         self._tx[i] = 0  # PUBREL owed
 
     def _finish(self, i, reason):
         pid = self._pid[i]
-        self._journal_pid(journal.DONE, pid)
+        self._journal_pid(rec.DONE, pid)
         self._state[i] = FREE
         self._tx[i] = 0
-        if reason >= 0x80:
-            self.refused += 1
         if self.on_result is not None:
             self.on_result(pid, reason)
 

@@ -10,11 +10,13 @@
 
 import binascii
 
+from dmqtt.errors import DmqttError
+
 _BEGIN = b"-----BEGIN "
 _END = b"-----END "
 
 
-class TLSConfigError(ValueError):
+class TLSConfigError(DmqttError):
     """A certificate or key in the config cannot be used (the message never contains key material)."""
 
 

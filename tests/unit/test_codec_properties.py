@@ -35,7 +35,7 @@ ack_props = st.fixed_dictionaries({}, optional={0x1F: utf8, 0x26: user_props})
 
 
 def one_packet(data: bytes, version: int, max_size: int = 1 << 20) -> codec.Packet:
-    packets = list(codec.StreamDecoder(version, max_size).packets(data))
+    packets = list(codec.PacketDecoder(version, max_size).packets(data))
     assert len(packets) == 1
     return packets[0]
 
@@ -117,7 +117,7 @@ def test_subscribe_suback_unsubscribe_round_trip(version: int, pid: int, topics:
 def test_any_chunking_gives_the_same_packets(messages: list[tuple[str, bytes, int]], data: st.DataObject) -> None:
     stream = b"".join(codec.encode_publish(t, p, q, 7 if q else 0) for t, p, q in messages)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=20)))
-    decoder = codec.StreamDecoder(codec.V311, 1 << 16)
+    decoder = codec.PacketDecoder(codec.V311, 1 << 16)
     got = []
     for start, end in zip([0, *cuts], [*cuts, len(stream)]):
         got += [(p.topic, p.payload, p.qos) for p in decoder.packets(stream[start:end])]
@@ -127,7 +127,7 @@ def test_any_chunking_gives_the_same_packets(messages: list[tuple[str, bytes, in
 @settings(max_examples=500)
 @given(st.binary(max_size=200), VERSIONS)
 def test_decoder_fuzz_raises_only_codec_errors(data: bytes, version: int) -> None:
-    decoder = codec.StreamDecoder(version, 256)
+    decoder = codec.PacketDecoder(version, 256)
     try:
         for _ in decoder.packets(data):
             pass
@@ -137,7 +137,7 @@ def test_decoder_fuzz_raises_only_codec_errors(data: bytes, version: int) -> Non
 
 
 def test_decoder_stays_failed_after_an_error() -> None:
-    decoder = codec.StreamDecoder(codec.V311)
+    decoder = codec.PacketDecoder(codec.V311)
     with pytest.raises(codec.CodecError):
         decoder.feed(b"\x36")  # QoS 3 [MQTT-3.3.1-4]
     with pytest.raises(codec.CodecError):

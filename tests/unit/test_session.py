@@ -38,12 +38,12 @@ def drain(session: Session) -> list[codec.Packet]:
     buf = bytearray(1024)
     while n := session.next_packet(buf):
         wire = bytes(buf[:n])
-        out += list(codec.StreamDecoder(session.version).packets(wire))
+        out += list(codec.PacketDecoder(session.version).packets(wire))
     return out
 
 
 def deliver(session: Session, wire: bytes) -> None:
-    decoder = codec.StreamDecoder(session.version)
+    decoder = codec.PacketDecoder(session.version)
     decoder.feed(wire)
     assert decoder.ready
     session.handle(decoder.ptype, decoder.flags, decoder.body)

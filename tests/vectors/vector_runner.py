@@ -8,7 +8,7 @@ import json
 import random
 
 from dmqtt import codec_host as codec
-from dmqtt.codec import _varint_at
+from dmqtt.codec import varint_at
 
 
 def unhex(text):
@@ -79,7 +79,7 @@ def check_encode(vec):
     if n != len(got) or bytes(into[:n]) != got:
         return "encoding into a buffer differs from encoding to bytes"
     version = kwargs.get("version", codec.V5 if vec["fn"] == "encode_auth" else codec.V311)
-    packets = feed_bytewise(codec.StreamDecoder(version), got)
+    packets = feed_bytewise(codec.PacketDecoder(version), got)
     if len(packets) != 1 or packets[0].type != got[0] >> 4:
         return "did not decode back to one packet of type %d" % (got[0] >> 4)
     return None
@@ -90,7 +90,7 @@ def check_varint(value, want):
     n = codec.put_varint(buf, 0, value)
     if to_hex(buf[:n]) != want or codec.varint_size(value) != n:
         return "varint %d encoded %s, expected %s" % (value, to_hex(buf[:n]), want)
-    back, end = _varint_at(unhex(want), 0)
+    back, end = varint_at(unhex(want), 0)
     if back != value or end != n:
         return "varint %s decoded to %d" % (want, back)
     return None
@@ -106,7 +106,7 @@ def check_remaining_length(length):
     n = codec.put_varint(header, 0, length)
     if packet[1 : 1 + n] != bytes(header[:n]):
         return "Remaining Length bytes %s" % to_hex(packet[1 : 1 + n])
-    decoder = codec.StreamDecoder(codec.V311, length + 5)
+    decoder = codec.PacketDecoder(codec.V311, length + 5)
     pos = 0
     while pos < len(packet) and not decoder.ready:
         pos += decoder.feed(memoryview(packet)[pos : pos + 4096])
@@ -116,7 +116,7 @@ def check_remaining_length(length):
 
 
 def check_decode(vec):
-    packets = feed_bytewise(codec.StreamDecoder(vec["version"]), unhex(clean_hex(vec["hex"])))
+    packets = feed_bytewise(codec.PacketDecoder(vec["version"]), unhex(clean_hex(vec["hex"])))
     if len(packets) != 1:
         return "decoded %d packets" % len(packets)
     packet = packets[0]
@@ -131,7 +131,7 @@ def check_decode(vec):
 def check_error(vec):
     data = unhex(clean_hex(vec["hex"]))
     for chunked in (True, False):
-        decoder = codec.StreamDecoder(vec["version"], vec.get("max", 65536))
+        decoder = codec.PacketDecoder(vec["version"], vec.get("max", 65536))
         try:
             if chunked:
                 feed_bytewise(decoder, data)
@@ -180,7 +180,7 @@ def fuzz(vectors, iterations, seed=1):
             if not data:
                 continue
         version = (3, 4, 5)[rnd.randrange(3)]
-        decoder = codec.StreamDecoder(version, limit)
+        decoder = codec.PacketDecoder(version, limit)
         try:
             for _packet in decoder.packets(bytes(data)):
                 pass

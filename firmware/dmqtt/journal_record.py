@@ -1,0 +1,152 @@
+# The journal's records, byte for byte as docs/journal.md specifies them: the framing every backend writes
+# (type, length, body, CRC-32) and the bodies the session fills and reads. Both journals (journal.py, the ring;
+# journal_file.py, the file) and the session import this module and nothing of each other, so the layout has
+# one owner. Multi-byte fields are big-endian.
+
+import struct
+
+from binascii import crc32
+
+from dmqtt.errors import JournalError
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[no-redef,misc]
+        return x
+
+
+FORMAT = const(1)  # the layout version in every sector header and file header
+
+# Record types (0x00 and 0xFF never are: erased flash and sealed padding).
+PUB = const(1)  # an accepted QoS 1/2 message: pid, flags, serial, mark, topic, payload
+REL = const(2)  # QoS 2 flow got PUBREC: pid, serial; resume by sending PUBREL
+DONE = const(3)  # flow finished (PUBACK, PUBCOMP, or refused): pid
+RX = const(4)  # incoming QoS 2 PUBLISH delivered, PUBREC owed: pid
+RXDONE = const(5)  # incoming QoS 2 released by PUBREL: pid
+META = const(6)  # snapshot: next pid, serial, mark
+MARK = const(7)  # application progress mark (QoS 0 publishes): mark
+
+OVERHEAD = const(7)  # framing around a body: type (1) + length (2) + CRC-32 (4)
+AT_TORN = const(-1)  # what a reader finds instead of a body length
+AT_ERASED = const(-2)
+
+# Bodies. PUB: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain), serial u32, mark u32, topic length u16, topic,
+# payload. REL: pid u16, serial u32. DONE, RX, RXDONE: pid u16. META: next pid u16, serial u32, mark u32.
+# MARK: mark u32.
+PUB_HEADER = const(13)
+_RETAIN = const(4)
+META_SIZE = const(10)
+
+
+class Framing:
+    """The buffers every backend frames records in: `body` (where the owner writes a record's body before
+    commit) and a read buffer; seal() and check() are the framing rules."""
+
+    def __init__(self, record_max):
+        self.record_max = record_max
+        self._buf = bytearray(record_max + OVERHEAD)
+        self._mv = memoryview(self._buf)
+        self.body = self._mv[3 : 3 + record_max]  # the owner writes a record's body here, then commit()
+        self._rbuf = bytearray(record_max + OVERHEAD)  # reads and carried-forward copies
+        self._rmv = memoryview(self._rbuf)
+        self.notes = []  # what open() found and repaired, for the console
+
+    def _seal(self, buf, rtype, n):
+        """Frame a body already in buf[3:3+n]; returns the record's total length."""
+        if n > self.record_max:
+            raise JournalError("record of %d bytes exceeds the journal's %d" % (n, self.record_max))
+        buf[0] = rtype
+        buf[1] = n >> 8
+        buf[2] = n & 0xFF
+        struct.pack_into(">I", buf, 3 + n, crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF)
+        return n + OVERHEAD
+
+    def _check(self, buf, length_limit):
+        """Validate the record in buf (header already read): -> body length, or AT_TORN."""
+        rtype = buf[0]
+        n = (buf[1] << 8) | buf[2]
+        if rtype < PUB or rtype > MARK or n > self.record_max or n + OVERHEAD > length_limit:
+            return AT_TORN
+        want = struct.unpack_from(">I", buf, 3 + n)[0]
+        if crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF != want:
+            return AT_TORN
+        return n
+
+
+# -- bodies --------------------------------------------------------------------------------------------------
+
+
+def pid_of(body):
+    """The packet id every record but META and MARK starts with."""
+    return (body[0] << 8) | body[1]
+
+
+def put_pid(body, pid):
+    body[0] = pid >> 8
+    body[1] = pid & 0xFF
+    return 2
+
+
+def pub_size(topic_len, payload_len):
+    return PUB_HEADER + topic_len + payload_len
+
+
+def put_pub(body, pid, qos, retain, serial, mark, topic, payload):
+    """Fill a PUB body (the caller checked pub_size against the journal's record size); returns its length."""
+    tlen = len(topic)
+    struct.pack_into(">HBIIH", body, 0, pid, qos | (_RETAIN if retain else 0), serial, mark, tlen)
+    body[PUB_HEADER : PUB_HEADER + tlen] = topic
+    n = PUB_HEADER + tlen + len(payload)
+    body[PUB_HEADER + tlen : n] = payload
+    return n
+
+
+def pub_qos(body):
+    return body[2] & 0x03
+
+
+def pub_retain(body):
+    return bool(body[2] & _RETAIN)
+
+
+def pub_mark(body):
+    return struct.unpack_from(">I", body, 7)[0]
+
+
+def pub_topic(body):
+    return body[PUB_HEADER : PUB_HEADER + ((body[11] << 8) | body[12])]
+
+
+def pub_payload(body):
+    return body[PUB_HEADER + ((body[11] << 8) | body[12]) :]
+
+
+def serial_of(rtype, body):
+    """The acceptance serial a PUB or REL carries (it tells a flow from a later one reusing its packet id)."""
+    return struct.unpack_from(">I", body, 3 if rtype == PUB else 2)[0]
+
+
+def put_rel(body, pid, serial):
+    struct.pack_into(">HI", body, 0, pid, serial)
+    return 6
+
+
+def put_meta(body, next_pid, serial, mark):
+    struct.pack_into(">HII", body, 0, next_pid, serial, mark)
+    return META_SIZE
+
+
+def meta(body):
+    """-> (next pid, serial, mark)"""
+    return struct.unpack_from(">HII", body, 0)
+
+
+def put_mark(body, mark):
+    struct.pack_into(">I", body, 0, mark)
+    return 4
+
+
+def mark_of(body):
+    return struct.unpack_from(">I", body, 0)[0]
