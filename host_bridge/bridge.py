@@ -23,7 +23,7 @@ from typing import Any
 
 import serial
 
-from dlink import frame
+from dlink import control, frame
 from dlink.link import Link
 from host_bridge.errors import HostBridgeError
 
@@ -108,7 +108,7 @@ class BoardSession:
         self._pending_up = b""  # from the broker, not yet taken by the link (window full)
         self._pending_down = bytearray()  # from the board, not yet taken by the broker (its socket is full)
         self._stalled = False
-        self._control = bytearray()
+        self._control = control.Lines()
         self._control_out = bytearray()
         self._link: Link | None = None
         self._ser: serial.Serial | None = None
@@ -175,7 +175,7 @@ class BoardSession:
                 self.counters["board_restarts"] += 1
                 self._log.info("event=board_restarted epoch=%d", link.peer_epoch)
                 self._close_tcp("the board restarted", notify=False)
-                self._control.clear()
+                self._control.reset()
                 self._control_out.clear()
             # MQTT bytes before control messages: a board's last packets and its close ("C") can arrive in one
             # read, and must reach the broker before the connection is closed. (After "O" a board sends nothing
@@ -196,33 +196,37 @@ class BoardSession:
 
     def _read_control(self) -> None:
         assert self._link is not None
-        buf = bytearray(128)
+        buf = bytearray(control.MAX_LINE)
         while n := self._link.readinto(frame.CONTROL, buf):
-            self._control += buf[:n]
-        while b"\n" in self._control:
-            line, _, rest = bytes(self._control).partition(b"\n")
-            self._control = bytearray(rest)
-            self._on_control(line.decode(errors="replace"))
+            for byte in buf[:n]:
+                line = self._control.push(byte)
+                if line is not None:
+                    self._on_control(line)
 
-    def _on_control(self, line: str) -> None:
-        if line.startswith("O"):
-            self._open(line[2:].strip())
-        elif line.startswith("C"):
+    def _on_control(self, line: bytes) -> None:
+        try:
+            kind, text = control.decode(line)
+        except control.ControlError as exc:
+            self._log.warning("event=bad_control error=%r", str(exc))
+            return
+        if kind == control.OPEN:
+            self._open(text.strip())
+        elif kind == control.CLOSE:
             self._close_tcp("closed by the board", notify=False)
         else:
-            self._log.warning("event=bad_control message=%r", line[:40])
+            self._log.warning("event=bad_control message=%r", kind)
 
     def _open(self, requested: str) -> None:
         self._close_tcp("the board opened a new connection", notify=False)
         try:
             dest = Destination.parse(requested) if requested else self.broker
         except BridgeError:
-            self._reply(f"E bad destination {requested[:40]!r}")
+            self._reply(control.REFUSED, f"bad destination {requested[:40]!r}")
             return
         if dest not in self.allowed:
             self.counters["refused"] += 1
             self._log.warning("event=refused destination=%s reason=not_allowed", dest)
-            self._reply("E not allowed")
+            self._reply(control.REFUSED, "not allowed")
             return
         try:
             sock = socket.create_connection((dest.host, dest.port), timeout=5)
@@ -232,16 +236,16 @@ class BoardSession:
             sock.setblocking(False)
         except (OSError, ssl.SSLError) as exc:
             self._log.warning("event=connect_failed destination=%s error=%r", dest, str(exc))
-            self._reply(f"E cannot reach {dest}: {exc.__class__.__name__}")
+            self._reply(control.REFUSED, f"cannot reach {dest}: {exc.__class__.__name__}")
             return
         self._tcp = sock
         self.counters["connects"] += 1
         self._log.info("event=connected destination=%s", dest)
-        self._reply("K")
+        self._reply(control.OPENED)
 
-    def _reply(self, text: str) -> None:
+    def _reply(self, kind: str, text: str = "") -> None:
         """Queue a control message for the board; sent ahead of MQTT bytes as the link window allows."""
-        self._control_out += (text + "\n").encode()[: frame.MAX_PAYLOAD]
+        self._control_out += control.encode(kind, text)
         self._flush_control()
 
     def _flush_control(self) -> None:
@@ -263,7 +267,7 @@ class BoardSession:
         self._stalled = False
         self._log.info("event=disconnected reason=%r", why)
         if notify and self._link is not None and self._link.up:
-            self._reply(f"C {why}")
+            self._reply(control.CLOSE, why)
 
     # -- relaying --------------------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
 from host_bridge.hil.dut import VirtualDut
 from host_bridge.pki import CertificateAuthority
 from host_bridge.processes import ManagedProcess
-from host_bridge.telemetry_store import committed_rows, read_committed
+from host_bridge.telemetry.format import committed_rows, read_committed
 from host_bridge.vboard import LineFaults
 
 if TYPE_CHECKING:

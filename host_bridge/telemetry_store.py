@@ -21,12 +21,11 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from host_bridge.errors import HostBridgeError
-from pipeline.schema import PARTITION_COLUMN, arrow_schema
+from host_bridge.telemetry import format as telemetry
 
-STATE_DIR = "_recorder"  # leading underscore: Spark and pyarrow datasets skip it
 WAL_FORMAT = 1
 
 
@@ -62,63 +61,15 @@ class Delivery:
         return datetime.fromtimestamp(self.received_at_us / 1e6, timezone.utc).strftime("%Y-%m-%d")
 
 
-_PAYLOAD_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
-    ("dev", (str,)),
-    ("boot", (int,)),
-    ("seq", (int,)),
-    ("t", (int,)),
-    ("reading", (int, float)),
-)
-
-
-def parse_payload(payload: bytes) -> dict[str, Any]:
-    """The telemetry fields of a payload, each None when absent or mistyped, and parse_error saying what was
-    wrong (None when nothing was). Never raises: a payload the pipeline cannot read is kept and explained."""
-    fields: dict[str, Any] = {name: None for name, _ in _PAYLOAD_FIELDS}
-    try:
-        body = json.loads(payload.decode("utf-8"))
-    except UnicodeDecodeError:
-        return {**fields, "parse_error": "payload is not UTF-8"}
-    except ValueError as exc:
-        return {**fields, "parse_error": f"payload is not JSON: {exc}"}
-    if not isinstance(body, dict):
-        return {**fields, "parse_error": f"payload is JSON {type(body).__name__}, not an object"}
-    problems = []
-    for name, kinds in _PAYLOAD_FIELDS:
-        value: Any = body.get(name)
-        if value is None:
-            problems.append(f"no {name}")
-        elif isinstance(value, bool) or not isinstance(value, kinds):
-            problems.append(f"{name} is {type(value).__name__}")
-        else:
-            fields[name] = float(cast(float, value)) if name == "reading" else value
-    if fields["seq"] is not None and fields["seq"] < 0:
-        problems.append("seq is negative")
-        fields["seq"] = None
-    return {**fields, "parse_error": "; ".join(problems) or None}
-
-
 def write_parquet(deliveries: list[Delivery], path: Path) -> None:
     """The rows of `deliveries` into one Parquet file at `path`, fsynced."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = arrow_schema()
+    schema = telemetry.arrow_schema()
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     for d in deliveries:
-        parsed = parse_payload(d.payload)
-        row = {
-            "received_at": d.received_at_us,
-            "arrival": d.arrival,
-            "topic": d.topic,
-            "qos": d.qos,
-            "dup": d.dup,
-            "retain": d.retain,
-            "packet_id": d.packet_id,
-            "recorder_dup": d.recorder_dup,
-            "payload": d.payload,
-            **parsed,
-        }
+        row = telemetry.row(d.received_at_us, d.arrival, d.topic, d.qos, d.dup, d.retain, d.packet_id, d.recorder_dup, d.payload)
         for name in schema.names:
             columns[name].append(row[name])
     table = pa.table(columns, schema=schema)
@@ -126,29 +77,6 @@ def write_parquet(deliveries: list[Delivery], path: Path) -> None:
         pq.write_table(table, f, compression="zstd")
         f.flush()
         os.fsync(f.fileno())
-
-
-def committed_files(out: Path) -> list[Path]:
-    """The Parquet files committed under a recorder's folder (temporary dot-files excluded)."""
-    return sorted(out.glob(f"{PARTITION_COLUMN}=*/part-*-*.parquet"))
-
-
-def committed_rows(out: Path) -> int:
-    """How many rows are committed, from the files' footers (no data read)."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.read_metadata(f).num_rows for f in committed_files(out))
-
-
-def read_committed(out: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    """The committed rows (with the `date` partition column), in arrival order; [] before the first commit."""
-    import pyarrow.dataset as ds
-
-    if not committed_files(out):
-        return []
-    wanted = None if columns is None else [*columns, "arrival"]  # arrival: for the order
-    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(columns=wanted)
-    return sorted(table.to_pylist(), key=lambda r: r["arrival"])
 
 
 def _fsync_dir(path: Path) -> None:
@@ -186,7 +114,7 @@ class TelemetryStore:
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.state = out / STATE_DIR
+        self.state = out / telemetry.STATE_DIR
         try:
             self.state.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -289,7 +217,7 @@ class TelemetryStore:
             by_date[d.date].append(d)
         finals: list[Path] = []
         for i, (date, deliveries) in enumerate(sorted(by_date.items())):
-            final = self.out / f"{PARTITION_COLUMN}={date}" / f"part-{self.generation:010d}-{i}.parquet"
+            final = telemetry.part_file(self.out, date, self.generation, i)
             final.parent.mkdir(parents=True, exist_ok=True)
             try:
                 write_parquet(deliveries, self._temp(final))
@@ -370,11 +298,11 @@ class TelemetryStore:
         else:
             # A folder whose log was removed (or one that already holds files): number the files after the
             # ones there, so that no commit ever replaces an existing file.
-            existing = committed_files(self.out)
+            existing = telemetry.committed_files(self.out)
             self.generation = max((int(f.name.split("-")[1]) for f in existing), default=0)
             self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
         named = {self._temp(self.out / name) for name in committed}
-        for stray in self.out.glob(f"{PARTITION_COLUMN}=*/.*.tmp"):
+        for stray in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*/.*.tmp"):
             if stray not in named:
                 stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
         if committed:

@@ -4,7 +4,7 @@ Per device and boot: messages received, highest seq, gaps (lost), duplicates, ou
 latency percentiles; then a verdict per QoS level. QoS 0 may lose (reported, never a failure), QoS 1 must not
 lose, QoS 2 must neither lose nor duplicate. The board numbers its messages 0, 1, 2 ... within each boot, so
 a missing number is a lost message and a number seen twice is a duplicate: the promises and their counting
-rules are host_bridge.promises, shared with the HIL bench. What the recorder itself stored
+rules are host_bridge.telemetry.promises, shared with the HIL bench. What the recorder itself stored
 twice (recorder_dup) and payloads it could not parse are counted apart and judge nobody.
 
 Board clocks are not synchronised with the recorder's: `t` is milliseconds since the board booted. Per boot the
@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from host_bridge.promises import (
+from host_bridge.telemetry.promises import (
     BOOT_MAX,
     PROMISES,
     RANGES_LISTED,
@@ -60,7 +60,7 @@ def load_expectations(text: str) -> dict[str, Expectation]:
 
 def invalid_reason() -> Column:
     """Why a row cannot judge a board (null when it can): the payload did not parse, or a field is missing or
-    out of the range a board can produce (host_bridge.promises). The recorder's own re-stores are not invalid:
+    out of the range a board can produce (host_bridge.telemetry.promises). The recorder's own re-stores are not invalid:
     they are counted apart."""
     return (
         F.when(F.col("parse_error").isNotNull(), F.col("parse_error"))

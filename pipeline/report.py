@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from host_bridge.promises import format_ranges  # noqa: E402
+from host_bridge.telemetry.promises import format_ranges  # noqa: E402
 from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages  # noqa: E402
 
 LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message

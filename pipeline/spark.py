@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from pipeline.schema import spark_schema
+from host_bridge.telemetry.format import spark_schema
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from host_bridge.promises import duplicates, lost
+from host_bridge.telemetry.promises import duplicates, lost
 from pipeline.audit import AuditResult, Expectation, format_table, judge, usable
-from pipeline.schema import spark_schema
+from host_bridge.telemetry.format import spark_schema
 from pipeline.spark import PipelineError, publish_files, require_input
 
 

@@ -7,7 +7,6 @@ fsyncs its write-ahead log before every acknowledgement and commits Parquet. Pri
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import threading
@@ -21,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from host_bridge.broker import Mosquitto  # noqa: E402
 from host_bridge.processes import ManagedProcess  # noqa: E402
-from host_bridge.telemetry_store import committed_rows  # noqa: E402
+from host_bridge.telemetry import format as telemetry  # noqa: E402
 
 
 def publish(address: str, topic: str, n: int) -> float:
@@ -31,7 +30,7 @@ def publish(address: str, topic: str, n: int) -> float:
     pub.connect(host, int(port))
     pub.loop_start()
     started = time.monotonic()
-    infos = [pub.publish(topic, json.dumps({"dev": "bench", "boot": 1, "seq": i, "t": i, "reading": 1.0, "pad": "x" * 60}), qos=2) for i in range(n)]
+    infos = [pub.publish(topic, telemetry.payload("bench", 1, i, i, 1.0, pad=60), qos=2) for i in range(n)]
     for info in infos:
         info.wait_for_publish(120)
     pub.loop_stop()
@@ -72,7 +71,7 @@ def recorder(address: str, n: int, work: Path) -> float:
     try:
         proc.wait_for("event=connected")
         started = publish(address, "bench/rec", n)
-        while committed_rows(out) < n:
+        while telemetry.committed_rows(out) < n:
             time.sleep(0.01)
         return n / (time.monotonic() - started)
     finally:

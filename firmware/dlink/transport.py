@@ -2,27 +2,13 @@
 # (send, readinto, wait, close), so the client code is identical over WiFi and over a UART.
 #
 # One link lives for the whole boot (its epoch tells the host bridge when the board restarted); each
-# LinkTransport is one upstream TCP connection, opened by the bridge on request over the control channel:
-#   board -> host  "O host:port\n"   open a connection (empty: the bridge's default broker)
-#                  "C\n"             close it
-#   host -> board  "K\n"             opened
-#                  "E reason\n"      refused or failed (not allowed, unreachable)
-#                  "C reason\n"      the broker closed the connection
+# LinkTransport is one upstream TCP connection, opened by the bridge on request over the control channel
+# (dlink/control.py: O to open, C to close; the bridge answers K or E, and says C when the broker closed).
 
 import time
 
-from dlink import frame
+from dlink import control, frame
 from dlink.link import Link
-
-try:
-    from micropython import const
-except ImportError:
-
-    def const(x):  # type: ignore[no-redef,misc]
-        return x
-
-
-_CONTROL_MAX = const(128)
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -56,8 +42,8 @@ class LinkTransport:
         self._link = _link
         self._uart = _uart
         self._rx = bytearray(256)
-        self._ctl = bytearray(_CONTROL_MAX)
-        self._ctl_n = 0
+        self._byte = bytearray(1)
+        self._lines = control.Lines()
         self._resets = _link.peer_resets
         self._closed = False
         self._reason = ""
@@ -70,14 +56,14 @@ class LinkTransport:
             time.sleep_ms(2)  # type: ignore[attr-defined]
         self._resets = _link.peer_resets
         dest = ("%s:%d" % (host, port)) if host else ""
-        self._control("O " + dest)
-        reply = self._await_control(timeout_ms)
+        self._control(control.OPEN, dest)
+        kind, reason = self._await_control(timeout_ms)
         # Everything the bridge sent before its answer belongs to an earlier connection (the link keeps order
         # across channels, and the broker cannot speak before our CONNECT): drop it.
         while self._link.readinto(frame.MQTT, self._rx):
             pass
-        if reply != "K":
-            raise OSError("serial link: the bridge refused %s (%s)" % (dest or "the default broker", reply))
+        if kind != control.OPENED:
+            raise OSError("serial link: the bridge refused %s (%s)" % (dest or "the default broker", reason))
 
     # -- transport interface ---------------------------------------------------------------------------------
 
@@ -112,7 +98,7 @@ class LinkTransport:
         if not self._closed:
             self._closed = True
             if self._link.up:
-                self._control("C")
+                self._control(control.CLOSE)
                 for _ in range(50):  # let the close (and what precedes it) reach the bridge
                     self._service()
                     if not self._link.pending():
@@ -138,23 +124,19 @@ class LinkTransport:
         self._read_control()
 
     def _read_control(self):
-        while self._link.available(frame.CONTROL):
-            got = self._link.readinto(frame.CONTROL, memoryview(self._ctl)[self._ctl_n : self._ctl_n + 1])
-            if not got:
-                return
-            if self._ctl[self._ctl_n] == 0x0A:
-                line = bytes(self._ctl[: self._ctl_n]).decode()
-                self._ctl_n = 0
-                self._on_control(line)
-            elif self._ctl_n < _CONTROL_MAX - 1:
-                self._ctl_n += 1
-
-    def _on_control(self, line):
-        if line.startswith("C"):
-            self._closed = True
-            self._reason = line[2:] or "closed by the broker"
-        else:
-            self._reply = line
+        while self._link.readinto(frame.CONTROL, self._byte):
+            line = self._lines.push(self._byte[0])
+            if line is None:
+                continue
+            try:
+                kind, text = control.decode(line)
+            except control.ControlError as exc:
+                kind, text = control.REFUSED, str(exc)  # a bridge we cannot understand: no connection
+            if kind == control.CLOSE:
+                self._closed = True
+                self._reason = text or "closed by the broker"
+            else:
+                self._reply = (kind, text)
 
     def _await_control(self, timeout_ms):
         self._reply = None
@@ -162,14 +144,14 @@ class LinkTransport:
         while self._reply is None:
             self._service()
             if self._closed:
-                return "C " + self._reason
+                return control.CLOSE, self._reason
             if time.ticks_diff(time.ticks_ms(), start) > timeout_ms:  # type: ignore[attr-defined]
                 raise OSError("serial link: the bridge did not answer the open request")
             time.sleep_ms(1)  # type: ignore[attr-defined]
         return self._reply
 
-    def _control(self, text):
-        data = (text + "\n").encode()
+    def _control(self, kind, text=""):
+        data = control.encode(kind, text)
         start = time.ticks_ms()  # type: ignore[attr-defined]
         sent = 0
         while sent < len(data):

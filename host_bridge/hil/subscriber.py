@@ -13,7 +13,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from host_bridge.promises import Delivery
+from host_bridge.telemetry.promises import Delivery
 
 
 @dataclass(frozen=True)

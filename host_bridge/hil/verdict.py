@@ -1,5 +1,5 @@
 """The bench's verdict: per board, what it accepted (its own summary), what the subscriber received, and what
-was lost or duplicated, overall and per boot, judged with host_bridge.promises, the rules the Spark audit uses
+was lost or duplicated, overall and per boot, judged with host_bridge.telemetry.promises, the rules the Spark audit uses
 too."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge.hil.subscriber import Subscriber
-from host_bridge.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
+from host_bridge.telemetry.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
 
 
 @dataclass

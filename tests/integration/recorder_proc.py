@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge.processes import ManagedProcess
-from host_bridge.telemetry_store import read_committed
+from host_bridge.telemetry.format import read_committed
 from tests.conftest import REPO
 
 

@@ -3,12 +3,12 @@ store so that the jobs read exactly what a recorder writes."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from host_bridge.telemetry import format as telemetry
 from host_bridge.telemetry_store import TelemetryStore
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
@@ -30,7 +30,7 @@ class Msg:
 
     def payload(self) -> bytes:
         t = self.at_ms if self.t is None else self.t
-        return json.dumps({"dev": self.dev, "boot": self.boot, "seq": self.seq, "t": t, "reading": self.reading}).encode()
+        return telemetry.payload(self.dev, self.boot, self.seq, t, self.reading)
 
 
 def write_dataset(out: Path, messages: list[Msg], raw: Sequence[tuple[int, bytes]] = (), commit_every: int = 0) -> None:

@@ -19,7 +19,7 @@ from pyspark.sql.types import DateType
 from pipeline import audit, report, rollup
 from pipeline.audit import NO_DEVICE, Expectation
 from pipeline.jobs import run_job
-from pipeline.schema import spark_schema
+from host_bridge.telemetry.format import spark_schema
 from pipeline.spark import PipelineError, copy_to_hadoop, read_telemetry
 from pipeline.stream import stream_audit
 from tests.conftest import REPO

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge.telemetry_store import RecorderError, TelemetryStore, parse_payload
+from host_bridge.telemetry.format import parse_payload
+from host_bridge.telemetry_store import RecorderError, TelemetryStore
 from tests.conftest import REPO
 from tests.integration.recorder_proc import read_rows
 

@@ -1,4 +1,4 @@
-# Runs tests/vectors/link_frames.json against firmware/dlink/frame.py, and fuzzes the frame decoder, on
+# Runs tests/vectors/link_frames.json against firmware/dlink/frame.py and control.py, and fuzzes the frame decoder, on
 # CPython (imported by tests/unit/test_shared_vectors.py) and on the MicroPython Unix port (run as a script).
 #
 #   micropython tests/vectors/link_runner.py VECTORS.json [FUZZ_ITERATIONS]
@@ -6,7 +6,7 @@
 import json
 import random
 
-from dlink import frame
+from dlink import control, frame
 from dlink.link import Link
 
 
@@ -129,6 +129,51 @@ def check_endpoints():
     return None
 
 
+def lines_in(data):
+    lines = control.Lines()
+    out = []
+    for b in data:
+        line = lines.push(b)
+        if line is not None:
+            out.append(line)
+    return out, lines.dropped
+
+
+def check_control(vec):
+    wire = unhex(vec["line"])
+    got = control.encode(vec["kind"], vec["text"])
+    if got != wire:
+        return "encoded %s, expected %s" % (to_hex(got), vec["line"])
+    lines, _ = lines_in(wire)
+    if len(lines) != 1:
+        return "cut into %r" % (lines,)
+    decoded = control.decode(lines[0])
+    if decoded != (vec["kind"], vec["text"]):
+        return "decoded %r" % (decoded,)
+    return None
+
+
+def check_control_invalid(vec):
+    try:
+        got = control.decode(unhex(vec["line"]))
+    except control.ControlError:
+        return None
+    return "accepted as %r" % (got,)
+
+
+def check_control_bounds(vectors):
+    """A line longer than the bound is dropped whole, and the line after it arrives intact; an argument too
+    long for a line is cut so that the line fits."""
+    good = unhex(vectors["control"][1]["line"])
+    lines, dropped = lines_in(b"E " + b"x" * (2 * control.MAX_LINE) + b"\n" + good)
+    if lines != [good[:-1]] or dropped != 1:
+        return "overlong line: got %r, %d dropped" % (lines, dropped)
+    long = control.encode(control.REFUSED, "y" * 500)
+    if len(long) != control.MAX_LINE or long[-1:] != b"\n":
+        return "a long argument encoded to %d bytes" % len(long)
+    return None
+
+
 def run_all(path, iterations=2000):
     with open(path) as f:
         vectors = json.load(f)
@@ -136,6 +181,11 @@ def run_all(path, iterations=2000):
     for vec in vectors["frames"]:
         results.append(("frame: " + vec["name"], check_vector(vec)))
     results.append(("console text between frames", check_console(vectors)))
+    for vec in vectors["control"]:
+        results.append(("control: " + vec["name"], check_control(vec)))
+    for vec in vectors["control_invalid"]:
+        results.append(("control refused: " + vec["name"], check_control_invalid(vec)))
+    results.append(("control: line bounds", check_control_bounds(vectors)))
     results.append(("fuzz: random, flipped, dropped, inserted, truncated", fuzz(vectors, iterations)))
     results.append(("endpoints: a stream through lost writes", check_endpoints()))
     return results

@@ -1,0 +1,188 @@
+"""The telemetry format, defined once (docs/telemetry-parquet.md specifies it; changing a field is a format change):
+
+- the payload a board publishes (a JSON object: PAYLOAD_FIELDS), how it is made (`payload`) and how it is parsed
+  and validated (`parse_payload`, which never raises);
+- the recorder's Parquet schema (FIELDS): the recorder (pyarrow) and the Spark jobs both build theirs from it, so
+  the two cannot drift;
+- the folder layout a recorder writes and every reader reads (date=YYYY-MM-DD/part-*.parquet, _recorder/).
+
+This module imports neither pyarrow nor pyspark at load time: the recorder must not pay for Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import pyarrow
+    from pyspark.sql.types import StructType
+
+# (name, kind, nullable). Kinds map to Arrow and Spark types below.
+FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("received_at", "timestamp", False),  # when the recorder read the PUBLISH, UTC, microseconds
+    ("arrival", "int64", False),  # the recorder's own counter, increasing across its restarts: arrival order
+    ("topic", "string", False),
+    ("qos", "int8", False),  # QoS of the delivery (the subscription is QoS 2, so the publisher's QoS)
+    ("dup", "bool", False),  # the DUP flag the broker set: a redelivery to the recorder [MQTT-3.3.1-1]
+    ("retain", "bool", False),
+    ("packet_id", "int32", False),  # 0 at QoS 0 [MQTT-2.3.1-5]
+    ("recorder_dup", "bool", False),  # the recorder had already stored this very delivery (see the docs)
+    ("dev", "string", True),
+    ("boot", "int64", True),
+    ("seq", "int64", True),
+    ("t", "int64", True),  # the board's ms since boot when it published
+    ("reading", "float64", True),
+    ("payload", "binary", False),  # the raw payload, always kept
+    ("parse_error", "string", True),  # null when the payload is the expected JSON
+)
+
+NAMES = tuple(name for name, _, _ in FIELDS)
+
+# -- the payload ---------------------------------------------------------------------------------------------
+
+# What the board application (firmware/app/board_app.py) puts in each message, with the Python types a parser
+# accepts. "pad" (filler up to payload_bytes) is ignored. seq counts 0, 1, 2 ... within a boot.
+PAYLOAD_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("dev", (str,)),
+    ("boot", (int,)),
+    ("seq", (int,)),
+    ("t", (int,)),
+    ("reading", (int, float)),
+)
+
+
+def payload(dev: str, boot: int, seq: int, t: int, reading: float, pad: int = 0) -> bytes:
+    """A payload as a board writes it; `pad` characters of filler when asked (payload_bytes on the board)."""
+    body: dict[str, Any] = {"dev": dev, "boot": boot, "seq": seq, "t": t, "reading": reading}
+    if pad:
+        body["pad"] = "x" * pad
+    return json.dumps(body).encode()
+
+
+def parse_payload(data: bytes) -> dict[str, Any]:
+    """The telemetry fields of a payload, each None when absent or mistyped, and parse_error saying what was
+    wrong (None when nothing was). Never raises: a payload the pipeline cannot read is kept and explained."""
+    fields: dict[str, Any] = {name: None for name, _ in PAYLOAD_FIELDS}
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return {**fields, "parse_error": "payload is not UTF-8"}
+    except ValueError as exc:
+        return {**fields, "parse_error": f"payload is not JSON: {exc}"}
+    if not isinstance(body, dict):
+        return {**fields, "parse_error": f"payload is JSON {type(body).__name__}, not an object"}
+    problems = []
+    for name, kinds in PAYLOAD_FIELDS:
+        value: Any = body.get(name)
+        if value is None:
+            problems.append(f"no {name}")
+        elif isinstance(value, bool) or not isinstance(value, kinds):
+            problems.append(f"{name} is {type(value).__name__}")
+        else:
+            fields[name] = float(cast(float, value)) if name == "reading" else value
+    if fields["seq"] is not None and fields["seq"] < 0:
+        problems.append("seq is negative")
+        fields["seq"] = None
+    return {**fields, "parse_error": "; ".join(problems) or None}
+
+
+def row(
+    received_at_us: int,
+    arrival: int,
+    topic: str,
+    qos: int,
+    dup: bool,
+    retain: bool,
+    packet_id: int,
+    recorder_dup: bool,
+    data: bytes,
+) -> dict[str, Any]:
+    """One delivery as a row of FIELDS (the payload parsed into its columns, the raw bytes kept)."""
+    return {
+        "received_at": received_at_us,
+        "arrival": arrival,
+        "topic": topic,
+        "qos": qos,
+        "dup": dup,
+        "retain": retain,
+        "packet_id": packet_id,
+        "recorder_dup": recorder_dup,
+        "payload": data,
+        **parse_payload(data),
+    }
+
+
+# -- the folder layout -----------------------------------------------------------------------------------------
+
+# Hive-style partition directory under the output folder: date=YYYY-MM-DD (UTC date of received_at).
+PARTITION_COLUMN = "date"
+STATE_DIR = "_recorder"  # the recorder's own state; the leading underscore makes Spark and pyarrow skip it
+
+
+def partition_dir(out: Path, date: str) -> Path:
+    return out / f"{PARTITION_COLUMN}={date}"
+
+
+def part_file(out: Path, date: str, generation: int, index: int) -> Path:
+    """A committed file: its name orders the files by the recorder's log generation."""
+    return partition_dir(out, date) / f"part-{generation:010d}-{index}.parquet"
+
+
+def committed_files(out: Path) -> list[Path]:
+    """The Parquet files committed under a recorder's folder (temporary dot-files excluded)."""
+    return sorted(out.glob(f"{PARTITION_COLUMN}=*/part-*-*.parquet"))
+
+
+def committed_rows(out: Path) -> int:
+    """How many rows are committed, from the files' footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(f).num_rows for f in committed_files(out))
+
+
+def read_committed(out: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The committed rows (with the `date` partition column), in arrival order; [] before the first commit."""
+    import pyarrow.dataset as ds
+
+    if not committed_files(out):
+        return []
+    wanted = None if columns is None else [*columns, "arrival"]  # arrival: for the order
+    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(columns=wanted)
+    return sorted(table.to_pylist(), key=lambda r: r["arrival"])
+
+
+# -- the schema in each engine ---------------------------------------------------------------------------------
+
+
+def arrow_schema() -> pyarrow.Schema:
+    import pyarrow as pa
+
+    kinds: dict[str, Any] = {
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "int64": pa.int64(),
+        "int32": pa.int32(),
+        "int8": pa.int8(),
+        "bool": pa.bool_(),
+        "string": pa.string(),
+        "float64": pa.float64(),
+        "binary": pa.binary(),
+    }
+    return pa.schema([pa.field(name, kinds[kind], nullable) for name, kind, nullable in FIELDS])
+
+
+def spark_schema() -> StructType:
+    from pyspark.sql import types as T
+
+    kinds: dict[str, Any] = {
+        "timestamp": T.TimestampType(),
+        "int64": T.LongType(),
+        "int32": T.IntegerType(),
+        "int8": T.ByteType(),
+        "bool": T.BooleanType(),
+        "string": T.StringType(),
+        "float64": T.DoubleType(),
+        "binary": T.BinaryType(),
+    }
+    # Nullable everywhere on the Spark side: Spark reads Parquet columns as nullable whatever the file says.
+    return T.StructType([T.StructField(name, kinds[kind], True) for name, kind, _ in FIELDS])
