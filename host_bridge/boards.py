@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from host_bridge import assets
 from host_bridge.errors import HostBridgeError
 
-BOARDS_DIR = Path(__file__).resolve().parents[1] / "boards"
+BOARDS_DIR = assets.BOARDS
 SECTOR = 4096
 APP_ALIGN = 0x10000
 TABLE_OFFSET = 0x8000

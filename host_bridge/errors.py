@@ -11,3 +11,7 @@ class VBoardError(HostBridgeError):
 
 class BrokerError(HostBridgeError):
     """The MQTT broker could not be started or reached."""
+
+
+class FirmwareBuildError(HostBridgeError):
+    """The firmware could not be compiled or laid out for a board."""

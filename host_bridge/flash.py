@@ -9,7 +9,7 @@ from pathlib import Path
 from host_bridge import partitions
 from host_bridge.realboard import DeployError, check_image, flash_commands, run_commands
 from host_bridge.boards import BoardDefinition
-from host_bridge.vboard.runner import REPO
+from host_bridge import assets
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         check_image(board, args.image.read_bytes()[:64], str(args.image))
     elif not args.dry_run:
         raise DeployError(f"firmware image {args.image} does not exist (download the {board.chip} build of MicroPython)")
-    table = REPO / "build" / f"partitions-{board.name}.bin"
+    table = assets.build_dir() / f"partitions-{board.name}.bin"
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_bytes(partitions.build(board))
     print(f"partition table for {board.name}: {table}", flush=True)

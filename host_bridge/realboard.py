@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from host_bridge import partitions
+from host_bridge import assets, partitions
 from host_bridge.errors import HostBridgeError
 from host_bridge.boards import CHIPS, BoardDefinition, image_chip_id
-from host_bridge.vboard.runner import REPO
 
 class DeployError(HostBridgeError):
     """Flashing or deploying to a real board failed."""
@@ -23,7 +22,7 @@ class DeployError(HostBridgeError):
 
 def board_config_module() -> ModuleType:
     """The firmware's own config checker (firmware/app/config.py), so a bad file is caught before it ships."""
-    spec = importlib.util.spec_from_file_location("board_config", REPO / "firmware" / "app" / "config.py")
+    spec = importlib.util.spec_from_file_location("board_config", assets.APP / "config.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -20,6 +20,7 @@ from types import FrameType
 
 from dmqtt import codec
 from dmqtt.codec_host import Packet, PacketDecoder
+from dmqtt.errors import CodecError
 from host_bridge.bridge import BridgeError, Destination, TLSConfig
 from host_bridge.logs import log_to_stdout
 from host_bridge.telemetry_store import RecorderError, StoreWriteError, TelemetryStore
@@ -195,7 +196,7 @@ class Recorder:
                     self._serve(timeout=0.2)
                 except StoreWriteError as exc:
                     self._store_failed(exc)
-                except (OSError, codec.CodecError) as exc:
+                except (OSError, CodecError) as exc:
                     self._drop(f"{exc}")
             else:
                 time.sleep(0.2 if self.store_broken else min(0.2, max(0.0, self.retry_at - time.monotonic())))
@@ -261,7 +262,7 @@ class Recorder:
             self.connected_once = True
             log.info("event=connected broker=%s client_id=%s session_present=%d", self.broker, self.client_id, present)
             self.backoff = 0.5
-        except (OSError, codec.CodecError) as exc:
+        except (OSError, CodecError) as exc:
             self.retry_at = time.monotonic() + self.backoff
             # Retried for ever (a broker that restarts must not stop the recording), but a recorder that has
             # never connected says what to check.
@@ -306,7 +307,7 @@ class Recorder:
             elif packet.type == codec.DISCONNECT:
                 raise ConnectionError(f"the broker disconnected the recorder (reason 0x{packet.reason:02x})")
             elif packet.type != codec.PINGRESP:
-                raise codec.CodecError(f"unexpected {codec.NAMES[packet.type]} from the broker", codec.PROTOCOL_ERROR)
+                raise CodecError(f"unexpected {codec.NAMES[packet.type]} from the broker", codec.PROTOCOL_ERROR)
         # The acknowledgements promise the broker that these deliveries are stored: make it true first.
         self.store.sync()
         for ack in acks:

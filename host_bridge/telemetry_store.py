@@ -8,12 +8,12 @@ atomic point: a recorder that restarts finishes the renames a commit record name
 a log that has none. Then a new log generation starts. docs/telemetry-parquet.md specifies the files.
 
 A redelivery the recorder has already stored (the broker resends, DUP set, what the recorder stored but whose
-acknowledgement never reached the broker) is stored again with recorder_dup = true: marked, not hidden."""
+acknowledgement never reached the broker) is stored again with recorder_dup = true: marked, not hidden. Which
+deliveries those are is the MQTT session's business (host_bridge/record_session.py); this module persists it."""
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 from base64 import b64decode, b64encode
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from host_bridge.errors import HostBridgeError
+from host_bridge.record_session import ReceiveSession
 from host_bridge.telemetry import format as telemetry
 
 WAL_FORMAT = 1
@@ -96,10 +97,6 @@ def _max_arrival(path: Path) -> int:
     return max((meta.row_group(i).column(column).statistics.max for i in range(meta.num_row_groups)), default=-1)
 
 
-def _digest(topic: str, payload: bytes) -> str:
-    return hashlib.blake2b(topic.encode() + b"\0" + payload, digest_size=8).hexdigest()
-
-
 class StoreWriteError(Exception):
     """The write-ahead log could not take or sync a delivery (a full, read-only or failing disk). Nothing logged
     since the last successful sync may be acknowledged; reload() takes the state the disk holds."""
@@ -127,10 +124,7 @@ class TelemetryStore:
         self.wal_path = self.state / "wal.log"
         self.generation = 0
         self.next_arrival = 0
-        # packet id -> (QoS, digest of topic and payload) of the last delivery stored under that id.
-        self.seen: dict[int, tuple[int, str]] = {}
-        # QoS 2 packet ids acknowledged with PUBREC and not yet released by PUBREL.
-        self.qos2_unreleased: set[int] = set()
+        self.session = ReceiveSession()  # kept in the log's header and records, restored by a restart
         self.pending: list[Delivery] = []  # logged, not yet in Parquet
         self.rows_committed = 0
         self.files_committed = 0
@@ -150,10 +144,7 @@ class TelemetryStore:
 
     def add(self, received_at_us: int, topic: str, qos: int, dup: bool, retain: bool, packet_id: int, payload: bytes) -> Delivery:
         """Log one delivery (not yet durable: call sync() before acknowledging it)."""
-        # The broker sets DUP only when it redelivers to this recorder [MQTT-3.3.1-3], [MQTT-3.3.1.-1]; the same
-        # id, QoS and content as a delivery already stored means the recorder stored it and the broker never saw
-        # the acknowledgement. A new message under a reused id has DUP 0 or other content.
-        recorder_dup = self._remember(topic, qos, packet_id, payload) and dup
+        recorder_dup = self.session.delivered(topic, qos, packet_id, payload, dup)
         delivery = Delivery(received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload)
         self.next_arrival += 1
         self.recorder_dups += recorder_dup
@@ -161,21 +152,9 @@ class TelemetryStore:
         self._append({"m": delivery.to_log()})
         return delivery
 
-    def _remember(self, topic: str, qos: int, packet_id: int, payload: bytes) -> bool:
-        """Note a QoS 1/2 delivery under its packet id; True when the last one stored under it was the same."""
-        if not qos:
-            return False
-        key = (qos, _digest(topic, payload))
-        same = self.seen.get(packet_id) == key
-        self.seen[packet_id] = key
-        if qos == 2:
-            self.qos2_unreleased.add(packet_id)
-        return same
-
     def release(self, packet_id: int) -> bool:
         """PUBREL arrived: True when the id was awaiting it (MQTT 5.0 answers an unknown id with 0x92)."""
-        known = packet_id in self.qos2_unreleased
-        self.qos2_unreleased.discard(packet_id)
+        known = self.session.release(packet_id)
         self._append({"rel": packet_id})
         return known
 
@@ -200,8 +179,7 @@ class TelemetryStore:
             except OSError:
                 pass
         self.pending = []
-        self.seen = {}
-        self.qos2_unreleased = set()
+        self.session = ReceiveSession()
         self._unsynced = False
         self.recovered = self._recover()
         self.unavailable = None
@@ -272,8 +250,7 @@ class TelemetryStore:
             "wal": WAL_FORMAT,
             "generation": self.generation,
             "next_arrival": self.next_arrival,
-            "seen": {str(pid): list(v) for pid, v in self.seen.items()},
-            "qos2_unreleased": sorted(self.qos2_unreleased),
+            **self.session.snapshot(),
         }
         temp = self.state / "wal.log.tmp"
         with open(temp, "wb") as f:
@@ -327,8 +304,7 @@ class TelemetryStore:
             raise RecorderError(f"{self.wal_path} is not a recorder log this version reads ({exc}); move it away to start afresh") from None
         self.generation = header["generation"]
         self.next_arrival = header["next_arrival"]
-        self.seen = {int(pid): (v[0], v[1]) for pid, v in header["seen"].items()}
-        self.qos2_unreleased = set(header["qos2_unreleased"])
+        self.session = ReceiveSession.restore(header)
         committed: list[str] = []
         end = first
         while end < len(data):
@@ -344,9 +320,9 @@ class TelemetryStore:
                 d = Delivery.from_log(record["m"])
                 self.pending.append(d)
                 self.next_arrival = d.arrival + 1
-                self._remember(d.topic, d.qos, d.packet_id, d.payload)
+                self.session.delivered(d.topic, d.qos, d.packet_id, d.payload, d.dup)
             elif "rel" in record:
-                self.qos2_unreleased.discard(record["rel"])
+                self.session.release(record["rel"])
             elif "commit" in record:
                 committed = record["commit"]
         if end < len(data):

@@ -50,10 +50,10 @@ def main() -> None:
     import subprocess
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(repo / "firmware"))
+    from host_bridge.assets import FIRMWARE
+
     micropython = Path(sys.executable).with_name("micropython")
-    env = dict(os.environ, MICROPYPATH=str(repo / "firmware"))
+    env = dict(os.environ, MICROPYPATH=str(FIRMWARE))
     mp = subprocess.run(
         [str(micropython), "-X", "heapsize=4M", __file__, "--workload"],
         env=env, capture_output=True, text=True, check=True,

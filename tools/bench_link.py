@@ -8,14 +8,11 @@ the measured retransmission timeout.
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dlink import frame  # noqa: E402
-from dlink.link import Link  # noqa: E402
-from tests.unit.test_link import Line, pump  # noqa: E402
+from dlink import frame
+from dlink.link import Link
+from host_bridge.link_sim import Line, pump
 
 BYTES = 20000
 

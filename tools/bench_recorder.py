@@ -16,11 +16,10 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from host_bridge.broker import Mosquitto  # noqa: E402
-from host_bridge.processes import ManagedProcess  # noqa: E402
-from host_bridge.telemetry import format as telemetry  # noqa: E402
+from host_bridge.broker import Mosquitto
+from host_bridge.processes import ManagedProcess
+from host_bridge.telemetry import format as telemetry
 
 
 def publish(address: str, topic: str, n: int) -> float:

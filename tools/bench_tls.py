@@ -19,15 +19,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from host_bridge.boards import BoardDefinition  # noqa: E402
-from host_bridge.broker import Mosquitto  # noqa: E402
-from host_bridge.hil.cycle import CutPlan, run_to_completion  # noqa: E402
-from host_bridge.hil.dut import VirtualDut  # noqa: E402
-from host_bridge.pki import CertificateAuthority  # noqa: E402
-from host_bridge.vboard.runner import micropython_executable  # noqa: E402
+from host_bridge.boards import BoardDefinition
+from host_bridge.broker import Mosquitto
+from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import VirtualDut
+from host_bridge.pki import CertificateAuthority
+from host_bridge.vboard.runner import micropython_executable
 
 HANDSHAKES = """
 import socket, ssl, time

@@ -16,13 +16,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from host_bridge.broker import Mosquitto  # noqa: E402
-from host_bridge.boards import BoardDefinition  # noqa: E402
-from host_bridge.hil.cycle import boot_once  # noqa: E402
-from host_bridge.hil.dut import VirtualDut  # noqa: E402
+from host_bridge.broker import Mosquitto
+from host_bridge.boards import BoardDefinition
+from host_bridge.hil.cycle import boot_once
+from host_bridge.hil.dut import VirtualDut
 
 TOPIC = "sensors/{client_id}/telemetry"
 

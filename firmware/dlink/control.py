@@ -28,7 +28,7 @@ class ControlError(ValueError):
     """A control line that is not a message of the protocol."""
 
 
-def encode(kind, text=""):
+def encode(kind: str, text: str = "") -> bytes:
     """The wire bytes of one message; an argument too long for a line is cut to fit (it is only ever a host
     name or a reason for a log)."""
     if len(kind) != 1 or kind not in KINDS:
@@ -38,7 +38,7 @@ def encode(kind, text=""):
     return data + b"\n"
 
 
-def decode(line):
+def decode(line: bytes) -> tuple[str, str]:
     """One line without its newline (bytes) -> (kind, argument text). Printable ASCII only."""
     for b in line:
         if b < 0x20 or b > 0x7E:
@@ -53,13 +53,13 @@ class Lines:
     """Cuts the control channel's bytes into lines, in one preallocated buffer (the board reads its control
     channel a byte at a time and allocates nothing per message)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._buf = bytearray(MAX_LINE)
         self._n = 0
         self._overlong = False
         self.dropped = 0  # lines longer than MAX_LINE, dropped
 
-    def push(self, byte):
+    def push(self, byte: int) -> bytes | None:
         """Take one byte; returns the completed line (bytes, newline removed) or None."""
         if byte == _NEWLINE:
             n = self._n
@@ -77,6 +77,6 @@ class Lines:
             self._overlong = True
         return None
 
-    def reset(self):
+    def reset(self) -> None:
         self._n = 0
         self._overlong = False

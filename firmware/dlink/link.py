@@ -51,7 +51,15 @@ def timeout_for(baud, window):
 
 
 class Link:
-    def __init__(self, epoch, baud=115200, window=4, rx_size=512, control_size=128, min_payload=MIN_PAYLOAD):
+    def __init__(
+        self,
+        epoch: int,
+        baud: int = 115200,
+        window: int = 4,
+        rx_size: int = 512,
+        control_size: int = 128,
+        min_payload: int = MIN_PAYLOAD,
+    ) -> None:
         if not 0 < epoch < 0x10000:
             raise ValueError("epoch must be 1..65535")
         if not 0 < min_payload <= frame.MAX_PAYLOAD:
@@ -85,8 +93,8 @@ class Link:
         self._rx = [bytearray(control_size), bytearray(rx_size), bytearray(control_size)]
         self._rx_head = [0] * _CHANNELS
         self._rx_len = [0] * _CHANNELS
-        self.lines = []  # console text received outside frames (host side), oldest first
-        self.noise = []  # lengths of what was neither frames nor console text (damaged frames), oldest first
+        self.lines: list[str] = []  # console text received outside frames (host side), oldest first
+        self.noise: list[int] = []  # lengths of what was neither frames nor console text (damaged frames), oldest first
         # counters
         self.retransmissions = 0
         self.peer_resets = 0
@@ -110,10 +118,10 @@ class Link:
     # -- application side ----------------------------------------------------------------------------------
 
     @property
-    def up(self):
+    def up(self) -> bool:
         return self.state == UP
 
-    def send(self, channel, data):
+    def send(self, channel: int, data: bytes | bytearray | memoryview) -> int:
         """Queue bytes on a channel; returns how many were taken (0 when the window is full or the link is
         not up: call again after poll())."""
         if self.state != UP:
@@ -134,17 +142,17 @@ class Link:
         self.bytes_out[channel] += taken
         return taken
 
-    def can_send(self):
+    def can_send(self) -> bool:
         return self.state == UP and (self._next - self._base) & 0xFF < self.window
 
-    def pending(self):
+    def pending(self) -> int:
         """Frames queued or in flight, not yet acknowledged."""
         return (self._next - self._base) & 0xFF
 
-    def available(self, channel):
+    def available(self, channel: int) -> int:
         return self._rx_len[channel]
 
-    def readinto(self, channel, buf):
+    def readinto(self, channel: int, buf: bytearray | memoryview) -> int:
         """Take received bytes of a channel; returns how many (0: none waiting)."""
         ring = self._rx[channel]
         size = len(ring)
@@ -158,7 +166,7 @@ class Link:
 
     # -- line side -----------------------------------------------------------------------------------------
 
-    def feed(self, data, now):
+    def feed(self, data: bytes | bytearray | memoryview, now: int) -> None:
         """Process bytes received from the line."""
         dec = self.decoder
         pos = 0
@@ -240,7 +248,7 @@ class Link:
         rto = self._srtt8 // 8 + self._rttvar4
         self.timeout_ms = min(self.max_timeout_ms, max(self.min_timeout_ms, rto))
 
-    def poll(self, now):
+    def poll(self, now: int) -> memoryview | None:
         """The next bytes to write to the line (a memoryview valid until the next call), or None."""
         if self._reply_reset:
             self._reply_reset = False
@@ -286,7 +294,7 @@ class Link:
         self.frames_out += 1
         return self._out_mv[:n]
 
-    def next_wakeup(self, now):
+    def next_wakeup(self, now: int) -> int:
         """Milliseconds until poll() may have something to send without new input (a timer), or -1."""
         if not self._peer_knows_us:
             return max(0, _elapsed(self._reset_at, now))

@@ -13,8 +13,8 @@ from dlink.link import Link
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
-_link = None  # type: Any  # one per boot, shared by successive connections
-_uart = None  # type: Any
+_link: Any = None  # one per boot, shared by successive connections
+_uart: Any = None
 
 
 def _epoch():

@@ -103,10 +103,10 @@ class MQTTClient:
         self.group_commit = group_commit
         self.broker_max_packet = 268435455
         self.state = DISCONNECTED
-        self.on_connect = None  # type: Any
-        self.on_disconnect = None  # type: Any
-        self.on_message = None  # type: Any
-        self.on_published = None  # type: Any
+        self.on_connect: Any = None
+        self.on_disconnect: Any = None
+        self.on_message: Any = None
+        self.on_published: Any = None
         self.connects = 0
         self.reconnects = 0
         self.connect_failures = 0
@@ -118,10 +118,10 @@ class MQTTClient:
         self._in = bytearray(512)
         self._in_mv = memoryview(self._in)
         self._decoder = codec.StreamDecoder(version, max_packet, max_packet)
-        self._transport = None  # type: Any
+        self._transport: Any = None
         self._last_tx = 0
         self._ping_at = -1
-        self._acks = {}  # type: dict  # SUBACK/UNSUBACK by packet id
+        self._acks: dict = {}  # SUBACK/UNSUBACK by packet id
 
     # -- life cycle ------------------------------------------------------------------------------------------
 

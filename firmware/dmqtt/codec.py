@@ -24,6 +24,13 @@ except ImportError:  # CPython: const() is only a compile-time hint on MicroPyth
 
 from dmqtt.errors import CodecError
 
+if False:  # type checkers only: MicroPython has no typing module (annotations cost nothing once compiled)
+    from typing import Any, Union
+
+    Bytes = Union[bytes, bytearray, memoryview]
+    Text = Union[str, bytes, bytearray, memoryview]
+    Props = Union[dict, None]
+
 # Protocol levels as carried in CONNECT.
 V31 = const(3)  # "MQIsdp", MQTT 3.1 (and the 1999 draft's flows)
 V311 = const(4)
@@ -319,7 +326,17 @@ def check_pid(pid):
 # Encoders. `into`: optional bytearray/memoryview to write into; returns its length used, else new bytes.
 
 
-def encode_publish(topic, payload, qos=0, pid=0, retain=False, dup=False, version=V311, props=None, into=None):
+def encode_publish(
+    topic: "Text",
+    payload: "Bytes",
+    qos: int = 0,
+    pid: int = 0,
+    retain: bool = False,
+    dup: bool = False,
+    version: int = V311,
+    props: "Props" = None,
+    into: bytearray | None = None,
+) -> "Any":
     if qos not in (0, 1, 2):
         raise CodecError("QoS must be 0, 1 or 2 [MQTT-3.3.1-4]")
     if qos == 0 and dup:
@@ -390,7 +407,9 @@ def set_dup(packet):
     packet[0] |= 0x08
 
 
-def encode_ack(ptype, pid, reason=SUCCESS, version=V311, props=None, into=None):
+def encode_ack(
+    ptype: int, pid: int, reason: int = SUCCESS, version: int = V311, props: "Props" = None, into: bytearray | None = None
+) -> "Any":
     """PUBACK, PUBREC, PUBREL or PUBCOMP. In MQTT 5.0 the short form (packet id only) is used when the reason is
     Success with no properties (MQTT 5.0 section 3.4.2.1)."""
     if ptype < PUBACK or ptype > PUBCOMP:
@@ -426,20 +445,20 @@ def check_reason(reason, allowed):
 
 
 def encode_connect(
-    client_id,
-    version=V311,
-    keepalive=60,
-    clean=True,
-    username=None,
-    password=None,
-    will_topic=None,
-    will_payload=b"",
-    will_qos=0,
-    will_retain=False,
-    will_props=None,
-    props=None,
-    into=None,
-):
+    client_id: "Text",
+    version: int = V311,
+    keepalive: int = 60,
+    clean: bool = True,
+    username: "Text | None" = None,
+    password: "Bytes | None" = None,
+    will_topic: "Text | None" = None,
+    will_payload: "Bytes" = b"",
+    will_qos: int = 0,
+    will_retain: bool = False,
+    will_props: "Props" = None,
+    props: "Props" = None,
+    into: bytearray | None = None,
+) -> "Any":
     if version == V31:
         name = b"MQIsdp"
     elif version == V311 or version == V5:
@@ -487,7 +506,9 @@ def encode_connect(
     return finish_packet(into, buf, pos)
 
 
-def encode_subscribe(pid, topics, version=V311, props=None, into=None):
+def encode_subscribe(
+    pid: int, topics: list, version: int = V311, props: "Props" = None, into: bytearray | None = None
+) -> "Any":
     """topics: list of (filter, options); options is the QoS in 3.1/3.1.1 and the full 5.0 options byte."""
     check_pid(pid)
     if not topics:
@@ -512,7 +533,9 @@ def encode_subscribe(pid, topics, version=V311, props=None, into=None):
     return finish_packet(into, buf, pos)
 
 
-def encode_unsubscribe(pid, filters, version=V311, props=None, into=None):
+def encode_unsubscribe(
+    pid: int, filters: list, version: int = V311, props: "Props" = None, into: bytearray | None = None
+) -> "Any":
     check_pid(pid)
     if not filters:
         raise CodecError("UNSUBSCRIBE needs at least one topic filter [MQTT-3.10.3-2]")
@@ -530,7 +553,7 @@ def encode_unsubscribe(pid, filters, version=V311, props=None, into=None):
     return finish_packet(into, buf, pos)
 
 
-def encode_empty(ptype, into=None):
+def encode_empty(ptype: int, into: bytearray | None = None) -> "Any":
     """PINGREQ, PINGRESP, and the 3.1/3.1.1 DISCONNECT: a fixed header with Remaining Length 0."""
     if ptype not in (PINGREQ, PINGRESP, DISCONNECT):
         raise CodecError("packet type %d has a body" % ptype)
@@ -539,7 +562,9 @@ def encode_empty(ptype, into=None):
     return finish_packet(into, buf, pos)
 
 
-def encode_disconnect(reason=SUCCESS, version=V311, props=None, into=None):
+def encode_disconnect(
+    reason: int = SUCCESS, version: int = V311, props: "Props" = None, into: bytearray | None = None
+) -> "Any":
     return encode_reason_only(DISCONNECT, _DISCONNECT_REASONS, reason, version, props, into)
 
 
@@ -654,7 +679,7 @@ def props_at(body, pos, ptype):
     end = pos + size
     if end > len(body):
         raise malformed("property length runs past the end of the packet")
-    props = {}  # type: dict
+    props: dict = {}
     mask = 1 << ptype
     while pos < end:
         pid, pos = varint_at(body, pos)
@@ -735,7 +760,7 @@ def check_flags(ptype, flags, version):
         raise malformed("packet type 0 is reserved")
 
 
-def decode_publish(flags, body, version=V311):
+def decode_publish(flags: int, body: "Bytes", version: int = V311) -> "tuple[str, int, memoryview, Props]":
     """-> (topic, packet id (0 at QoS 0), payload memoryview, properties or None). qos/dup/retain are in flags."""
     topic_raw, pos = field_at(body, 0)
     topic = decode_utf8(topic_raw)
@@ -754,7 +779,7 @@ def decode_publish(flags, body, version=V311):
     return topic, pid, memoryview(body)[pos:], props
 
 
-def check_ack(ptype, body, version=V311):
+def check_ack(ptype: int, body: "Bytes", version: int = V311) -> int:
     """Validate a PUBACK/PUBREC/PUBREL/PUBCOMP body and return its packet id; ack_reason() gives the reason.
     Allocates nothing unless the ack carries properties (the board's hot path). MQTT 5.0 allows lengths 2
     (Success), 3 (reason) and 4+ (reason and properties); 3.1 and 3.1.1 only 2."""
@@ -881,7 +906,7 @@ class StreamDecoder:
     connection has to be closed.
     """
 
-    def __init__(self, version=V311, max_packet_size=65536, capacity=None):
+    def __init__(self, version: int = V311, max_packet_size: int = 65536, capacity: int | None = None) -> None:
         self.version = version
         self.max_packet_size = max_packet_size
         self._use(bytearray(capacity if capacity is not None else min(max_packet_size, 1024)))
@@ -909,7 +934,7 @@ class StreamDecoder:
         self._got = 0
         self.body = self._small[0]
 
-    def feed(self, data, start=0):
+    def feed(self, data: "Bytes", start: int = 0) -> int:
         if self._error is not None:
             raise self._error
         if self.ready:

@@ -7,6 +7,9 @@ from dmqtt import codec
 from dmqtt.codec import *  # noqa: F403  (re-exported: host code sees the whole codec in one namespace)
 from dmqtt.errors import CodecError
 
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any, Iterator
+
 
 def encode_connack(session_present, code=0, version=codec.V311, props=None, into=None):
     if version == codec.V5:
@@ -150,12 +153,16 @@ def decode_unsubscribe(body, version=codec.V311):
 class Packet:
     """A decoded packet: `type`, `flags` and the fields of its kind as attributes."""
 
-    def __init__(self, ptype, flags, fields):
+    def __init__(self, ptype: int, flags: int, fields: dict) -> None:
         self.type = ptype
         self.flags = flags
         self.fields = fields
         for key in fields:
             setattr(self, key, fields[key])
+
+    def __getattr__(self, name: str) -> "Any":
+        """Only for names the packet's kind does not have (the fields are attributes already)."""
+        raise AttributeError("%s has no field %r" % (codec.NAMES[self.type], name))
 
     def __repr__(self):
         return "%s%r" % (codec.NAMES[self.type], self.fields)
@@ -203,7 +210,7 @@ def decode(ptype, flags, body, version=codec.V311):
 class PacketDecoder(codec.StreamDecoder):
     """codec.StreamDecoder with a generator of decoded Packet objects (host convenience)."""
 
-    def packets(self, data):
+    def packets(self, data: bytes | bytearray | memoryview) -> "Iterator[Packet]":
         """Feed a whole chunk and yield every packet it completes, decoded (host convenience)."""
         pos = 0
         while pos < len(data):

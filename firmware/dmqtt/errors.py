@@ -11,7 +11,7 @@ class CodecError(DmqttError):
     """A packet that breaks the protocol. `reason_code` is the MQTT 5.0 reason code to send (0x81 Malformed
     Packet unless a rule says otherwise); the caller closes the connection."""
 
-    def __init__(self, reason, reason_code=0x81):
+    def __init__(self, reason: str, reason_code: int = 0x81) -> None:
         super().__init__(reason)
         self.reason = reason
         self.reason_code = reason_code

@@ -57,9 +57,9 @@ class RingJournal(Framing):
         self._head = -1
         self._offset = _SECTOR  # write position in the head sector (_SECTOR: none open yet)
         self._hdr = bytearray(_SECTOR_HEADER)
-        self._owner = None  # type: Any  # the session, given to open()
-        self._stage = None  # type: Any  # group commit: records staged for one program, made on first use
-        self._stage_mv = None  # type: Any
+        self._owner: Any = None  # the session, given to open()
+        self._stage: Any = None  # group commit: records staged for one program, made on first use
+        self._stage_mv: Any = None
         self._staged = 0
 
     # -- flash access: a failing flash is a journal error, never mistaken for a connection error -----------

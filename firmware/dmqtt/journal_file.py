@@ -21,9 +21,9 @@ class FileJournal(Framing):
         self.path = path
         self._tmp = path + ".tmp"
         self._compact_bytes = compact_bytes
-        self._file = None  # type: Any
+        self._file: Any = None
         self._size = 0
-        self._owner = None  # type: Any  # the session, given to open()
+        self._owner: Any = None  # the session, given to open()
 
     def open(self, owner):
         self._owner = owner

@@ -25,7 +25,8 @@ from typing import IO, Any
 from host_bridge.boards import BoardDefinition
 from host_bridge.errors import HostBridgeError
 from host_bridge.hil.power import PowerSwitch, SigkillSwitch
-from host_bridge.vboard.runner import POWER_CUT_EXIT_STATUS, RESET_EXIT_STATUS, LineFaults, VirtualBoard
+from host_bridge.vboard.runner import POWER_CUT_EXIT_STATUS, RESET_EXIT_STATUS, VirtualBoard
+from host_bridge.vboard.serial_line import LineFaults
 
 HARD_RESET = 2  # machine.HARD_RESET: the reset cause a board reports after machine.reset()
 SUMMARY_PREFIX = '{"'  # the application's last line of a completed run is its JSON summary
@@ -426,8 +427,8 @@ class _Lines:
 
 def _mpremote_deploy(port: str, config: Path) -> None:
     from host_bridge.realboard import check_config, deploy_commands, run_commands
-    from host_bridge.vboard.runner import REPO, stage_firmware
+    from host_bridge.firmware_build import stage_firmware
 
     check_config(config)
-    root = stage_firmware(REPO / "firmware" / "app", REPO / "firmware")
+    root = stage_firmware()
     run_commands([deploy_commands(port, root, config, resume=False, reset=False)], dry_run=False, what="mpremote")

@@ -39,7 +39,7 @@ from host_bridge.hil.power import CommandSwitch, ModemLines, PowerSwitch, RtsEnS
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs, write_csv
 from host_bridge.processes import ManagedProcess, still_running
-from host_bridge.vboard.runner import LineFaults
+from host_bridge.vboard.serial_line import LineFaults
 
 SIM = "sim"
 LINK_BAUD = 115200

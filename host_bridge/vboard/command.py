@@ -13,7 +13,10 @@ from host_bridge.boards import BoardDefinition
 from host_bridge.errors import VBoardError
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.dut import VirtualDut
-from host_bridge.vboard.runner import REPO, LineFaults, parse_put, parse_size
+from host_bridge import assets
+from host_bridge.firmware_build import parse_put
+from host_bridge.vboard.flash_image import parse_size
+from host_bridge.vboard.serial_line import LineFaults
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--board", default="sim", help="board folder under boards/ (default: sim)")
     parser.add_argument("--flash-size", type=parse_size, help="size of a new flash file, e.g. 2M (default: board's)")
     parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
-    parser.add_argument("--app", type=Path, default=REPO / "firmware" / "app", help="folder with boot.py/main.py")
+    parser.add_argument("--app", type=Path, default=assets.APP, help="folder with boot.py/main.py")
     line = parser.add_argument_group("serial line (host end printed as `serial-port: PATH`)")
     line.add_argument("--no-serial", action="store_true", help="give the board no UART")
     line.add_argument("--baud", type=int, default=0, help="pace both directions at BAUD/10 bytes/s (8N1)")

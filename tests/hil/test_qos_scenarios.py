@@ -25,7 +25,7 @@ from host_bridge.hil.plugin import Bridge
 from host_bridge.hil.scenario import app_config, run_board
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict
-from host_bridge.vboard.runner import LineFaults
+from host_bridge.vboard.serial_line import LineFaults
 
 VERSIONS = ["3.1", "3.1.1", "5"]
 TRANSPORTS = ["tcp", "serial"]

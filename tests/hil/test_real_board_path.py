@@ -24,7 +24,8 @@ from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.realboard import DeployError, check_image, flash_commands
-from host_bridge.vboard.runner import SHIM_HEAP, SHIMS, VirtualBoard, micropython_executable
+from host_bridge.assets import SHIMS
+from host_bridge.vboard.runner import SHIM_HEAP, VirtualBoard, micropython_executable
 from tests.conftest import REPO
 
 FAMILY = ["esp32-devkitc", "esp32-s3-devkitc-1", "esp32-c3-devkitm-1", "esp32-c6-devkitc-1"]

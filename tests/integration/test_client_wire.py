@@ -203,7 +203,7 @@ class FilePartition:
 def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, broker: ScriptedBroker) -> None:
     # A board whose journal says the last packet id was 65533 (as after a long life), written by the host
     # with the very same journal code.
-    from host_bridge.vboard.runner import create_flash
+    from host_bridge.vboard.flash_image import create_flash
 
     create_flash(tmp_path / "board.flash", 2 * 1024 * 1024)
     seeded = Session(journal.RingJournal(FilePartition(tmp_path / "board.flash")))

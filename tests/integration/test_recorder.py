@@ -19,7 +19,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from dmqtt import codec_host as codec
 from host_bridge import chaos
 from host_bridge.broker import Mosquitto
-from host_bridge.telemetry import format as telemetry
+from host_bridge.telemetry import format as telemetry_format
 from tests.integration.certificates import make_certificates
 from tests.integration.recorder_proc import RecorderProcess, read_rows
 from tests.integration.scripted_broker import Connection, ScriptedBroker
@@ -29,7 +29,7 @@ MESSAGES = int(os.environ.get("RECORDER_MESSAGES", "1500"))  # per QoS
 
 
 def telemetry(seq: int, dev: str = "w") -> bytes:
-    return telemetry.payload(dev, 1, seq, seq, 0.5)
+    return telemetry_format.payload(dev, 1, seq, seq, 0.5)
 
 
 def logged_pids(out: Path) -> set[int]:

@@ -30,7 +30,7 @@ def test_bad_config_is_reported_without_a_crash(tmp_path: Path) -> None:
 
 
 def test_foreign_journal_partition_is_reported_and_reinitialised(tmp_path: Path, mosquitto: Mosquitto) -> None:
-    from host_bridge.vboard.runner import create_flash
+    from host_bridge.vboard.flash_image import create_flash
     from tests.integration.boards import MQTTLOG
 
     create_flash(tmp_path / "b.flash", 2 * 1024 * 1024)

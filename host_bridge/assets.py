@@ -1,0 +1,30 @@
+"""Where the files that run on boards live: firmware/ (the board's code), boards/ (board definitions) and the
+virtual board's shims, and where builds of them go.
+
+In a source checkout (the editable install that `make test` uses) they are the repository's own folders. An
+installed wheel carries firmware/ and boards/ as package data under host_bridge/_assets/ (pyproject.toml maps
+them there), so `host-bridge` runs a board from any folder; its builds go to the user's cache instead."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+_PACKAGED = _PACKAGE / "_assets"
+_CHECKOUT = _PACKAGE.parent
+INSTALLED = (_PACKAGED / "firmware").is_dir()
+
+_ROOT = _PACKAGED if INSTALLED else _CHECKOUT
+FIRMWARE = _ROOT / "firmware"  # dmqtt/, dlink/, app/, manifest.py
+APP = FIRMWARE / "app"  # the board application (boot.py/main.py and what they import)
+BOARDS = _ROOT / "boards"  # one folder per board, each with its board.json
+SHIMS = _PACKAGE / "vboard" / "shims"  # the virtual board's machine, esp32 and flash emulation
+
+
+def build_dir() -> Path:
+    """Generated files (staged .mpy trees, partition tables): build/ in a checkout, else the user's cache."""
+    if not INSTALLED:
+        return _CHECKOUT / "build"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "durable-mqtt"
