@@ -12,7 +12,7 @@ MPY_DIR := build/mpy
 # Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
 ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
 
-.PHONY: all demo test lint mpy typecheck venv system-deps bench soak hil clean
+.PHONY: all demo test lint style mpy typecheck venv system-deps bench soak hil clean
 
 all: test
 
@@ -54,7 +54,12 @@ typecheck: $(STAMP)
 	@$(BIN)/python tools/esp32_stubs.py build/stubs-esp32
 	MYPYPATH=build/stubs-esp32 $(BIN)/mypy --config-file tools/mypy-firmware.ini --custom-typeshed-dir $(SITE) firmware
 
-lint: mpy typecheck
+# Formatting and lint rules (ruff, configured in pyproject.toml: 120 columns, stale noqa comments are errors).
+style: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+lint: style mpy typecheck
 
 test: system-deps $(STAMP) lint
 	$(BIN)/python -m pytest

@@ -3,7 +3,21 @@
 # copied by `host-bridge deploy` take in the heap stays free for data. codec_host.py (the broker's half of the
 # codec, used by the host) is left out; main.py stays a file on the board's filesystem.
 include("$(PORT_DIR)/boards/manifest.py")
-package("dmqtt", files=["errors.py", "codec.py", "session.py", "journal_record.py", "journal.py", "journal_file.py", "client.py", "transport.py", "tls.py"], opt=3)
+package(
+    "dmqtt",
+    files=[
+        "errors.py",
+        "codec.py",
+        "session.py",
+        "journal_record.py",
+        "journal.py",
+        "journal_file.py",
+        "client.py",
+        "transport.py",
+        "tls.py",
+    ],
+    opt=3,
+)
 package("dlink", files=["control.py", "frame.py", "link.py", "transport.py"], opt=3)
 module("board_app.py", base_path="app", opt=3)
 module("config.py", base_path="app", opt=3)

@@ -47,23 +47,31 @@ def _pins(*ranges: range) -> frozenset[int]:
 
 CHIPS = {
     "esp32": Chip(
-        "esp32", 0x1000, 0x0000,
+        "esp32",
+        0x1000,
+        0x0000,
         gpios=_pins(range(0, 20), range(21, 24), range(25, 28), range(32, 40)),
         reserved=_pins(range(6, 12)),
         input_only=_pins(range(34, 40)),
     ),
     "esp32s3": Chip(
-        "esp32s3", 0x0, 0x0009,
+        "esp32s3",
+        0x0,
+        0x0009,
         gpios=_pins(range(0, 22), range(26, 49)),
         reserved=_pins(range(19, 21), range(26, 33), range(33, 38)),  # USB 19/20; flash 26-32; octal PSRAM 33-37
     ),
     "esp32c3": Chip(
-        "esp32c3", 0x0, 0x0005,
+        "esp32c3",
+        0x0,
+        0x0005,
         gpios=_pins(range(0, 22)),
         reserved=_pins(range(12, 18), range(18, 20)),  # flash 12-17; USB 18/19
     ),
     "esp32c6": Chip(
-        "esp32c6", 0x0, 0x000D,
+        "esp32c6",
+        0x0,
+        0x000D,
         gpios=_pins(range(0, 31)),
         reserved=_pins(range(12, 14), range(24, 31)),  # USB 12/13; flash 24-30
     ),
@@ -218,7 +226,9 @@ class BoardDefinition:
             if pin not in chip.gpios:
                 raise BoardError(f"{where}: {field} GPIO{pin} does not exist on the {chip.name}")
             if pin in chip.reserved:
-                raise BoardError(f"{where}: {field} GPIO{pin} is taken by the SPI flash, PSRAM or USB on the {chip.name}")
+                raise BoardError(
+                    f"{where}: {field} GPIO{pin} is taken by the SPI flash, PSRAM or USB on the {chip.name}"
+                )
             if pin in chip.input_only and field != "uart.rx":
                 raise BoardError(f"{where}: {field} GPIO{pin} is input-only on the {chip.name}")
 

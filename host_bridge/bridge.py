@@ -296,7 +296,9 @@ class BoardSession:
         if not self._stalled and len(self._pending_down) >= DOWN_QUEUE_MAX:
             self._stalled = True
             self.counters["broker_stalls"] += 1
-            self._log.warning("event=broker_stalled queued=%d: holding the board back until the broker reads", len(self._pending_down))
+            self._log.warning(
+                "event=broker_stalled queued=%d: holding the board back until the broker reads", len(self._pending_down)
+            )
         elif self._stalled and not self._pending_down:
             self._stalled = False
             self._log.info("event=broker_resumed")

@@ -35,9 +35,13 @@ def write_password_file(path: Path, users: dict[str, str]) -> Path:
     path.unlink(missing_ok=True)
     for i, (user, password) in enumerate(users.items()):
         try:
-            done = subprocess.run([tool, "-b", *(["-c"] if i == 0 else []), str(path), user, password], capture_output=True, text=True)
+            done = subprocess.run(
+                [tool, "-b", *(["-c"] if i == 0 else []), str(path), user, password], capture_output=True, text=True
+            )
         except FileNotFoundError:
-            raise BrokerError("mosquitto_passwd is not installed: run `make system-deps` (apt-get install mosquitto)") from None
+            raise BrokerError(
+                "mosquitto_passwd is not installed: run `make system-deps` (apt-get install mosquitto)"
+            ) from None
         if done.returncode:
             raise BrokerError(f"mosquitto_passwd failed for {user}: {done.stderr.strip()}")
     return path
@@ -92,7 +96,12 @@ class Mosquitto:
         if self.persistence == "every-change":
             # Saved after every queued message or subscription change, the nearest Mosquitto comes to durable:
             # a SIGKILL can still lose what was acknowledged in the moment before the save.
-            lines += ["persistence true", f"persistence_location {self.workdir}/", "autosave_on_changes true", "autosave_interval 1"]
+            lines += [
+                "persistence true",
+                f"persistence_location {self.workdir}/",
+                "autosave_on_changes true",
+                "autosave_interval 1",
+            ]
         elif self.persistence:
             lines += ["persistence true", f"persistence_location {self.workdir}/", "autosave_interval 1"]
         conf = self.workdir / "mosquitto.conf"

@@ -17,7 +17,6 @@ import random
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -62,7 +61,15 @@ class CampaignResult:
             "faults": dict(self.faults),
             "power_cuts": self.power_cuts,
             "boots": self.boots,
-            "qos": {q: {"messages": v.messages, "lost": v.lost, "duplicated": v.duplicates, "verdict": "PASS" if v.ok else "FAIL"} for q, v in sorted(verdicts.items())},
+            "qos": {
+                q: {
+                    "messages": v.messages,
+                    "lost": v.lost,
+                    "duplicated": v.duplicates,
+                    "verdict": "PASS" if v.ok else "FAIL",
+                }
+                for q, v in sorted(verdicts.items())
+            },
             "failures": self.failures,
         }
 
@@ -102,8 +109,14 @@ def small_disk(folder: Path, size: str = "64m") -> Path | None:
 
 
 def run_campaign(
-    out: Path, messages: int = 120, cuts: int = 2, faults: int = 1, seed: int = 7, spark: SparkSession | None = None,
-    say: Any = print, broker_fault: str = "kill",
+    out: Path,
+    messages: int = 120,
+    cuts: int = 2,
+    faults: int = 1,
+    seed: int = 7,
+    spark: SparkSession | None = None,
+    say: Any = print,
+    broker_fault: str = "kill",
 ) -> CampaignResult:
     """Everything in `out` (emptied first). `faults`: how many of each kind (broker, bridge and recorder
     SIGKILLs, disk-full episodes) are injected while the boards run. `broker_fault`: "kill" (SIGKILL) or
@@ -133,9 +146,23 @@ def run_campaign(
         result.pids.append(broker.process.pid)
         recorder = start_recorder(broker.address, recorded, logs)
         result.pids.append(recorder.process.pid)
-        runs = [BoardRun(spec, out / "boards" / spec.client_id, broker.address, messages, cuts, random.Random(rng.random())) for spec in BOARDS]
+        runs = [
+            BoardRun(spec, out / "boards" / spec.client_id, broker.address, messages, cuts, random.Random(rng.random()))
+            for spec in BOARDS
+        ]
         ports = [f"{r.spec.client_id}={r.serial_link}" for r in runs if r.spec.transport == "serial"]
-        bridge_args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker.address, "--baud", str(BAUD), "--stats-every", "10"]
+        bridge_args = [
+            sys.executable,
+            "-m",
+            "host_bridge",
+            "run",
+            "--broker",
+            broker.address,
+            "--baud",
+            str(BAUD),
+            "--stats-every",
+            "10",
+        ]
         bridge_args += [a for p in ports for a in ("--port", p)]
 
         def start_bridge() -> ManagedProcess:
@@ -145,7 +172,10 @@ def run_campaign(
             return process
 
         bridge = start_bridge()
-        say(f"[chaos] {len(runs)} boards x {messages} messages, {cuts} power cuts each; {faults} of each fault: {', '.join(KINDS)}")
+        say(
+            f"[chaos] {len(runs)} boards x {messages} messages, {cuts} power cuts each; "
+            f"{faults} of each fault: {', '.join(KINDS)}"
+        )
         for run in runs:
             run.start()
         schedule = [kind for kind in KINDS for _ in range(faults) if kind != "disk_full" or disk is not None]
@@ -214,16 +244,24 @@ def run_campaign(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m host_bridge.chaos", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m host_bridge.chaos", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=Path("build/chaos"))
     parser.add_argument("--messages", type=int, default=600, help="messages per board")
     parser.add_argument("--cuts", type=int, default=5, help="power cuts per board")
-    parser.add_argument("--faults", type=int, default=3, help="SIGKILLs of broker, bridge, recorder and disk-full episodes, of each")
+    parser.add_argument(
+        "--faults", type=int, default=3, help="SIGKILLs of broker, bridge, recorder and disk-full episodes, of each"
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--broker-fault", choices=("kill", "restart"), default="kill", help="SIGKILL the broker, or restart it cleanly")
+    parser.add_argument(
+        "--broker-fault", choices=("kill", "restart"), default="kill", help="SIGKILL the broker, or restart it cleanly"
+    )
     args = parser.parse_args(argv)
     try:
-        result = run_campaign(args.out.resolve(), args.messages, args.cuts, args.faults, args.seed, broker_fault=args.broker_fault)
+        result = run_campaign(
+            args.out.resolve(), args.messages, args.cuts, args.faults, args.seed, broker_fault=args.broker_fault
+        )
     except HostBridgeError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 2

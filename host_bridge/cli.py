@@ -11,7 +11,10 @@ from host_bridge.errors import HostBridgeError
 
 # name -> (module with add_arguments(parser) and run(args) -> int, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "vboard": ("host_bridge.vboard.command", "run a virtual ESP32 board (MicroPython Unix port, emulated flash, pty UART)"),
+    "vboard": (
+        "host_bridge.vboard.command",
+        "run a virtual ESP32 board (MicroPython Unix port, emulated flash, pty UART)",
+    ),
     "flash": ("host_bridge.flash", "write MicroPython and the board's partition table to a real board (esptool)"),
     "deploy": ("host_bridge.deploy", "copy the compiled firmware and config.json onto a board (mpremote)"),
     "run": ("host_bridge.run", "relay boards on serial ports to a TCP broker (the serial-to-TCP bridge)"),

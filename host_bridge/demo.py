@@ -17,7 +17,6 @@ import random
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -88,7 +87,11 @@ def secure_broker(out: Path, client_ids: list[str]) -> tuple[Mosquitto, Security
     acl.write_text("user recorder\ntopic read sensors/#\n\npattern write sensors/%c/#\n")
     (secrets_dir / "recorder.password").write_text(passwords["recorder"])
     broker = Mosquitto(
-        out / "broker", persistence=True, tls=(cert, key), options=(f"password_file {password_file}", f"acl_file {acl}"), allow_anonymous=False
+        out / "broker",
+        persistence=True,
+        tls=(cert, key),
+        options=(f"password_file {password_file}", f"acl_file {acl}"),
+        allow_anonymous=False,
     )
     return broker, Security(pki.ca, passwords, secrets_dir)
 
@@ -123,13 +126,26 @@ class BoardRun:
             BoardDefinition.load("sim"),
             flash=self.workdir / "board.flash",
             console_log=self.workdir / "console.log",
-            faults=LineFaults(BAUD, NOISE.bit_error_rate, NOISE.drop_rate, seed=self.rng.randrange(1 << 30)) if serial else None,
+            faults=LineFaults(BAUD, NOISE.bit_error_rate, NOISE.drop_rate, seed=self.rng.randrange(1 << 30))
+            if serial
+            else None,
             serial_link=self.serial_link if serial else None,
             seed=self.rng.randrange(1 << 30),
             put=put,
         )
-        publish = {"topic": "sensors/{client_id}/telemetry", "qos": self.spec.qos, "count": self.messages, "interval_ms": 10, "payload_bytes": 100}
-        config: dict[str, Any] = {"client_id": self.spec.client_id, "transport": self.spec.transport, "mqtt_version": self.spec.mqtt_version, "publish": publish}
+        publish = {
+            "topic": "sensors/{client_id}/telemetry",
+            "qos": self.spec.qos,
+            "count": self.messages,
+            "interval_ms": 10,
+            "payload_bytes": 100,
+        }
+        config: dict[str, Any] = {
+            "client_id": self.spec.client_id,
+            "transport": self.spec.transport,
+            "mqtt_version": self.spec.mqtt_version,
+            "publish": publish,
+        }
         if serial:
             config["uart"] = {"id": 1, "baud": BAUD}  # the bridge speaks TLS to the broker for it
         else:
@@ -172,7 +188,9 @@ class BoardRun:
     def _run(self) -> None:
         # Every other cut lands on a flash operation (journal writes included), the rest at a random moment
         # within the time the run takes (about 10 ms per message), so that it lands mid-run.
-        plan = CutPlan(self.cuts_wanted, inside_flash=0.5, flash_ops=(5, 150), window=(0.2, max(0.4, self.messages * 0.01)))
+        plan = CutPlan(
+            self.cuts_wanted, inside_flash=0.5, flash_ops=(5, 150), window=(0.2, max(0.4, self.messages * 0.01))
+        )
 
         def progress(_result: CycleResult, state: str) -> None:
             self.state = state
@@ -180,7 +198,7 @@ class BoardRun:
         try:
             self.result = run_to_completion(self.dut, plan, self.rng, timeout=300, on_boot=progress, stop=self._stop)
             self.summary = self.result.summary
-        except Exception as exc:  # reported by the main thread, which owns the exit status
+        except Exception as exc:  # noqa: BLE001 (reported by the main thread, which owns the exit status)
             self.error = str(exc)
             self.state = "FAILED"
 
@@ -199,9 +217,28 @@ def distinct_messages(out: Path) -> dict[str, int]:
 
 
 def start_recorder(broker: str, out: Path, logs: Path, security: Security | None = None) -> ManagedProcess:
-    args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out), "--client-id", "demo-recorder"]
+    args = [
+        sys.executable,
+        "-m",
+        "host_bridge",
+        "record",
+        "--broker",
+        broker,
+        "--out",
+        str(out),
+        "--client-id",
+        "demo-recorder",
+    ]
     if security is not None:
-        args += ["--tls", "--cafile", str(security.ca), "--username", "recorder", "--password-file", str(security.secrets_dir / "recorder.password")]
+        args += [
+            "--tls",
+            "--cafile",
+            str(security.ca),
+            "--username",
+            "recorder",
+            "--password-file",
+            str(security.secrets_dir / "recorder.password"),
+        ]
     recorder = ManagedProcess([*args, "--flush-seconds", "1", "--stats-every", "5"], logs / "recorder.log")
     recorder.wait_for("event=connected", timeout=30)
     return recorder
@@ -217,7 +254,12 @@ class DemoResult:
 
 
 def run_demo(
-    out: Path, messages: int = 200, cuts: int = 3, seed: int = 2026, spark: SparkSession | None = None, kill_recorder: bool = True
+    out: Path,
+    messages: int = 200,
+    cuts: int = 3,
+    seed: int = 2026,
+    spark: SparkSession | None = None,
+    kill_recorder: bool = True,
 ) -> DemoResult:
     """Everything in `out` (emptied first): broker/, boards/, logs/, recorded/ (Parquet), results/ (audit,
     rollup, report). `spark`: a session to reuse (the tests share one); otherwise one is started and stopped."""
@@ -245,18 +287,45 @@ def run_demo(
             recorder = start_recorder(broker.address, recorded, logs, security)
             pids.append(recorder.process.pid)
             runs = [
-                BoardRun(spec, out / "boards" / spec.client_id, broker.address, messages, cuts, random.Random(rng.random()), security=security)
+                BoardRun(
+                    spec,
+                    out / "boards" / spec.client_id,
+                    broker.address,
+                    messages,
+                    cuts,
+                    random.Random(rng.random()),
+                    security=security,
+                )
                 for spec in BOARDS
             ]
             ports = [f"{r.spec.client_id}={r.serial_link}" for r in runs if r.spec.transport == "serial"]
-            bridge_args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker.address, "--baud", str(BAUD), "--stats-every", "10",
-                           "--tls", "--cafile", str(security.ca)]
+            bridge_args = [
+                sys.executable,
+                "-m",
+                "host_bridge",
+                "run",
+                "--broker",
+                broker.address,
+                "--baud",
+                str(BAUD),
+                "--stats-every",
+                "10",
+                "--tls",
+                "--cafile",
+                str(security.ca),
+            ]
             bridge = ManagedProcess(bridge_args + [a for p in ports for a in ("--port", p)], logs / "bridge.log")
             pids.append(bridge.process.pid)
             bridge.wait_for("event=start")
-            say(f"      broker {broker.address}; recorder -> {recorded}; bridge for {len(ports)} serial boards at {BAUD} baud, "
-                f"bit error rate {NOISE.bit_error_rate:g}, dropped bytes {NOISE.drop_rate:g}")
-            say(f"[2/5] {len(runs)} virtual boards publish {messages} messages each; {cuts} power cuts per board at random moments")
+            say(
+                f"      broker {broker.address}; recorder -> {recorded}; "
+                f"bridge for {len(ports)} serial boards at {BAUD} baud, "
+                f"bit error rate {NOISE.bit_error_rate:g}, dropped bytes {NOISE.drop_rate:g}"
+            )
+            say(
+                f"[2/5] {len(runs)} virtual boards publish {messages} messages each; "
+                f"{cuts} power cuts per board at random moments"
+            )
             for run in runs:
                 run.start()
             # Early in the boards' runs (about a third of the way at 10 ms a message), so that deliveries are in
@@ -279,7 +348,9 @@ def run_demo(
             failed = [r for r in runs if r.error]
             for r in failed:
                 say(f"      {r.spec.client_id} FAILED: {r.error}")
-            expected = {r.spec.client_id: {"messages": r.summary["total"], "qos": r.spec.qos} for r in runs if r.summary}
+            expected = {
+                r.spec.client_id: {"messages": r.summary["total"], "qos": r.spec.qos} for r in runs if r.summary
+            }
             say("[3/5] boards done; waiting for the recorder to commit what the broker holds for it")
             wait_for_recorder(recorded, expected, say)
             code = recorder.stop()
@@ -289,11 +360,17 @@ def run_demo(
         finally:
             stop_all(runs, recorder, bridge)
     (out / "expected.json").write_text(json.dumps(expected, indent=2))
-    say(f"[4/5] Spark: audit, rollup, report (python -m pipeline all --input {recorded} --out {out / 'results'} --expect {out / 'expected.json'})")
+    say(
+        f"[4/5] Spark: audit, rollup, report (python -m pipeline all --input {recorded} "
+        f"--out {out / 'results'} --expect {out / 'expected.json'})"
+    )
     outcome = run_pipeline(recorded, out / "results", out / "expected.json", spark)
     say(f"[5/5] report: {outcome.report_path}")
     kept = outcome.audit is not None and outcome.audit.ok
-    say(f"      QoS 1 lost nothing and QoS 2 delivered exactly once through {sum(r.cuts for r in runs)} power cuts: {'yes' if kept else 'NO'}")
+    say(
+        f"      QoS 1 lost nothing and QoS 2 delivered exactly once through {sum(r.cuts for r in runs)} power cuts: "
+        f"{'yes' if kept else 'NO'}"
+    )
     exit_code = 1 if failed or not kept else 0
     return DemoResult(exit_code, outcome, runs, kills, pids + [pid for r in runs for pid in r.pids])
 
@@ -337,7 +414,9 @@ def run_pipeline(recorded: Path, results: Path, expect_file: Path, spark: SparkS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m host_bridge.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m host_bridge.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=Path("build/demo"), help="work and result folder (emptied first)")
     parser.add_argument("--messages", type=int, default=200, help="messages per board")
     parser.add_argument("--cuts", type=int, default=3, help="power cuts per board")

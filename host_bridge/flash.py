@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from host_bridge import partitions
-from host_bridge.realboard import DeployError, check_image, flash_commands, run_commands
+from host_bridge import assets, partitions
 from host_bridge.boards import BoardDefinition
-from host_bridge import assets
+from host_bridge.realboard import DeployError, check_image, flash_commands, run_commands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +24,9 @@ def run(args: argparse.Namespace) -> int:
     if args.image.is_file():
         check_image(board, args.image.read_bytes()[:64], str(args.image))
     elif not args.dry_run:
-        raise DeployError(f"firmware image {args.image} does not exist (download the {board.chip} build of MicroPython)")
+        raise DeployError(
+            f"firmware image {args.image} does not exist (download the {board.chip} build of MicroPython)"
+        )
     table = assets.build_dir() / f"partitions-{board.name}.bin"
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_bytes(partitions.build(board))

@@ -12,7 +12,9 @@ from dlink.link import Link
 class Line:
     """A serial line between two endpoints, paced at baud/10 bytes per millisecond-step, with faults."""
 
-    def __init__(self, a: Link, b: Link, baud: int = 115200, ber: float = 0.0, drop: float = 0.0, seed: int = 1) -> None:
+    def __init__(
+        self, a: Link, b: Link, baud: int = 115200, ber: float = 0.0, drop: float = 0.0, seed: int = 1
+    ) -> None:
         self.ends = (a, b)
         self.rate = baud / 10 / 1000  # bytes per ms
         self.ber, self.drop = ber, drop

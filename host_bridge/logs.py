@@ -6,7 +6,9 @@ import logging
 import sys
 
 
-def log_to_stdout(logger_name: str, fmt: str, level: int = logging.INFO, line_filter: logging.Filter | None = None) -> None:
+def log_to_stdout(
+    logger_name: str, fmt: str, level: int = logging.INFO, line_filter: logging.Filter | None = None
+) -> None:
     """Send `logger_name` and its children to stdout in `fmt`, and nowhere else."""
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter(fmt))

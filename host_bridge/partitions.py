@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from host_bridge.errors import HostBridgeError
 from host_bridge.boards import BoardDefinition, Partition
+from host_bridge.errors import HostBridgeError
 
 TABLE_OFFSET = 0x8000
 TABLE_SIZE = 0xC00
@@ -36,7 +36,9 @@ def build(board: BoardDefinition) -> bytes:
             ptype = TYPES[part.type]
             subtype = SUBTYPES[part.type][part.subtype]
         except KeyError:
-            raise PartitionTableError(f"partition {part.label}: unknown type/subtype {part.type}/{part.subtype}") from None
+            raise PartitionTableError(
+                f"partition {part.label}: unknown type/subtype {part.type}/{part.subtype}"
+            ) from None
         label = part.label.encode()
         if len(label) > 16:
             raise PartitionTableError(f"partition label {part.label!r} is longer than 16 bytes")

@@ -31,7 +31,21 @@ class CertificateAuthority:
             "certificate = $dir/ca.pem\nprivate_key = $dir/ca.key\ndefault_md = sha256\npolicy = anything\n"
             "unique_subject = no\ncopy_extensions = copy\n[anything]\ncommonName = supplied\n"
         )
-        self._openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "3", "-subj", f"/CN={name}")
+        self._openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "3",
+            "-subj",
+            f"/CN={name}",
+        )
         self.ca = directory / "ca.pem"
 
     def _openssl(self, *args: str) -> None:
@@ -42,18 +56,44 @@ class CertificateAuthority:
         if done.returncode:
             raise PkiError(f"openssl {args[0]} failed: {done.stderr.strip()[-300:]}")
 
-    def issue(self, name: str, common_name: str, dns: str | None = None, start: str | None = None, end: str | None = None) -> tuple[Path, Path]:
+    def issue(
+        self, name: str, common_name: str, dns: str | None = None, start: str | None = None, end: str | None = None
+    ) -> tuple[Path, Path]:
         """(certificate, key) for `common_name` (a server's, with subjectAltNames DNS:`dns` and IP:127.0.0.1,
         when `dns`); dates as YYMMDDHHMMSSZ (default: from yesterday, for two days)."""
         ext = self.dir / f"{name}.ext"
         ext.write_text(f"subjectAltName=DNS:{dns},IP:127.0.0.1\n" if dns else "basicConstraints=CA:FALSE\n")
-        self._openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={common_name}")
+        self._openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={common_name}",
+        )
         dates = ["-startdate", start or stamp(-1), "-enddate", end or stamp(2)]
-        self._openssl("ca", "-batch", "-config", "ca.cnf", "-in", f"{name}.csr", "-out", f"{name}.pem", "-notext", "-extfile", str(ext), *dates)
+        self._openssl(
+            "ca",
+            "-batch",
+            "-config",
+            "ca.cnf",
+            "-in",
+            f"{name}.csr",
+            "-out",
+            f"{name}.pem",
+            "-notext",
+            "-extfile",
+            str(ext),
+            *dates,
+        )
         return self.dir / f"{name}.pem", self.dir / f"{name}.key"
 
 
 def stamp(days: float) -> str:
     """A validity date `days` from now, in openssl's YYMMDDHHMMSSZ."""
-    when = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=days)
+    when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=days)
     return when.strftime("%y%m%d%H%M%SZ")

@@ -62,7 +62,9 @@ class ManagedProcess:
         # them; the bench's plugin checks that it did.
         self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
         command = args[3] if len(args) > 3 and args[1:3] == ["-m", "host_bridge"] else ""
-        register(self.process, " ".join(args[1:4]), kind={"run": "bridge", "record": "recorder"}.get(command, "process"))
+        register(
+            self.process, " ".join(args[1:4]), kind={"run": "bridge", "record": "recorder"}.get(command, "process")
+        )
 
     def text(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -78,7 +80,9 @@ class ManagedProcess:
             if not self.running:
                 raise HostBridgeError(f"{self.args[2:4]} exited ({self.process.returncode}); see {self.log_path}")
             if time.monotonic() > deadline:
-                raise HostBridgeError(f"no {marker!r} from {self.args[2:4]} within {timeout:.0f} s; see {self.log_path}")
+                raise HostBridgeError(
+                    f"no {marker!r} from {self.args[2:4]} within {timeout:.0f} s; see {self.log_path}"
+                )
             time.sleep(0.05)
 
     def stop(self, timeout: float = 30) -> int:

@@ -13,8 +13,9 @@ from pathlib import Path
 from types import ModuleType
 
 from host_bridge import assets, partitions
-from host_bridge.errors import HostBridgeError
 from host_bridge.boards import CHIPS, BoardDefinition, image_chip_id
+from host_bridge.errors import HostBridgeError
+
 
 class DeployError(HostBridgeError):
     """Flashing or deploying to a real board failed."""
@@ -41,7 +42,9 @@ def check_config(path: Path, secrets: Path | None = None) -> None:
     except FileNotFoundError as exc:
         raise DeployError(f"{exc.filename} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise DeployError(f"{path if secrets is None else 'config.json or secrets.json'} is not valid JSON: {exc}") from None
+        raise DeployError(
+            f"{path if secrets is None else 'config.json or secrets.json'} is not valid JSON: {exc}"
+        ) from None
     except module.ConfigError as exc:
         raise DeployError(f"{path}: {exc}") from None
 
@@ -51,7 +54,9 @@ def check_image(board: BoardDefinition, image: bytes, name: str) -> None:
     chip = board.chip_info
     found = image_chip_id(image)
     if found is None:
-        raise DeployError(f"{name} is not an ESP firmware image (no 0xE9 magic byte): download the .bin for {chip.name}")
+        raise DeployError(
+            f"{name} is not an ESP firmware image (no 0xE9 magic byte): download the .bin for {chip.name}"
+        )
     if found != chip.image_chip_id:
         other = next((c.name for c in CHIPS.values() if c.image_chip_id == found), f"chip id {found}")
         raise DeployError(

@@ -35,14 +35,22 @@ _MAX_PACKET = 16 * 1024 * 1024
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker to subscribe to")
-    parser.add_argument("--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)")
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (Parquet under date=YYYY-MM-DD/)")
+    parser.add_argument(
+        "--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)"
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, metavar="DIR", help="output folder (Parquet under date=YYYY-MM-DD/)"
+    )
     parser.add_argument("--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)")
     parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), default="3.1.1")
     parser.add_argument("--keepalive", type=int, default=30, metavar="S")
     parser.add_argument(
-        "--flush-seconds", type=float, default=30.0, metavar="S",
-        help="Parquet commit interval (default 30; deliveries are safe in the log before this, it only sets how fresh the Parquet is)",
+        "--flush-seconds",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="Parquet commit interval (default 30; deliveries are safe in the log before this, "
+        "it only sets how fresh the Parquet is)",
     )
     parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
     parser.add_argument("--stats-every", type=float, default=10.0, metavar="S", help="print progress every S seconds")
@@ -87,7 +95,10 @@ class BrokerLink:
             link.send(codec.encode_connect(client_id, version, keepalive, False, username, password, props=props))
             connack = link.expect(codec.CONNACK)
             if connack.reason != 0:
-                raise RecorderError(f"the broker refused the connection (code 0x{connack.reason:02x}); check the credentials and client id")
+                raise RecorderError(
+                    f"the broker refused the connection (code 0x{connack.reason:02x}); "
+                    "check the credentials and client id"
+                )
             # MQTT 3.1 has no session-present flag: the session is assumed kept, as on the board.
             present = bool(connack.session_present) or version == codec.V31
             return link, present
@@ -99,12 +110,14 @@ class BrokerLink:
         options = 2 | (_RETAIN_HANDLING_NEW_ONLY if self.version == codec.V5 else 0)
         self.send(codec.encode_subscribe(1, [(t, options) for t in topics], self.version))
         suback = self.expect(codec.SUBACK)
-        refused = [t for t, code in zip(topics, suback.codes) if code >= 0x80]
+        refused = [t for t, code in zip(topics, suback.codes, strict=False) if code >= 0x80]
         if refused:
             raise RecorderError(f"the broker refused the subscription to {', '.join(refused)}; check its ACL")
-        lower = [t for t, code in zip(topics, suback.codes) if code < 2]
+        lower = [t for t, code in zip(topics, suback.codes, strict=False) if code < 2]
         if lower:
-            log.warning("event=subscribed-below-qos2 topics=%s (QoS 2 promises cannot be audited for them)", ",".join(lower))
+            log.warning(
+                "event=subscribed-below-qos2 topics=%s (QoS 2 promises cannot be audited for them)", ",".join(lower)
+            )
 
     def expect(self, ptype: int, timeout: float = 10) -> Packet:
         """Wait for a CONNACK or SUBACK. A kept session's queued PUBLISH packets may come first, or right behind
@@ -117,7 +130,9 @@ class BrokerLink:
                     self.backlog += packets[i + 1 :]
                     return packet
                 if packet.type == codec.CONNACK or ptype == codec.CONNACK:
-                    raise RecorderError(f"the broker sent {codec.NAMES[packet.type]} where {codec.NAMES[ptype]} was due")
+                    raise RecorderError(
+                        f"the broker sent {codec.NAMES[packet.type]} where {codec.NAMES[ptype]} was due"
+                    )
                 self.backlog.append(packet)
         raise RecorderError(f"no {codec.NAMES[ptype]} from the broker within {timeout:.0f} s")
 
@@ -162,7 +177,14 @@ class BrokerLink:
 class Recorder:
     """The receive loop: deliveries into the store, acknowledgements after the store syncs, periodic commits."""
 
-    def __init__(self, args: argparse.Namespace, broker: Destination, store: TelemetryStore, client_id: str, password: bytes | None) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        broker: Destination,
+        store: TelemetryStore,
+        client_id: str,
+        password: bytes | None,
+    ) -> None:
         self.args = args
         self.store = store
         self.client_id = client_id
@@ -201,7 +223,13 @@ class Recorder:
             else:
                 time.sleep(0.2 if self.store_broken else min(0.2, max(0.0, self.retry_at - time.monotonic())))
             now = time.monotonic()
-            if self.store_broken is None and self.store.pending and (now - self.last_commit >= self.args.flush_seconds or len(self.store.pending) >= self.args.flush_rows):
+            if (
+                self.store_broken is None
+                and self.store.pending
+                and (
+                    now - self.last_commit >= self.args.flush_seconds or len(self.store.pending) >= self.args.flush_rows
+                )
+            ):
                 self._commit()
             if now >= next_stats:
                 self.report()
@@ -224,7 +252,9 @@ class Recorder:
             log.error(
                 "event=store-failed error=%r: nothing is acknowledged that is not stored; the broker keeps the "
                 "session's messages meanwhile. Free space in %s (or make it writable); retrying every %.0f s",
-                str(exc), self.store.out, self.RELOAD_EVERY,
+                str(exc),
+                self.store.out,
+                self.RELOAD_EVERY,
             )
         self.store_broken = str(exc)
         self.reload_at = time.monotonic() + self.RELOAD_EVERY
@@ -241,7 +271,10 @@ class Recorder:
                 log.warning("event=store-still-failing error=%r", why)
                 self.store_broken = why
             return
-        log.info("event=store-recovered: storing and acknowledging again (%d logged deliveries committed)", self.store.recovered)
+        log.info(
+            "event=store-recovered: storing and acknowledging again (%d logged deliveries committed)",
+            self.store.recovered,
+        )
         self.store_broken = None
         self.commit_failing = None
         self.retry_at = 0.0
@@ -251,7 +284,13 @@ class Recorder:
             return
         try:
             link, present = BrokerLink.open(
-                self.broker, self.tls, self.client_id, self.version, self.args.keepalive, self.args.username, self.password
+                self.broker,
+                self.tls,
+                self.client_id,
+                self.version,
+                self.args.keepalive,
+                self.args.username,
+                self.password,
             )
             try:
                 self._subscriptions(link, present)
@@ -267,7 +306,9 @@ class Recorder:
             # Retried for ever (a broker that restarts must not stop the recording), but a recorder that has
             # never connected says what to check.
             hint = "" if self.connected_once else " (is the broker running, and is --broker right? Ctrl-C to stop)"
-            log.warning("event=connect-failed broker=%s error=%r retry_in=%.1fs%s", self.broker, str(exc), self.backoff, hint)
+            log.warning(
+                "event=connect-failed broker=%s error=%r retry_in=%.1fs%s", self.broker, str(exc), self.backoff, hint
+            )
             self.backoff = min(self.backoff * 2, 10.0)
 
     def _subscriptions(self, link: BrokerLink, present: bool) -> None:
@@ -334,7 +375,9 @@ class Recorder:
             if self.commit_failing != str(exc):
                 log.error(
                     "event=commit-failed error=%r: deliveries stay in the log until Parquet can be written; free "
-                    "space in %s", str(exc), self.store.out,
+                    "space in %s",
+                    str(exc),
+                    self.store.out,
                 )
                 self.commit_failing = str(exc)
         else:
@@ -346,8 +389,14 @@ class Recorder:
     def report(self) -> None:
         s = self.store
         log.info(
-            "event=progress received=%d rows_written=%d files=%d logged_not_written=%d recorder_duplicates=%d connected=%d",
-            self.received, s.rows_committed, s.files_committed, len(s.pending), s.recorder_dups, self.link is not None,
+            "event=progress received=%d rows_written=%d files=%d logged_not_written=%d recorder_duplicates=%d "
+            "connected=%d",
+            self.received,
+            s.rows_committed,
+            s.files_committed,
+            len(s.pending),
+            s.recorder_dups,
+            self.link is not None,
         )
 
 
@@ -356,14 +405,20 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
     path = store.state / "client_id"
     kept = path.read_text().strip() if path.exists() else None
     if requested and kept and requested != kept:
-        log.warning("event=client-id-changed old=%s new=%s (the old session's queued messages stay with the old id)", kept, requested)
+        log.warning(
+            "event=client-id-changed old=%s new=%s (the old session's queued messages stay with the old id)",
+            kept,
+            requested,
+        )
     client_id = requested or kept or "recorder-" + hashlib.sha1(str(store.out.resolve()).encode()).hexdigest()[:10]
     if client_id != kept:
         try:
             path.write_text(client_id)
         except OSError as exc:
             # Without it a restart would open another session and leave this one's messages behind.
-            raise RecorderError(f"cannot keep the session's client id in {path}: {exc.strerror}; free space there") from None
+            raise RecorderError(
+                f"cannot keep the session's client id in {path}: {exc.strerror}; free space there"
+            ) from None
     return client_id
 
 

@@ -45,7 +45,10 @@ class ReceiveSession:
 
     def snapshot(self) -> dict[str, Any]:
         """The state as the log's header keeps it (docs/telemetry-parquet.md)."""
-        return {"seen": {str(pid): list(v) for pid, v in self.seen.items()}, "qos2_unreleased": sorted(self.qos2_unreleased)}
+        return {
+            "seen": {str(pid): list(v) for pid, v in self.seen.items()},
+            "qos2_unreleased": sorted(self.qos2_unreleased),
+        }
 
     @classmethod
     def restore(cls, header: dict[str, Any]) -> ReceiveSession:

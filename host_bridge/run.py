@@ -22,7 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", action="append", default=[], metavar="[NAME=]PATH", help="a board's serial port")
     parser.add_argument("--broker", metavar="HOST:PORT", help="where boards' MQTT connections go")
     parser.add_argument("--baud", type=int, help="serial speed (default 115200)")
-    parser.add_argument("--allow", action="append", default=[], metavar="HOST:PORT", help="another destination boards may ask for")
+    parser.add_argument(
+        "--allow", action="append", default=[], metavar="HOST:PORT", help="another destination boards may ask for"
+    )
     parser.add_argument("--config", type=Path, help="TOML file: broker, baud, allow, [tls], [[board]] name/port/baud")
     parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
     parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
@@ -50,13 +52,15 @@ def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, lis
             raise BridgeError(f"{args.config}: {exc}") from None
     broker_text = args.broker or raw.get("broker")
     if not broker_text:
-        raise BridgeError("no broker: give --broker HOST:PORT or broker = \"HOST:PORT\" in the config")
+        raise BridgeError('no broker: give --broker HOST:PORT or broker = "HOST:PORT" in the config')
     baud = int(args.baud or raw.get("baud", 115200))
     boards = []
     for entry in raw.get("board", []):
         if "port" not in entry:
             raise BridgeError(f"{args.config}: every [[board]] needs a port")
-        boards.append(BoardPort(str(entry.get("name") or Path(entry["port"]).name), entry["port"], int(entry.get("baud", baud))))
+        boards.append(
+            BoardPort(str(entry.get("name") or Path(entry["port"]).name), entry["port"], int(entry.get("baud", baud)))
+        )
     for spec in args.port:
         name, sep, path = spec.partition("=")
         if not sep:
@@ -66,7 +70,11 @@ def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, lis
     tls_raw = raw.get("tls", {})
     tls = None
     if args.tls or tls_raw:
-        tls = TLSConfig(args.cafile or tls_raw.get("cafile"), args.certfile or tls_raw.get("certfile"), args.keyfile or tls_raw.get("keyfile"))
+        tls = TLSConfig(
+            args.cafile or tls_raw.get("cafile"),
+            args.certfile or tls_raw.get("certfile"),
+            args.keyfile or tls_raw.get("keyfile"),
+        )
     return boards, Destination.parse(broker_text), allow, tls
 
 
@@ -87,13 +95,16 @@ def preflight(boards: list[BoardPort], broker: Destination) -> None:
                 ) from None
             if "lock" in text or "busy" in text.lower() or "Errno 16" in text:
                 raise BridgeError(
-                    f"{board.path} is busy: another program has it open (screen, minicom, mpremote, another bridge); close it"
+                    f"{board.path} is busy: another program has it open "
+                    "(screen, minicom, mpremote, another bridge); close it"
                 ) from None
             raise BridgeError(f"cannot open {board.path}: {text}") from None
     try:
         socket.create_connection((broker.host, broker.port), timeout=5).close()
     except OSError as exc:
-        raise BridgeError(f"broker {broker} unreachable ({exc.strerror or exc}): is it running, and is --broker right?") from None
+        raise BridgeError(
+            f"broker {broker} unreachable ({exc.strerror or exc}): is it running, and is --broker right?"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,7 +124,13 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, on_signal)
-    root.info("event=start boards=%d broker=%s allowed=%s tls=%s", len(boards), broker, ",".join(str(a) for a in allow) or "-", bool(tls))
+    root.info(
+        "event=start boards=%d broker=%s allowed=%s tls=%s",
+        len(boards),
+        broker,
+        ",".join(str(a) for a in allow) or "-",
+        bool(tls),
+    )
     bridge.start()
     while not done.wait(args.stats_every):
         bridge.report()

@@ -19,7 +19,7 @@ import os
 from base64 import b64decode, b64encode
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,7 +59,7 @@ class Delivery:
 
     @property
     def date(self) -> str:
-        return datetime.fromtimestamp(self.received_at_us / 1e6, timezone.utc).strftime("%Y-%m-%d")
+        return datetime.fromtimestamp(self.received_at_us / 1e6, UTC).strftime("%Y-%m-%d")
 
 
 def write_parquet(deliveries: list[Delivery], path: Path) -> None:
@@ -70,7 +70,9 @@ def write_parquet(deliveries: list[Delivery], path: Path) -> None:
     schema = telemetry.arrow_schema()
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     for d in deliveries:
-        row = telemetry.row(d.received_at_us, d.arrival, d.topic, d.qos, d.dup, d.retain, d.packet_id, d.recorder_dup, d.payload)
+        row = telemetry.row(
+            d.received_at_us, d.arrival, d.topic, d.qos, d.dup, d.retain, d.packet_id, d.recorder_dup, d.payload
+        )
         for name in schema.names:
             columns[name].append(row[name])
     table = pa.table(columns, schema=schema)
@@ -142,10 +144,14 @@ class TelemetryStore:
 
     # -- receiving ------------------------------------------------------------------------------------------
 
-    def add(self, received_at_us: int, topic: str, qos: int, dup: bool, retain: bool, packet_id: int, payload: bytes) -> Delivery:
+    def add(
+        self, received_at_us: int, topic: str, qos: int, dup: bool, retain: bool, packet_id: int, payload: bytes
+    ) -> Delivery:
         """Log one delivery (not yet durable: call sync() before acknowledging it)."""
         recorder_dup = self.session.delivered(topic, qos, packet_id, payload, dup)
-        delivery = Delivery(received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload)
+        delivery = Delivery(
+            received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload
+        )
         self.next_arrival += 1
         self.recorder_dups += recorder_dup
         self.pending.append(delivery)
@@ -301,7 +307,9 @@ class TelemetryStore:
             if header.get("wal") != WAL_FORMAT:
                 raise ValueError(f"log format {header.get('wal')!r}")
         except ValueError as exc:
-            raise RecorderError(f"{self.wal_path} is not a recorder log this version reads ({exc}); move it away to start afresh") from None
+            raise RecorderError(
+                f"{self.wal_path} is not a recorder log this version reads ({exc}); move it away to start afresh"
+            ) from None
         self.generation = header["generation"]
         self.next_arrival = header["next_arrival"]
         self.session = ReceiveSession.restore(header)

@@ -19,11 +19,13 @@ from collections.abc import Sequence
 if __package__ in (None, ""):  # spark-submit runs this file as a script: make `pipeline` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.spark import PipelineError  # noqa: E402
+from pipeline.spark import PipelineError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="job", required=True, metavar="JOB")
     for name, help_text in (
         ("audit", "check every QoS promise; exit 1 when one is broken"),
@@ -36,12 +38,22 @@ def build_parser() -> argparse.ArgumentParser:
         job.add_argument("--out", required=True, metavar="PATH", help="where results go (a Hadoop path)")
         job.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
         if name in ("audit", "report", "all"):
-            job.add_argument("--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail')
+            job.add_argument(
+                "--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail'
+            )
         if name == "audit":
-            job.add_argument("--stream", action="store_true", help="Structured Streaming: verdicts updated as files arrive")
-            job.add_argument("--watermark", default="10 minutes", help="deduplication watermark on received_at (--stream)")
-            job.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between cycles (--stream)")
-            job.add_argument("--until-idle", type=float, metavar="S", help="stop after S seconds without new rows (--stream)")
+            job.add_argument(
+                "--stream", action="store_true", help="Structured Streaming: verdicts updated as files arrive"
+            )
+            job.add_argument(
+                "--watermark", default="10 minutes", help="deduplication watermark on received_at (--stream)"
+            )
+            job.add_argument(
+                "--interval", type=float, default=2.0, metavar="S", help="seconds between cycles (--stream)"
+            )
+            job.add_argument(
+                "--until-idle", type=float, metavar="S", help="stop after S seconds without new rows (--stream)"
+            )
             job.add_argument("--once", action="store_true", help="process what is there now, then stop (--stream)")
     return parser
 
@@ -71,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     spark = session(master)
     try:
         if args.job == "audit" and args.stream:
-            result = stream.stream_audit(spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once)
+            result = stream.stream_audit(
+                spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once
+            )
             return 0 if result.ok else 1
         code = jobs.run_job(spark, args.job, args.input, args.out, expect).exit_code
         print(f"[pipeline] {args.job} done in {time.monotonic() - started:.1f} s", flush=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -52,10 +52,14 @@ def load_expectations(text: str) -> dict[str, Expectation]:
         result = {}
         for dev, value in raw.items():
             entry = value if isinstance(value, dict) else {"messages": value}
-            result[str(dev)] = Expectation(int(entry["messages"]), None if entry.get("qos") is None else int(entry["qos"]))
+            result[str(dev)] = Expectation(
+                int(entry["messages"]), None if entry.get("qos") is None else int(entry["qos"])
+            )
         return result
     except (ValueError, KeyError, TypeError) as exc:
-        raise PipelineError(f'--expect must be JSON {{"dev": messages}} or {{"dev": {{"messages": N, "qos": Q}}}} ({exc})') from None
+        raise PipelineError(
+            f'--expect must be JSON {{"dev": messages}} or {{"dev": {{"messages": N, "qos": Q}}}} ({exc})'
+        ) from None
 
 
 def invalid_reason() -> Column:
@@ -134,12 +138,16 @@ def boot_table(df: DataFrame) -> DataFrame:
         F.min("received_at").alias("first_received_at"),
         F.max("received_at").alias("last_received_at"),
     )
-    timing = first_deliveries(df).groupBy("dev", "boot").agg(
-        F.count(F.lit(1)).alias("distinct"),  # first deliveries: one per distinct seq
-        F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
-        F.first("clock_offset_ms").alias("clock_offset_ms"),
-        F.percentile("latency_ms", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("latency"),
-        F.max("latency_ms").alias("latency_max_ms"),
+    timing = (
+        first_deliveries(df)
+        .groupBy("dev", "boot")
+        .agg(
+            F.count(F.lit(1)).alias("distinct"),  # first deliveries: one per distinct seq
+            F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
+            F.first("clock_offset_ms").alias("clock_offset_ms"),
+            F.percentile("latency_ms", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("latency"),
+            F.max("latency_ms").alias("latency_max_ms"),
+        )
     )
     no_gaps = F.array().cast("array<array<bigint>>")
     return (
@@ -187,7 +195,7 @@ class AuditResult:
     def summary(self, input_path: str) -> dict[str, Any]:
         return {
             "input": input_path,
-            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "ok": self.ok,
             "rows": self.rows,
             "parse_errors": self.parse_errors,
@@ -211,7 +219,9 @@ def audit(df: DataFrame, expect: dict[str, Expectation] | None = None) -> tuple[
         F.sum(F.col("recorder_dup").cast("int")).alias("recorder_duplicates"),
     ).first()
     assert counts is not None
-    result = AuditResult(boots, verdicts, counts["rows"], counts["parse_errors"] or 0, counts["recorder_duplicates"] or 0, checks)
+    result = AuditResult(
+        boots, verdicts, counts["rows"], counts["parse_errors"] or 0, counts["recorder_duplicates"] or 0, checks
+    )
     result.invalid = quarantine_counts(df)
     return result, boots_df
 
@@ -243,7 +253,8 @@ def _jsonable(value: Any) -> Any:
 
 def format_table(result: AuditResult) -> str:
     lines = [
-        f"{'QoS':<4}{'promise':<29}{'devices':>8}{'boots':>7}{'messages':>10}{'lost':>7}{'dup':>6}{'late':>6}{'p99 ms':>9}  verdict",
+        f"{'QoS':<4}{'promise':<29}{'devices':>8}{'boots':>7}{'messages':>10}"
+        f"{'lost':>7}{'dup':>6}{'late':>6}{'p99 ms':>9}  verdict",
     ]
     for q, v in sorted(result.verdicts.items()):
         late, p99 = ("-", "-") if result.streaming else (str(v.out_of_order), f"{v.latency_p99_ms:.1f}")
@@ -253,7 +264,8 @@ def format_table(result: AuditResult) -> str:
         )
         lines += [f"      {p}" for p in v.problems[:10]]
     lines.append(
-        f"rows {result.rows}, unparsable payloads {result.parse_errors}, recorder re-stores {result.recorder_duplicates}, "
+        f"rows {result.rows}, unparsable payloads {result.parse_errors}, "
+        f"recorder re-stores {result.recorder_duplicates}, "
         f"quarantined rows {result.invalid_rows} (counted apart; they judge nobody)"
     )
     worst = sorted(result.invalid.items(), key=lambda kv: -sum(kv[1].values()))[:5]
@@ -265,7 +277,10 @@ def format_table(result: AuditResult) -> str:
 
 
 def format_boots(result: AuditResult) -> str:
-    lines = [f"{'device':<28}{'boot':>5}{'QoS':>4}{'received':>9}{'highest':>8}{'lost':>6}{'dup':>5}{'late':>5}{'p50 ms':>8}{'p99 ms':>8}"]
+    lines = [
+        f"{'device':<28}{'boot':>5}{'QoS':>4}{'received':>9}{'highest':>8}"
+        f"{'lost':>6}{'dup':>5}{'late':>5}{'p50 ms':>8}{'p99 ms':>8}"
+    ]
     for b in result.boots:
         lines.append(
             f"{b['dev']:<28}{b['boot']:>5}{b['qos']:>4}{b['received']:>9}{b['highest_seq']:>8}{b['lost']:>6}{b['duplicates']:>5}"
@@ -274,7 +289,14 @@ def format_boots(result: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def write(spark: SparkSession, result: AuditResult, boots_df: DataFrame, input_path: str, out: str, df: DataFrame | None = None) -> None:
+def write(
+    spark: SparkSession,
+    result: AuditResult,
+    boots_df: DataFrame,
+    input_path: str,
+    out: str,
+    df: DataFrame | None = None,
+) -> None:
     """OUT/boots (Parquet, one row per device and boot), OUT/invalid (the quarantined rows with their reason,
     when there are any) and OUT/summary.json."""
     boots_df.coalesce(1).write.mode("overwrite").parquet(f"{out.rstrip('/')}/boots")

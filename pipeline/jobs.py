@@ -19,7 +19,9 @@ class JobOutcome:
     report_path: str | None = None
 
 
-def run_job(spark: SparkSession, job: str, input_path: str, out: str, expect: dict[str, Expectation] | None = None) -> JobOutcome:
+def run_job(
+    spark: SparkSession, job: str, input_path: str, out: str, expect: dict[str, Expectation] | None = None
+) -> JobOutcome:
     """audit | rollup | report | all. `all` puts the audit in OUT, the rollups in OUT/rollup, the report in
     OUT/report; the single jobs put theirs in OUT."""
     out = out.rstrip("/")
@@ -40,7 +42,11 @@ def run_job(spark: SparkSession, job: str, input_path: str, out: str, expect: di
         tables = rollup.rollup(df)
         base = out if job == "rollup" else f"{out}/rollup"
         counts = rollup.write(tables, base)
-        print(f"[pipeline] rollup written to {base}/minute ({counts['minute']} windows) and {base}/hour ({counts['hour']} windows)", flush=True)
+        print(
+            f"[pipeline] rollup written to {base}/minute ({counts['minute']} windows) "
+            f"and {base}/hour ({counts['hour']} windows)",
+            flush=True,
+        )
         if result is not None:
             target = out if job == "report" else f"{out}/report"
             print("[pipeline] report", flush=True)

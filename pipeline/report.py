@@ -6,19 +6,19 @@ from __future__ import annotations
 import html
 import io
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on a bench host
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from pyspark.sql import DataFrame  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from host_bridge.telemetry.promises import format_ranges  # noqa: E402
-from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages  # noqa: E402
+from host_bridge.telemetry.promises import format_ranges
+from pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages
 
 LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message
 READINGS_SAMPLE = 100_000  # readings plotted at most (the first ones); the rollups use every message
@@ -48,7 +48,7 @@ def delivery_plot(result: AuditResult) -> bytes:
     for key, colour in (("delivered", "#4c9a2a"), ("lost", "#c0392b"), ("duplicates", "#e67e22")):
         values = [per_dev[n][key] for n in names]
         ax.barh(names, values, left=left, color=colour, label=key)
-        left = [a + b for a, b in zip(left, values)]
+        left = [a + b for a, b in zip(left, values, strict=False)]
     ax.set_xlabel("messages")
     ax.set_title("Delivery per device")
     ax.invert_yaxis()
@@ -87,7 +87,13 @@ def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
     for dev, rows in sorted(by_dev.items()):
         line = ax.plot([r["received_at"] for r in rows], [r["reading"] for r in rows], ".", markersize=3, label=dev)[0]
         if len(means[dev]) > 1:
-            ax.step([m["window_start"] for m in means[dev]], [m["mean"] for m in means[dev]], where="post", color=line.get_color(), linewidth=2)
+            ax.step(
+                [m["window_start"] for m in means[dev]],
+                [m["mean"] for m in means[dev]],
+                where="post",
+                color=line.get_color(),
+                linewidth=2,
+            )
     locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]  # untyped in matplotlib 3.11
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
@@ -107,19 +113,63 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int]) -> str:
     verdict_rows = [
-        [q, PROMISES[q], len(v.devices), v.boots, v.messages, v.lost, v.duplicates, v.out_of_order, f"{v.latency_p99_ms:.1f}", "PASS" if v.ok else "FAIL"]
+        [
+            q,
+            PROMISES[q],
+            len(v.devices),
+            v.boots,
+            v.messages,
+            v.lost,
+            v.duplicates,
+            v.out_of_order,
+            f"{v.latency_p99_ms:.1f}",
+            "PASS" if v.ok else "FAIL",
+        ]
         for q, v in sorted(result.verdicts.items())
     ]
     boot_rows = [
-        [b["dev"], b["boot"], b["qos"], b["received"], b["highest_seq"], b["lost"], b["duplicates"], b["out_of_order"],
-         f"{b['latency_p50_ms'] or 0:.1f}", f"{b['latency_p99_ms'] or 0:.1f}",
-         format_ranges(b["missing_ranges"]) + (" (absurd seq: a device's claim)" if b.get("absurd_seq") else "")]
+        [
+            b["dev"],
+            b["boot"],
+            b["qos"],
+            b["received"],
+            b["highest_seq"],
+            b["lost"],
+            b["duplicates"],
+            b["out_of_order"],
+            f"{b['latency_p50_ms'] or 0:.1f}",
+            f"{b['latency_p99_ms'] or 0:.1f}",
+            format_ranges(b["missing_ranges"]) + (" (absurd seq: a device's claim)" if b.get("absurd_seq") else ""),
+        ]
         for b in result.boots
     ]
     problems = [p for v in result.verdicts.values() for p in v.problems]
-    quarantine = [[dev, sum(reasons.values()), "; ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))] for dev, reasons in sorted(result.invalid.items())]
+    quarantine = [
+        [dev, sum(reasons.values()), "; ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))]
+        for dev, reasons in sorted(result.invalid.items())
+    ]
     status = "every promise kept" if result.ok else "a promise was broken"
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    verdict_table = _table(
+        ["QoS", "promise", "devices", "boots", "messages", "lost", "duplicates", "out of order", "p99 ms", "verdict"],
+        verdict_rows,
+    )
+    findings = ""
+    if problems:
+        items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+        findings = f"<p>Findings (a QoS 0 loss is allowed and reported):</p><ul>{items}</ul>"
+    quarantined = ""
+    if quarantine:
+        quarantined = (
+            "<h2>Quarantined rows</h2><p>Rows that cannot judge a board (unparsable, or a field out of the range a "
+            "board produces), per device; they are in the audit's <code>invalid/</code> output with their reason.</p>"
+            + _table(["device", "rows", "reasons"], quarantine)
+        )
+    boot_table = _table(
+        ["device", "boot", "QoS", "received", "highest seq", "lost", "duplicates", "out of order", "p50 ms", "p99 ms"]
+        + ["missing seq"],
+        boot_rows,
+    )
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Telemetry audit: {status}</title>
 <style>
@@ -129,24 +179,27 @@ th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
 th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
 .ok {{ color: #2e7d32; }} .fail {{ color: #c62828; }} img {{ max-width: 100%; }}
 </style></head><body>
-<h1>Telemetry audit: <span class="{'ok' if result.ok else 'fail'}">{status}</span></h1>
+<h1>Telemetry audit: <span class="{"ok" if result.ok else "fail"}">{status}</span></h1>
 <p>Input <code>{html.escape(input_path)}</code>: {result.rows} rows, {result.parse_errors} unparsable payloads,
-{result.recorder_duplicates} recorder re-stores, {result.invalid_rows} quarantined rows (counted apart). Generated {generated}.
-Rollups: {rollup_counts.get('minute', 0)} one-minute and {rollup_counts.get('hour', 0)} one-hour windows.</p>
+{result.recorder_duplicates} recorder re-stores, {result.invalid_rows} quarantined rows (counted apart).
+Generated {generated}.
+Rollups: {rollup_counts.get("minute", 0)} one-minute and {rollup_counts.get("hour", 0)} one-hour windows.</p>
 <h2>Verdict per QoS</h2>
-{_table(["QoS", "promise", "devices", "boots", "messages", "lost", "duplicates", "out of order", "p99 ms", "verdict"], verdict_rows)}
-{"<p>Findings (a QoS 0 loss is allowed and reported):</p><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>" if problems else ""}
+{verdict_table}
+{findings}
 <h2>Delivery per device</h2><img src="delivery.png" alt="delivered, lost and duplicated messages per device">
 <h2>Latency</h2><p>{html.escape(CLOCK_NOTE)}.</p><img src="latency.png" alt="latency histogram per QoS">
 <h2>Readings</h2><img src="readings.png" alt="each message's reading over time, per device">
-{"<h2>Quarantined rows</h2><p>Rows that cannot judge a board (unparsable, or a field out of the range a board produces), per device; they are in the audit's <code>invalid/</code> output with their reason.</p>" + _table(["device", "rows", "reasons"], quarantine) if quarantine else ""}
+{quarantined}
 <h2>Per device and boot</h2>
-{_table(["device", "boot", "QoS", "received", "highest seq", "lost", "duplicates", "out of order", "p50 ms", "p99 ms", "missing seq"], boot_rows)}
+{boot_table}
 </body></html>
 """
 
 
-def build(df: DataFrame, result: AuditResult, minute: DataFrame, input_path: str, rollup_counts: dict[str, int]) -> dict[str, bytes]:
+def build(
+    df: DataFrame, result: AuditResult, minute: DataFrame, input_path: str, rollup_counts: dict[str, int]
+) -> dict[str, bytes]:
     """The report's files: index.html and the PNGs it shows."""
     return {
         "delivery.png": delivery_plot(result),

@@ -27,7 +27,15 @@ def rollup(df: DataFrame) -> dict[str, DataFrame]:
                 F.max("reading").alias("max"),
                 F.avg("reading").alias("mean"),
             )
-            .select("dev", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "count", "min", "max", "mean")
+            .select(
+                "dev",
+                F.col("w.start").alias("window_start"),
+                F.col("w.end").alias("window_end"),
+                "count",
+                "min",
+                "max",
+                "mean",
+            )
             .orderBy("dev", "window_start")
         )
     return tables

@@ -89,7 +89,9 @@ def require_input(spark: SparkSession | None, path: str) -> None:
     else:
         return
     if not exists:
-        raise PipelineError(f"input {path} does not exist; point --input at the recorder's --out folder (the recorder creates it)")
+        raise PipelineError(
+            f"input {path} does not exist; point --input at the recorder's --out folder (the recorder creates it)"
+        )
 
 
 def read_telemetry(spark: SparkSession, path: str) -> DataFrame:

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from host_bridge.telemetry.format import spark_schema
 from host_bridge.telemetry.promises import duplicates, lost
 from pipeline.audit import AuditResult, Expectation, format_table, judge, usable
-from host_bridge.telemetry.format import spark_schema
 from pipeline.spark import PipelineError, publish_files, require_input
 
 
@@ -46,8 +46,15 @@ class StreamState:
             F.sum(F.col("parse_error").isNotNull().cast("int")).alias("parse_errors"),
             F.sum(F.col("recorder_dup").cast("int")).alias("recorder_dups"),
         ).first()
-        counts = usable(batch).groupBy("dev", "boot").agg(
-            F.count(F.lit(1)).alias("n"), F.max("seq").alias("highest"), F.max("qos").alias("qos"), F.min("qos").alias("qos_min")
+        counts = (
+            usable(batch)
+            .groupBy("dev", "boot")
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.max("seq").alias("highest"),
+                F.max("qos").alias("qos"),
+                F.min("qos").alias("qos_min"),
+            )
         )
         with self.lock:
             if totals is not None and totals["rows"]:
@@ -55,7 +62,9 @@ class StreamState:
                 self.parse_errors += totals["parse_errors"]
                 self.recorder_dups += totals["recorder_dups"]
             for row in counts.collect():
-                entry = self.deliveries.setdefault((row["dev"], row["boot"]), {"n": 0, "highest": -1, "qos": 0, "qos_min": 2})
+                entry = self.deliveries.setdefault(
+                    (row["dev"], row["boot"]), {"n": 0, "highest": -1, "qos": 0, "qos_min": 2}
+                )
                 entry["n"] += row["n"]
                 entry["highest"] = max(entry["highest"], row["highest"])
                 entry["qos"] = max(entry["qos"], row["qos"])
@@ -75,10 +84,19 @@ class StreamState:
                 distinct = self.messages.get((dev, boot), 0)
                 boots.append(
                     {
-                        "dev": dev, "boot": boot, "qos": d["qos"], "received": d["n"], "distinct": distinct,
-                        "highest_seq": d["highest"], "lost": max(lost(d["highest"], distinct), 0),
-                        "duplicates": max(duplicates(d["n"], distinct), 0), "out_of_order": 0, "latency_p50_ms": None,
-                        "latency_p99_ms": None, "missing_ranges": [], "mixed_qos": d["qos"] != d["qos_min"],
+                        "dev": dev,
+                        "boot": boot,
+                        "qos": d["qos"],
+                        "received": d["n"],
+                        "distinct": distinct,
+                        "highest_seq": d["highest"],
+                        "lost": max(lost(d["highest"], distinct), 0),
+                        "duplicates": max(duplicates(d["n"], distinct), 0),
+                        "out_of_order": 0,
+                        "latency_p50_ms": None,
+                        "latency_p99_ms": None,
+                        "missing_ranges": [],
+                        "mixed_qos": d["qos"] != d["qos_min"],
                     }
                 )
             rows, parse_errors, recorder_dups = self.rows, self.parse_errors, self.recorder_dups

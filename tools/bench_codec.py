@@ -56,7 +56,10 @@ def main() -> None:
     env = dict(os.environ, MICROPYPATH=str(FIRMWARE))
     mp = subprocess.run(
         [str(micropython), "-X", "heapsize=4M", __file__, "--workload"],
-        env=env, capture_output=True, text=True, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     import io
     from contextlib import redirect_stdout

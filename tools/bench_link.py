@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 
-
 from dlink import frame
 from dlink.link import Link
 from host_bridge.link_sim import Line, pump

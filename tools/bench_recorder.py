@@ -16,7 +16,6 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-
 from host_bridge.broker import Mosquitto
 from host_bridge.processes import ManagedProcess
 from host_bridge.telemetry import format as telemetry
@@ -65,7 +64,18 @@ def baseline(address: str, n: int) -> float:
 
 def recorder(address: str, n: int, work: Path) -> float:
     out = work / "rec"
-    args = [sys.executable, "-m", "host_bridge", "record", "--broker", address, "--topic", "bench/rec", "--out", str(out)]
+    args = [
+        sys.executable,
+        "-m",
+        "host_bridge",
+        "record",
+        "--broker",
+        address,
+        "--topic",
+        "bench/rec",
+        "--out",
+        str(out),
+    ]
     proc = ManagedProcess([*args, "--flush-seconds", "0.1"], work / "recorder.log")
     try:
         proc.wait_for("event=connected")

@@ -19,7 +19,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-
 from host_bridge.boards import BoardDefinition
 from host_bridge.broker import Mosquitto
 from host_bridge.hil.cycle import CutPlan, run_to_completion
@@ -54,7 +53,9 @@ print("rss_kb", before, peak)
 def handshakes(ca_der: Path, port: int, n: int) -> tuple[list[int], int, int]:
     script = Path(tempfile.mkdtemp()) / "hs.py"
     script.write_text(HANDSHAKES.format(ca=ca_der, port=port, n=n))
-    out = subprocess.run([micropython_executable(), str(script)], capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [micropython_executable(), str(script)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     times = [int(line.split()[1]) for line in out.splitlines() if line.startswith("handshake_us")]
     before, peak = (int(x) for x in next(line for line in out.splitlines() if line.startswith("rss_kb")).split()[1:])
     return times, before, peak
@@ -62,8 +63,15 @@ def handshakes(ca_der: Path, port: int, n: int) -> tuple[list[int], int, int]:
 
 def throughput(work: Path, broker: Mosquitto, messages: int, tls: dict[str, str] | None, ca: Path) -> float:
     put = ((ca, "ca.pem"),) if tls else ()
-    dut = VirtualDut("bench", BoardDefinition.load("sim"), flash=work / "board.flash", console_log=work / "console.log", put=put)
-    config = {"client_id": work.name, "broker": broker.address, "window": 8, "publish": {"qos": 1, "count": messages, "payload_bytes": 64}}
+    dut = VirtualDut(
+        "bench", BoardDefinition.load("sim"), flash=work / "board.flash", console_log=work / "console.log", put=put
+    )
+    config = {
+        "client_id": work.name,
+        "broker": broker.address,
+        "window": 8,
+        "publish": {"qos": 1, "count": messages, "payload_bytes": 64},
+    }
     if tls:
         config["tls"] = tls
     try:
@@ -89,15 +97,27 @@ def main() -> int:
         with Mosquitto(root / "plain") as plain, Mosquitto(root / "tls", tls=(cert, key)) as secure:
             times, before, peak = handshakes(ca_der, secure.port, args.handshakes)
             rates = {}
-            for name, broker, tls in (("plain", plain, None), ("tls", secure, {"ca": "ca.pem", "server_hostname": "localhost"})):
+            for name, broker, tls in (
+                ("plain", plain, None),
+                ("tls", secure, {"ca": "ca.pem", "server_hostname": "localhost"}),
+            ):
                 work = root / f"board-{name}"
                 work.mkdir()
                 rates[name] = throughput(work, broker, args.messages, tls, pki.ca)
     print(f"TLS on the virtual board (MicroPython {sys.platform} Unix port, mbedTLS), against Mosquitto on loopback")
-    print(f"  handshake (RSA 2048, verified): median {statistics.median(times) / 1000:.1f} ms, max {max(times) / 1000:.1f} ms over {len(times)}")
-    print(f"  resident memory: {before} KiB before, {peak} KiB at the peak of the handshakes (+{peak - before} KiB, outside the GC heap)")
-    print(f"  QoS 1, window 8, {args.messages} x 64-byte messages: plain {rates['plain']:.0f} msg/s, TLS {rates['tls']:.0f} msg/s, "
-          f"ratio {rates['tls'] / rates['plain']:.2f}")
+    print(
+        f"  handshake (RSA 2048, verified): median {statistics.median(times) / 1000:.1f} ms, "
+        f"max {max(times) / 1000:.1f} ms over {len(times)}"
+    )
+    print(
+        f"  resident memory: {before} KiB before, {peak} KiB at the peak of the handshakes "
+        f"(+{peak - before} KiB, outside the GC heap)"
+    )
+    print(
+        f"  QoS 1, window 8, {args.messages} x 64-byte messages: plain {rates['plain']:.0f} msg/s, "
+        f"TLS {rates['tls']:.0f} msg/s, "
+        f"ratio {rates['tls'] / rates['plain']:.2f}"
+    )
     return 0
 
 

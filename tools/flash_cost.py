@@ -16,9 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-
-from host_bridge.broker import Mosquitto
 from host_bridge.boards import BoardDefinition
+from host_bridge.broker import Mosquitto
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.dut import VirtualDut
 
@@ -35,7 +34,9 @@ def run_board(
         "group_commit": group,
         "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": payload},
     }
-    dut = VirtualDut("cost", BoardDefinition.load(board), flash=workdir / "f.flash", console_log=workdir / "console.log")
+    dut = VirtualDut(
+        "cost", BoardDefinition.load(board), flash=workdir / "f.flash", console_log=workdir / "console.log"
+    )
     try:
         dut.configure(config)
         end = boot_once(dut, timeout=300)
@@ -76,7 +77,10 @@ def main() -> int:
             _, result = run_board(work, "sim", broker.address, 1, 1000, 100, 0, window)
             rates[window] = 1000 / (result["ms"] / 1000)
     print(f"flash cost per message ({args.messages} messages, {args.payload}-byte payloads, window 8)")
-    print(f"{'journal':<24}{'qos':>4}{'bytes programmed':>18}{'records (floor)':>17}{'ratio':>7}{'blocks erased':>15}{'program ops':>13}")
+    print(
+        f"{'journal':<24}{'qos':>4}{'bytes programmed':>18}{'records (floor)':>17}{'ratio':>7}"
+        f"{'blocks erased':>15}{'program ops':>13}"
+    )
     for part, group, qos, per, floor in rows:
         name = "ring (mqttlog)" if part == "mqttlog" else "file (LittleFS)"
         name += f", group {group}" if group else ""
@@ -89,7 +93,9 @@ def main() -> int:
         f"window 8 {rates[8]:.0f}/s, ratio {rates[8] / rates[1]:.2f}"
     )
     used = heap["heap_at_boot"] - heap["heap_free"]
-    print(f"heap: {heap['heap_at_boot']} bytes free at boot (-X heapsize 110k), {heap['heap_free']} free after 100 QoS 1")
+    print(
+        f"heap: {heap['heap_at_boot']} bytes free at boot (-X heapsize 110k), {heap['heap_free']} free after 100 QoS 1"
+    )
     print(f"      messages with 256-byte payloads and window 8: {used} bytes in use by the firmware's objects and")
     print("      buffers (its code is frozen, as firmware/manifest.py has it on a real board; 64-bit Unix port: an")
     print("      ESP32's 32-bit objects are about half that size)")

@@ -1,7 +1,8 @@
-# Sensor-board application (started by main.py; compiled to .mpy like the rest). Reads config.json, counts boots in flash, opens the MQTT journal, connects
-# (WiFi first on a real board) and publishes `count` telemetry messages, resuming a run that a reset or a power
-# cut interrupted: the number of messages accepted so far is journaled with each message. When every QoS 1/2
-# message is acknowledged it prints one JSON summary line; on the Unix port it then exits 0, a real board idles.
+# Sensor-board application (started by main.py; compiled to .mpy like the rest). Reads config.json, counts boots
+# in flash, opens the MQTT journal, connects (WiFi first on a real board) and publishes `count` telemetry
+# messages, resuming a run that a reset or a power cut interrupted: the number of messages accepted so far is
+# journaled with each message. When every QoS 1/2 message is acknowledged it prints one JSON summary line; on
+# the Unix port it then exits 0, a real board idles.
 #
 # With group_commit N, up to N messages are staged in RAM and programmed together: a power cut loses the
 # staged ones, and the journaled mark with them, so the run republishes them (under the new boot).
@@ -49,7 +50,7 @@ def ensure_clock():
     if time.gmtime()[0] >= CLOCK_VALID_FROM:
         return
     try:
-        import ntptime  # type: ignore[import-not-found]
+        import ntptime
 
         ntptime.settime()
     except (ImportError, OSError, OverflowError):
@@ -68,7 +69,7 @@ def reading(seq):
 def join_wifi(wifi):
     """A real board on TCP joins WiFi first, with retries; the Unix port has no network module."""
     try:
-        import network  # type: ignore[import-not-found]
+        import network
     except ImportError:
         return
     sta = network.WLAN(network.STA_IF)
@@ -172,7 +173,10 @@ class Board:
         if tls is None:
             return self.transport_class(cfg["host"], cfg["port"])
         if tls["insecure"]:
-            print("tls: WARNING: certificate verification is off (tls.insecure): anyone on the path can pose as the broker")
+            print(
+                "tls: WARNING: certificate verification is off (tls.insecure):"
+                " anyone on the path can pose as the broker"
+            )
         else:
             ensure_clock()
         return self.transport_class(cfg["host"], cfg["port"], tls=self.tls_ctx, server_hostname=tls["server_hostname"])
@@ -210,14 +214,22 @@ class Board:
         while seq + skipped < todo:
             if cfg["qos"] == 0:
                 self.ensure_connected()  # QoS 0 is not queued: it needs the connection
-            body = {"dev": cfg["client_id"], "boot": self.boot, "seq": seq, "t": time.ticks_ms(), "reading": reading(seq)}
+            body = {
+                "dev": cfg["client_id"],
+                "boot": self.boot,
+                "seq": seq,
+                "t": time.ticks_ms(),
+                "reading": reading(seq),
+            }
             if cfg["payload_bytes"]:
                 body["pad"] = ""
                 body["pad"] = "x" * max(0, cfg["payload_bytes"] - len(json.dumps(body)))
             try:
                 # QoS 1/2 while disconnected: accepted into the journal (the offline queue) and sent on reconnect.
                 wait = 30000 if client.connected else 0
-                client.publish(topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=wait)
+                client.publish(
+                    topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=wait
+                )
             except QueueFull:
                 print("offline queue full (%d messages): waiting for the broker" % client.outstanding())
                 self.ensure_connected()
@@ -277,7 +289,7 @@ def read_config():
 def main(heap_at_boot):
     try:
         cfg = read_config()
-    except Exception as exc:  # ConfigError, or a file system error: reported, never a crash loop
+    except Exception as exc:  # noqa: BLE001 (ConfigError or a file system error: reported, never a crash loop)
         print("config error:", exc)
         print("fix config.json and reset the board")
         return 3

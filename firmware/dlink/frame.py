@@ -16,14 +16,13 @@
 # the board), and at 250-byte frames it detects every burst up to 32 bits and all 1-3 bit errors.
 
 import struct
-
 from binascii import crc32
 
 try:
     from micropython import const
 except ImportError:
 
-    def const(x):  # type: ignore[no-redef,misc]
+    def const(x):  # type: ignore[misc]
         return x
 
 

@@ -47,13 +47,13 @@ class LinkTransport:
         self._resets = _link.peer_resets
         self._closed = False
         self._reason = ""
-        self._reply = None  # type: ignore[var-annotated]
-        start = time.ticks_ms()  # type: ignore[attr-defined]
+        self._reply = None
+        start = time.ticks_ms()
         while not _link.up:
             self._service()
-            if time.ticks_diff(time.ticks_ms(), start) > timeout_ms:  # type: ignore[attr-defined]
+            if time.ticks_diff(time.ticks_ms(), start) > timeout_ms:
                 raise OSError("serial link: no answer from the host bridge")
-            time.sleep_ms(2)  # type: ignore[attr-defined]
+            time.sleep_ms(2)
         self._resets = _link.peer_resets
         dest = ("%s:%d" % (host, port)) if host else ""
         self._control(control.OPEN, dest)
@@ -83,16 +83,16 @@ class LinkTransport:
         return 0 if self._closed else None
 
     def wait(self, timeout_ms, writable=False):
-        start = time.ticks_ms()  # type: ignore[attr-defined]
+        start = time.ticks_ms()
         while True:
             self._service()
             if self._closed:
                 return True  # readinto() will report it
             if self._link.can_send() if writable else self._link.available(frame.MQTT):
                 return True
-            if time.ticks_diff(time.ticks_ms(), start) >= timeout_ms:  # type: ignore[attr-defined]
+            if time.ticks_diff(time.ticks_ms(), start) >= timeout_ms:
                 return False
-            time.sleep_ms(1)  # type: ignore[attr-defined]
+            time.sleep_ms(1)
 
     def close(self):
         if not self._closed:
@@ -103,14 +103,14 @@ class LinkTransport:
                     self._service()
                     if not self._link.pending():
                         break
-                    time.sleep_ms(2)  # type: ignore[attr-defined]
+                    time.sleep_ms(2)
 
     # -- internals -----------------------------------------------------------------------------------------
 
     def _service(self):
         """Move bytes between the UART and the link; notice a restarted bridge and control messages."""
         link = self._link
-        now = time.ticks_ms()  # type: ignore[attr-defined]
+        now = time.ticks_ms()
         n = self._uart.readinto(self._rx)
         if n:
             link.feed(memoryview(self._rx)[:n], now)
@@ -140,24 +140,24 @@ class LinkTransport:
 
     def _await_control(self, timeout_ms):
         self._reply = None
-        start = time.ticks_ms()  # type: ignore[attr-defined]
+        start = time.ticks_ms()
         while self._reply is None:
             self._service()
             if self._closed:
                 return control.CLOSE, self._reason
-            if time.ticks_diff(time.ticks_ms(), start) > timeout_ms:  # type: ignore[attr-defined]
+            if time.ticks_diff(time.ticks_ms(), start) > timeout_ms:
                 raise OSError("serial link: the bridge did not answer the open request")
-            time.sleep_ms(1)  # type: ignore[attr-defined]
+            time.sleep_ms(1)
         return self._reply
 
     def _control(self, kind, text=""):
         data = control.encode(kind, text)
-        start = time.ticks_ms()  # type: ignore[attr-defined]
+        start = time.ticks_ms()
         sent = 0
         while sent < len(data):
             sent += self._link.send(frame.CONTROL, data[sent:])
             self._service()
-            if time.ticks_diff(time.ticks_ms(), start) > 5000:  # type: ignore[attr-defined]
+            if time.ticks_diff(time.ticks_ms(), start) > 5000:
                 raise OSError("serial link: control message not taken")
             if sent < len(data):
-                time.sleep_ms(1)  # type: ignore[attr-defined]
+                time.sleep_ms(1)

@@ -21,7 +21,7 @@ try:
     from micropython import const
 except ImportError:
 
-    def const(x):  # type: ignore[no-redef,misc]
+    def const(x):  # type: ignore[misc]
         return x
 
 
@@ -34,11 +34,11 @@ CONNECTED = const(2)
 
 
 def _ticks_ms():
-    return time.ticks_ms()  # type: ignore[attr-defined]
+    return time.ticks_ms()
 
 
 def _elapsed(since):
-    return time.ticks_diff(_ticks_ms(), since)  # type: ignore[attr-defined]
+    return time.ticks_diff(_ticks_ms(), since)
 
 
 class Backoff:
@@ -344,7 +344,7 @@ class MQTTClient:
         if not self.keepalive:
             return
         period = self.keepalive * 1000
-        if self._ping_at >= 0 and time.ticks_diff(_ticks_ms(), self._ping_at) > period:  # type: ignore[attr-defined]
+        if self._ping_at >= 0 and time.ticks_diff(_ticks_ms(), self._ping_at) > period:
             self._fail("no PINGRESP within the keep-alive period", codec.KEEP_ALIVE_TIMEOUT)
         if self._ping_at < 0 and _elapsed(self._last_tx) >= period * 3 // 4:
             self._write(codec.encode_empty(codec.PINGREQ, self._out))

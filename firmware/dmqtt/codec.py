@@ -18,7 +18,7 @@ try:
     from micropython import const
 except ImportError:  # CPython: const() is only a compile-time hint on MicroPython
 
-    def const(x):  # type: ignore[no-redef,misc]
+    def const(x):  # type: ignore[misc]
         return x
 
 
@@ -75,7 +75,8 @@ CONNACK_REASONS = b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95
 SUBACK_REASONS = b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2"
 UNSUBACK_REASONS = b"\x00\x11\x80\x83\x87\x8f\x91"
 _DISCONNECT_REASONS = (
-    b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c\x9d\x9e\x9f\xa0\xa1\xa2"
+    b"\x00\x04\x80\x81\x82\x83\x87\x89\x8b\x8d\x8e\x8f\x90\x93\x94\x95"
+    b"\x96\x97\x98\x99\x9a\x9b\x9c\x9d\x9e\x9f\xa0\xa1\xa2"
 )
 AUTH_REASONS = b"\x00\x18\x19"
 
@@ -408,7 +409,12 @@ def set_dup(packet):
 
 
 def encode_ack(
-    ptype: int, pid: int, reason: int = SUCCESS, version: int = V311, props: "Props" = None, into: bytearray | None = None
+    ptype: int,
+    pid: int,
+    reason: int = SUCCESS,
+    version: int = V311,
+    props: "Props" = None,
+    into: bytearray | None = None,
 ) -> "Any":
     """PUBACK, PUBREC, PUBREL or PUBCOMP. In MQTT 5.0 the short form (packet id only) is used when the reason is
     Success with no properties (MQTT 5.0 section 3.4.2.1)."""
@@ -1000,7 +1006,6 @@ class StreamDecoder:
         n = self._length
         self.body = self._small[n] if n < _SMALL_BODY else self._mv[0:n]
         return pos - start
-
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@
 # The records themselves and their framing are journal_record.py's.
 
 import struct
-
 from binascii import crc32
 
 from dmqtt.errors import JournalError
@@ -30,7 +29,7 @@ try:
     from micropython import const
 except ImportError:
 
-    def const(x):  # type: ignore[no-redef,misc]
+    def const(x):  # type: ignore[misc]
         return x
 
 
@@ -107,8 +106,8 @@ class RingJournal(Framing):
             elif not clean:
                 # Only the head can end in a torn record (a cut mid-program); elsewhere the flash was damaged.
                 self.notes.append(
-                    "journal: damaged record at 0x%x; the rest of sector %d skipped (its flows resume from older copies or are lost)"
-                    % (i * _SECTOR + end, i)
+                    "journal: damaged record at 0x%x; the rest of sector %d skipped"
+                    " (its flows resume from older copies or are lost)" % (i * _SECTOR + end, i)
                 )
         if order and not self._free():
             self._reclaim_oldest()  # a power cut interrupted a reclaim: finish it before anything is written

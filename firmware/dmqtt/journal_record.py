@@ -4,7 +4,6 @@
 # one owner. Multi-byte fields are big-endian.
 
 import struct
-
 from binascii import crc32
 
 from dmqtt.errors import JournalError
@@ -13,7 +12,7 @@ try:
     from micropython import const
 except ImportError:
 
-    def const(x):  # type: ignore[no-redef,misc]
+    def const(x):  # type: ignore[misc]
         return x
 
 

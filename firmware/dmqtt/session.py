@@ -22,7 +22,7 @@ try:
     from micropython import const
 except ImportError:
 
-    def const(x):  # type: ignore[no-redef,misc]
+    def const(x):  # type: ignore[misc]
         return x
 
 
@@ -289,7 +289,17 @@ class Session:
             retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
             self.retain_cleared += 1
         pid = self._pid[i]
-        n = codec.write_publish(rec.pub_topic(body), rec.pub_payload(body), qos, pid if qos else 0, retain, resend and qos > 0, self.version, None, buf)
+        n = codec.write_publish(
+            rec.pub_topic(body),
+            rec.pub_payload(body),
+            qos,
+            pid if qos else 0,
+            retain,
+            resend and qos > 0,
+            self.version,
+            None,
+            buf,
+        )
         if n > self.max_packet:
             return n
         if qos == 0:
@@ -365,7 +375,9 @@ class Session:
                 return
             j = self._rx_find(0)
             if j < 0:
-                raise ProtocolError("more incoming QoS 2 messages than our Receive Maximum", codec.RECEIVE_MAXIMUM_EXCEEDED)
+                raise ProtocolError(
+                    "more incoming QoS 2 messages than our Receive Maximum", codec.RECEIVE_MAXIMUM_EXCEEDED
+                )
             self._rx_addr[j] = self._journal_pid(rec.RX, pid)  # before delivery: never delivered twice
             self._rx_pid[j] = pid
         if self.on_message is not None:
@@ -379,7 +391,9 @@ class Session:
 
     def _owe(self, ptype, pid, reason):
         if self._ctl_len == _CONTROL_MAX:
-            raise ProtocolError("the broker sends faster than acknowledgements can go out", codec.RECEIVE_MAXIMUM_EXCEEDED)
+            raise ProtocolError(
+                "the broker sends faster than acknowledgements can go out", codec.RECEIVE_MAXIMUM_EXCEEDED
+            )
         t = (self._ctl_head + self._ctl_len) % _CONTROL_MAX
         self._ctl_type[t] = ptype
         self._ctl_pid[t] = pid

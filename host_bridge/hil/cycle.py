@@ -91,7 +91,9 @@ def run_to_completion(
             if on_boot is not None:
                 on_boot(result, f"power cut {result.cuts}")
             if result.boots >= plan.max_boots:
-                raise DutError(f"{dut.name}: the run did not complete in {result.boots} boots; console log {dut.console.path}")
+                raise DutError(
+                    f"{dut.name}: the run did not complete in {result.boots} boots; console log {dut.console.path}"
+                )
             continue
         if end.kind == "done":
             result.summary = end.summary

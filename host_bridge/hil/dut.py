@@ -399,7 +399,10 @@ class SerialDut(Dut):
                 time.sleep(0.3)  # the rest of the message
                 return BootEnd("failed", None, None, self.console.text())
             time.sleep(0.05)
-        raise DutError(f"{self.name}: boot {self.boots} did not finish its run within {timeout:.0f} s; console log {self.console.path}")
+        raise DutError(
+            f"{self.name}: boot {self.boots} did not finish its run within {timeout:.0f} s; "
+            f"console log {self.console.path}"
+        )
 
     def close(self) -> None:
         self._stop.set()
@@ -416,18 +419,18 @@ class _Lines:
     def __init__(self, dut: SerialDut) -> None:
         self.dut = dut
 
-    def setDTR(self, value: bool) -> None:  # noqa: N802
+    def setDTR(self, value: bool) -> None:
         if self.dut._serial is not None:
             self.dut._serial.dtr = value
 
-    def setRTS(self, value: bool) -> None:  # noqa: N802
+    def setRTS(self, value: bool) -> None:
         if self.dut._serial is not None:
             self.dut._serial.rts = value
 
 
 def _mpremote_deploy(port: str, config: Path) -> None:
-    from host_bridge.realboard import check_config, deploy_commands, run_commands
     from host_bridge.firmware_build import stage_firmware
+    from host_bridge.realboard import check_config, deploy_commands, run_commands
 
     check_config(config)
     root = stage_firmware()

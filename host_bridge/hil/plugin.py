@@ -74,18 +74,46 @@ class HilConfig:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hil", "hardware-in-the-loop bench (host_bridge.hil)")
-    group.addoption("--dut", action="append", default=None, metavar="sim|PORT",
-                    help="device under test: 'sim' (a virtual board, the default) or a real board's console port; repeatable")
-    group.addoption("--board", action="append", default=None, metavar="NAME",
-                    help="board definition (boards/NAME) for each --dut, in order (default: sim for sim)")
-    group.addoption("--link-port", action="append", default=None, metavar="PORT",
-                    help="host end of each real board's link UART, in --dut order ('-' for none)")
-    group.addoption("--broker", default=None, metavar="HOST:PORT", help="an external broker instead of a Mosquitto per test")
-    group.addoption("--power-cmd", default=None, metavar="CMD",
-                    help="command that power-cycles a real board, e.g. 'uhubctl -a cycle -p {port}' ({port}, {board})")
-    group.addoption("--hil-log-dir", default=None, metavar="DIR", help="one log folder per test under DIR (default build/hil/logs)")
-    group.addoption("--hil-cycles", type=int, default=None, metavar="N",
-                    help="repeat the power-cut scenarios N times and write their tables as CSV (default: $HIL_CYCLES or 1)")
+    group.addoption(
+        "--dut",
+        action="append",
+        default=None,
+        metavar="sim|PORT",
+        help="device under test: 'sim' (a virtual board, the default) or a real board's console port; repeatable",
+    )
+    group.addoption(
+        "--board",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="board definition (boards/NAME) for each --dut, in order (default: sim for sim)",
+    )
+    group.addoption(
+        "--link-port",
+        action="append",
+        default=None,
+        metavar="PORT",
+        help="host end of each real board's link UART, in --dut order ('-' for none)",
+    )
+    group.addoption(
+        "--broker", default=None, metavar="HOST:PORT", help="an external broker instead of a Mosquitto per test"
+    )
+    group.addoption(
+        "--power-cmd",
+        default=None,
+        metavar="CMD",
+        help="command that power-cycles a real board, e.g. 'uhubctl -a cycle -p {port}' ({port}, {board})",
+    )
+    group.addoption(
+        "--hil-log-dir", default=None, metavar="DIR", help="one log folder per test under DIR (default build/hil/logs)"
+    )
+    group.addoption(
+        "--hil-cycles",
+        type=int,
+        default=None,
+        metavar="N",
+        help="repeat the power-cut scenarios N times and write their tables as CSV (default: $HIL_CYCLES or 1)",
+    )
 
 
 def resolve(config: pytest.Config) -> HilConfig:
@@ -102,7 +130,9 @@ def resolve(config: pytest.Config) -> HilConfig:
         BoardDefinition.load(board)  # a wrong name fails here, once, with the list of boards
     cycles = config.getoption("--hil-cycles") or int(os.environ.get("HIL_CYCLES", "1") or 1)
     log_dir = Path(config.getoption("--hil-log-dir") or Path(str(config.rootpath)) / "build" / "hil" / "logs")
-    return HilConfig(specs, config.getoption("--broker"), config.getoption("--power-cmd"), log_dir.resolve(), max(1, cycles))
+    return HilConfig(
+        specs, config.getoption("--broker"), config.getoption("--power-cmd"), log_dir.resolve(), max(1, cycles)
+    )
 
 
 def _terminated(signum: int, _frame: object) -> None:
@@ -113,7 +143,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
     config.addinivalue_line("markers", "hil_real: needs a real board (skipped, with the reason, on --dut sim)")
-    config.addinivalue_line("markers", "hil_virtual(why): needs what only a virtual board offers (skipped on real boards)")
+    config.addinivalue_line(
+        "markers", "hil_virtual(why): needs what only a virtual board offers (skipped on real boards)"
+    )
     config.addinivalue_line("markers", "broker(persistence=True): how the broker fixture's Mosquitto is configured")
     try:
         config.stash[_CONFIG] = resolve(config)
@@ -207,7 +239,9 @@ class ExternalBroker:
 
 
 @pytest.fixture
-def broker(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -> Iterator[Mosquitto | ExternalBroker]:
+def broker(
+    request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path
+) -> Iterator[Mosquitto | ExternalBroker]:
     if hil_config.broker:
         yield ExternalBroker(hil_config.broker)
         return
@@ -232,8 +266,18 @@ class Bridge:
             if d.link_port is None:
                 pytest.skip(f"{d.name} has no link port: give --link-port for a real board on the serial link")
             self.ports[d.name] = d.link_port
-        args = [sys.executable, "-m", "host_bridge", "run", "--broker", self.broker.address, "--baud", str(LINK_BAUD),
-                "--stats-every", "5"]
+        args = [
+            sys.executable,
+            "-m",
+            "host_bridge",
+            "run",
+            "--broker",
+            self.broker.address,
+            "--baud",
+            str(LINK_BAUD),
+            "--stats-every",
+            "5",
+        ]
         for name, port in self.ports.items():
             args += ["--port", f"{name}={port}"]
         self.starts += 1
@@ -285,12 +329,21 @@ def duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -
             name = f"dut{i}"
             if spec.virtual:
                 made.append(
-                    VirtualDut(name, board, flash=hil_log / name / "board.flash", console_log=hil_log / f"{name}.console.log",
-                               faults=LineFaults(baud=LINK_BAUD), serial_link=hil_log / name / "ttyLINK", seed=i)
+                    VirtualDut(
+                        name,
+                        board,
+                        flash=hil_log / name / "board.flash",
+                        console_log=hil_log / f"{name}.console.log",
+                        faults=LineFaults(baud=LINK_BAUD),
+                        serial_link=hil_log / name / "ttyLINK",
+                        seed=i,
+                    )
                 )
             else:
                 assert spec.port is not None
-                made.append(SerialDut(name, board, hil_log, spec.port, make_switch(spec, hil_config.power_cmd), spec.link_port))
+                made.append(
+                    SerialDut(name, board, hil_log, spec.port, make_switch(spec, hil_config.power_cmd), spec.link_port)
+                )
         yield made
     finally:
         for d in made:
@@ -303,8 +356,14 @@ def dut(duts: list[Dut]) -> Dut:
 
 
 @pytest.fixture
-def subscriber(request: pytest.FixtureRequest, broker: Mosquitto | ExternalBroker, hil_log: Path) -> Iterator[Subscriber]:
-    client_id = "hil-" + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[-40:] + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+def subscriber(
+    request: pytest.FixtureRequest, broker: Mosquitto | ExternalBroker, hil_log: Path
+) -> Iterator[Subscriber]:
+    client_id = (
+        "hil-"
+        + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[-40:]
+        + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    )
     s = Subscriber(broker.address, client_id)
     try:
         yield s
@@ -314,7 +373,9 @@ def subscriber(request: pytest.FixtureRequest, broker: Mosquitto | ExternalBroke
 
 
 @pytest.fixture
-def verdict(request: pytest.FixtureRequest, subscriber: Subscriber, hil_config: HilConfig, hil_log: Path) -> Callable[[list[BoardRun]], Verdict]:
+def verdict(
+    request: pytest.FixtureRequest, subscriber: Subscriber, hil_config: HilConfig, hil_log: Path
+) -> Callable[[list[BoardRun]], Verdict]:
     """judge(runs): the table per board, printed, saved in the test's folder and appended to the campaign CSV
     (build/hil/results.csv, or under --hil-log-dir's parent), judged by the shared promises."""
 
@@ -334,4 +395,6 @@ def verdict(request: pytest.FixtureRequest, subscriber: Subscriber, hil_config: 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     hil = config.stash.get(_CONFIG, None)
     if hil is not None and hil.csv_path is not None:
-        terminalreporter.write_line(f"hil: {hil.tallies_written} board results in {hil.csv_path}; logs in {hil.log_dir}")
+        terminalreporter.write_line(
+            f"hil: {hil.tallies_written} board results in {hil.csv_path}; logs in {hil.log_dir}"
+        )

@@ -33,9 +33,9 @@ class PowerError(HostBridgeError):
 class ModemLines(Protocol):
     """The two modem-control lines of a serial port (pyserial's Serial has them)."""
 
-    def setDTR(self, value: bool) -> None: ...  # noqa: N802 (pyserial's names)
+    def setDTR(self, value: bool) -> None: ...  # pyserial's names
 
-    def setRTS(self, value: bool) -> None: ...  # noqa: N802
+    def setRTS(self, value: bool) -> None: ...
 
 
 class PowerSwitch(Protocol):
@@ -102,7 +102,9 @@ class CommandSwitch:
         except subprocess.TimeoutExpired:
             raise PowerError(f"power command {shlex.join(self.argv)} did not finish in {self.timeout:.0f} s") from None
         if result.returncode:
-            raise PowerError(f"power command {shlex.join(self.argv)} failed ({result.returncode}): {result.stderr.strip()[-300:]}")
+            raise PowerError(
+                f"power command {shlex.join(self.argv)} failed ({result.returncode}): {result.stderr.strip()[-300:]}"
+            )
 
     def restore(self) -> None:
         """The command restores power itself (a cycle); nothing more to do."""

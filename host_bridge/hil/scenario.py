@@ -14,14 +14,26 @@ TOPIC = "sensors/{client_id}/telemetry"
 
 
 def app_config(
-    dut: Dut, client_id: str, broker: str, qos: int, count: int, version: str = "3.1.1", transport: str = "tcp",
-    baud: int = 115200, **extra: Any,
+    dut: Dut,
+    client_id: str,
+    broker: str,
+    qos: int,
+    count: int,
+    version: str = "3.1.1",
+    transport: str = "tcp",
+    baud: int = 115200,
+    **extra: Any,
 ) -> dict[str, Any]:
     """config.json for the board application: `count` telemetry messages at `qos` over `transport`. Over the
     serial link the board's link UART (id and pins) comes from its board definition."""
     publish = {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": 100}
     publish.update(extra.pop("publish", {}))
-    config: dict[str, Any] = {"client_id": client_id, "mqtt_version": version, "transport": transport, "publish": publish}
+    config: dict[str, Any] = {
+        "client_id": client_id,
+        "mqtt_version": version,
+        "transport": transport,
+        "publish": publish,
+    }
     if transport == "tcp":
         config["broker"] = broker
     else:
@@ -40,5 +52,9 @@ def run_board(dut: Dut, config: dict[str, Any], plan: CutPlan, seed: int, timeou
     if result.summary is None:
         raise DutError(f"{dut.name}: the run ended without its summary line; console log {dut.console.path}")
     return BoardRun(
-        str(config["client_id"]), int(config["publish"]["qos"]), int(str(result.summary["total"])), result.boots, result.cuts
+        str(config["client_id"]),
+        int(config["publish"]["qos"]),
+        int(str(result.summary["total"])),
+        result.boots,
+        result.cuts,
     )

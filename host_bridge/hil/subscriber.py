@@ -30,8 +30,15 @@ class Subscriber:
     """Subscribes `topic` at QoS 2 (a persistent session unless clean=True) and keeps every delivery."""
 
     def __init__(
-        self, address: str, client_id: str, topic: str = "sensors/#", clean: bool = False, timeout: float = 10,
-        username: str | None = None, password: str | None = None, tls_ca: Path | None = None,
+        self,
+        address: str,
+        client_id: str,
+        topic: str = "sensors/#",
+        clean: bool = False,
+        timeout: float = 10,
+        username: str | None = None,
+        password: str | None = None,
+        tls_ca: Path | None = None,
         tls_cert: tuple[Path, Path] | None = None,
     ) -> None:
         """`username`/`password`: for a broker that wants them; `tls_ca`: TLS to the broker, verified with it;
@@ -82,7 +89,9 @@ class Subscriber:
         deadline = time.monotonic() + timeout
         while len(self.distinct(dev)) < count:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{dev}: {len(self.distinct(dev))} of {count} messages arrived within {timeout:.0f} s")
+                raise TimeoutError(
+                    f"{dev}: {len(self.distinct(dev))} of {count} messages arrived within {timeout:.0f} s"
+                )
             time.sleep(0.05)
 
     def save(self, path: Path) -> None:
@@ -95,7 +104,14 @@ class Subscriber:
                     payload = r.payload.decode()
                 except UnicodeDecodeError:
                     payload = "hex:" + r.payload.hex()
-                row = {"topic": r.topic, "qos": r.qos, "dup": r.dup, "retain": r.retain, "arrived": r.arrived, "payload": payload}
+                row = {
+                    "topic": r.topic,
+                    "qos": r.qos,
+                    "dup": r.dup,
+                    "retain": r.retain,
+                    "arrived": r.arrived,
+                    "payload": payload,
+                }
                 f.write(json.dumps(row) + "\n")
 
     def close(self) -> None:

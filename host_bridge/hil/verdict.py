@@ -54,7 +54,9 @@ class Verdict:
         return all(v.ok for v in self.per_qos.values())
 
     def table(self) -> str:
-        head = f"{'board':<30}{'QoS':>4}{'sent':>7}{'received':>10}{'lost':>6}{'dup':>5}{'boots':>7}{'cuts':>6}  verdict"
+        head = (
+            f"{'board':<30}{'QoS':>4}{'sent':>7}{'received':>10}{'lost':>6}{'dup':>5}{'boots':>7}{'cuts':>6}  verdict"
+        )
         lines = [f"scenario {self.scenario}", head]
         for t in self.tallies:
             lines.append(
@@ -70,7 +72,10 @@ class Verdict:
         lines = [f"{'board':<30}{'boot':>5}{'received':>10}{'highest':>9}{'lost':>6}{'dup':>5}  missing seq"]
         for b in self.boots:
             missing = format_ranges(b["missing_ranges"]) or "-"
-            lines.append(f"{b['dev']:<30}{b['boot']:>5}{b['received']:>10}{b['highest_seq']:>9}{b['lost']:>6}{b['duplicates']:>5}  {missing}")
+            lines.append(
+                f"{b['dev']:<30}{b['boot']:>5}{b['received']:>10}{b['highest_seq']:>9}"
+                f"{b['lost']:>6}{b['duplicates']:>5}  {missing}"
+            )
         return "\n".join(lines)
 
     def save(self, folder: Path) -> Path:
@@ -116,8 +121,16 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
         kept = run.qos == 0 or (lost == 0 and (run.qos == 1 or dups == 0))
         tallies.append(
             BoardTally(
-                scenario, run.dev, run.qos, run.sent, sum(b["distinct"] for b in mine), lost, dups,
-                run.boots, run.power_cuts, "PASS" if kept else "FAIL",
+                scenario,
+                run.dev,
+                run.qos,
+                run.sent,
+                sum(b["distinct"] for b in mine),
+                lost,
+                dups,
+                run.boots,
+                run.power_cuts,
+                "PASS" if kept else "FAIL",
             )
         )
     return Verdict(scenario, tallies, per_qos, rows)

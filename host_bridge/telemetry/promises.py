@@ -170,7 +170,11 @@ def judge(
         if b["lost"] and b["qos"]:
             ranges = b["missing_ranges"]
             more = " ..." if b["lost"] > sum(last - first + 1 for first, last in ranges) else ""
-            label = f" [absurd seq {b['highest_seq']}: a device's claim, not that many messages]" if b.get("absurd_seq") else ""
+            label = (
+                f" [absurd seq {b['highest_seq']}: a device's claim, not that many messages]"
+                if b.get("absurd_seq")
+                else ""
+            )
             v.problems.append(f"{where}: {b['lost']} lost (seq {format_ranges(ranges)}{more}){label}")
         if b["duplicates"] and b["qos"] == 2:
             v.problems.append(f"{where}: {b['duplicates']} delivered twice")

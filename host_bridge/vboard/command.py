@@ -9,12 +9,12 @@ import signal
 import sys
 from pathlib import Path
 
+from host_bridge import assets
 from host_bridge.boards import BoardDefinition
 from host_bridge.errors import VBoardError
+from host_bridge.firmware_build import parse_put
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.dut import VirtualDut
-from host_bridge import assets
-from host_bridge.firmware_build import parse_put
 from host_bridge.vboard.flash_image import parse_size
 from host_bridge.vboard.serial_line import LineFaults
 
@@ -22,8 +22,13 @@ from host_bridge.vboard.serial_line import LineFaults
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flash", required=True, type=Path, help="flash image file, created erased if missing")
     parser.add_argument("--config", type=Path, help="JSON written to /flash/config.json at start")
-    parser.add_argument("--put", action="append", default=[], metavar="FILE[:NAME]",
-                        help="also place FILE in the board's filesystem root as NAME (certificates, secrets.json); repeatable")
+    parser.add_argument(
+        "--put",
+        action="append",
+        default=[],
+        metavar="FILE[:NAME]",
+        help="also place FILE in the board's filesystem root as NAME (certificates, secrets.json); repeatable",
+    )
     parser.add_argument("--board", default="sim", help="board folder under boards/ (default: sim)")
     parser.add_argument("--flash-size", type=parse_size, help="size of a new flash file, e.g. 2M (default: board's)")
     parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")

@@ -40,7 +40,7 @@ def read_stats(flash: Path, partitions: list[Partition]) -> dict[str, dict[str, 
     for i, part in enumerate(partitions):
         chunk = raw[i * width : (i + 1) * width]
         values = struct.unpack("<5I", chunk) if len(chunk) == width else (0,) * len(COUNTERS)
-        out[part.label] = dict(zip(COUNTERS, values))
+        out[part.label] = dict(zip(COUNTERS, values, strict=False))
     return out
 
 

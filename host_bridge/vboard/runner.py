@@ -55,7 +55,10 @@ def micropython_executable() -> str:
 
 # The PyPI package of the Unix port is MicroPython built as a CPython extension module: this line is all the
 # CPython there is around it (no site, no environment, no console script), so a boot is one short-lived process.
-_LOADER = "import sys; sys.path.insert(0, sys.argv[1]); import micropython_run; sys.exit(micropython_run.run_main(sys.argv[1:]))"
+_LOADER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import micropython_run; "
+    "sys.exit(micropython_run.run_main(sys.argv[1:]))"
+)
 
 
 def micropython_command() -> list[str]:
@@ -154,7 +157,13 @@ class VirtualBoard:
         heap = self.heap_bytes
         # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
         # the firmware to exactly `heap` bytes.
-        cmd = [*dies_with_parent("KILL"), *micropython_command(), "-X", f"heapsize={heap + SHIM_HEAP}", str(assets.SHIMS / "vboot.py")]
+        cmd = [
+            *dies_with_parent("KILL"),
+            *micropython_command(),
+            "-X",
+            f"heapsize={heap + SHIM_HEAP}",
+            str(assets.SHIMS / "vboot.py"),
+        ]
         # A session of its own, so that a power cut kills the board (and the shell of an emulated cut) only.
         self.process = subprocess.Popen(
             cmd,

@@ -14,8 +14,6 @@ import tty
 from dataclasses import dataclass
 from pathlib import Path
 
-from host_bridge.errors import VBoardError
-
 
 @dataclass
 class LineFaults:

@@ -3,8 +3,8 @@
 The board is MicroPython running the firmware behind socat, its console on a pty reached through a fixed link
 path, like a real board's /dev/serial/by-id name. Cutting power ends socat (the pty, and with it the port,
 disappears, as a board's USB-Serial/JTAG port does at reset); restoring starts a new one on the same link path
-after a short delay. Usage: pty_board_power.py STATE_DIR [off] (state.json there: link path, command, environment); with `off`,
-the power stays off (the test's clean-up)."""
+after a short delay. Usage: pty_board_power.py STATE_DIR [off] (state.json there: link path, command,
+environment); with `off`, the power stays off (the test's clean-up)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def main(state_dir: Path) -> int:
     # The half second before it is the ROM and second-stage bootloader's time, in which the host opens the port
     # that has just appeared (output before that is lost, on a native USB port as here).
     program = "sleep 0.5; " + " ".join(state["command"]) + "; exec sleep 86400"
-    socat = subprocess.Popen(
+    subprocess.Popen(
         ["socat", f"PTY,link={link},raw,echo=0", f"SYSTEM:{program},pty,raw,echo=0"],
         env={**os.environ, **state["env"], "PTY_BOARD": str(state_dir)},
         start_new_session=True,

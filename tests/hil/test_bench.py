@@ -57,7 +57,9 @@ def start_cli(tmp_path: Path, flash: Path) -> subprocess.Popen[bytes]:
     conf.write_text(json.dumps({"client_id": "orphan", "broker": "127.0.0.1:1", "publish": {"qos": 1, "count": 5}}))
     cli = subprocess.Popen(
         [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(flash), "--config", str(conf)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
     )
     assert wait_until(lambda: board_pids_on(flash)), "the board did not start"
     return cli
@@ -82,7 +84,10 @@ def test_a_second_board_on_one_flash_is_refused_and_the_first_is_unharmed(tmp_pa
         first = board_pids_on(flash)
         second = subprocess.run(
             [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(flash)],
-            capture_output=True, text=True, timeout=30, cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=REPO,
         )
         assert second.returncode == 2
         assert f"{flash} is in use by virtual board pid {first[0]}" in second.stderr
@@ -141,7 +146,11 @@ def test_a_failing_flash_is_a_journal_error_not_a_reconnect_loop(tmp_path: Path,
 
 
 def test_a_damaged_journal_is_detected_at_boot_and_reported(tmp_path: Path, mosquitto: object) -> None:
-    config = {"client_id": "damaged", "broker": mosquitto.address, "publish": {"qos": 1, "count": 60, "payload_bytes": 120}}  # type: ignore[attr-defined]
+    config = {
+        "client_id": "damaged",
+        "broker": mosquitto.address,
+        "publish": {"qos": 1, "count": 60, "payload_bytes": 120},
+    }  # type: ignore[attr-defined]
     console, status = run_dut(tmp_path, config)
     assert status == 0, console
     # Damage a record in the oldest sector (sector 0 of the ring), past its 16-byte header.
@@ -166,17 +175,21 @@ def test_the_plugin_fails_a_test_whose_board_outlives_it(pytester: pytest.Pytest
             conf = tmp_path / "config.json"
             conf.write_text(json.dumps({{"client_id": "b", "mode": "recv", "bytes": 10, "timeout_ms": 60000}}))
             board = VirtualBoard(flash=tmp_path / "b.flash", config=conf, faults=LineFaults(),
-                                 app={str(REPO / 'tests' / 'vboard_apps' / 'uart_rate')!r})
+                                 app={str(REPO / "tests" / "vboard_apps" / "uart_rate")!r})
             board.start()  # never closed
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*board process(es) outlived the test that started them (now killed)*virtual board on*"])
+    result.stdout.fnmatch_lines(
+        ["*board process(es) outlived the test that started them (now killed)*virtual board on*"]
+    )
 
 
 def collected(pytester: pytest.Pytester, *args: str) -> list[str]:
-    result = pytester.runpytest_subprocess(str(REPO / "tests" / "hil"), "--collect-only", "-q", "-p", "no:cacheprovider", *args)
+    result = pytester.runpytest_subprocess(
+        str(REPO / "tests" / "hil"), "--collect-only", "-q", "-p", "no:cacheprovider", *args
+    )
     return sorted(line.split("::", 1)[1] for line in result.outlines if "::" in line)
 
 
@@ -190,7 +203,9 @@ def test_options_are_checked_once_with_a_plain_message(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("--dut", "/dev/ttyUSB0", "--collect-only", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--dut /dev/ttyUSB0: give its --board*"])
-    result = pytester.runpytest_subprocess("--dut", "/dev/ttyUSB0", "--board", "esp99", "--collect-only", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--dut", "/dev/ttyUSB0", "--board", "esp99", "--collect-only", "-p", "no:cacheprovider"
+    )
     result.stderr.fnmatch_lines(["*no board definition at*esp99*esp32-devkitc*"])
 
 

@@ -18,7 +18,9 @@ from host_bridge.chaos import run_campaign
 
 @pytest.mark.hil_virtual("kills the bench's own broker, bridge and recorder")
 def test_everything_at_once_keeps_every_promise(tmp_path: Path, spark: SparkSession) -> None:
-    result = run_campaign(tmp_path / "chaos", messages=120, cuts=2, faults=1, seed=11, spark=spark, broker_fault="restart")
+    result = run_campaign(
+        tmp_path / "chaos", messages=120, cuts=2, faults=1, seed=11, spark=spark, broker_fault="restart"
+    )
     figures = result.figures()
     print(figures)
     assert not result.failures, result.failures
@@ -26,7 +28,9 @@ def test_everything_at_once_keeps_every_promise(tmp_path: Path, spark: SparkSess
     assert {k for k, n in result.faults.items() if n} == expected_kinds, figures
     assert result.power_cuts >= 4, figures
     assert result.audit is not None
-    assert figures["qos"][1]["lost"] == 0 and figures["qos"][2]["lost"] == 0 and figures["qos"][2]["duplicated"] == 0, figures
+    assert figures["qos"][1]["lost"] == 0 and figures["qos"][2]["lost"] == 0 and figures["qos"][2]["duplicated"] == 0, (
+        figures
+    )
     assert figures["qos"][1]["messages"] == 240 and figures["qos"][2]["messages"] == 240, figures
     assert result.ok
     for pid in result.pids:  # every process the campaign started has ended

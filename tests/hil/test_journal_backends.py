@@ -36,7 +36,14 @@ COUNT = 25  # messages per run
     ],
 )
 def test_power_cuts_lose_nothing_and_qos2_delivers_once(
-    hil_log: Path, broker: Any, subscriber: Subscriber, board_name: str, group: int, qos: int, wanted: int, hil_cycle: int
+    hil_log: Path,
+    broker: Any,
+    subscriber: Subscriber,
+    board_name: str,
+    group: int,
+    qos: int,
+    wanted: int,
+    hil_cycle: int,
 ) -> None:
     rng = random.Random(qos * 7919 + len(board_name) + group + hil_cycle * 104729)
     board = BoardDefinition.load(board_name)
@@ -44,9 +51,19 @@ def test_power_cuts_lose_nothing_and_qos2_delivers_once(
     runs: list[BoardRun] = []
     while sum(r.power_cuts for r in runs) < wanted:
         dev = f"cut-{board_name}-g{group}-q{qos}-c{hil_cycle}-{len(runs)}"
-        dut = VirtualDut(dev, board, flash=hil_log / dev / "board.flash", console_log=hil_log / f"{dev}.console.log", seed=rng.randrange(1 << 30))
+        dut = VirtualDut(
+            dev,
+            board,
+            flash=hil_log / dev / "board.flash",
+            console_log=hil_log / f"{dev}.console.log",
+            seed=rng.randrange(1 << 30),
+        )
         try:
-            dut.configure(app_config(dut, dev, broker.address, qos, COUNT, ["3.1", "3.1.1", "5"][len(runs) % 3], group_commit=group))
+            dut.configure(
+                app_config(
+                    dut, dev, broker.address, qos, COUNT, ["3.1", "3.1.1", "5"][len(runs) % 3], group_commit=group
+                )
+            )
             result = run_to_completion(dut, plan, rng, timeout=60)
         finally:
             dut.close()

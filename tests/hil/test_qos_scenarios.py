@@ -46,7 +46,15 @@ def prepare(dut: Dut, bridge: Bridge, transport: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_qos_flow(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, subscriber: Subscriber, verdict: Judge, qos: int, version: str, transport: str
+    request: pytest.FixtureRequest,
+    dut: Dut,
+    broker: Any,
+    bridge: Bridge,
+    subscriber: Subscriber,
+    verdict: Judge,
+    qos: int,
+    version: str,
+    transport: str,
 ) -> None:
     """A clean run: every message accepted arrives once, in order, on its topic, at the QoS it was published
     with, neither DUP nor retained, padded to its size (nothing disturbs QoS 0 here either)."""
@@ -58,7 +66,12 @@ def test_qos_flow(
     result.assert_kept()
     assert (run.sent, result.tallies[0].received, result.tallies[0].duplicated) == (20, 20, 0)
     summary = parse_summary(dut.console.text())
-    assert summary is not None and (summary["dev"], summary["sent"], summary["boot"], summary["refused"]) == (dev, 20, 1, 0)
+    assert summary is not None and (summary["dev"], summary["sent"], summary["boot"], summary["refused"]) == (
+        dev,
+        20,
+        1,
+        0,
+    )
     got = [r for r in subscriber.records if r.topic == f"sensors/{dev}/telemetry"]
     bodies = [json.loads(r.payload) for r in got]
     assert [b["seq"] for b in bodies] == list(range(20)) and all(b["boot"] == 1 for b in bodies)
@@ -68,7 +81,14 @@ def test_qos_flow(
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("qos", [1, 2])
 def test_power_cuts_during_flows(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int, transport: str, hil_cycle: int
+    request: pytest.FixtureRequest,
+    dut: Dut,
+    broker: Any,
+    bridge: Bridge,
+    verdict: Judge,
+    qos: int,
+    transport: str,
+    hil_cycle: int,
 ) -> None:
     """Power cut at random moments and (virtual boards) inside flash programs and erases, while QoS 1/2 flows are
     in flight; the board boots again on the same flash until its run completes. QoS 1 loses nothing, QoS 2
@@ -98,7 +118,9 @@ def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], aft
         timer.cancel()
         timer.join()
     assert result.summary is not None
-    return BoardRun(config["client_id"], config["publish"]["qos"], int(str(result.summary["total"])), result.boots, result.cuts)
+    return BoardRun(
+        config["client_id"], config["publish"]["qos"], int(str(result.summary["total"])), result.boots, result.cuts
+    )
 
 
 @pytest.mark.parametrize(("qos", "transport"), [(1, "tcp"), (2, "tcp"), (1, "serial")])
@@ -125,7 +147,13 @@ def test_broker_restarted_with_persistence(
 
 
 def disturbed_serial_run(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, name: str, version: str,
+    request: pytest.FixtureRequest,
+    dut: Dut,
+    broker: Any,
+    bridge: Bridge,
+    verdict: Judge,
+    name: str,
+    version: str,
     disturb: Callable[[], None],
 ) -> None:
     """150 QoS 2 messages through the bridge, disturb() a second into the run; the promises must hold."""
@@ -136,7 +164,9 @@ def disturbed_serial_run(
     verdict([run]).assert_kept()
 
 
-def test_bridge_killed_and_restarted(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge) -> None:
+def test_bridge_killed_and_restarted(
+    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
+) -> None:
     """The serial bridge is SIGKILLed mid-run and started again: the board resumes its session through it."""
 
     def kill_and_restart() -> None:
@@ -150,7 +180,9 @@ def test_bridge_killed_and_restarted(request: pytest.FixtureRequest, dut: Dut, b
 
 
 @pytest.mark.hil_virtual("unplugs the serial adapter from the host")
-def test_usb_port_vanishes_and_comes_back(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge) -> None:
+def test_usb_port_vanishes_and_comes_back(
+    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
+) -> None:
     """The host end of the board's serial line disappears for 1.5 s (a USB adapter pulled and plugged back in
     under the same /dev/serial/by-id name); the bridge reopens it and nothing is lost."""
 
@@ -166,7 +198,9 @@ def test_usb_port_vanishes_and_comes_back(request: pytest.FixtureRequest, dut: D
 
 @pytest.mark.hil_virtual("injects bit errors and dropped bytes on the line")
 @pytest.mark.parametrize("qos", [1, 2])
-def test_noisy_line(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int) -> None:
+def test_noisy_line(
+    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int
+) -> None:
     """1000 messages at 115200 baud with bit error rate 1e-4 and dropped bytes: retransmissions, nothing lost,
     QoS 2 not duplicated, and the broker never sees a malformed packet."""
     assert isinstance(dut, VirtualDut)
@@ -185,14 +219,16 @@ def test_noisy_line(request: pytest.FixtureRequest, dut: Dut, broker: Any, bridg
 
 
 @pytest.mark.parametrize("qos", [1, 2])
-def test_board_and_broker_restarted_together(request: pytest.FixtureRequest, dut: Dut, broker: Any, verdict: Judge, qos: int) -> None:
+def test_board_and_broker_restarted_together(
+    request: pytest.FixtureRequest, dut: Dut, broker: Any, verdict: Judge, qos: int
+) -> None:
     """The broker goes down; the board keeps accepting messages into its journal (the offline queue) and then
     loses power; both come back, and the queued flows resume from flash alone."""
     dev = device_id(request, "together", qos)
     config = app_config(dut, dev, broker.address, qos, 80, "5", publish={"interval_ms": 10})
     dut.configure(config)
     dut.start()
-    dut.expect(r'connected session_present', timeout=30)
+    dut.expect(r"connected session_present", timeout=30)
     time.sleep(0.4)
     broker.stop()
     dut.expect(r"connection lost|connect failed", timeout=10)

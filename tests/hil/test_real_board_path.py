@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from host_bridge import partitions
+from host_bridge.assets import SHIMS
 from host_bridge.boards import BOARDS_DIR, CHIPS, BoardDefinition, BoardError, available
 from host_bridge.broker import Mosquitto
 from host_bridge.hil.cycle import CutPlan, run_to_completion
@@ -24,7 +25,6 @@ from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.realboard import DeployError, check_image, flash_commands
-from host_bridge.assets import SHIMS
 from host_bridge.vboard.runner import SHIM_HEAP, VirtualBoard, micropython_executable
 from tests.conftest import REPO
 
@@ -37,10 +37,10 @@ class FakeSerial:
     def __init__(self) -> None:
         self.calls: list[tuple[str, bool, float]] = []
 
-    def setDTR(self, value: bool) -> None:  # noqa: N802
+    def setDTR(self, value: bool) -> None:
         self.calls.append(("DTR", value, time.monotonic()))
 
-    def setRTS(self, value: bool) -> None:  # noqa: N802
+    def setRTS(self, value: bool) -> None:
         self.calls.append(("RTS", value, time.monotonic()))
 
 
@@ -81,12 +81,18 @@ def pty_board(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     heap = helper.heap_bytes + SHIM_HEAP
     helper.close()  # the pty board runs without the flash lock's owner: it is the only board on this file
     link = tmp_path / "ttyACM-pty"
-    state = {"link": str(link), "env": env, "command": [micropython_executable(), "-X", f"heapsize={heap}", str(SHIMS / "vboot.py")]}
+    state = {
+        "link": str(link),
+        "env": env,
+        "command": [micropython_executable(), "-X", f"heapsize={heap}", str(SHIMS / "vboot.py")],
+    }
     (state_dir / "state.json").write_text(json.dumps(state))
     try:
         yield link, state_dir
     finally:
-        subprocess.run([sys.executable, str(REPO / "tests" / "hil" / "pty_board_power.py"), str(state_dir), "off"], timeout=30)
+        subprocess.run(
+            [sys.executable, str(REPO / "tests" / "hil" / "pty_board_power.py"), str(state_dir), "off"], timeout=30
+        )
 
 
 def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_board: tuple[Path, Path]) -> None:
@@ -104,12 +110,21 @@ def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_
 
         # The power command must make the port exist before the DUT opens it.
         subprocess.run(power_cmd.split(), check=True, timeout=30)
-        dut = SerialDut("real0", board, tmp_path / "logs", str(link), lambda _lines: CommandSwitch(power_cmd, str(link), board.name), deploy=deploy)
+        dut = SerialDut(
+            "real0",
+            board,
+            tmp_path / "logs",
+            str(link),
+            lambda _lines: CommandSwitch(power_cmd, str(link), board.name),
+            deploy=deploy,
+        )
         try:
             config = app_config(dut, "pty-board-1", broker.address, 2, 300, "5", publish={"interval_ms": 10})
             assert "tx" not in config.get("uart", {})  # TCP here: no link UART in the config
             dut.configure(config)
-            result = run_to_completion(dut, CutPlan(cuts=2, inside_flash=0.0, window=(0.3, 0.8)), random.Random(3), timeout=120)
+            result = run_to_completion(
+                dut, CutPlan(cuts=2, inside_flash=0.0, window=(0.3, 0.8)), random.Random(3), timeout=120
+            )
         finally:
             dut.close()
         assert result.summary is not None and result.cuts == 2 and result.boots == 3
@@ -151,7 +166,13 @@ def test_flash_commands_put_the_bootloader_where_the_chip_wants_it(tmp_path: Pat
 def esp_image(chip_id: int) -> bytes:
     """The first bytes of an ESP image: magic, segments, flash mode/size, entry, then the extended header with
     the chip id at byte 12 (esptool's image format)."""
-    return bytes([0xE9, 3, 2, 0x20]) + (0x40080000).to_bytes(4, "little") + bytes(4) + chip_id.to_bytes(2, "little") + bytes(10)
+    return (
+        bytes([0xE9, 3, 2, 0x20])
+        + (0x40080000).to_bytes(4, "little")
+        + bytes(4)
+        + chip_id.to_bytes(2, "little")
+        + bytes(10)
+    )
 
 
 def test_an_image_for_another_chip_is_refused(tmp_path: Path) -> None:
@@ -164,8 +185,23 @@ def test_an_image_for_another_chip_is_refused(tmp_path: Path) -> None:
     image = tmp_path / "c3.bin"
     image.write_bytes(esp_image(0x0005) + bytes(1000))
     result = subprocess.run(
-        [sys.executable, "-m", "host_bridge", "flash", "--port", "/dev/ttyACM0", "--board", "esp32-s3-devkitc-1", "--image", str(image), "--dry-run"],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "host_bridge",
+            "flash",
+            "--port",
+            "/dev/ttyACM0",
+            "--board",
+            "esp32-s3-devkitc-1",
+            "--image",
+            str(image),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
     )
     assert result.returncode == 2 and "is built for esp32c3" in result.stderr and "$ " not in result.stdout
 
@@ -196,18 +232,27 @@ def test_a_malformed_board_is_refused_naming_the_field(change: dict[str, object]
 
 def parts(*entries: tuple[str, str, str, int, int]) -> list[dict[str, object]]:
     base = [("nvs", "data", "nvs", 0x9000, 0x6000), ("factory", "app", "factory", 0x10000, 0x1F0000)]
-    return [dict(zip(("label", "type", "subtype", "offset", "size"), e)) for e in base + list(entries)]
+    return [dict(zip(("label", "type", "subtype", "offset", "size"), e, strict=False)) for e in base + list(entries)]
 
 
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        (parts(("vfs", "data", "fat", 0x200000, 0x1000), ("app2", "app", "ota_0", 0x208000, 0x10000)), "app2 at 0x208000 .* is not aligned"),
+        (
+            parts(("vfs", "data", "fat", 0x200000, 0x1000), ("app2", "app", "ota_0", 0x208000, 0x10000)),
+            "app2 at 0x208000 .* is not aligned",
+        ),
         (parts(("vfs", "data", "fat", 0x200800, 0x1000)), "vfs at 0x200800 .* is not aligned"),
         (parts(("vfs", "data", "fat", 0x1F0000, 0x20000)), "partition vfs at 0x1f0000 overlaps partition factory"),
         (parts(("vfs", "data", "fat", 0x200000, 0x300000)), "partitions end at 0x500000, past the 4096 KiB flash"),
-        ([{"label": "vfs", "type": "data", "subtype": "fat", "offset": 0x8000, "size": 0x1000}], "overlaps the partition table"),
-        (parts(("vfs", "data", "fat", 0x200000, 0x1000), ("vfs", "data", "fat", 0x300000, 0x1000)), "label 'vfs' is used twice"),
+        (
+            [{"label": "vfs", "type": "data", "subtype": "fat", "offset": 0x8000, "size": 0x1000}],
+            "overlaps the partition table",
+        ),
+        (
+            parts(("vfs", "data", "fat", 0x200000, 0x1000), ("vfs", "data", "fat", 0x300000, 0x1000)),
+            "label 'vfs' is used twice",
+        ),
     ],
 )
 def test_partition_tables_are_checked(table: list[dict[str, object]], message: str) -> None:

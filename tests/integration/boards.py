@@ -15,7 +15,9 @@ SIM = BoardDefinition.load("sim")
 MQTTLOG = next(p for p in SIM.partitions if p.label == "mqttlog")
 
 
-def board_config(client_id: str, broker: str, qos: int, count: int, version: str = "3.1.1", **extra: Any) -> dict[str, Any]:
+def board_config(
+    client_id: str, broker: str, qos: int, count: int, version: str = "3.1.1", **extra: Any
+) -> dict[str, Any]:
     publish = {"topic": "sensors/{client_id}/telemetry", "qos": qos, "count": count, "payload_bytes": 120}
     publish.update(extra.pop("publish", {}))
     return {"client_id": client_id, "broker": broker, "mqtt_version": version, "publish": publish, **extra}

@@ -44,7 +44,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     ca = CertificateAuthority(root / "ca")
     other = CertificateAuthority(root / "other", "another CA")
     return Pki(
-        ca, other,
+        ca,
+        other,
         broker=ca.issue("broker", "localhost", dns="localhost"),
         expired=ca.issue("expired", "localhost", dns="localhost", start=stamp(-10), end=stamp(-5)),
         future=ca.issue("future", "localhost", dns="localhost", start=stamp(5), end=stamp(10)),
@@ -59,7 +60,9 @@ def secured_broker(workdir: Path, pki: Pki, cert: tuple[Path, Path], client_cert
     workdir.mkdir(parents=True, exist_ok=True)
     passwords = write_password_file(workdir / "passwords", {"tls-board": PASSWORD, "recorder": PASSWORD})
     acl = workdir / "acl"
-    acl.write_text("user recorder\ntopic read sensors/#\ntopic write cmd/#\n\npattern write sensors/%c/#\npattern read cmd/%c\n")
+    acl.write_text(
+        "user recorder\ntopic read sensors/#\ntopic write cmd/#\n\npattern write sensors/%c/#\npattern read cmd/%c\n"
+    )
     options = [f"acl_file {acl}"]
     if client_certs:
         options += [f"cafile {pki.ca.ca}", "require_certificate true", "use_identity_as_username true"]
@@ -68,20 +71,33 @@ def secured_broker(workdir: Path, pki: Pki, cert: tuple[Path, Path], client_cert
     return Mosquitto(workdir, persistence=True, tls=cert, options=tuple(options), allow_anonymous=False)
 
 
-def tls_config(client_id: str, broker: Mosquitto, qos: int, count: int, version: str = "3.1.1", **tls: Any) -> dict[str, Any]:
+def tls_config(
+    client_id: str, broker: Mosquitto, qos: int, count: int, version: str = "3.1.1", **tls: Any
+) -> dict[str, Any]:
     return {
-        "client_id": client_id, "broker": broker.address, "mqtt_version": version,
-        "username": "tls-board", "password": PASSWORD,
+        "client_id": client_id,
+        "broker": broker.address,
+        "mqtt_version": version,
+        "username": "tls-board",
+        "password": PASSWORD,
         "tls": {"ca": "ca.pem", "server_hostname": "localhost", **tls},
         "publish": {"topic": "sensors/{client_id}/telemetry", "qos": qos, "count": count, "payload_bytes": 120},
     }
 
 
 def make_dut(workdir: Path, pki: Pki, *extra_put: tuple[Path, str]) -> VirtualDut:
-    return VirtualDut("tls", SIM, flash=workdir / "board.flash", console_log=workdir / "console.log", put=((pki.ca.ca, "ca.pem"), *extra_put))
+    return VirtualDut(
+        "tls",
+        SIM,
+        flash=workdir / "board.flash",
+        console_log=workdir / "console.log",
+        put=((pki.ca.ca, "ca.pem"), *extra_put),
+    )
 
 
-def one_boot(workdir: Path, pki: Pki, config: dict[str, Any], seconds: float = 4.0, *extra_put: tuple[Path, str]) -> BootEnd:
+def one_boot(
+    workdir: Path, pki: Pki, config: dict[str, Any], seconds: float = 4.0, *extra_put: tuple[Path, str]
+) -> BootEnd:
     dut = make_dut(workdir, pki, *extra_put)
     try:
         dut.configure(config)
@@ -101,12 +117,16 @@ def recorder_subscriber(broker: Mosquitto, pki: Pki, name: str) -> Subscriber:
 
 
 @pytest.mark.parametrize("qos", [0, 1, 2])
-def test_verified_tls_delivers_every_qos_through_power_cuts(tmp_path: Path, pki: Pki, broker: Mosquitto, qos: int) -> None:
+def test_verified_tls_delivers_every_qos_through_power_cuts(
+    tmp_path: Path, pki: Pki, broker: Mosquitto, qos: int
+) -> None:
     subscriber = recorder_subscriber(broker, pki, f"tls-witness-{qos}")
     dev = f"tls-board-q{qos}"
     dut = make_dut(tmp_path, pki)
     try:
-        dut.configure({**tls_config(dev, broker, qos, 80, "5"), "publish": {"qos": qos, "count": 80, "interval_ms": 10}})
+        dut.configure(
+            {**tls_config(dev, broker, qos, 80, "5"), "publish": {"qos": qos, "count": 80, "interval_ms": 10}}
+        )
         plan = CutPlan(cuts=0 if qos == 0 else 2, inside_flash=0.5, flash_ops=(5, 120), window=(0.2, 0.6))
         result = run_to_completion(dut, plan, random.Random(qos), timeout=120)
     finally:
@@ -141,7 +161,9 @@ def test_a_broker_certificate_that_does_not_check_out_is_refused_saying_why(
     assert PASSWORD not in end.console
 
 
-def test_a_wrong_password_is_reported_and_retried_with_backoff_not_a_storm(tmp_path: Path, pki: Pki, broker: Mosquitto) -> None:
+def test_a_wrong_password_is_reported_and_retried_with_backoff_not_a_storm(
+    tmp_path: Path, pki: Pki, broker: Mosquitto
+) -> None:
     config = tls_config("tls-board", broker, 1, 3, "5")
     config["password"] = "not-the-password"
     end = one_boot(tmp_path, pki, config, seconds=6.0)
@@ -155,8 +177,12 @@ def test_client_certificates_are_the_identity(tmp_path: Path, pki: Pki) -> None:
     """require_certificate with use_identity_as_username: the board's certificate (its key inline in
     secrets.json, its certificate a file) is its identity; without one the handshake is refused."""
     with secured_broker(tmp_path / "broker", pki, pki.broker, client_certs=True) as broker:
-        subscriber = Subscriber(broker.address, "cert-witness", tls_ca=pki.ca.ca, tls_cert=pki.ca.issue("recorder", "recorder"))
-        config = {k: v for k, v in tls_config("tls-cert-board", broker, 2, 20).items() if k not in ("username", "password")}
+        subscriber = Subscriber(
+            broker.address, "cert-witness", tls_ca=pki.ca.ca, tls_cert=pki.ca.issue("recorder", "recorder")
+        )
+        config = {
+            k: v for k, v in tls_config("tls-cert-board", broker, 2, 20).items() if k not in ("username", "password")
+        }
         config["tls"]["cert"] = "client.pem"
         secrets = tmp_path / "secrets.json"
         secrets.write_text(json.dumps({"tls": {"key": pki.client[1].read_text()}}))
@@ -200,7 +226,9 @@ def test_publishing_outside_its_acl(tmp_path: Path, pki: Pki, broker: Mosquitto,
     subscriber.close()
 
 
-def test_a_message_larger_than_the_read_buffer_arrives_whole_over_tls(tmp_path: Path, pki: Pki, broker: Mosquitto) -> None:
+def test_a_message_larger_than_the_read_buffer_arrives_whole_over_tls(
+    tmp_path: Path, pki: Pki, broker: Mosquitto
+) -> None:
     """A 900-byte command comes in one TLS record, larger than the client's 512-byte read buffer: the rest of
     the record waits inside mbedTLS, where polling the TCP socket cannot see it; the transport reads on."""
     import paho.mqtt.client as mqtt

@@ -1,6 +1,6 @@
-"""Virtual boards on emulated serial lines, through `host-bridge run`, to a real Mosquitto: every QoS, 16 boards at once, a destination that is not allowed, start-up failures, TOML config,
-TLS. (Power cuts, a noisy line, a killed bridge, a restarted broker and a pulled cable are scenarios of the HIL
-bench, in tests/hil.)"""
+"""Virtual boards on emulated serial lines, through `host-bridge run`, to a real Mosquitto: every QoS, 16 boards
+at once, a destination that is not allowed, start-up failures, TOML config, TLS. (Power cuts, a noisy line, a
+killed bridge, a restarted broker and a pulled cable are scenarios of the HIL bench, in tests/hil.)"""
 
 from __future__ import annotations
 
@@ -17,13 +17,12 @@ from typing import Any
 import pytest
 
 from host_bridge.broker import Mosquitto
+from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
 from host_bridge.vboard import LineFaults, VirtualBoard
 from tests.conftest import REPO
-from tests.integration.boards import finish, summary
+from tests.integration.boards import check_promises, summary
 from tests.integration.certificates import make_certificates
-from host_bridge.hil.subscriber import Subscriber
-from tests.integration.boards import check_promises
 
 BAUD = 115200
 
@@ -32,7 +31,18 @@ class BridgeProcess(ManagedProcess):
     """`host-bridge run` as a user starts it, logging to a file; stopped (or killed) by its pid."""
 
     def __init__(self, workdir: Path, ports: dict[str, str], broker: str, *extra: str) -> None:
-        args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker, "--baud", str(BAUD), "--stats-every", "1"]
+        args = [
+            sys.executable,
+            "-m",
+            "host_bridge",
+            "run",
+            "--broker",
+            broker,
+            "--baud",
+            str(BAUD),
+            "--stats-every",
+            "1",
+        ]
         for name, path in ports.items():
             args += ["--port", f"{name}={path}"]
         super().__init__([*args, *extra], workdir / f"bridge-{time.monotonic_ns()}.log", cwd=REPO)
@@ -41,11 +51,20 @@ class BridgeProcess(ManagedProcess):
         return super().stop(timeout)
 
 
-def serial_board(workdir: Path, client_id: str, qos: int, count: int, faults: LineFaults | None = None, **extra: Any) -> VirtualBoard:
+def serial_board(
+    workdir: Path, client_id: str, qos: int, count: int, faults: LineFaults | None = None, **extra: Any
+) -> VirtualBoard:
     workdir.mkdir(parents=True, exist_ok=True)
     publish = {"topic": "sensors/{client_id}/telemetry", "qos": qos, "count": count, "payload_bytes": 100}
     publish.update(extra.pop("publish", {}))
-    config = {"client_id": client_id, "transport": "serial", "mqtt_version": "3.1.1", "uart": {"id": 1, "baud": BAUD}, "publish": publish, **extra}
+    config = {
+        "client_id": client_id,
+        "transport": "serial",
+        "mqtt_version": "3.1.1",
+        "uart": {"id": 1, "baud": BAUD},
+        "publish": publish,
+        **extra,
+    }
     (workdir / "config.json").write_text(json.dumps(config))
     return VirtualBoard(
         flash=workdir / "board.flash",
@@ -87,7 +106,7 @@ def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None
     try:
         for board in boards.values():
             board.start()
-        for name, board in boards.items():
+        for _name, board in boards.items():
             assert board.process is not None
             out, _ = board.process.communicate(timeout=120)
             assert board.wait() == 0, out.decode()
@@ -170,7 +189,14 @@ def test_toml_config_921600_baud_counters_on_sigusr1_and_no_secrets_in_logs(tmp_
     observer = Subscriber(broker.address, "toml-observer")
     faults = LineFaults(baud=921600)
     board = serial_board(
-        tmp_path / "b", "ser-fast", 2, 200, faults, uart={"id": 1, "baud": 921600}, username="u", password="hunter2-secret"
+        tmp_path / "b",
+        "ser-fast",
+        2,
+        200,
+        faults,
+        uart={"id": 1, "baud": 921600},
+        username="u",
+        password="hunter2-secret",
     )
     (tmp_path / "bridge.toml").write_text(
         f'broker = "{broker.address}"\nbaud = 921600\n[[board]]\nname = "fast"\nport = "{board.serial_link}"\n'
@@ -224,7 +250,9 @@ def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
         assert "event=connected destination=127.0.0.1" in good.text() and "tls=True" in good.text()
         # A broker whose certificate the CA does not sign: the bridge refuses to connect, the board is told.
         board2 = serial_board(tmp_path / "b2", "ser-tls2", 1, 1)
-        bad = BridgeProcess(tmp_path, {"tls2": str(board2.serial_link)}, broker.address, "--tls", "--cafile", str(other_ca))
+        bad = BridgeProcess(
+            tmp_path, {"tls2": str(board2.serial_link)}, broker.address, "--tls", "--cafile", str(other_ca)
+        )
         try:
             out2 = console_for(board2, 3)
         finally:

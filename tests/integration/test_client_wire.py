@@ -38,7 +38,7 @@ def test_resend_after_reconnect_has_dup_and_the_same_ids(tmp_path: Path, broker:
     conn.expect_connect()
     conn.connack(session_present=True)
     again = [conn.recv_type(codec.PUBLISH) for _ in range(3)]
-    for (raw1, p1), (raw2, p2) in zip(first, again):
+    for (raw1, _p1), (raw2, p2) in zip(first, again, strict=False):
         # Same packet, same id, DUP set [MQTT-3.3.1-1]: only bit 3 of the first byte differs.
         assert raw2[0] == raw1[0] | 0x08 and raw2[1:] == raw1[1:]
         conn.ack(codec.PUBACK, p2.pid)
@@ -86,7 +86,7 @@ def test_pubrec_error_gets_no_pubrel(tmp_path: Path, broker: ScriptedBroker) -> 
     conn.recv_type(codec.DISCONNECT)
     code, out = finish(board)
     assert code == 0, out
-    assert "publish refused: packet id %d reason 0x87" % p1.pid in out
+    assert f"publish refused: packet id {p1.pid} reason 0x87" in out
     assert summary(out)["refused"] == 1
 
 
@@ -186,7 +186,7 @@ class FilePartition:
             f.seek(addr)
             old = f.read(len(buf))
             f.seek(addr)
-            f.write(bytes(a & b for a, b in zip(old, bytes(buf))))
+            f.write(bytes(a & b for a, b in zip(old, bytes(buf), strict=False)))
 
     def ioctl(self, op: int, arg: int) -> int:
         if op == 4:

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from pyspark.sql import SparkSession
 
 from host_bridge.demo import run_demo
@@ -60,8 +59,12 @@ def test_demo_interrupted_leaves_no_process_behind(tmp_path: Path, sig: signal.S
     """Ctrl-C (or SIGTERM) in the middle of the boards' runs: the demo stops everything it started, boards
     included (they run in sessions of their own, so the terminal's SIGINT never reaches them)."""
     out = tmp_path / "demo"
-    demo = subprocess.Popen([sys.executable, "-m", "host_bridge.demo", "--out", str(out), "--messages", "2000"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "host_bridge.demo", "--out", str(out), "--messages", "2000"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     assert demo.stdout is not None
     for line in demo.stdout:
         if b"[2/5]" in line:

@@ -26,7 +26,7 @@ def test_partition_table_bytes() -> None:
     table = partitions.build(DEVKIT)
     assert len(table) == 0xC00
     # nvs: magic, type data (1), subtype nvs (2), offset 0x9000, size 0x6000, label, flags 0 (little-endian)
-    assert table[:32] == bytes.fromhex("aa500102" "00900000" "00600000") + b"nvs".ljust(16, b"\0") + bytes(4)
+    assert table[:32] == bytes.fromhex("aa5001020090000000600000") + b"nvs".ljust(16, b"\0") + bytes(4)
     entries = len(DEVKIT.partitions) * 32
     assert table[entries : entries + 16] == b"\xeb\xeb" + b"\xff" * 14
     assert table[entries + 16 : entries + 32] == hashlib.md5(table[:entries]).digest()
@@ -116,17 +116,42 @@ def test_deploy_with_mpremote_to_a_pty_backed_micropython(tmp_path: Path) -> Non
 
 def test_deploy_puts_files_and_checks_secrets_without_showing_them(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"client_id": "t", "broker": "mqtt.example.net:8883", "username": "board",
-                                  "tls": {"ca": "ca.pem", "cert": "board.pem"}, "publish": {"qos": 1}}))
+    config.write_text(
+        json.dumps(
+            {
+                "client_id": "t",
+                "broker": "mqtt.example.net:8883",
+                "username": "board",
+                "tls": {"ca": "ca.pem", "cert": "board.pem"},
+                "publish": {"qos": 1},
+            }
+        )
+    )
     secrets = tmp_path / "secrets.json"
-    secrets.write_text(json.dumps({"password": "s3cret-never-shown", "tls": {"key": "-----BEGIN PRIVATE KEY-----\nS3CRETKEY\n"}}))
+    secrets.write_text(
+        json.dumps({"password": "s3cret-never-shown", "tls": {"key": "-----BEGIN PRIVATE KEY-----\nS3CRETKEY\n"}})
+    )
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
 
     def deploy(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "host_bridge", "deploy", "--port", "/dev/ttyACM0", "--config", str(config), "--dry-run", *extra],
-            capture_output=True, text=True, timeout=60, cwd=REPO,
+            [
+                sys.executable,
+                "-m",
+                "host_bridge",
+                "deploy",
+                "--port",
+                "/dev/ttyACM0",
+                "--config",
+                str(config),
+                "--dry-run",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
         )
 
     missing = deploy("--put", str(ca))  # no key anywhere: refused before anything is copied

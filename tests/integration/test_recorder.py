@@ -70,7 +70,9 @@ def test_acknowledges_only_what_is_on_disk_and_resumes_its_session(tmp_path: Pat
         _, pubcomp = conn.recv_type(codec.PUBCOMP)
         assert (pubcomp.pid, pubcomp.reason) == (6, 0)
         # The PUBACK for id 5 "got lost": the broker redelivers it with DUP set [MQTT-3.3.1.-1].
-        conn.send(codec.encode_publish("sensors/w/telemetry", telemetry(0), qos=1, pid=5, dup=True, version=conn.version))
+        conn.send(
+            codec.encode_publish("sensors/w/telemetry", telemetry(0), qos=1, pid=5, dup=True, version=conn.version)
+        )
         assert conn.recv_type(codec.PUBACK)[1].pid == 5
         conn.ack(codec.PUBREL, 77)  # an id the recorder never held
         _, unknown = conn.recv_type(codec.PUBCOMP)
@@ -110,9 +112,9 @@ def test_unparsable_payloads_are_kept_with_the_reason(tmp_path: Path, mosquitto:
 
 
 def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosquitto) -> None:
-    """A publisher sends MESSAGES QoS 1 and MESSAGES QoS 2 messages while the recorder is SIGKILLed KILLS times at random
-    moments and started again (`make soak` kills it 60 times over more messages). Every message is recorded; every QoS 2 message exactly once apart from the rows
-    marked recorder_dup."""
+    """A publisher sends MESSAGES QoS 1 and MESSAGES QoS 2 messages while the recorder is SIGKILLed KILLS times at
+    random moments and started again (`make soak` kills it 60 times over more messages). Every message is
+    recorded; every QoS 2 message exactly once apart from the rows marked recorder_dup."""
     out = tmp_path / "rec"
     rng = random.Random(5)
     host, port = mosquitto.address.rsplit(":", 1)
@@ -164,7 +166,9 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
 def test_credentials_are_sent_and_a_refusal_is_explained(tmp_path: Path) -> None:
     broker = ScriptedBroker()
     (tmp_path / "pw").write_text("s3cret\n")
-    recorder = RecorderProcess(tmp_path / "rec", broker.address, "--username", "bench", "--password-file", str(tmp_path / "pw"))
+    recorder = RecorderProcess(
+        tmp_path / "rec", broker.address, "--username", "bench", "--password-file", str(tmp_path / "pw")
+    )
     try:
         conn = broker.accept()
         connect = conn.expect_connect()
@@ -236,7 +240,9 @@ def test_subscribes_only_when_the_session_or_the_topics_are_new(tmp_path: Path) 
         recorder = RecorderProcess(out, broker.address, "--topic", "lab/#", "--topic", "hall/#")
         conn = broker.accept()
         conn.expect_connect()
-        conn.send(codec.encode_connack(True, 0, conn.version) + codec.encode_publish("lab/t", telemetry(7), qos=1, pid=3))
+        conn.send(
+            codec.encode_connack(True, 0, conn.version) + codec.encode_publish("lab/t", telemetry(7), qos=1, pid=3)
+        )
         _, sub = conn.recv_type(codec.SUBSCRIBE)
         conn.send(codec.encode_suback(sub.pid, [2, 2], conn.version))
         assert conn.recv_type(codec.PUBACK)[1].pid == 3
@@ -280,7 +286,9 @@ def fill(disk: Path) -> Path:
     return filler.ballast
 
 
-def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(tmp_path: Path, small_disk: Path, mosquitto: Mosquitto) -> None:
+def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(
+    tmp_path: Path, small_disk: Path, mosquitto: Mosquitto
+) -> None:
     """The recorder's disk fills while QoS 1 and QoS 2 messages arrive: it stops acknowledging (the broker's
     session keeps them), says so once with what to do, and when space returns it records every message, each
     QoS 2 message once apart from rows marked recorder_dup."""
@@ -326,7 +334,9 @@ def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(tm
             assert len(seqs) == count, "a QoS 2 message recorded twice without the recorder_dup mark"
 
 
-def test_a_recorder_started_on_a_full_disk_waits_for_space_instead_of_crashing(tmp_path: Path, small_disk: Path, mosquitto: Mosquitto) -> None:
+def test_a_recorder_started_on_a_full_disk_waits_for_space_instead_of_crashing(
+    tmp_path: Path, small_disk: Path, mosquitto: Mosquitto
+) -> None:
     """Its last run logged deliveries that are not yet in Parquet, and the disk is full: the recovery cannot
     write them. The recorder says so, does not connect (it could acknowledge nothing), and finishes the
     recovery when space returns."""

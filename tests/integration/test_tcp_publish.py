@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
-
-import pytest
 
 from host_bridge.boards import BoardDefinition
 from host_bridge.broker import Mosquitto
@@ -38,7 +35,9 @@ def test_foreign_journal_partition_is_reported_and_reinitialised(tmp_path: Path,
         f.seek(MQTTLOG.offset)
         f.write(bytes(range(256)) * 64)  # 16 KiB that are not a journal
     conf = tmp_path / "config.json"
-    conf.write_text(json.dumps({"client_id": "foreign", "broker": mosquitto.address, "publish": {"qos": 1, "count": 5}}))
+    conf.write_text(
+        json.dumps({"client_id": "foreign", "broker": mosquitto.address, "publish": {"qos": 1, "count": 5}})
+    )
     with VirtualBoard(flash=tmp_path / "b.flash", config=conf, stdout=subprocess.PIPE) as board:
         board.start()
         assert board.process is not None
@@ -60,8 +59,12 @@ def test_a_message_the_broker_can_never_take_is_refused_before_journaling(tmp_pa
     """Mosquitto announces a Maximum Packet Size of 200 bytes (5.0 CONNACK): 300-byte messages are refused by
     publish() before they reach the journal, counted, and the run finishes; none is ever sent [MQTT-3.2.2-15]."""
     with Mosquitto(tmp_path / "broker", options=("max_packet_size 200",)) as broker:
-        config = {"client_id": "big", "broker": broker.address, "mqtt_version": "5",
-                  "publish": {"qos": 1, "count": 5, "payload_bytes": 300}}
+        config = {
+            "client_id": "big",
+            "broker": broker.address,
+            "mqtt_version": "5",
+            "publish": {"qos": 1, "count": 5, "payload_bytes": 300},
+        }
         end = run_vdut(tmp_path, config)
         log = broker.log_path.read_text()
     assert end.kind == "done" and end.summary is not None, end.console
@@ -74,8 +77,12 @@ def test_a_message_the_broker_can_never_take_is_refused_before_journaling(tmp_pa
 def test_a_journaled_message_found_too_large_later_ends_as_refused_and_frees_its_slot(tmp_path: Path) -> None:
     """Accepted into the journal while no broker was reachable, then the broker turns out to allow 200 bytes:
     each flow ends as refused (0x95) instead of holding a window slot for ever, and the run finishes."""
-    offline = {"client_id": "late", "broker": "127.0.0.1:1", "mqtt_version": "5",
-               "publish": {"qos": 2, "count": 6, "payload_bytes": 300}}
+    offline = {
+        "client_id": "late",
+        "broker": "127.0.0.1:1",
+        "mqtt_version": "5",
+        "publish": {"qos": 2, "count": 6, "payload_bytes": 300},
+    }
     first = run_vdut(tmp_path, offline, cut_after=2.0)
     assert first.kind == "power-cut" and "connect failed" in first.console, first.console
     with Mosquitto(tmp_path / "broker", options=("max_packet_size 200",)) as broker:

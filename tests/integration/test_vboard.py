@@ -97,9 +97,7 @@ def test_power_cut_inside_a_program_leaves_it_half_done(tmp_path: Path) -> None:
     # Boot once so the vfs format is not the operation that gets cut.
     run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env([]))
     ops = [["program", 2, 0, "00" * 256]]
-    code, out, board = run_app(
-        tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops), cut_at_op=1, seed=3
-    )
+    code, out, board = run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops), cut_at_op=1, seed=3)
     assert code == POWER_CUT_EXIT_STATUS, out
     assert "power cut during program of 256 bytes" in out and "ok program" not in out
     data = flash_bytes(tmp_path, MQTTLOG.offset + 2 * 4096, 256)
@@ -111,9 +109,7 @@ def test_power_cut_inside_a_program_leaves_it_half_done(tmp_path: Path) -> None:
 def test_power_cut_inside_an_erase_leaves_the_sector_partly_erased(tmp_path: Path) -> None:
     ops = [["program", 3, 0, "00" * 4096], ["erase", 3]]
     run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env([]))
-    code, out, _ = run_app(
-        tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops), cut_at_op=2, seed=5
-    )
+    code, out, _ = run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops), cut_at_op=2, seed=5)
     assert code == POWER_CUT_EXIT_STATUS and "power cut during erase of sector" in out, out
     data = flash_bytes(tmp_path, MQTTLOG.offset + 3 * 4096, 4096)
     erased = len(data) - len(data.lstrip(b"\xff"))
@@ -285,8 +281,20 @@ def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Pat
     assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "mqttlog"}
     # The config went onto the board's flash: a third boot without --config still finds it there.
     again = subprocess.run(
-        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "f.flash"), "--app", str(APPS / "console")],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "host_bridge",
+            "vboard",
+            "--flash",
+            str(tmp_path / "f.flash"),
+            "--app",
+            str(APPS / "console"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
     )
     assert again.returncode == 7 and "config cli-board" in again.stdout.splitlines(), again.stdout + again.stderr
 

@@ -21,7 +21,9 @@ from host_bridge.broker import Mosquitto
 from tests.conftest import REPO
 
 
-def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run(
+    cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
     return result
@@ -29,14 +31,19 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: f
 
 def test_a_wheel_installed_outside_the_checkout_runs_host_bridge_vboard(tmp_path: Path, mosquitto: Mosquitto) -> None:
     dist = tmp_path / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(REPO)], cwd=tmp_path)
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(REPO)],
+        cwd=tmp_path,
+    )
     (wheel,) = dist.glob("durable_mqtt-*.whl")
 
     env_dir = tmp_path / "fresh"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], cwd=tmp_path)
-    purelib = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp_path).stdout.strip()
+    purelib = run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp_path
+    ).stdout.strip()
     Path(purelib, "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     work = tmp_path / "anywhere"
@@ -45,16 +52,34 @@ def test_a_wheel_installed_outside_the_checkout_runs_host_bridge_vboard(tmp_path
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # an installed package builds into the user's cache
     where = json.loads(
         run(
-            [str(python), "-c", "import json, host_bridge.assets as a; print(json.dumps([a.__file__, a.INSTALLED, str(a.FIRMWARE)]))"],
-            cwd=work, env=env,
+            [
+                str(python),
+                "-c",
+                "import json, host_bridge.assets as a; print(json.dumps([a.__file__, a.INSTALLED, str(a.FIRMWARE)]))",
+            ],
+            cwd=work,
+            env=env,
         ).stdout
     )
     assert where[0].startswith(purelib) and where[1] is True and where[2].startswith(purelib), where
 
     config = work / "board.json"
-    config.write_text(json.dumps({"client_id": "wheel-1", "broker": mosquitto.address, "mqtt_version": "5",
-                                  "publish": {"topic": "sensors/{client_id}/telemetry", "qos": 2, "count": 5}}))
-    result = run([str(env_dir / "bin" / "host-bridge"), "vboard", "--flash", "b.flash", "--config", "board.json"], cwd=work, env=env, timeout=120)
+    config.write_text(
+        json.dumps(
+            {
+                "client_id": "wheel-1",
+                "broker": mosquitto.address,
+                "mqtt_version": "5",
+                "publish": {"topic": "sensors/{client_id}/telemetry", "qos": 2, "count": 5},
+            }
+        )
+    )
+    result = run(
+        [str(env_dir / "bin" / "host-bridge"), "vboard", "--flash", "b.flash", "--config", "board.json"],
+        cwd=work,
+        env=env,
+        timeout=120,
+    )
     summary = json.loads(next(line for line in result.stdout.splitlines() if line.startswith('{"dev"')))
     assert (summary["dev"], summary["total"], summary["qos"]) == ("wheel-1", 5, 2), result.stdout
     staged = list((tmp_path / "cache" / "durable-mqtt" / "vboard").glob("*/dmqtt/client.mpy"))

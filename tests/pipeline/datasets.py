@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from host_bridge.telemetry import format as telemetry
 from host_bridge.telemetry_store import TelemetryStore
 
-T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,15 @@ def write_dataset(out: Path, messages: list[Msg], raw: Sequence[tuple[int, bytes
     try:
         for i, m in enumerate(messages):
             pid = m.packet_id or (pid % 65535) + 1
-            store.add(base_us + m.at_ms * 1000, f"sensors/{m.dev}/telemetry", m.qos, m.dup, False, pid if m.qos else 0, m.payload())
+            store.add(
+                base_us + m.at_ms * 1000,
+                f"sensors/{m.dev}/telemetry",
+                m.qos,
+                m.dup,
+                False,
+                pid if m.qos else 0,
+                m.payload(),
+            )
             if commit_every and (i + 1) % commit_every == 0:
                 store.sync()
                 store.commit()

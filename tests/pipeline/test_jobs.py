@@ -16,10 +16,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DateType
 
-from pipeline import audit, report, rollup
+from host_bridge.telemetry.format import spark_schema
+from pipeline import audit, rollup
 from pipeline.audit import NO_DEVICE, Expectation
 from pipeline.jobs import run_job
-from host_bridge.telemetry.format import spark_schema
 from pipeline.spark import PipelineError, copy_to_hadoop, read_telemetry
 from pipeline.stream import stream_audit
 from tests.conftest import REPO
@@ -48,8 +48,22 @@ def test_audit_counts_gaps_duplicates_and_reordering_exactly(tmp_path: Path, spa
     result, _ = audit.audit(read_telemetry(spark, str(tmp_path / "rec")))
     boots = boots_by_key(result)
     a, b, c = boots[("a", 1)], boots[("b", 1)], boots[("c", 2)]
-    assert (a["received"], a["distinct"], a["highest_seq"], a["lost"], a["duplicates"], a["out_of_order"]) == (11, 10, 9, 0, 1, 0)
-    assert (b["received"], b["distinct"], b["highest_seq"], b["lost"], b["duplicates"], b["out_of_order"]) == (6, 5, 5, 1, 1, 1)
+    assert (a["received"], a["distinct"], a["highest_seq"], a["lost"], a["duplicates"], a["out_of_order"]) == (
+        11,
+        10,
+        9,
+        0,
+        1,
+        0,
+    )
+    assert (b["received"], b["distinct"], b["highest_seq"], b["lost"], b["duplicates"], b["out_of_order"]) == (
+        6,
+        5,
+        5,
+        1,
+        1,
+        1,
+    )
     assert b["missing_ranges"] == [[4, 4]] and a["missing_ranges"] == []
     assert (c["qos"], c["received"], c["lost"]) == (0, 5, 0)
     assert (result.rows, result.parse_errors, result.recorder_duplicates) == (23, 1, 0)
@@ -83,7 +97,10 @@ def test_hostile_telemetry_is_quarantined_and_an_absurd_seq_costs_nothing(tmp_pa
     assert (liar["lost"], liar["absurd_seq"], liar["missing_ranges"]) == (1_999_999_998, True, [[2, 1_999_999_999]])
     assert (gappy["lost"], gappy["absurd_seq"], gappy["missing_ranges"]) == (6, False, [[1, 2], [5, 8]])
     assert (honest["lost"], honest["absurd_seq"]) == (0, False)
-    assert any("liar boot 1: 1999999998 lost (seq 2-1999999999) [absurd seq 2000000000" in p for p in result.verdicts[1].problems)
+    assert any(
+        "liar boot 1: 1999999998 lost (seq 2-1999999999) [absurd seq 2000000000" in p
+        for p in result.verdicts[1].problems
+    )
     assert result.verdicts[2].problems == ["gappy boot 1: 6 lost (seq 1-2, 5-8)"]
     assert result.invalid == {
         "neg": {"seq is negative": 1},
@@ -106,7 +123,8 @@ def test_qos0_loss_is_reported_but_never_fails(tmp_path: Path, spark: SparkSessi
 
 def test_latency_percentiles_and_clock_offset(tmp_path: Path, spark: SparkSession) -> None:
     # The board's clock: t = 1000 * seq. Delivery delays 5, 10, 20, 5, 100 ms: the fastest (5 ms) is taken as
-    # zero, so latencies are 0, 5, 15, 0, 95. Exact percentiles interpolate linearly: p50 5 (rank 2 of 0 0 5 15 95), p90 15 + 0.6 * 80 = 63, p99 15 + 0.96 * 80 = 91.8.
+    # zero, so latencies are 0, 5, 15, 0, 95. Exact percentiles interpolate linearly: p50 5 (rank 2 of
+    # 0 0 5 15 95), p90 15 + 0.6 * 80 = 63, p99 15 + 0.96 * 80 = 91.8.
     delays = [5, 10, 20, 5, 100]
     write_dataset(tmp_path / "rec", [Msg("L", 1, s, 1000 * s + d, t=1000 * s) for s, d in enumerate(delays)])
     result, _ = audit.audit(read_telemetry(spark, str(tmp_path / "rec")))
@@ -137,7 +155,10 @@ def test_expected_totals_catch_a_lost_tail_and_a_silent_device(tmp_path: Path, s
 
 
 def test_expectations_file_format() -> None:
-    assert audit.load_expectations('{"a": 5, "b": {"messages": 2, "qos": 2}}') == {"a": Expectation(5), "b": Expectation(2, 2)}
+    assert audit.load_expectations('{"a": 5, "b": {"messages": 2, "qos": 2}}') == {
+        "a": Expectation(5),
+        "b": Expectation(2, 2),
+    }
     with pytest.raises(PipelineError, match="--expect"):
         audit.load_expectations("[1, 2]")
 
@@ -154,8 +175,13 @@ def test_rollup_windows_match_hand_computed_values(tmp_path: Path, spark: SparkS
     ]
     write_dataset(tmp_path / "rec", msgs)
     tables = rollup.rollup(read_telemetry(spark, str(tmp_path / "rec")))
-    minute = [(r["dev"], r["window_start"], r["count"], r["min"], r["max"], r["mean"]) for r in tables["minute"].collect()]
-    hour = [(r["dev"], r["window_start"], r["window_end"], r["count"], r["min"], r["max"], r["mean"]) for r in tables["hour"].collect()]
+    minute = [
+        (r["dev"], r["window_start"], r["count"], r["min"], r["max"], r["mean"]) for r in tables["minute"].collect()
+    ]
+    hour = [
+        (r["dev"], r["window_start"], r["window_end"], r["count"], r["min"], r["max"], r["mean"])
+        for r in tables["hour"].collect()
+    ]
     m = timedelta(minutes=1)
     assert minute == [
         ("a", T0_NAIVE, 2, 1.0, 3.0, 2.0),
@@ -176,7 +202,9 @@ def test_all_jobs_write_summary_rollups_and_a_standalone_report(tmp_path: Path, 
     outcome = run_job(spark, "all", str(tmp_path / "rec"), str(tmp_path / "out"))
     assert outcome.exit_code == 1  # b broke the QoS 2 promise
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["ok"] is False and summary["qos"]["2"]["verdict"] == "FAIL" and summary["qos"]["1"]["verdict"] == "PASS"
+    assert (
+        summary["ok"] is False and summary["qos"]["2"]["verdict"] == "FAIL" and summary["qos"]["1"]["verdict"] == "PASS"
+    )
     assert summary["qos"]["2"]["lost"] == 1 and summary["qos"]["2"]["duplicates"] == 1
     assert pq.read_table(tmp_path / "out" / "boots").num_rows == 3
     assert pq.read_table(tmp_path / "out" / "rollup" / "minute").num_rows > 0
@@ -202,13 +230,19 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     mixed_dataset(tmp_path / "rec")
     run = subprocess.run(
         [sys.executable, "-m", "pipeline", "audit", "--input", str(tmp_path / "rec"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "FAIL" in run.stdout and json.loads((tmp_path / "out" / "summary.json").read_text())["ok"] is False
     missing = subprocess.run(
         [sys.executable, "-m", "pipeline", "rollup", "--input", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
@@ -242,7 +276,9 @@ def test_recorder_schema_is_the_spark_schema(tmp_path: Path, spark: SparkSession
     write_dataset(tmp_path / "rec", [Msg("x", 1, 0, 0)])
     inferred = spark.read.parquet(str(tmp_path / "rec")).schema
     imposed = spark_schema()
-    assert [(f.name, f.dataType) for f in inferred.fields] == [(f.name, f.dataType) for f in imposed.fields] + [("date", DateType())]
+    assert [(f.name, f.dataType) for f in inferred.fields] == [(f.name, f.dataType) for f in imposed.fields] + [
+        ("date", DateType())
+    ]
     row = read_telemetry(spark, str(tmp_path / "rec")).first()
     assert row is not None and (row["dev"], row["received_at"]) == ("x", T0_NAIVE)
 
@@ -263,10 +299,27 @@ def test_runs_under_spark_submit(tmp_path: Path) -> None:
     write_dataset(tmp_path / "rec", [Msg("ss", 1, s, s, qos=2) for s in (0, 1, 2, 2)])
     spark_submit = Path(sys.executable).parent / "spark-submit"
     run = subprocess.run(
-        [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
-         "--conf", "spark.driver.bindAddress=127.0.0.1", str(REPO / "pipeline" / "__main__.py"),
-         "audit", "--input", str(tmp_path / "rec"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable},
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+            str(REPO / "pipeline" / "__main__.py"),
+            "audit",
+            "--input",
+            str(tmp_path / "rec"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable},
     )
     assert run.returncode == 1, run.stdout + run.stderr  # seq 2 twice at QoS 2
     assert "from spark-submit" in run.stdout and "1 delivered twice" in run.stdout

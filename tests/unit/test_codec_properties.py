@@ -119,7 +119,7 @@ def test_any_chunking_gives_the_same_packets(messages: list[tuple[str, bytes, in
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=20)))
     decoder = codec.PacketDecoder(codec.V311, 1 << 16)
     got = []
-    for start, end in zip([0, *cuts], [*cuts, len(stream)]):
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=False):
         got += [(p.topic, p.payload, p.qos) for p in decoder.packets(stream[start:end])]
     assert got == messages
 

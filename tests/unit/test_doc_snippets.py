@@ -50,15 +50,25 @@ def test_snippet_runs(where: str, code: str, tmp_path: Path, mosquitto: Mosquitt
         app = tmp_path / "app"
         app.mkdir()
         (app / "main.py").write_text(BOARD_BROKER.sub(f'"{host}", {port}', code))
-        dut = VirtualDut("doc", BoardDefinition.load("sim"), flash=tmp_path / "b.flash", console_log=tmp_path / "console.log", app=app)
+        dut = VirtualDut(
+            "doc",
+            BoardDefinition.load("sim"),
+            flash=tmp_path / "b.flash",
+            console_log=tmp_path / "console.log",
+            app=app,
+        )
         try:
             dut.configure({"client_id": "doc"})
             end = boot_once(dut, timeout=60)
         finally:
             dut.close()
-        assert end.status == 0 and "Traceback" not in end.console, f"{where} failed on the virtual board:\n{end.console}"
+        assert end.status == 0 and "Traceback" not in end.console, (
+            f"{where} failed on the virtual board:\n{end.console}"
+        )
     else:
         script = tmp_path / "snippet.py"
         script.write_text(code.replace(HOST_BROKER, mosquitto.address))
-        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, f"{where} failed:\n{result.stdout}\n{result.stderr}"

@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from dmqtt import codec_host as codec, journal
+from dmqtt import codec_host as codec
+from dmqtt import journal
 from dmqtt.session import WAIT_COMP, Session
 from tests.unit.nor import NorPartition, PowerCut
 from tests.unit.test_session import ack, drain
@@ -59,7 +60,7 @@ def check_recovered(part: NorPartition, model: Model) -> Session:
     session = Session(journal.RingJournal(part, 512))
     session.open()
     found = {session._pid[i]: i for i in range(len(session._state)) if session._state[i]}
-    for pid, (qos, payload, released) in model.live.items():
+    for pid, (_qos, _payload, released) in model.live.items():
         if pid in model.maybe:
             continue  # its ack was being journaled: either state is right
         assert pid in found, f"accepted message {pid} lost"

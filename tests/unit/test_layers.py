@@ -34,7 +34,9 @@ def imported(path: Path, runtime_only: bool = False) -> set[str]:
     return names
 
 
-def importers(folder: str, forbidden: set[str], allowed: set[str] = frozenset(), runtime_only: bool = False) -> dict[str, set[str]]:
+def importers(
+    folder: str, forbidden: set[str], allowed: set[str] = frozenset(), runtime_only: bool = False
+) -> dict[str, set[str]]:
     """Files under folder importing a module of a forbidden package, other than the allowed modules."""
     found = {}
     for path in sorted((REPO / folder).rglob("*.py")):

@@ -1,5 +1,5 @@
-"""The promises, defined once (host_bridge.telemetry.promises) for the bench's verdicts and the Spark audit: counting rules
-on hand-made deliveries, and the verdict each QoS gets."""
+"""The promises, defined once (host_bridge.telemetry.promises) for the bench's verdicts and the Spark audit:
+counting rules on hand-made deliveries, and the verdict each QoS gets."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from dmqtt import codec_host as codec, journal
+from dmqtt import codec_host as codec
+from dmqtt import journal
 from dmqtt.journal_file import FileJournal
 from dmqtt.session import QueueFull, Session
 from tests.unit.nor import NorPartition
@@ -64,7 +65,14 @@ def test_accepted_message_is_on_flash_before_accept_returns(new_store: Store) ->
     assert again.outstanding() == 1 and again.mark == 41
     again.connected(session_present=True)
     [p] = drain(again)
-    assert (p.type, p.pid, p.topic, p.payload, p.qos, p.retain) == (codec.PUBLISH, pid, "sensors/a", b"payload", 1, True)
+    assert (p.type, p.pid, p.topic, p.payload, p.qos, p.retain) == (
+        codec.PUBLISH,
+        pid,
+        "sensors/a",
+        b"payload",
+        1,
+        True,
+    )
     assert p.dup  # it may have been sent before the reset [MQTT-3.3.1-1]
 
 
@@ -102,7 +110,10 @@ def test_reconnect_with_session_resends_with_dup_and_same_ids(new_store: Store) 
     s.lost()
     s.connected(True)
     resent = drain(s)
-    assert [(p.pid, p.payload, p.dup) for p in resent] == [(pids[0], sent[0].payload, True), (pids[2], sent[2].payload, True)]
+    assert [(p.pid, p.payload, p.dup) for p in resent] == [
+        (pids[0], sent[0].payload, True),
+        (pids[2], sent[2].payload, True),
+    ]
 
 
 def test_qos2_after_pubrec_resends_pubrel_never_publish(new_store: Store) -> None:
@@ -268,7 +279,7 @@ def test_ring_carries_live_messages_forward_when_it_wraps() -> None:
     s.connected(True)
     stuck = s.accept(b"t/stuck", b"never acked", 1)
     drain(s)
-    for i in range(2000):
+    for _i in range(2000):
         pid = s.accept(b"t/x", b"y" * 60, 1)
         drain(s)
         ack(s, codec.PUBACK, pid)

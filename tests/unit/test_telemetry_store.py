@@ -34,7 +34,9 @@ def test_parse_payload_fields_and_errors() -> None:
 def add(store: TelemetryStore, n: int, start: int = 0, qos: int = 1) -> None:
     for i in range(start, start + n):
         payload = json.dumps({"dev": "d", "boot": 1, "seq": i, "t": i, "reading": 1.0}).encode()
-        store.add(1_790_000_000_000_000 + i, "sensors/d/telemetry", qos, False, False, (i % 65535) + 1 if qos else 0, payload)
+        store.add(
+            1_790_000_000_000_000 + i, "sensors/d/telemetry", qos, False, False, (i % 65535) + 1 if qos else 0, payload
+        )
 
 
 def test_commit_writes_parquet_by_date_and_nothing_else_visible(tmp_path: Path) -> None:
@@ -67,7 +69,12 @@ def test_redelivery_of_a_stored_message_is_marked(tmp_path: Path) -> None:
     again = store.add(2, "s/t", 2, True, False, 9, b"A")  # DUP, same id and content: stored before
     other = store.add(3, "s/t", 2, True, False, 9, b"B")  # DUP but other content: a new message under id 9
     fresh = store.add(4, "s/t", 2, False, False, 9, b"B")  # DUP 0: never a redelivery
-    assert [first.recorder_dup, again.recorder_dup, other.recorder_dup, fresh.recorder_dup] == [False, True, False, False]
+    assert [first.recorder_dup, again.recorder_dup, other.recorder_dup, fresh.recorder_dup] == [
+        False,
+        True,
+        False,
+        False,
+    ]
     assert store.release(9) and not store.release(9)
     store.close()
 
