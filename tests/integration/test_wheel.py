@@ -80,7 +80,8 @@ def test_a_wheel_installed_outside_the_checkout_runs_host_bridge_vboard(tmp_path
         env=env,
         timeout=120,
     )
-    summary = json.loads(next(line for line in result.stdout.splitlines() if line.startswith('{"dev"')))
-    assert (summary["dev"], summary["total"], summary["qos"]) == ("wheel-1", 5, 2), result.stdout
+    output = result.stdout + result.stderr
+    summaries = [json.loads(line) for line in output.splitlines() if line.startswith("{") and '"dev"' in line]
+    assert [(s["dev"], s["total"], s["qos"]) for s in summaries] == [("wheel-1", 5, 2)], output
     staged = list((tmp_path / "cache" / "durable-mqtt" / "vboard").glob("*/dmqtt/client.mpy"))
     assert staged, "the board's firmware was not staged from the wheel into the cache"
