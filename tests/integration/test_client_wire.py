@@ -292,3 +292,70 @@ def test_offline_queue_is_sent_when_the_broker_appears(tmp_path: Path) -> None:
     code, out = finish(board)
     assert code == 0, out
     assert out.count("connect failed") >= 2 and summary(out)["total"] == 5
+
+
+HOOKS_APP = """
+import json
+from dmqtt.client import CONNECTED, DISCONNECTED, MQTTClient
+from dmqtt.errors import DmqttError, MQTTError, PublishRefused
+from dmqtt.journal import open_journal
+from dmqtt.transport import TCPTransport
+
+events = []
+c = MQTTClient("hooks", open_journal(), version=5)
+c.on_connect = lambda present: events.append(["connect", present])
+c.on_disconnect = lambda code, reason: events.append(["disconnect", code])
+c.on_message = lambda topic, payload, qos, retain, dup: events.append(["message", topic, payload.decode(), qos])
+c.on_published = lambda pid, code: events.append(["published", pid, code])
+c.open()
+states = [c.state]
+c.connect(TCPTransport(HOST, PORT))
+states.append(c.state)
+pid = c.publish(b"t/a", b"x", qos=1)
+try:
+    c.publish(b"t/+", b"x", qos=1)
+except PublishRefused as exc:
+    events.append(["refused", exc.code, isinstance(exc, DmqttError)])
+c.wait_idle(10000)
+try:
+    while True:
+        c.poll(100)
+except MQTTError as exc:
+    events.append(["lost", isinstance(exc, DmqttError)])
+states.append(c.state)
+print(json.dumps({"pid": pid, "events": events, "states": states, "expected": [DISCONNECTED, CONNECTED],
+                  "counters": [c.connects, c.disconnects, c.received, c.published, c.refused, c.outstanding()]}))
+"""
+
+
+def test_the_client_reports_through_its_hooks_state_and_counters(tmp_path: Path, broker: ScriptedBroker) -> None:
+    """The application's whole view: hooks called at the moments the wire shows, the connection state, the
+    counters, and errors under DmqttError (a bad topic is refused before anything is journaled or sent)."""
+    app = tmp_path / "app"
+    app.mkdir()
+    host, port = broker.address.rsplit(":", 1)
+    (app / "main.py").write_text(f"HOST, PORT = {host!r}, {port}\n" + HOOKS_APP)
+    board = start_board(tmp_path, {}, app=app)
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(session_present=False)
+    _, pub = conn.recv_type(codec.PUBLISH)
+    assert pub.topic == "t/a"  # the refused t/+ never reaches the wire
+    conn.send(codec.encode_publish("cmd/x", b"hi", 1, 7, version=codec.V5))
+    conn.ack(codec.PUBACK, pub.pid)
+    _, ack = conn.recv_type(codec.PUBACK)
+    assert ack.pid == 7
+    conn.close()
+    code, out = finish(board)
+    assert code == 0, out
+    report = summary(out)
+    assert report["states"] == [*report["expected"], report["expected"][0]], report
+    assert report["events"] == [
+        ["connect", False],
+        ["refused", codec.TOPIC_NAME_INVALID, True],
+        ["message", "cmd/x", "hi", 1],
+        ["published", report["pid"], 0],
+        ["disconnect", None],
+        ["lost", True],
+    ], report
+    assert report["counters"] == [1, 1, 1, 1, 1, 0], report
