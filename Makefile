@@ -67,7 +67,9 @@ test: system-deps $(STAMP) lint
 demo: system-deps $(STAMP)
 	$(BIN)/python -m host_bridge.demo
 
+# BENCHMARKS.md and bench/results.json (BENCH_QUICK=1: a short dose of each figure), then the older tools' reports.
 bench: system-deps $(STAMP)
+	$(BIN)/python tools/benchmarks.py
 	$(BIN)/python tools/bench_codec.py
 	$(BIN)/python tools/flash_cost.py
 	$(BIN)/python tools/bench_recorder.py

@@ -185,7 +185,7 @@ def check(raw):
         "wifi": wifi,
         "keepalive": _int(raw, "keepalive_s", 60, 0, 65535),
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
-        "window": _int(raw, "window", 8, 1, 65535),
+        "window": "auto" if raw.get("window", "auto") == "auto" else _int(raw, "window", 8, 1, 65535),
         "group_commit": _int(raw, "group_commit", 0, 0, 16),
         "topic": topic,
         "qos": qos,

@@ -78,7 +78,7 @@ class MQTTClient:
         keepalive=60,
         clean=False,
         session_expiry=3600,
-        window=8,
+        window="auto",
         max_messages=32,
         username=None,
         password=None,
@@ -94,7 +94,9 @@ class MQTTClient:
         self.username = username
         self.password = password
         self.will = will  # (topic, payload, qos, retain) or None
-        self.session = Session(store, version, window, max_messages, _RX_MAX)  # internal: use the client's API
+        # window "auto": follow the broker's Receive Maximum up to max_messages (the journal's slots).
+        auto = window == "auto"
+        self.session = Session(store, version, 0 if auto else window, max_messages, _RX_MAX)  # internal: use the API
         self.session.on_message = self._message
         self.session.on_result = self._result
         self.max_packet = max_packet
@@ -137,6 +139,11 @@ class MQTTClient:
     def mark(self):
         """The application's progress counter as last journaled (publish(mark=...)): survives reboots."""
         return self.session.mark
+
+    @property
+    def window(self):
+        """Flows in flight at once on this connection (after CONNACK: the broker's Receive Maximum applied)."""
+        return self.session.window
 
     @property
     def retain_cleared(self):

@@ -11,7 +11,13 @@ if False:  # type checkers only: MicroPython has no typing module
     from typing import Any, Iterator
 
 
-def encode_connack(session_present, code=0, version=codec.V311, props=None, into=None):
+def encode_connack(
+    session_present: bool,
+    code: int = 0,
+    version: int = codec.V311,
+    props: "dict | None" = None,
+    into: "bytearray | None" = None,
+) -> "Any":
     if version == codec.V5:
         codec.check_reason(code, codec.CONNACK_REASONS)
     elif not 0 <= code <= 5:
@@ -168,7 +174,7 @@ class Packet:
         return "%s%r" % (codec.NAMES[self.type], self.fields)
 
 
-def decode(ptype, flags, body, version=codec.V311):
+def decode(ptype: int, flags: int, body: "bytes | bytearray | memoryview", version: int = codec.V311) -> Packet:
     """Decode a whole packet body into a Packet. Copies what it keeps out of the shared buffer."""
     if ptype == codec.PUBLISH:
         topic, pid, payload, props = codec.decode_publish(flags, body, version)

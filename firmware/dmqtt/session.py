@@ -32,14 +32,20 @@ WAIT_ACK = const(2)
 WAIT_COMP = const(3)
 
 _CONTROL_MAX = const(16)
+# The auto window where the CONNACK cannot carry a Receive Maximum (MQTT 3.1, 3.1.1): the broker's limit is
+# unknowable, and exceeding it costs the connection (Mosquitto 2.0 drops a 3.1.1 client with more unreleased
+# incoming QoS 2 messages than its max_inflight_messages, 20 by default; measured here).
+_LEGACY_WINDOW = const(8)
 
 
 class Session:
     def __init__(self, store, version=codec.V311, window=8, max_messages=32, rx_max=16):
         self.journal = store
         self.version = version
+        # The window: flows in flight at once. 0 (auto): as many as the broker's Receive Maximum allows, up to the
+        # slots, since every flow in flight holds one; a number: at most that many.
         self.window_config = window
-        self.window = window
+        self.window = window or max_messages
         self.max_qos = 2
         self.retain_available = True
         self.on_message = None  # callable(topic: str, payload: bytes, qos, retain, dup)
@@ -221,9 +227,11 @@ class Session:
     # -- connection events ---------------------------------------------------------------------------------
 
     def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True):
-        """After CONNACK. The window is ours capped by the broker's Receive Maximum (MQTT 5.0 3.3.4)."""
+        """After CONNACK. The window is ours (or our slots, on auto) capped by the broker's Receive Maximum: the
+        client sends no more unacknowledged QoS 1/2 PUBLISH packets than that [MQTT-3.3.4-7]."""
         self.connected_now = True
-        self.window = max(1, min(self.window_config, receive_max))
+        auto = len(self._state) if self.version == codec.V5 else _LEGACY_WINDOW
+        self.window = max(1, min(self.window_config or auto, receive_max))
         self.max_qos = max_qos
         self.retain_available = retain_available
         self._ctl_len = 0

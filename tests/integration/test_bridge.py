@@ -5,6 +5,7 @@ killed bridge, a restarted broker and a pulled cable are scenarios of the HIL be
 from __future__ import annotations
 
 import json
+import select
 import signal
 import socket
 import subprocess
@@ -297,15 +298,16 @@ class StallingProxy:
                 self.threads.append(t)
 
     def _pipe(self, src: socket.socket, dst: socket.socket, gated: bool) -> None:
-        src.settimeout(0.2)
+        # Each socket is used by both directions' threads: no socket timeout (a timed-out sendall would end
+        # the relay), readiness by select() instead.
         while not self.closing.is_set():
             if gated and not self.reading.is_set():
                 self.reading.wait(0.2)
                 continue
             try:
+                if not select.select([src], [], [], 0.2)[0]:
+                    continue
                 data = src.recv(4096)
-            except TimeoutError:
-                continue
             except OSError:
                 break
             if not data:

@@ -1,0 +1,106 @@
+"""A TCP proxy on 127.0.0.1 that adds a fixed delay to every byte in each direction: a round trip of 2 x delay
+between a client and a broker, as a WiFi link to a distant broker has, with no bandwidth limit and no loss.
+Bytes keep their order; each chunk leaves `delay` seconds after it arrived. Both of its sockets set
+TCP_NODELAY, so the proxy adds no coalescing of its own.
+
+Used by the benchmarks (`make bench`): what a window buys is only visible with a round trip to wait for."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from types import TracebackType
+
+from host_bridge.errors import HostBridgeError
+
+
+class DelayProxy:
+    def __init__(self, target: str, one_way_ms: float) -> None:
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.delay = one_way_ms / 1000.0
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="delay-proxy", daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> DelayProxy:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
+        try:
+            future.result(timeout=10)
+        except OSError as exc:
+            self.close()
+            raise HostBridgeError(f"the delay proxy cannot listen on 127.0.0.1: {exc}") from None
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._loop.close()
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            broker_r, broker_w = await asyncio.open_connection(*self.target)
+        except OSError:
+            client_w.close()
+            return
+        for writer in (client_w, broker_w):
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            await asyncio.gather(self._pipe(client_r, broker_w), self._pipe(broker_r, client_w), return_exceptions=True)
+        except asyncio.CancelledError:  # the proxy is closing: drop both sides, as a link going down would
+            client_w.close()
+            broker_w.close()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await queue.get()
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if not data:
+                    writer.close()
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        sender = asyncio.create_task(deliver())
+        try:
+            while True:
+                data = await reader.read(65536)
+                await queue.put((loop.time() + self.delay, data))
+                if not data:
+                    break
+            await sender
+        except (ConnectionError, asyncio.CancelledError):
+            sender.cancel()
+            writer.close()

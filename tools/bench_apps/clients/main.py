@@ -1,0 +1,102 @@
+# The benchmark workload on a virtual board: one MQTT client publishes to a broker for a while and reports its
+# rate and its heap. /flash/config.json says which client and how:
+#   {"client": "dmqtt" | "dmqtt-ram" | "umqtt", "host", "port", "qos", "size", "window" (dmqtt: "auto" or N),
+#    "seconds", "max", "nodelay" (umqtt: set TCP_NODELAY, which umqtt.simple does not), "version" (dmqtt: 4 or 5)}
+# "dmqtt" journals on the emulated flash partition (the emulator's Python flash costs time a real chip's does
+# not); "dmqtt-ram" journals on a RAM partition with the same block interface, to take that cost out.
+# umqtt.simple (micropython-lib, fetched from PyPI at bench time, compiled to .mpy like the firmware) is
+# stop-and-wait: each QoS 1 publish waits for its PUBACK; it has no QoS 2 and no journal.
+import gc
+import json
+import time
+
+cfg = json.load(open("/flash/config.json"))
+payload = b"x" * cfg["size"]
+topic = b"bench/t"
+qos = cfg["qos"]
+limit_ms = int(cfg["seconds"] * 1000)
+
+
+class RamPartition:
+    """The esp32.Partition block interface over a bytearray: reads, programs and erases cost RAM copies only."""
+
+    def __init__(self, size):
+        self.buf = bytearray(b"\xff" * size)
+
+    def readblocks(self, block, buf, off=0):
+        start = block * 4096 + off
+        buf[:] = self.buf[start : start + len(buf)]
+
+    def writeblocks(self, block, buf, off=0):
+        start = block * 4096 + off
+        self.buf[start : start + len(buf)] = buf
+
+    def ioctl(self, op, arg):
+        if op == 4:
+            return len(self.buf) // 4096
+        if op == 5:
+            return 4096
+        if op == 6:
+            start = arg * 4096
+            self.buf[start : start + 4096] = b"\xff" * 4096
+        return 0
+
+
+def run_umqtt():
+    from umqtt_simple import MQTTClient
+
+    gc.collect()
+    base = gc.mem_alloc()
+    client = MQTTClient("bench-u", cfg["host"], cfg["port"])
+    client.connect()
+    if cfg["nodelay"]:
+        client.sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+    start = time.ticks_ms()
+    n = 0
+    while n < cfg["max"] and time.ticks_diff(time.ticks_ms(), start) < limit_ms:
+        client.publish(topic, payload, qos=qos)  # QoS 1: returns after its PUBACK
+        n += 1
+    ms = time.ticks_diff(time.ticks_ms(), start)
+    gc.collect()
+    heap = gc.mem_alloc() - base
+    client.disconnect()
+    return n, ms, heap, 1
+
+
+def run_dmqtt():
+    from dmqtt.client import MQTTClient
+    from dmqtt.transport import TCPTransport
+
+    record = cfg["size"] + 64
+    if cfg["client"] == "dmqtt-ram":
+        from dmqtt.journal import RingJournal
+
+        part = RamPartition(16 * 4096)
+        gc.collect()
+        base = gc.mem_alloc()  # the RAM partition is the stand-in for flash, not the client's heap
+        journal = RingJournal(part, record)
+    else:
+        from dmqtt.journal import open_journal
+
+        gc.collect()
+        base = gc.mem_alloc()
+        journal = open_journal(record_max=record)
+    client = MQTTClient("bench-d", journal, version=cfg["version"], window=cfg["window"], max_packet=record)
+    client.open()
+    client.connect(TCPTransport(cfg["host"], cfg["port"]))
+    start = time.ticks_ms()
+    n = 0
+    while n < cfg["max"] and time.ticks_diff(time.ticks_ms(), start) < limit_ms:
+        client.publish(topic, payload, qos=qos, timeout_ms=60000)
+        n += 1
+    client.wait_idle(120000)  # the rate counts only completed flows
+    ms = time.ticks_diff(time.ticks_ms(), start)
+    gc.collect()
+    heap = gc.mem_alloc() - base
+    window = client.window
+    client.disconnect()
+    return n, ms, heap, window
+
+
+n, ms, heap, window = run_umqtt() if cfg["client"] == "umqtt" else run_dmqtt()
+print(json.dumps({"total": n, "ms": ms, "heap": heap, "window": window}))

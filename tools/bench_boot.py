@@ -1,0 +1,124 @@
+"""Figure 8 of BENCHMARKS.md: a virtual board's boot, from the host starting it to its first PUBLISH arriving at
+the broker, since every power-cut campaign waits for it once per cut. The board runs the real application
+(config, boot counter, journal open, CONNECT) against a one-connection broker in this process that answers
+CONNACK and timestamps the first PUBLISH. The bare interpreter start (a MicroPython that only exits) is
+measured in the same run as the floor.
+
+    python tools/bench_boot.py [--quick]          (part of make bench)"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from dmqtt import codec_host as codec
+from host_bridge.boards import BoardDefinition
+from host_bridge.hil.dut import VirtualDut
+from host_bridge.vboard.runner import micropython_command
+
+GOAL_MS = 150
+
+
+class FirstPublish:
+    """Listens on 127.0.0.1; for each connection, CONNACK, then the monotonic time of the first PUBLISH."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.seen: list[float] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                decoder = codec.PacketDecoder(codec.V311, 1 << 16)
+                while data := conn.recv(4096):
+                    for packet in decoder.packets(data):
+                        if packet.type == codec.CONNECT:
+                            decoder = codec.PacketDecoder(packet.version, 1 << 16)
+                            conn.sendall(codec.encode_connack(False, 0, packet.version))
+                        elif packet.type == codec.PUBLISH:
+                            self.seen.append(time.monotonic())
+                            conn.close()
+                            break
+                    else:
+                        continue
+                    break
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def figure(quick: bool) -> dict[str, Any]:
+    boots = 3 if quick else 15
+    board = BoardDefinition.load("sim")
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = FirstPublish()
+        times = []
+        try:
+            for i in range(boots):
+                dut = VirtualDut(
+                    f"boot-{i}", board, flash=Path(tmp) / f"b{i}.flash", console_log=Path(tmp) / f"c{i}.log"
+                )
+                try:
+                    dut.configure(
+                        {"client_id": f"boot-{i}", "broker": broker.address, "publish": {"qos": 1, "count": 1}}
+                    )
+                    start = time.monotonic()
+                    dut.start()
+                    deadline = time.monotonic() + 30
+                    while len(broker.seen) <= i and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                    if len(broker.seen) <= i:
+                        raise SystemExit(f"boot {i}: no PUBLISH within 30 s; console: {Path(tmp) / f'c{i}.log'}")
+                    times.append((broker.seen[i] - start) * 1000)
+                finally:
+                    dut.close()
+        finally:
+            broker.close()
+        bare = []
+        for _ in range(boots):
+            start = time.monotonic()
+            subprocess.run([*micropython_command(), "-c", "pass"], check=True)
+            bare.append((time.monotonic() - start) * 1000)
+    return {
+        "boots": boots,
+        "first_publish_ms": {
+            "median": statistics.median(times),
+            "max": max(times),
+            "all": [round(t, 1) for t in times],
+        },
+        "bare_interpreter_ms": statistics.median(bare),
+        "goal_ms": GOAL_MS,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    result = figure(args.quick)
+    first = result["first_publish_ms"]
+    print(
+        f"virtual board boot to first PUBLISH: median {first['median']:.0f} ms, max {first['max']:.0f} ms over "
+        f"{result['boots']} boots (goal {GOAL_MS} ms); a bare interpreter start {result['bare_interpreter_ms']:.0f} ms"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""Figures 1 and 5 of BENCHMARKS.md: the board's client against umqtt.simple, the MicroPython client people use
+today, on the same Unix port of MicroPython and the same Mosquitto, in one run.
+
+    python tools/bench_clients.py [--quick]          (part of make bench)
+
+umqtt.simple is fetched from PyPI at run time (the sdist, checked against its SHA-256) into a temporary folder,
+compiled to .mpy like the firmware, and never kept. Each run is one virtual board publishing for a fixed time:
+loopback, and through a proxy that adds a 10 ms or 50 ms round trip (a WiFi link to a distant broker), with
+Mosquitto's `set_tcp_nodelay` on and off. A windowed client's ceiling there is window / round trip (QoS 1) or
+window / (2 round trips) (QoS 2); the round trip is measured through the proxy in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import shutil
+import socket
+import statistics
+import tarfile
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from dmqtt import codec
+from host_bridge.boards import BoardDefinition
+from host_bridge.broker import Mosquitto
+from host_bridge.delay_proxy import DelayProxy
+from host_bridge.hil.cycle import boot_once
+from host_bridge.hil.dut import VirtualDut
+
+UMQTT = {
+    "name": "micropython-umqtt.simple",
+    "version": "1.3.4",
+    "url": "https://files.pythonhosted.org/packages/bd/cf/697e3418b2f44222b3e848078b1e33ee76aedca9b6c2430ca1b1aec1ce1d/"
+    "micropython-umqtt.simple-1.3.4.tar.gz",
+    "sha256": "b6a2520239e3992c63a7de9370ee9b3d9d27819a90359c521f1c0f7ccab8d12f",
+}
+APP = Path(__file__).resolve().parent / "bench_apps" / "clients"
+PATHS = {"loopback": 0.0, "rtt 10 ms": 5.0, "rtt 50 ms": 25.0}  # one-way delay added by the proxy
+
+
+def fetch_umqtt(into: Path) -> Path:
+    """umqtt/simple.py from the PyPI sdist, saved as umqtt_simple.py in `into`."""
+    with urllib.request.urlopen(UMQTT["url"], timeout=60) as response:
+        data = response.read()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != UMQTT["sha256"]:
+        raise SystemExit(f"{UMQTT['url']}: SHA-256 {digest}, expected {UMQTT['sha256']}")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("umqtt/simple.py"))
+        source = archive.extractfile(member)
+        assert source is not None
+        target = into / "umqtt_simple.py"
+        target.write_bytes(source.read())
+    return target
+
+
+def round_trip_ms(address: str, samples: int = 15) -> float:
+    """Median PINGREQ -> PINGRESP time of an MQTT connection to `address` (the broker's own time included)."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(codec.encode_connect("bench-rtt", codec.V311, 60, True))
+        sock.recv(4)
+        times = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            sock.sendall(codec.encode_empty(codec.PINGREQ))
+            got = b""
+            while len(got) < 2:
+                got += sock.recv(2 - len(got))
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+class Runner:
+    def __init__(self, work: Path, app: Path, seconds: float) -> None:
+        self.work = work
+        self.app = app
+        self.seconds = seconds
+        self.board = BoardDefinition.load("sim")
+        self.count = 0
+
+    def run(
+        self, address: str, client: str, qos: int, size: int, window: Any = 8, umqtt_nodelay: bool = True
+    ) -> dict[str, Any]:
+        self.count += 1
+        host, port = address.rsplit(":", 1)
+        config = {
+            "client": client, "host": host, "port": int(port), "qos": qos, "size": size, "window": window,
+            "seconds": self.seconds, "max": 1_000_000, "nodelay": umqtt_nodelay, "version": codec.V5,
+        }  # fmt: skip
+        folder = self.work / f"run-{self.count}"
+        dut = VirtualDut(
+            f"bench-{self.count}",
+            self.board,
+            flash=folder / "b.flash",
+            console_log=folder / "console.log",
+            app=self.app,
+        )
+        try:
+            dut.configure(config)
+            end = boot_once(dut, timeout=120 + 4 * self.seconds)
+        finally:
+            dut.close()
+        if end.summary is None:
+            raise SystemExit(f"{client} qos {qos} size {size} window {window} failed:\n{end.console}")
+        shutil.rmtree(folder, ignore_errors=True)
+        result = end.summary
+        rate = result["total"] * 1000 / max(1, result["ms"])
+        return {
+            "msgs": result["total"],
+            "ms": result["ms"],
+            "rate": rate,
+            "heap": result["heap"],
+            "window_used": result["window"],
+        }
+
+
+def figure(quick: bool) -> dict[str, Any]:
+    seconds = 0.4 if quick else 1.5
+    rows: list[dict[str, Any]] = []
+    heap: list[dict[str, Any]] = []
+    rtts: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        app = work / "app"
+        shutil.copytree(APP, app)
+        fetch_umqtt(app)
+        runner = Runner(work, app, seconds)
+        for nodelay in (True, False):
+            options = () if nodelay else ("set_tcp_nodelay false",)
+            with Mosquitto(work / f"broker-{nodelay}", options=options) as broker:
+                for path, one_way in PATHS.items():
+                    if quick and path == "rtt 10 ms":
+                        continue
+                    with DelayProxy(broker.address, one_way) as proxy:
+                        address = proxy.address if one_way else broker.address
+                        rtt = round_trip_ms(address)
+                        rtts[f"{path}, broker nodelay {'on' if nodelay else 'off'}"] = rtt
+                        for case in cases(quick, nodelay, one_way > 0):
+                            got = runner.run(address, **case)
+                            window = got["window_used"]
+                            flows = 2 if case["qos"] == 2 else 1
+                            limit = window * 1000 / (flows * rtt) if one_way and case["qos"] else None
+                            row = {"path": path, "broker_nodelay": nodelay, "rtt_ms": round(rtt, 2), **case, **got}
+                            row["limit"] = limit
+                            row["efficiency"] = got["rate"] / limit if limit else None
+                            rows.append(row)
+                            print(_line(row), flush=True)
+        with Mosquitto(work / "broker-heap") as broker:
+            for client in ("dmqtt-ram", "umqtt"):
+                for window in (1, 8, 32) if client != "umqtt" else (1,):
+                    for size in (64, 1024):
+                        got = runner.run(broker.address, client, 1, size, window)
+                        heap.append({"client": client, "window": window, "size": size, "heap": got["heap"]})
+    return {"umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap}
+
+
+def cases(quick: bool, nodelay: bool, delayed: bool) -> list[dict[str, Any]]:
+    """Which client runs to make on one path. With the broker's nodelay off only the cases it changes."""
+    sizes = (64,) if quick or not nodelay else (64, 1024)
+    out: list[dict[str, Any]] = []
+    for size in sizes:
+        for qos in (0, 1, 2):
+            if not nodelay and qos == 0:
+                continue
+            for window in (1, 8, "auto"):
+                out.append({"client": "dmqtt", "qos": qos, "size": size, "window": window})
+            if not delayed and nodelay:
+                out.append({"client": "dmqtt-ram", "qos": qos, "size": size, "window": 8})
+            if qos < 2:  # umqtt.simple has no QoS 2
+                out.append({"client": "umqtt", "qos": qos, "size": size, "window": 1, "umqtt_nodelay": True})
+                if not quick:
+                    out.append({"client": "umqtt", "qos": qos, "size": size, "window": 1, "umqtt_nodelay": False})
+    return out
+
+
+def _line(row: dict[str, Any]) -> str:
+    eff = f"{row['efficiency']:.2f} of {row['limit']:.0f}/s" if row["efficiency"] is not None else ""
+    who = row["client"] + (
+        " (TCP_NODELAY forced)" if row.get("umqtt_nodelay") else " (as shipped)" if row["client"] == "umqtt" else ""
+    )
+    return (
+        f"  {row['path']:<10} broker nodelay {'on ' if row['broker_nodelay'] else 'off'} {who:<32} qos {row['qos']} "
+        f"{row['size']:>5} B window {row['window']!s:>4} ({row['window_used']}): {row['rate']:>8.0f} msg/s {eff}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a short dose of each case")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args()
+    results = figure(args.quick)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

