@@ -31,6 +31,7 @@ from host_bridge.broker import Mosquitto
 from host_bridge.delay_proxy import DelayProxy
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.dut import VirtualDut
+from host_bridge.vboard.flash_image import parse_size
 
 UMQTT = {
     "name": "micropython-umqtt.simple",
@@ -40,6 +41,7 @@ UMQTT = {
     "sha256": "b6a2520239e3992c63a7de9370ee9b3d9d27819a90359c521f1c0f7ccab8d12f",
 }
 APP = Path(__file__).resolve().parent / "bench_apps" / "clients"
+RAM_PARTITION_HEAP = 72 * 1024  # the dmqtt-ram case's 64 KiB partition stands in for flash: not the board's heap
 PATHS = {"loopback": 0.0, "rtt 10 ms": 5.0, "rtt 50 ms": 25.0}  # one-way delay added by the proxy
 
 
@@ -95,12 +97,14 @@ class Runner:
             "seconds": self.seconds, "max": 1_000_000, "nodelay": umqtt_nodelay, "version": codec.V5,
         }  # fmt: skip
         folder = self.work / f"run-{self.count}"
+        heap = parse_size(self.board.heap) + (RAM_PARTITION_HEAP if client == "dmqtt-ram" else 0)
         dut = VirtualDut(
             f"bench-{self.count}",
             self.board,
             flash=folder / "b.flash",
             console_log=folder / "console.log",
             app=self.app,
+            heap=str(heap),
         )
         try:
             dut.configure(config)
