@@ -283,7 +283,7 @@ class MQTTClient:
                 self.session.note_mark(mark)
             return 0
         start = _ticks_ms()
-        while not self.session.free_slots():
+        while self.session.full():
             if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
                 raise QueueFull("%d messages in flight and none acknowledged" % self.session.outstanding())
             self.poll(min(100, max(1, timeout_ms - _elapsed(start))))

@@ -74,6 +74,13 @@ class Session:
         self.connected_now = False
         self.retain_cleared = 0
         self.staged = 0  # group-committed records not yet on flash
+        # Hot-path shortcuts (measured on the Unix port: tools/bench_clients.py). _work: something may be sendable
+        # (set by every change that can make it so, cleared when a search finds nothing), so the polls between
+        # messages skip the slot scans. _fresh: the slot whose PUB record is still in journal.body, the last
+        # record committed, so its first send encodes from there instead of reading the record back.
+        self._work = False
+        self._fresh = -1
+        self._fresh_len = 0
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
@@ -200,6 +207,9 @@ class Session:
         self._qos[i] = qos
         self._addr[i] = addr
         self._serial[i] = self.serial
+        self._fresh = i
+        self._fresh_len = n
+        self._work = True
         return pid
 
     def sync(self):
@@ -210,12 +220,17 @@ class Session:
 
     def note_mark(self, mark):
         """Journal the application's progress for a message that has no record of its own (QoS 0)."""
+        self._fresh = -1  # journal.body is about to hold another record
         self.journal.commit(rec.MARK, rec.put_mark(self.journal.body, mark))
         self.mark = mark  # after the commit, for the same reason as in accept()
 
     def outstanding(self):
         """Outgoing QoS 1/2 messages not yet completed."""
         return len(self._state) - self.free_slots()
+
+    def full(self):
+        """Every slot holds a message (stops at the first free slot: publish() asks this for every message)."""
+        return self._free_slot() < 0
 
     def free_slots(self):
         count = 0
@@ -235,6 +250,7 @@ class Session:
         self.max_qos = max_qos
         self.retain_available = retain_available
         self._ctl_len = 0
+        self._work = True
         for i in range(len(self._state)):
             self._tx[i] = 0
             if session_present:
@@ -267,6 +283,8 @@ class Session:
             self._ctl_len -= 1
             reason = self._ctl_reason[h] if self.version == codec.V5 else 0
             return codec.encode_ack(self._ctl_type[h], self._ctl_pid[h], reason, self.version, None, buf)
+        if not self._work:
+            return 0
         # PUBRELs first: those flows already hold their place in the window.
         i = self._oldest(WAIT_COMP, WAIT_COMP)
         if i >= 0:
@@ -274,9 +292,11 @@ class Session:
             return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
         while True:
             if self._inflight() >= self.window:
+                self._work = False  # until a flow ends (_finish) or a PUBREC turns one into a PUBREL
                 return 0
             i = self._oldest(QUEUED, WAIT_ACK)
             if i < 0:
+                self._work = False  # until accept() or a reconnect
                 return 0
             n = self._encode_publish(i, buf)
             if n <= self.max_packet:
@@ -287,7 +307,10 @@ class Session:
 
     def _encode_publish(self, i, buf):
         resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
-        rtype, body = self.journal.read(self._addr[i])
+        if i == self._fresh:
+            body = self.journal.body[: self._fresh_len]
+        else:
+            rtype, body = self.journal.read(self._addr[i])
         qos = rec.pub_qos(body)
         retain = rec.pub_retain(body)
         if qos > self.max_qos:
@@ -409,18 +432,22 @@ class Session:
         self._ctl_len += 1
 
     def _journal_pid(self, rtype, pid):
+        self._fresh = -1  # journal.body is about to hold another record
         return self.journal.commit(rtype, rec.put_pid(self.journal.body, pid))
 
     def _journal_rel(self, i):
+        self._fresh = -1  # journal.body is about to hold another record
         self._rel_addr[i] = self.journal.commit(rec.REL, rec.put_rel(self.journal.body, self._pid[i], self._serial[i]))
         self._state[i] = WAIT_COMP
         self._tx[i] = 0  # PUBREL owed
+        self._work = True
 
     def _finish(self, i, reason):
         pid = self._pid[i]
         self._journal_pid(rec.DONE, pid)
         self._state[i] = FREE
         self._tx[i] = 0
+        self._work = True  # a place in the window is free
         if self.on_result is not None:
             self.on_result(pid, reason)
 

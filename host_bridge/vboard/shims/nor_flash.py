@@ -10,8 +10,8 @@
 #   only part of a sector erased.
 #
 # Counters per partition (blocks read, bytes programmed, program operations, blocks erased, program
-# violations) are written to a side file after every operation, so they survive a SIGKILL; the runner turns
-# them into JSON.
+# violations) are written to a side file after every operation (once each), so they survive a SIGKILL; the
+# runner turns them into JSON.
 
 import os
 import struct
@@ -52,9 +52,12 @@ class NorFlash:
         self._ff = memoryview(b"\xff" * SECTOR)
 
     def _bump(self, part, counter, amount):
+        """Count in RAM; _save() writes the counters out, once per operation."""
         base = (part * _COUNTERS + counter) * 4
         value = struct.unpack_from("<I", self._stats, base)[0] + amount
         struct.pack_into("<I", self._stats, base, value & 0xFFFFFFFF)
+
+    def _save(self):
         self._stats_file.seek(0)
         self._stats_file.write(self._stats)
 
@@ -65,6 +68,7 @@ class NorFlash:
         self._file.readinto(buf)
         blocks = (addr + n - 1) // SECTOR - addr // SECTOR + 1 if n else 0
         self._bump(part, 0, blocks)
+        self._save()
 
     def program(self, part, addr, data):
         n = len(data)
@@ -75,22 +79,28 @@ class NorFlash:
         self._file.seek(addr)
         self._file.readinto(old)
         bad = -1
-        for i in range(n):
-            value = data[i]
-            if old[i] & value != value:
-                if bad < 0:
-                    bad = i
-            old[i] &= value  # what a real cell keeps: bits only go 1 -> 0
+        if old == self._ff[:n]:
+            old[:] = data  # erased cells take the data as it is: the common case, without a loop per byte
+        else:
+            for i in range(n):
+                value = data[i]
+                if old[i] & value != value:
+                    if bad < 0:
+                        bad = i
+                old[i] &= value  # what a real cell keeps: bits only go 1 -> 0
         if self._ops == self._cut_at_op:
             n = self._rng.randrange(n) if n else 0
             self._write(addr, old[:n])
             self._bump(part, 1, n)
+            self._save()
             power_cut("program of %d bytes at 0x%x, %d done" % (len(data), addr, n))
         self._write(addr, old)
         self._bump(part, 1, n)
         self._bump(part, 2, 1)
         if bad >= 0:
             self._bump(part, 4, 1)
+        self._save()
+        if bad >= 0:
             sys.stderr.write("flash: program over non-erased byte at 0x%x\n" % (addr + bad))
             raise OSError(5)  # EIO: the data on flash is now corrupt, as on a real chip
 
@@ -106,6 +116,7 @@ class NorFlash:
             power_cut("erase of sector 0x%x, %d bytes done" % (addr, done))
         self._write(addr, self._ff)
         self._bump(part, 3, 1)
+        self._save()
 
     def _fault(self, part, what, addr):
         if part != self._fail_part:
