@@ -88,7 +88,14 @@ class Runner:
         self.count = 0
 
     def run(
-        self, address: str, client: str, qos: int, size: int, window: Any = 8, umqtt_nodelay: bool = True
+        self,
+        address: str,
+        client: str,
+        qos: int,
+        size: int,
+        window: Any = 8,
+        umqtt_nodelay: bool = True,
+        flash_timing: bool = False,
     ) -> dict[str, Any]:
         self.count += 1
         host, port = address.rsplit(":", 1)
@@ -105,6 +112,7 @@ class Runner:
             console_log=folder / "console.log",
             app=self.app,
             heap=str(heap),
+            flash_timing=flash_timing,
         )
         try:
             dut.configure(config)
@@ -156,13 +164,23 @@ def figure(quick: bool) -> dict[str, Any]:
                             row["efficiency"] = got["rate"] / limit if limit else None
                             rows.append(row)
                             print(_line(row), flush=True)
+        timed: list[dict[str, Any]] = []
+        with Mosquitto(work / "broker-timed") as broker:
+            # Figure 2: the same durable client with the emulated flash taking a real chip's time.
+            for qos in (1, 2):
+                for window in (1, 8, "auto"):
+                    for flash_timing in (False, True):
+                        got = runner.run(broker.address, "dmqtt", qos, 64, window, flash_timing=flash_timing)
+                        timed.append({"qos": qos, "window": window, "flash_timing": flash_timing, **got})
+                        print(f"  flash timing {'on ' if flash_timing else 'off'} qos {qos} window {window}: "
+                              f"{got['rate']:.0f} msg/s", flush=True)  # fmt: skip
         with Mosquitto(work / "broker-heap") as broker:
             for client in ("dmqtt-ram", "umqtt"):
                 for window in (1, 8, 32) if client != "umqtt" else (1,):
                     for size in (64, 1024):
                         got = runner.run(broker.address, client, 1, size, window)
                         heap.append({"client": client, "window": window, "size": size, "heap": got["heap"]})
-    return {"umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap}
+    return {"umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed}
 
 
 def cases(quick: bool, nodelay: bool, delayed: bool) -> list[dict[str, Any]]:

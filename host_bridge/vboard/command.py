@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cut.add_argument("--cut-random", type=float, metavar="S", help="cut power at a random moment within S seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed for line faults and half-done operations")
     parser.add_argument("--stats", action="store_true", help="print flash counters as `flash-stats: JSON` at exit")
+    parser.add_argument(
+        "--flash-timing", action="store_true", help="programs and erases take a real SPI NOR chip's time (W25Q32JV)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         flash_size=args.flash_size,
         heap=args.heap,
         app=args.app,
+        flash_timing=args.flash_timing,
     )
     cut_after = args.cut_after
     if args.cut_random is not None:

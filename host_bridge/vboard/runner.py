@@ -96,6 +96,7 @@ class VirtualBoard:
     serial_link: Path | None = None  # a fixed path (symlink) for the host end of the serial line
     cut_at_op: int = 0
     fail_flash: tuple[str, int] | None = None  # (partition, n): from its nth program/erase on, each fails (EIO)
+    flash_timing: bool = False  # programs and erases take a real chip's time (docs/virtual-board.md)
     seed: int = 0
     uid: str = "24d7eb000001"
     reset_cause: int = 1
@@ -135,6 +136,7 @@ class VirtualBoard:
                 "VBOARD_LAYOUT": json.dumps([[p.label, p.type, p.subtype, p.offset, p.size] for p in self.partitions]),
                 "VBOARD_CUT_OP": str(self.cut_at_op),
                 "VBOARD_FAIL": f"{self.fail_flash[0]}:{self.fail_flash[1]}" if self.fail_flash else "",
+                "VBOARD_FLASH_TIMING": "1" if self.flash_timing else "",
                 "VBOARD_SEED": str(self.seed),
                 "VBOARD_UID": self.uid,
                 "VBOARD_RESET_CAUSE": str(self.reset_cause),

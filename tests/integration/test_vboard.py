@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import serial
 
+from host_bridge.assets import SHIMS
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, BoardDefinition, LineFaults, VirtualBoard
 from tests.conftest import APPS, REPO
 
@@ -308,3 +309,23 @@ def test_cli_reports_a_missing_config_plainly(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "config file /nonexistent does not exist" in result.stderr
+
+
+def test_flash_timing_makes_programs_and_erases_take_a_real_chips_time(tmp_path: Path) -> None:
+    """The opt-in W25Q32JV model: a page program by its bytes, a sector erase 45 ms. Eight erases cannot take
+    less than 360 ms with it (a lower bound only: the machine may be slower, never faster)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nor_flash", SHIMS / "nor_flash.py")
+    assert spec is not None and spec.loader is not None
+    nor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nor)
+    assert nor.program_us(0, 1) == 30  # tBP1
+    assert nor.program_us(0, 256) == 400  # a whole page: tPP
+    assert nor.program_us(0, 101) == 280  # 30 + 100 x 2.5
+    assert nor.program_us(250, 12) == 2 * (30 + 5 * 2.5)  # two pages, six bytes each (the int of 85.0)
+    ops = [["erase", block] for block in range(8)]
+    start = time.monotonic()
+    code, out, _ = run_app(tmp_path, "flash_ops", {"client_id": "b"}, extra_env=ops_env(ops), flash_timing=True)
+    assert code == 0 and out.count("ok erase") == 8, out
+    assert time.monotonic() - start >= 8 * 0.045

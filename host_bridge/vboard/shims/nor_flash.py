@@ -18,12 +18,23 @@ import struct
 import sys
 
 SECTOR = 4096
+_PAGE = 256
 _COUNTERS = 5
 _FMT = "<5I"
 
+# Opt-in timing of a real SPI NOR chip (VBOARD_FLASH_TIMING=1): a program or erase takes as long as the chip
+# needs, so rates measured on the virtual board include real flash time. Espressif's module datasheets do not
+# give the flash chip's timing; these are the typical values of the Winbond W25Q32JV (32 Mbit, fitted to ESP32
+# boards), from its datasheet's AC characteristics: first byte of a page program 30 us (tBP1), each further byte
+# 2.5 us (tBP2), a whole 256-byte page 0.4 ms (tPP), a 4 KB sector erase 45 ms (tSE). Maxima are 3 ms and 400 ms.
+_T_FIRST_BYTE_US = 30
+_T_NEXT_BYTE_US = 2.5
+_T_PAGE_US = 400
+_T_SECTOR_ERASE_US = 45000
+
 
 class NorFlash:
-    def __init__(self, path, stats_path, partitions, cut_at_op=0, rng=None, fail=None):
+    def __init__(self, path, stats_path, partitions, cut_at_op=0, rng=None, fail=None, timing=False):
         self._file = open(path, "r+b")
         self._file.seek(0, 2)
         self.size = self._file.tell()
@@ -46,6 +57,7 @@ class NorFlash:
                 if entry[0] == label:
                     self._fail_part = i
         self._rng = rng
+        self._timing = timing
         self._scratch = bytearray(SECTOR)
         # A view, so that a half-done erase writes a prefix without copying it: the emulation is C on a real
         # board and must not take the firmware's heap (a 3 KB slice here ran a serial board out of memory).
@@ -95,6 +107,8 @@ class NorFlash:
             self._save()
             power_cut("program of %d bytes at 0x%x, %d done" % (len(data), addr, n))
         self._write(addr, old)
+        if self._timing:
+            _sleep_us(program_us(addr, n))
         self._bump(part, 1, n)
         self._bump(part, 2, 1)
         if bad >= 0:
@@ -115,6 +129,8 @@ class NorFlash:
             self._write(addr, self._ff[:done])
             power_cut("erase of sector 0x%x, %d bytes done" % (addr, done))
         self._write(addr, self._ff)
+        if self._timing:
+            _sleep_us(_T_SECTOR_ERASE_US)
         self._bump(part, 3, 1)
         self._save()
 
@@ -133,6 +149,23 @@ class NorFlash:
     def _check(self, addr, n):
         if addr < 0 or addr + n > self.size:
             raise OSError(22)
+
+
+def program_us(addr, n):
+    """A program of n bytes at addr: one page program per 256-byte page touched, each by its byte count."""
+    total = 0
+    while n > 0:
+        chunk = min(n, _PAGE - addr % _PAGE)
+        total += min(_T_PAGE_US, _T_FIRST_BYTE_US + (chunk - 1) * _T_NEXT_BYTE_US)
+        addr += chunk
+        n -= chunk
+    return int(total)
+
+
+def _sleep_us(us):
+    import time
+
+    time.sleep_us(us)
 
 
 def power_cut(what):

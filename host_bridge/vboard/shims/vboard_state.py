@@ -28,6 +28,7 @@ def flash():
             cut_at_op=int(env("VBOARD_CUT_OP", "0")),
             rng=random,
             fail=_fault(env("VBOARD_FAIL")),
+            timing=env("VBOARD_FLASH_TIMING") == "1",
         )
     return _flash
 
