@@ -21,12 +21,17 @@ from typing import Any
 
 import bench_boot
 import bench_clients
+import flash_cost
 
 from host_bridge import assets
 from host_bridge.broker import mosquitto_executable
 
 ROOT = assets.FIRMWARE.parent
-FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {"boot": bench_boot.figure, "clients": bench_clients.figure}
+FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "boot": bench_boot.figure,
+    "clients": bench_clients.figure,
+    "flash": flash_cost.figure,
+}
 
 
 def machine() -> dict[str, Any]:
@@ -56,11 +61,19 @@ def main() -> int:
         "machine": machine(),
         "figures": {},
     }
+    previous = args.out / "bench" / "results.json"
+    if args.only and previous.exists():
+        # A partial run keeps the other figures of the last full one (each says when and how it was measured).
+        kept = json.loads(previous.read_text())
+        results["figures"] = {k: v for k, v in kept["figures"].items() if k in FIGURES}
+        for fig in results["figures"].values():
+            fig.setdefault("measured", f"{kept['date']}, {kept['command']}")
     for name in chosen:
         print(f"[bench] {name} ...", flush=True)
         start = time.monotonic()
         results["figures"][name] = FIGURES[name](args.quick)
         results["figures"][name]["seconds"] = round(time.monotonic() - start, 1)
+        results["figures"][name]["measured"] = f"{results['date']}, {results['command']}"
         print(f"[bench] {name}: {results['figures'][name]['seconds']} s", flush=True)
     (args.out / "bench").mkdir(parents=True, exist_ok=True)
     (args.out / "bench" / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -95,11 +108,16 @@ def render(results: dict[str, Any]) -> str:
         "",
     ]
     figures = results["figures"]
+    when = {name: fig.get("measured") for name, fig in figures.items()}
+    if len(set(when.values())) > 1:
+        parts += ["Figures from more than one run: " + "; ".join(f"{k}: {v}" for k, v in when.items()) + ".", ""]
     if "clients" in figures:
         parts += render_clients(figures["clients"])
+    if "flash" in figures:
+        parts += render_flash(figures["flash"])
     if "boot" in figures:
         parts += render_boot(figures["boot"])
-    missing = [n for n in ("clients", "boot") if n not in figures]
+    missing = [n for n in FIGURES if n not in figures]
     if missing:
         parts += ["", f"Not measured in this run: {', '.join(missing)}."]
     return "\n".join(parts) + "\n"
@@ -275,6 +293,39 @@ def goals_clients(fig: dict[str, Any]) -> list[str]:
                         ]
                     )
     return ["### Goals", "", table(["figure", "goal", "measured", ""], goals), ""]
+
+
+def render_flash(fig: dict[str, Any]) -> list[str]:
+    rows = []
+    goals = []
+    for r in fig["rows"]:
+        ratio = r["bytes_programmed"] / r["floor"]
+        years = f"{r['years']:.0f}" if r["years"] is not None else "no erase"
+        rows.append([r["store"], r["qos"], f"{r['bytes_programmed']:.1f}", r["floor"], f"{ratio:.2f}",
+                     f"{r['blocks_erased']:.4f}", years])  # fmt: skip
+        if r["store"] == "ring" and r["qos"] == 1:
+            goals.append(["ring, QoS 1: bytes programmed / the records' bytes", f"<= {fig['goal_ratio']}",
+                          f"{ratio:.2f}", verdict(ratio <= fig["goal_ratio"])])  # fmt: skip
+            lasting = r["years"] is None or r["years"] >= fig["goal_years"]
+            goals.append(["ring, QoS 1, one message per second: years of the journal partition",
+                          f">= {fig['goal_years']}", years, verdict(lasting)])  # fmt: skip
+    parts = fig["partitions"]
+    return [
+        "## 4. Flash wear per message",
+        "",
+        f"{fig['messages']} messages of {fig['payload']} bytes per store (`tools/flash_cost.py`), from the emulated "
+        "flash's counters less a boot that publishes nothing. The floor is the bytes of the store's own records "
+        "(PUB plus DONE, plus REL at QoS 2). The file-per-message store is how Paho C keeps its persistence: each "
+        "in-flight message a file, removed at its acknowledgement (tools/bench_apps/file_per_message). Years: "
+        f"{fig['erase_cycles']:,} erase cycles per sector (the W25Q32JV's rating) spread over an ESP32-DevKitC's "
+        f"partition ({parts['mqttlog'] // 1024} KiB mqttlog for the ring, {parts['vfs'] // 1024} KiB vfs for the "
+        "files), at one message per second.",
+        "",
+        table(["store", "QoS", "bytes programmed", "records' bytes", "ratio", "sectors erased", "years"], rows),
+        "",
+        table(["goal", "", "measured", ""], goals),
+        "",
+    ]
 
 
 def render_boot(fig: dict[str, Any]) -> list[str]:

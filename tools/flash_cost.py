@@ -1,12 +1,17 @@
-"""Flash cost per message of each journal backend, the firmware's heap, and QoS 1 throughput with and without
-the window, measured on the virtual board.
+"""Figure 4 of BENCHMARKS.md: flash wear per message of each journal backend, against the records' own bytes and
+against a file-per-message store (as Paho C keeps its persistence) measured in the same run, and the years a
+board's journal partition lasts at one message per second; also the firmware's heap and QoS 1 throughput with and
+without the window.
 
-    python tools/flash_cost.py [--messages N]        (part of make bench)
+    python tools/flash_cost.py [--quick] [--messages N]        (part of make bench)
 
 Runs the board application against a Mosquitto on loopback: once with count 0 (the cost of a boot: config,
-boot counter, journal open) and once with N messages, and reports the difference per message from the
-emulated flash's counters, for the ring journal (boards/sim, "mqttlog" partition) and the LittleFS file
-journal (boards/sim-nojournal). The record's own bytes are the floor to compare against.
+boot counter, journal open) and once with N messages, and takes the difference per message from the emulated
+flash's counters, for the ring journal (boards/sim, "mqttlog" partition) and the LittleFS file journal
+(boards/sim-nojournal). The file-per-message store runs as its own board application
+(tools/bench_apps/file_per_message). Years assume the flash's rated 100,000 erase cycles per sector (W25Q32JV
+datasheet) spread evenly over the partition, as the ring and LittleFS both spread them, on an ESP32-DevKitC's
+partition table (boards/esp32-devkitc).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from host_bridge.boards import BoardDefinition
 from host_bridge.broker import Mosquitto
@@ -22,20 +28,36 @@ from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.dut import VirtualDut
 
 TOPIC = "sensors/{client_id}/telemetry"
+PER_MESSAGE_APP = Path(__file__).resolve().parent / "bench_apps" / "file_per_message"
+ERASE_CYCLES = 100_000
+SECONDS_PER_YEAR = 365 * 24 * 3600
+GOAL_RATIO = 1.05
+GOAL_YEARS = 10
 
 
 def run_board(
-    workdir: Path, board: str, broker: str, qos: int, count: int, payload: int, group: int = 0, window: int = 8
-) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    workdir: Path,
+    board: str,
+    broker: str,
+    qos: int,
+    count: int,
+    payload: int,
+    group: int = 0,
+    window: int | str = 8,
+    app: Path | None = None,
+) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     config = {
         "client_id": "cost",
         "broker": broker,
         "window": window,
         "group_commit": group,
         "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": payload},
+        "count": count,
+        "size": payload,
     }
+    options: dict[str, Any] = {"app": app} if app is not None else {}
     dut = VirtualDut(
-        "cost", BoardDefinition.load(board), flash=workdir / "f.flash", console_log=workdir / "console.log"
+        "cost", BoardDefinition.load(board), flash=workdir / "f.flash", console_log=workdir / "console.log", **options
     )
     try:
         dut.configure(config)
@@ -48,57 +70,75 @@ def run_board(
     return stats, end.summary
 
 
+def per_message(
+    tmp: Path, name: str, board: str, part: str, broker: str, qos: int, messages: int, payload: int, **kw: Any
+) -> dict[str, float]:
+    """The partition's counters per message: N messages less a boot that publishes none."""
+    costs = {}
+    for count in (0, messages):
+        work = tmp / f"{name}-{qos}-{count}"
+        work.mkdir()
+        stats, _ = run_board(work, board, broker, qos, count, payload, **kw)
+        costs[count] = stats[part]
+    base, full = costs[0], costs[messages]
+    return {k: (full[k] - base[k]) / messages for k in full}
+
+
+def years(erased_per_message: float, partition_bytes: int) -> float | None:
+    """At one message per second, until every sector of the partition has had its rated erase cycles."""
+    if erased_per_message <= 0:
+        return None
+    messages = ERASE_CYCLES * (partition_bytes // 4096) / erased_per_message
+    return messages / SECONDS_PER_YEAR
+
+
+def figure(quick: bool, messages: int = 300, payload: int = 64) -> dict[str, Any]:
+    messages = 100 if quick else messages
+    record = 7 + 13 + len(TOPIC.replace("{client_id}", "cost")) + payload  # PUB record
+    devkit = {p.label: p.size for p in BoardDefinition.load("esp32-devkitc").partitions}
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp_name, Mosquitto(Path(tmp_name) / "broker") as broker:
+        tmp = Path(tmp_name)
+        for name, board, part, group in (
+            ("ring", "sim", "mqttlog", 0),
+            ("ring, group commit 8", "sim", "mqttlog", 8),
+            ("file journal (LittleFS)", "sim-nojournal", "vfs", 0),
+        ):
+            for qos in (1, 2):
+                acks = 7 + 2 if qos == 1 else 2 * (7 + 2) + 4  # DONE (+ REL) records
+                per = per_message(tmp, name, board, part, broker.address, qos, messages, payload, group=group)
+                floor = record + acks
+                partition = devkit["mqttlog" if part == "mqttlog" else "vfs"]
+                rows.append(
+                    {"store": name, "qos": qos, "floor": floor, **per, "years": years(per["blocks_erased"], partition)}
+                )
+        # The file-per-message store writes the message and deletes it: no MQTT, the same bytes per message.
+        per = per_message(
+            tmp, "file-per-message", "sim-nojournal", "vfs", broker.address, 1, messages, payload, app=PER_MESSAGE_APP
+        )
+        rows.append(
+            {"store": "file per message (Paho C style)", "qos": 1, "floor": record + 9, **per,
+             "years": years(per["blocks_erased"], devkit["vfs"])}
+        )  # fmt: skip
+    return {"messages": messages, "payload": payload, "erase_cycles": ERASE_CYCLES, "partitions": devkit, "rows": rows,
+            "goal_ratio": GOAL_RATIO, "goal_years": GOAL_YEARS}  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=300)
-    parser.add_argument("--payload", type=int, default=100)
+    parser.add_argument("--payload", type=int, default=64)
+    parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    record = 7 + 13 + len(TOPIC.replace("{client_id}", "cost")) + args.payload  # PUB record
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp, Mosquitto(Path(tmp) / "broker") as broker:
-        for board, part, group in (("sim", "mqttlog", 0), ("sim", "mqttlog", 8), ("sim-nojournal", "vfs", 0)):
-            for qos in (1, 2):
-                acks = 7 + 2 if qos == 1 else 2 * (7 + 2) + 4  # DONE (+ REL) records
-                costs = {}
-                for count in (0, args.messages):
-                    work = Path(tmp) / f"{board}-{group}-{qos}-{count}"
-                    work.mkdir()
-                    stats, _ = run_board(work, board, broker.address, qos, count, args.payload, group)
-                    costs[count] = stats[part]
-                base, full = costs[0], costs[args.messages]
-                per = {k: (full[k] - base[k]) / args.messages for k in full}
-                rows.append((part, group, qos, per, record + acks))
-        (Path(tmp) / "heap").mkdir()
-        _, heap = run_board(Path(tmp) / "heap", "sim", broker.address, 1, 100, 256)
-        rates = {}
-        for window in (1, 8):
-            work = Path(tmp) / f"rate-{window}"
-            work.mkdir()
-            _, result = run_board(work, "sim", broker.address, 1, 1000, 100, 0, window)
-            rates[window] = 1000 / (result["ms"] / 1000)
-    print(f"flash cost per message ({args.messages} messages, {args.payload}-byte payloads, window 8)")
-    print(
-        f"{'journal':<24}{'qos':>4}{'bytes programmed':>18}{'records (floor)':>17}{'ratio':>7}"
-        f"{'blocks erased':>15}{'program ops':>13}"
-    )
-    for part, group, qos, per, floor in rows:
-        name = "ring (mqttlog)" if part == "mqttlog" else "file (LittleFS)"
-        name += f", group {group}" if group else ""
+    result = figure(args.quick, args.messages, args.payload)
+    print(f"flash cost per message ({result['messages']} messages, {result['payload']}-byte payloads)")
+    print(f"{'store':<34}{'qos':>4}{'bytes programmed':>18}{'records':>9}{'ratio':>7}{'blocks erased':>15}{'years':>8}")
+    for r in result["rows"]:
+        years_text = f"{r['years']:.0f}" if r["years"] is not None else "-"
         print(
-            f"{name:<24}{qos:>4}{per['bytes_programmed']:>18.1f}{floor:>17}{per['bytes_programmed'] / floor:>7.2f}"
-            f"{per['blocks_erased']:>15.3f}{per['program_ops']:>13.2f}"
+            f"{r['store']:<34}{r['qos']:>4}{r['bytes_programmed']:>18.1f}{r['floor']:>9}"
+            f"{r['bytes_programmed'] / r['floor']:>7.2f}{r['blocks_erased']:>15.4f}{years_text:>8}"
         )
-    print(
-        f"QoS 1 throughput to Mosquitto on loopback, 1000 messages: window 1 (stop-and-wait) {rates[1]:.0f}/s, "
-        f"window 8 {rates[8]:.0f}/s, ratio {rates[8] / rates[1]:.2f}"
-    )
-    used = heap["heap_at_boot"] - heap["heap_free"]
-    print(
-        f"heap: {heap['heap_at_boot']} bytes free at boot (-X heapsize 110k), {heap['heap_free']} free after 100 QoS 1"
-    )
-    print(f"      messages with 256-byte payloads and window 8: {used} bytes in use by the firmware's objects and")
-    print("      buffers (its code is frozen, as firmware/manifest.py has it on a real board; 64-bit Unix port: an")
-    print("      ESP32's 32-bit objects are about half that size)")
     return 0
 
 
