@@ -276,15 +276,35 @@ def format_table(result: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def format_boots(result: AuditResult) -> str:
-    lines = [
+CONSOLE_BOOTS = 20  # device-boots printed at most; every one is in OUT/boots and summary.json
+
+
+def format_boots(result: AuditResult, limit: int = CONSOLE_BOOTS) -> str:
+    """The per device-boot table for the console, bounded for a fleet: all of them when there are at most
+    `limit`, else the `limit` worst (most lost, then duplicated, then out of order) and a line of totals."""
+    boots = result.boots
+    shown = boots
+    if len(boots) > limit:
+        worst = sorted(boots, key=lambda b: (-b["lost"], -b["duplicates"], -b["out_of_order"], b["dev"], b["boot"]))
+        shown = worst[:limit]
+    lines = []
+    if shown is not boots:
+        lines.append(f"the {limit} worst of {len(boots)} device-boots (all of them: OUT/boots, summary.json)")
+    lines.append(
         f"{'device':<28}{'boot':>5}{'QoS':>4}{'received':>9}{'highest':>8}"
         f"{'lost':>6}{'dup':>5}{'late':>5}{'p50 ms':>8}{'p99 ms':>8}"
-    ]
-    for b in result.boots:
+    )
+    for b in shown:
         lines.append(
-            f"{b['dev']:<28}{b['boot']:>5}{b['qos']:>4}{b['received']:>9}{b['highest_seq']:>8}{b['lost']:>6}{b['duplicates']:>5}"
-            f"{b['out_of_order']:>5}{b['latency_p50_ms'] or 0:>8.1f}{b['latency_p99_ms'] or 0:>8.1f}"
+            f"{b['dev']:<28}{b['boot']:>5}{b['qos']:>4}{b['received']:>9}{b['highest_seq']:>8}{b['lost']:>6}"
+            f"{b['duplicates']:>5}{b['out_of_order']:>5}"
+            f"{b['latency_p50_ms'] or 0:>8.1f}{b['latency_p99_ms'] or 0:>8.1f}"
+        )
+    if shown is not boots:
+        lines.append(
+            f"{'all ' + str(len(boots)) + ' device-boots':<37}{sum(b['received'] for b in boots):>9}{'':>8}"
+            f"{sum(b['lost'] for b in boots):>6}{sum(b['duplicates'] for b in boots):>5}"
+            f"{sum(b['out_of_order'] for b in boots):>5}"
         )
     return "\n".join(lines)
 
