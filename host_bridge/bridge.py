@@ -250,7 +250,7 @@ class BoardSession:
 
     def _flush_control(self) -> None:
         assert self._link is not None
-        while self._control_out and self._link.can_send():
+        while self._control_out and self._link.can_send(frame.CONTROL):
             n = self._link.send(frame.CONTROL, self._control_out)
             del self._control_out[:n]
 

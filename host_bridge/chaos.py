@@ -27,6 +27,7 @@ from host_bridge.broker import Mosquitto
 from host_bridge.demo import BAUD, BoardRun, DemoBoard, run_pipeline, start_recorder, stop_all, wait_for_recorder
 from host_bridge.errors import HostBridgeError
 from host_bridge.processes import ManagedProcess
+from host_bridge.run import command as bridge_command
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -150,20 +151,8 @@ def run_campaign(
             BoardRun(spec, out / "boards" / spec.client_id, broker.address, messages, cuts, random.Random(rng.random()))
             for spec in BOARDS
         ]
-        ports = [f"{r.spec.client_id}={r.serial_link}" for r in runs if r.spec.transport == "serial"]
-        bridge_args = [
-            sys.executable,
-            "-m",
-            "host_bridge",
-            "run",
-            "--broker",
-            broker.address,
-            "--baud",
-            str(BAUD),
-            "--stats-every",
-            "10",
-        ]
-        bridge_args += [a for p in ports for a in ("--port", p)]
+        ports = {r.spec.client_id: str(r.serial_link) for r in runs if r.spec.transport == "serial"}
+        bridge_args = bridge_command(broker.address, BAUD, ports, 10)
 
         def start_bridge() -> ManagedProcess:
             process = ManagedProcess(bridge_args, logs / f"bridge-{time.monotonic_ns()}.log")

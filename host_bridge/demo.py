@@ -31,6 +31,7 @@ from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
 from host_bridge.hil.dut import VirtualDut
 from host_bridge.pki import CertificateAuthority
 from host_bridge.processes import ManagedProcess
+from host_bridge.run import command as bridge_command
 from host_bridge.telemetry.format import committed_rows, read_committed
 from host_bridge.vboard import LineFaults
 
@@ -298,23 +299,9 @@ def run_demo(
                 )
                 for spec in BOARDS
             ]
-            ports = [f"{r.spec.client_id}={r.serial_link}" for r in runs if r.spec.transport == "serial"]
-            bridge_args = [
-                sys.executable,
-                "-m",
-                "host_bridge",
-                "run",
-                "--broker",
-                broker.address,
-                "--baud",
-                str(BAUD),
-                "--stats-every",
-                "10",
-                "--tls",
-                "--cafile",
-                str(security.ca),
-            ]
-            bridge = ManagedProcess(bridge_args + [a for p in ports for a in ("--port", p)], logs / "bridge.log")
+            ports = {r.spec.client_id: str(r.serial_link) for r in runs if r.spec.transport == "serial"}
+            bridge_args = bridge_command(broker.address, BAUD, ports, 10, "--tls", "--cafile", str(security.ca))
+            bridge = ManagedProcess(bridge_args, logs / "bridge.log")
             pids.append(bridge.process.pid)
             bridge.wait_for("event=start")
             say(

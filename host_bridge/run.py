@@ -6,6 +6,7 @@ import argparse
 import logging
 import signal
 import socket
+import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -16,6 +17,15 @@ import serial
 
 from host_bridge.bridge import BoardPort, Bridge, BridgeError, Destination, TLSConfig
 from host_bridge.logs import log_to_stdout
+
+
+def command(broker: str, baud: int, ports: dict[str, str], stats_every: float = 60.0, *extra: str) -> list[str]:
+    """The `host-bridge run` command line for named serial ports (name -> path), as a harness starts it."""
+    args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker, "--baud", str(baud)]
+    args += ["--stats-every", f"{stats_every:g}", *extra]
+    for name, path in ports.items():
+        args += ["--port", f"{name}={path}"]
+    return args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -269,6 +269,8 @@ class Board:
             "heap_at_boot": self.heap_at_boot,
             "heap_free": gc.mem_free(),
         }
+        if cfg["transport"] == "serial":
+            summary["link"] = self.transport_class.stats()
         client.disconnect()
         print(json.dumps(summary))
 

@@ -2,17 +2,25 @@
 # sharing one sequence space. The same class runs on the board and in the host bridge; the caller moves bytes
 # (feed() what the UART gave, write what poll() returns) and tells the time in milliseconds.
 #
-# - Go-back-N: up to `window` DATA frames in flight, acknowledged cumulatively (every frame carries `ack`, the
-#   next sequence number its sender expects); a frame out of order or with a bad CRC is dropped, and the oldest
-#   unacknowledged frame's timer sends the whole window again. The timeout is derived from the baud rate:
-#   the time to send a window of full frames both ways, twice, plus a margin for the host's scheduling.
-# - The receiver passes a frame's payload on only in order and only when its channel's buffer has room (a full
-#   buffer drops the frame: the sender retransmits, which is the flow control). Nothing corrupted, duplicated or
-#   out of order ever reaches a stream: MQTT, which may not resend on a live connection, sees a perfect pipe.
-# - Frame size adapts to the line (additive increase, multiplicative decrease): every timeout halves the payload
-#   of new frames, down to min_payload; every acknowledged frame adds _GROW_BYTES, up to frame.MAX_PAYLOAD. On a
-#   clean line frames stay full; at a bit error rate of 1e-3 a full frame (2,000 bits) arrives whole one time in
-#   eight and a window of four almost never, while 32-byte frames arrive whole seven times in ten.
+# - Selective repeat: up to `window` DATA frames in flight. Every frame carries `ack`, the next sequence number
+#   its sender expects (cumulative); the receiver keeps frames that arrive after a gap (up to `window` ahead)
+#   and says which in an ACK frame's one-byte payload (bit i: frame ack + i is held). A serial line never
+#   reorders, so a frame that was sent before one the peer confirms, and is not itself confirmed, was lost: it
+#   is sent again at once, alone (no timeout, no window resent). A timer catches the rest (a lost last frame,
+#   lost acks): the timeout follows the measured round trip (RFC 6298), between two full frames and the time
+#   to send a window of full frames both ways twice.
+# - The receiver passes payloads on only in order, and holds a frame its channel's buffer has no room for (it
+#   is not acknowledged until the reader makes room, which holds the sender back: flow control without
+#   retransmission). Nothing corrupted, duplicated or out of order ever reaches a stream: MQTT, which may not
+#   resend on a live connection, sees a perfect pipe.
+# - Pacing: the link knows the baud rate and counts what it has handed to the UART; it gives out a new frame only
+#   when less than half a full frame is still waiting to leave. Bytes sent meanwhile join the newest frame not
+#   yet written, so small MQTT packets share frames (four 74-byte PUBLISH packets in one 254-byte frame, instead
+#   of four frames with 14 bytes of overhead each), and round-trip samples do not include a UART queue.
+# - Frame size adapts to the line (additive increase, multiplicative decrease): every lost frame halves the
+#   payload of new frames, down to min_payload; every acknowledged frame adds _GROW_BYTES, up to
+#   frame.MAX_PAYLOAD. On a clean line frames stay full; at a bit error rate of 1e-3 a full frame (2,000 bits)
+#   arrives whole one time in eight, a 32-byte frame seven times in ten.
 # - Link reset: each side picks an epoch at start and sends RESET until the other answers RESET_ACK naming it.
 #   A RESET with a new epoch means the peer restarted: the streams start over and `peer_resets` counts it, so
 #   the bridge can close that board's TCP connection.
@@ -38,16 +46,25 @@ _MARGIN_MS = const(60)
 _GROW_BYTES = const(8)
 _MIN_RTO_MARGIN_MS = const(20)
 MIN_PAYLOAD = const(32)
+_START_PAYLOAD = const(64)  # a clean line grows it to the maximum in 22 frames; a noisy one starts nearer its size
+WINDOW = const(8)  # frames in flight: 176 ms of full frames at 115200 baud, 22 ms at 921600
+_FRAME_BITS = const(2540)  # a full frame on the wire, 254 bytes of ten bit times (8N1)
+
+# Transmit slot states
+_QUEUED = const(0)  # to be written (new, or found lost)
+_FLIGHT = const(1)  # written, not confirmed
+_HELD = const(2)  # the peer holds it (selective ack), not yet in order
 
 
 def full_frame_ms(baud):
-    return (frame.MAX_PAYLOAD + 14) * 10 * 1000 // baud  # 8N1: ten bit times per byte
+    return _FRAME_BITS * 1000 // baud
 
 
-def timeout_for(baud, window):
-    """The longest retransmission timeout: a window of full frames out and their acks back, twice, plus a
-    margin. The link starts there and comes down to what it measures (see _on_ack)."""
-    return 2 * (window + 1) * full_frame_ms(baud) + _MARGIN_MS
+def timeout_for(baud):
+    """The longest retransmission timeout: four full frames out and their acks back, twice, plus a margin
+    (pacing keeps at most one frame queued ahead of a frame, and the peer's ack waits behind at most one of
+    its own). The link starts there and comes down to what it measures (see _measured)."""
+    return 2 * 5 * full_frame_ms(baud) + _MARGIN_MS
 
 
 class Link:
@@ -55,7 +72,7 @@ class Link:
         self,
         epoch: int,
         baud: int = 115200,
-        window: int = 4,
+        window: int = WINDOW,
         rx_size: int = 512,
         control_size: int = 128,
         min_payload: int = MIN_PAYLOAD,
@@ -64,15 +81,17 @@ class Link:
             raise ValueError("epoch must be 1..65535")
         if not 0 < min_payload <= frame.MAX_PAYLOAD:
             raise ValueError("min_payload must be 1..%d" % frame.MAX_PAYLOAD)
+        if not 0 < window <= 8:
+            raise ValueError("window must be 1..8 (the selective ack is one byte)")
         self.epoch = epoch
         self.window = window
-        self.max_timeout_ms = timeout_for(baud, window)
-        self.min_timeout_ms = 2 * full_frame_ms(baud) + _MIN_RTO_MARGIN_MS
+        self.max_timeout_ms = timeout_for(baud)
+        self.min_timeout_ms = full_frame_ms(baud) + _MIN_RTO_MARGIN_MS
         self.timeout_ms = self.max_timeout_ms
         self._srtt8 = 0  # smoothed round trip x 8, 0 before the first sample (RFC 6298's SRTT, in ms)
         self._rttvar4 = 0  # its mean deviation x 4
         self.min_payload = min_payload  # frame.MAX_PAYLOAD: fixed-size frames
-        self.payload = frame.MAX_PAYLOAD  # payload of the next new DATA frame
+        self.payload = max(min_payload, _START_PAYLOAD)  # payload of the next new DATA frame
         self.state = RESETTING
         self.peer_epoch = 0
         self._peer_knows_us = False
@@ -81,13 +100,26 @@ class Link:
         self._out_mv = memoryview(self._out)
         self._scratch = bytearray(2)
         self._reply_reset = False
-        # Transmit window: one slot per sequence number in flight.
+        # Pacing: bits handed to the UART and not yet on the wire, as of _backlog_at.
+        self._bits_per_ms = max(1, baud // 1000)
+        self._backlog = 0
+        self._backlog_at = 0
+        # Transmit window: one slot per sequence number, seq % window.
         self._tx = bytearray(window * frame.MAX_PAYLOAD)
         self._tx_mv = memoryview(self._tx)
         self._tx_len = bytearray(window)
         self._tx_ch = bytearray(window)
-        self._tx_at = [-1] * window  # when each slot's frame was first sent; -1 not yet
-        self._tx_resent = bytearray(window)  # sent more than once: its ack says nothing about the round trip
+        self._tx_state = bytearray(window)
+        self._tx_at = [-1] * window  # when each slot's frame was first written; -1 not yet
+        self._tx_order = [0] * window  # _order when it was last written: what was written before what
+        self._tx_resent = bytearray(window)  # written more than once: its ack says nothing about the round trip
+        self._order = 0
+        # Receive side: frames held until they are in order and their channel has room, one slot per seq.
+        self._held = bytearray(window * frame.MAX_PAYLOAD)
+        self._held_len = bytearray(window)
+        self._held_ch = bytearray(window)
+        self._held_has = bytearray(window)
+        self._sack = bytearray(1)
         # Receive buffers: one ring per channel.
         # Control messages are short lines; console text from the peer is only for a log, so its ring is small.
         self._rx = [bytearray(control_size), bytearray(rx_size), bytearray(control_size)]
@@ -97,6 +129,8 @@ class Link:
         self.noise: list[int] = []  # lengths of what was neither frames nor console text (damaged frames), oldest first
         # counters
         self.retransmissions = 0
+        self.timeouts = 0
+        self.probes = 0  # frames the peer held, sent again to ask for its window (a slow reader, not the line)
         self.peer_resets = 0
         self.frames_out = 0
         self.bytes_out = [0] * _CHANNELS
@@ -106,11 +140,13 @@ class Link:
     def _start_stream(self, now):
         self._base = 0  # oldest unacknowledged sequence number
         self._next = 0  # next sequence number to assign
-        self._sent = 0  # next sequence number to transmit
-        self._expect = 0  # next sequence number we accept
+        self._expect = 0  # next sequence number to pass on
         self._acks_due = 0
+        self._sack_due = False
         self._timer = -1
         self._reset_at = now
+        for i in range(self.window):
+            self._held_has[i] = 0
         for ch in range(_CHANNELS):
             self._rx_len[ch] = 0
             self._rx_head[ch] = 0
@@ -128,13 +164,25 @@ class Link:
             return 0
         taken = 0
         n = len(data)
-        while taken < n and (self._next - self._base) & 0xFF < self.window:
+        # Frames are cut as late as possible: a channel has at most one frame not yet written, which takes what
+        # fits while pacing holds it back (small packets share a frame), its size what the line allows then.
+        if not self._newest_open(channel):
+            slot = (self._next - 1) % self.window
+            used = self._tx_len[slot]
+            if used >= self.payload:
+                return 0
+            taken = min(self.payload - used, n)
+            start = slot * frame.MAX_PAYLOAD + used
+            self._tx[start : start + taken] = data[:taken]
+            self._tx_len[slot] = used + taken
+        elif (self._next - self._base) & 0xFF < self.window:
             slot = self._next % self.window
             size = min(self.payload, n - taken)
             start = slot * frame.MAX_PAYLOAD
             self._tx[start : start + size] = data[taken : taken + size]
             self._tx_len[slot] = size
             self._tx_ch[slot] = channel
+            self._tx_state[slot] = _QUEUED
             self._tx_at[slot] = -1
             self._tx_resent[slot] = 0
             self._next = (self._next + 1) & 0xFF
@@ -142,8 +190,20 @@ class Link:
         self.bytes_out[channel] += taken
         return taken
 
-    def can_send(self) -> bool:
-        return self.state == UP and (self._next - self._base) & 0xFF < self.window
+    def _newest_open(self, channel):
+        """A new frame may be started on the channel: the newest frame is written, or another channel's."""
+        if self._next == self._base:
+            return True
+        slot = (self._next - 1) % self.window
+        return self._tx_at[slot] >= 0 or self._tx_ch[slot] != channel
+
+    def can_send(self, channel: int = frame.MQTT) -> bool:
+        """send() on the channel takes something now."""
+        if self.state != UP:
+            return False
+        if not self._newest_open(channel):
+            return self._tx_len[(self._next - 1) % self.window] < self.payload
+        return (self._next - self._base) & 0xFF < self.window
 
     def pending(self) -> int:
         """Frames queued or in flight, not yet acknowledged."""
@@ -162,6 +222,11 @@ class Link:
             buf[i] = ring[(head + i) % size]
         self._rx_head[channel] = (head + n) % size
         self._rx_len[channel] -= n
+        if n and self._held_has[self._expect % self.window]:
+            before = self._expect
+            self._deliver()
+            if self._expect != before:
+                self._acks_due = 1  # the window opened: say so, the sender is waiting for it
         return n
 
     # -- line side -----------------------------------------------------------------------------------------
@@ -195,26 +260,60 @@ class Link:
             return
         if dec.epoch != self.peer_epoch or self.state != UP:
             return  # a frame of a previous life of the peer, or before the handshake: not ours
-        self._on_ack(dec.ack, now)
+        self._on_ack(dec.ack, dec.raw[6] if ftype == frame.ACK and dec.payload_len else 0, now)
         if ftype != frame.DATA:
             return
         # Up to two acks for a burst of frames, so one lost ack does not leave the sender waiting for a timeout.
         self._acks_due = min(2, self._acks_due + 1)
-        if dec.seq != self._expect:
-            return  # out of order or a duplicate: dropped, our ack tells the peer where we are
-        ch = dec.channel
+        ahead = (dec.seq - self._expect) & 0xFF
+        if ahead >= self.window:
+            return  # a duplicate (or beyond the window): dropped, our ack tells the peer where we are
+        slot = dec.seq % self.window
+        if ahead:
+            self._sack_due = True  # a gap: the sender learns at once what to send again
+        if self._held_has[slot]:
+            return
         n = dec.payload_len
+        ch = dec.channel
+        raw = dec.raw
+        if not ahead and self._room(ch, n):
+            self._to_ring(ch, raw, 6, n)
+            self._expect = (self._expect + 1) & 0xFF
+            if self._held_has[self._expect % self.window]:
+                self._deliver()
+            return
+        start = slot * frame.MAX_PAYLOAD
+        held = self._held
+        for i in range(n):  # a byte loop: slicing would allocate on the board
+            held[start + i] = raw[6 + i]
+        self._held_len[slot] = n
+        self._held_ch[slot] = ch
+        self._held_has[slot] = 1
+
+    def _room(self, ch, n):
+        return len(self._rx[ch]) - self._rx_len[ch] >= n
+
+    def _to_ring(self, ch, src, start, n):
         ring = self._rx[ch]
         size = len(ring)
-        if size - self._rx_len[ch] < n:
-            return  # no room: dropped, the peer sends it again (flow control)
         tail = (self._rx_head[ch] + self._rx_len[ch]) % size
-        raw = dec.raw
         for i in range(n):
-            ring[(tail + i) % size] = raw[6 + i]
+            ring[(tail + i) % size] = src[start + i]
         self._rx_len[ch] += n
         self.bytes_in[ch] += n
-        self._expect = (self._expect + 1) & 0xFF
+
+    def _deliver(self):
+        """Pass on held frames that are now in order, while their channels have room."""
+        while True:
+            slot = self._expect % self.window
+            if not self._held_has[slot]:
+                return
+            n, ch = self._held_len[slot], self._held_ch[slot]
+            if not self._room(ch, n):
+                return
+            self._to_ring(ch, self._held, slot * frame.MAX_PAYLOAD, n)
+            self._held_has[slot] = 0
+            self._expect = (self._expect + 1) & 0xFF
 
     def _peer_restarted(self, epoch, now):
         if self.peer_epoch:
@@ -224,16 +323,69 @@ class Link:
         if self._peer_knows_us:
             self.state = UP
 
-    def _on_ack(self, ack, now):
+    def _on_ack(self, ack, held, now):
+        """The peer passed on everything before `ack` and holds the frames of `held` (bit i: ack + i)."""
         outstanding = (self._next - self._base) & 0xFF
         acked = (ack - self._base) & 0xFF
-        if 0 < acked <= outstanding and acked <= (self._sent - self._base) & 0xFF:
-            newest = (ack - 1) % self.window
-            if not self._tx_resent[newest] and self._tx_at[newest] >= 0:
-                self._measured(_elapsed(now, self._tx_at[newest]))
+        if acked > outstanding:
+            return  # older than what we know (or garbage that passed the CRC): nothing to learn
+        newest = -1  # the latest-written frame this ack confirms for the first time
+        sample = -1
+        seq = self._base
+        for _ in range(acked):
+            slot = seq % self.window
+            if self._tx_state[slot] == _QUEUED and self._tx_at[slot] < 0:
+                return  # confirms a frame never written: not an ack of ours
+            if self._tx_state[slot] == _FLIGHT:
+                if self._tx_order[slot] > newest:
+                    newest = self._tx_order[slot]
+                    sample = slot
+            seq = (seq + 1) & 0xFF
+        if acked:
             self._base = ack
-            self._timer = now if self._base != self._sent else -1
             self.payload = min(frame.MAX_PAYLOAD, self.payload + _GROW_BYTES * acked)
+        i = 0
+        while held >> i:
+            seq = (ack + i) & 0xFF
+            slot = seq % self.window
+            if held >> i & 1 and (seq - self._base) & 0xFF < (self._next - self._base) & 0xFF:
+                if self._tx_state[slot] == _FLIGHT:
+                    self._tx_state[slot] = _HELD
+                    if self._tx_order[slot] > newest:
+                        newest = self._tx_order[slot]
+                        sample = slot
+            i += 1
+        if newest < 0:
+            if acked:  # frames the peer held are now passed on: the window moved
+                self._timer = now if self._in_flight() else -1
+            return
+        if not self._tx_resent[sample] and self._tx_at[sample] >= 0:
+            self._measured(_elapsed(now, self._tx_at[sample]))
+        else:
+            self._estimate()  # the peer answers: no more backing off (a serial line's round trip is bounded)
+        # The line keeps order: a frame written before one the peer has, and not confirmed, was lost.
+        lost = 0
+        seq = self._base
+        while seq != self._next:
+            slot = seq % self.window
+            if self._tx_state[slot] == _FLIGHT and self._tx_order[slot] < newest:
+                self._tx_state[slot] = _QUEUED
+                self._tx_resent[slot] = 1
+                lost += 1
+            seq = (seq + 1) & 0xFF
+        if lost:
+            self.retransmissions += lost
+            self.payload = max(self.min_payload, self.payload // 2)
+        self._timer = now if self._in_flight() else -1
+
+    def _in_flight(self):
+        """Some frame written and not yet passed on by the peer (in flight or held)."""
+        seq = self._base
+        while seq != self._next:
+            if self._tx_at[seq % self.window] >= 0:
+                return True
+            seq = (seq + 1) & 0xFF
+        return False
 
     def _measured(self, rtt):
         """A round trip of a frame sent once (Karn): the timeout follows RFC 6298, SRTT + 4 RTTVAR, within
@@ -245,8 +397,19 @@ class Link:
             err = rtt - self._srtt8 // 8
             self._srtt8 += err
             self._rttvar4 += abs(err) - self._rttvar4 // 4
-        rto = self._srtt8 // 8 + self._rttvar4
+        self._estimate()
+
+    def _estimate(self):
+        rto = self._srtt8 // 8 + self._rttvar4 if self._srtt8 else self.max_timeout_ms
         self.timeout_ms = min(self.max_timeout_ms, max(self.min_timeout_ms, rto))
+
+    def _line_busy(self, now):
+        """More than half a full frame still waiting to leave the UART (by the baud rate)."""
+        if self._backlog:
+            gone = _elapsed(now, self._backlog_at)
+            self._backlog = max(0, self._backlog - gone * self._bits_per_ms) if gone >= 0 else 0
+        self._backlog_at = now
+        return self._backlog > _FRAME_BITS // 2
 
     def poll(self, now: int) -> memoryview | None:
         """The next bytes to write to the line (a memoryview valid until the next call), or None."""
@@ -262,45 +425,93 @@ class Link:
         if self.state != UP:
             return None
         if self._timer >= 0 and _elapsed(now, self._timer) >= self.timeout_ms:
-            # Go back N: everything unacknowledged is sent again (as it was: its sequence numbers are taken);
-            # frames queued from now on are smaller.
-            self.retransmissions += (self._sent - self._base) & 0xFF
-            seq = self._base
-            while seq != self._sent:
-                self._tx_resent[seq % self.window] = 1
-                seq = (seq + 1) & 0xFF
-            self._sent = self._base
-            self._timer = -1
-            self.payload = max(self.min_payload, self.payload // 2)
-            self.timeout_ms = min(self.max_timeout_ms, self.timeout_ms * 2)  # back off until a clean sample
-        if self._sent != self._next:
-            seq = self._sent
+            self._expired(now)
+        if self._line_busy(now):
+            return None
+        if self._sack_due:
+            self._sack_due = False
+            return self._ack_frame()
+        seq = self._base
+        while seq != self._next:
             slot = seq % self.window
-            start = slot * frame.MAX_PAYLOAD
-            if self._timer < 0:
-                self._timer = now
-            if self._tx_at[slot] < 0:
-                self._tx_at[slot] = now
-            self._sent = (seq + 1) & 0xFF
-            self._acks_due = 0  # the frame carries our ack
-            return self._frame(frame.DATA, self._tx_ch[slot], seq, self._tx_mv[start : start + self._tx_len[slot]])
+            if self._tx_state[slot] == _QUEUED:
+                return self._data_frame(slot, seq, now)
+            seq = (seq + 1) & 0xFF
         if self._acks_due:
             self._acks_due -= 1
-            return self._frame(frame.ACK, 0, 0, b"")
+            return self._ack_frame()
         return None
+
+    def _expired(self, now):
+        """Nothing confirmed for a timeout: every frame in flight is sent again; with none in flight (the peer
+        holds them all and its window update was lost) the oldest, as a probe."""
+        self.timeouts += 1
+        lost = 0
+        seq = self._base
+        while seq != self._next:
+            slot = seq % self.window
+            if self._tx_state[slot] == _FLIGHT:
+                self._tx_state[slot] = _QUEUED
+                self._tx_resent[slot] = 1
+                lost += 1
+            seq = (seq + 1) & 0xFF
+        if lost:
+            self.payload = max(self.min_payload, self.payload // 2)
+            self.retransmissions += lost
+        else:
+            slot = self._base % self.window
+            self._tx_state[slot] = _QUEUED
+            self._tx_resent[slot] = 1
+            self.probes += 1
+        self._timer = -1
+        self.timeout_ms = min(self.max_timeout_ms, self.timeout_ms * 2)  # back off until a clean sample
+
+    def _data_frame(self, slot, seq, now):
+        start = slot * frame.MAX_PAYLOAD
+        if self._timer < 0:
+            self._timer = now
+        if self._tx_at[slot] < 0:
+            self._tx_at[slot] = now
+        self._tx_state[slot] = _FLIGHT
+        self._order += 1
+        self._tx_order[slot] = self._order
+        self._acks_due = 0  # the frame carries our ack
+        return self._frame(frame.DATA, self._tx_ch[slot], seq, self._tx_mv[start : start + self._tx_len[slot]])
+
+    def _ack_frame(self):
+        """A pure ACK; with a selective ack byte when frames past a gap (or waiting for room) are held."""
+        held = 0
+        for i in range(self.window):
+            if self._held_has[(self._expect + i) % self.window]:
+                held |= 1 << i
+        self._sack[0] = held
+        return self._frame(frame.ACK, 0, 0, self._sack if held else b"")
 
     def _frame(self, ftype, channel, seq, payload):
         n = frame.encode(self._out, ftype, channel, seq, self._expect, self.epoch, payload)
         self.frames_out += 1
+        self._backlog += n * 10
         return self._out_mv[:n]
 
     def next_wakeup(self, now: int) -> int:
-        """Milliseconds until poll() may have something to send without new input (a timer), or -1."""
+        """Milliseconds until poll() may have something to send without new input (a timer, the line), or -1."""
         if not self._peer_knows_us:
             return max(0, _elapsed(self._reset_at, now))
+        wake = -1
         if self._timer >= 0:
-            return max(0, self.timeout_ms - _elapsed(now, self._timer))
-        return -1
+            wake = max(0, self.timeout_ms - _elapsed(now, self._timer))
+        if self._line_busy(now) and (self._acks_due or self._sack_due or self._has_queued()):
+            free = (self._backlog - _FRAME_BITS // 2 + self._bits_per_ms - 1) // self._bits_per_ms
+            wake = free if wake < 0 else min(wake, free)
+        return wake
+
+    def _has_queued(self):
+        seq = self._base
+        while seq != self._next:
+            if self._tx_state[seq % self.window] == _QUEUED:
+                return True
+            seq = (seq + 1) & 0xFF
+        return False
 
 
 def _elapsed(now, then):

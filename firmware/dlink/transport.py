@@ -37,6 +37,21 @@ class LinkTransport:
             _link = Link(_epoch(), baud)
         return _link
 
+    @staticmethod
+    def stats():
+        """The boot's link counters, for the board's summary (retransmissions on a clean line are a fault)."""
+        link = _link
+        if link is None:
+            return {}
+        return {
+            "retransmissions": link.retransmissions,
+            "timeouts": link.timeouts,
+            "probes": link.probes,
+            "crc_errors": link.decoder.crc_errors,
+            "frames_out": link.frames_out,
+            "bridge_restarts": link.peer_resets,
+        }
+
     def __init__(self, host="", port=0, uart_id=1, baud=115200, timeout_ms=10000, **uart_pins):
         LinkTransport.prepare(uart_id, baud, **uart_pins)
         self._link = _link

@@ -214,7 +214,7 @@ class MQTTClient:
             # MQTT 3.1's CONNACK cannot say whether the session was kept: assume it was when we asked for it,
             # so in-flight flows are resumed (PUBREL again, PUBLISH with DUP) rather than restarted.
             present = not self.clean
-        receive_max, max_qos, retain_ok = 65535, 2, True
+        receive_max, max_qos, retain_ok, aliases = 65535, 2, True, 0
         self.broker_max_packet = 268435455  # this broker's, not the last one's: absent means the protocol's limit
         if cprops:
             receive_max = cprops.get(codec.RECEIVE_MAXIMUM, receive_max)
@@ -222,8 +222,9 @@ class MQTTClient:
             retain_ok = bool(cprops.get(codec.RETAIN_AVAILABLE, 1))
             self.broker_max_packet = cprops.get(codec.MAXIMUM_PACKET_SIZE, self.broker_max_packet)
             self.keepalive = cprops.get(codec.SERVER_KEEP_ALIVE, self.keepalive)  # overrides ours [MQTT-3.2.2-21]
+            aliases = cprops.get(codec.TOPIC_ALIAS_MAXIMUM, 0)
         self.session.max_packet = self.broker_max_packet
-        self.session.connected(present, receive_max, max_qos, retain_ok)
+        self.session.connected(present, receive_max, max_qos, retain_ok, aliases)
         self.state = CONNECTED
         self._ping_at = -1
         return present

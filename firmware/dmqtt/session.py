@@ -36,6 +36,10 @@ _CONTROL_MAX = const(16)
 # unknowable, and exceeding it costs the connection (Mosquitto 2.0 drops a 3.1.1 client with more unreleased
 # incoming QoS 2 messages than its max_inflight_messages, 20 by default; measured here).
 _LEGACY_WINDOW = const(8)
+# MQTT 5.0 topic aliases: the first PUBLISH of a topic on a connection carries the name and an alias, the next
+# ones the alias alone (a 2-byte property instead of a 30-byte name: a quarter of a 64-byte message's line time
+# on a serial link). At most this many topics per connection: a board publishes to few, and each costs a copy.
+_ALIASES = const(4)
 
 
 class Session:
@@ -81,6 +85,9 @@ class Session:
         self._work = False
         self._fresh = -1
         self._fresh_len = 0
+        self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
+        self._alias_max = 0
+        self._alias_props = {codec.TOPIC_ALIAS: 0}
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
@@ -241,10 +248,15 @@ class Session:
 
     # -- connection events ---------------------------------------------------------------------------------
 
-    def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True):
+    def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True, topic_aliases=0):
         """After CONNACK. The window is ours (or our slots, on auto) capped by the broker's Receive Maximum: the
-        client sends no more unacknowledged QoS 1/2 PUBLISH packets than that [MQTT-3.3.4-7]."""
+        client sends no more unacknowledged QoS 1/2 PUBLISH packets than that [MQTT-3.3.4-7]. topic_aliases: the
+        broker's Topic Alias Maximum (0: none)."""
         self.connected_now = True
+        # Aliases live as long as the network connection: none is carried to the next one [MQTT-3.3.2-7], so a
+        # flow resent after a reconnect names its topic again.
+        self._aliases = []
+        self._alias_max = min(_ALIASES, topic_aliases) if self.version == codec.V5 else 0
         auto = len(self._state) if self.version == codec.V5 else _LEGACY_WINDOW
         self.window = max(1, min(self.window_config or auto, receive_max))
         self.max_qos = max_qos
@@ -320,15 +332,24 @@ class Session:
             retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
             self.retain_cleared += 1
         pid = self._pid[i]
+        topic = rec.pub_topic(body)
+        props = None
+        if self._alias_max:
+            alias, known = self._alias(topic)
+            if alias:
+                props = self._alias_props
+                props[codec.TOPIC_ALIAS] = alias
+                if known:
+                    topic = b""  # a zero-length name: the alias stands for it (MQTT 5.0 section 3.3.2.3.4)
         n = codec.write_publish(
-            rec.pub_topic(body),
+            topic,
             rec.pub_payload(body),
             qos,
             pid if qos else 0,
             retain,
             resend and qos > 0,
             self.version,
-            None,
+            props,
             buf,
         )
         if n > self.max_packet:
@@ -340,6 +361,18 @@ class Session:
             self._state[i] = WAIT_ACK
             self._tx[i] = 1
         return n
+
+    def _alias(self, topic):
+        """(alias, known): the topic's alias on this connection, 1 .. Topic Alias Maximum, never 0 and never above
+        the broker's maximum [MQTT-3.3.2-8] [MQTT-3.3.2-9]; known: the broker has it already. (0, False): none left."""
+        aliases = self._aliases
+        for i in range(len(aliases)):
+            if aliases[i] == topic:
+                return i + 1, True
+        if len(aliases) < self._alias_max:
+            aliases.append(bytes(topic))
+            return len(aliases), False
+        return 0, False
 
     def _oldest(self, state_a, state_b):
         """The untransmitted slot in state_a or state_b with the lowest serial, or -1."""

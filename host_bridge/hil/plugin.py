@@ -39,6 +39,7 @@ from host_bridge.hil.power import CommandSwitch, ModemLines, PowerSwitch, RtsEnS
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs, write_csv
 from host_bridge.processes import ManagedProcess, still_running
+from host_bridge.run import command as bridge_command
 from host_bridge.vboard.serial_line import LineFaults
 
 SIM = "sim"
@@ -266,20 +267,7 @@ class Bridge:
             if d.link_port is None:
                 pytest.skip(f"{d.name} has no link port: give --link-port for a real board on the serial link")
             self.ports[d.name] = d.link_port
-        args = [
-            sys.executable,
-            "-m",
-            "host_bridge",
-            "run",
-            "--broker",
-            self.broker.address,
-            "--baud",
-            str(LINK_BAUD),
-            "--stats-every",
-            "5",
-        ]
-        for name, port in self.ports.items():
-            args += ["--port", f"{name}={port}"]
+        args = bridge_command(self.broker.address, LINK_BAUD, self.ports, 5)
         self.starts += 1
         self.process = ManagedProcess(args, self.log_dir / f"bridge-{self.starts}.log")
         self.process.wait_for("event=start")

@@ -20,6 +20,7 @@ import pytest
 from host_bridge.broker import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
+from host_bridge.run import command as bridge_command
 from host_bridge.vboard import LineFaults, VirtualBoard
 from tests.conftest import REPO
 from tests.integration.boards import check_promises, summary
@@ -32,21 +33,8 @@ class BridgeProcess(ManagedProcess):
     """`host-bridge run` as a user starts it, logging to a file; stopped (or killed) by its pid."""
 
     def __init__(self, workdir: Path, ports: dict[str, str], broker: str, *extra: str) -> None:
-        args = [
-            sys.executable,
-            "-m",
-            "host_bridge",
-            "run",
-            "--broker",
-            broker,
-            "--baud",
-            str(BAUD),
-            "--stats-every",
-            "1",
-        ]
-        for name, path in ports.items():
-            args += ["--port", f"{name}={path}"]
-        super().__init__([*args, *extra], workdir / f"bridge-{time.monotonic_ns()}.log", cwd=REPO)
+        args = bridge_command(broker, BAUD, ports, 1, *extra)
+        super().__init__(args, workdir / f"bridge-{time.monotonic_ns()}.log", cwd=REPO)
 
     def stop(self, timeout: float = 15) -> int:
         return super().stop(timeout)

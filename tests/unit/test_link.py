@@ -101,12 +101,94 @@ def test_full_receive_buffer_is_flow_control_not_loss() -> None:
         if len(got) == len(data):
             break
     assert bytes(got) == data
+    assert a.retransmissions == 0  # held by the reader, never resent as lost (at most probed)
+
+
+def written(end: Link, now: int) -> list[bytes]:
+    """Everything the endpoint writes now, frame by frame."""
+    out = []
+    while (chunk := end.poll(now)) is not None:
+        out.append(bytes(chunk))
+    return out
+
+
+def test_a_lost_frame_alone_is_sent_again_at_once_without_a_timeout() -> None:
+    a, b = Link(7), Link(9)
+    line = Line(a, b)
+    line.run(100)
+    a.payload = frame.MAX_PAYLOAD
+    data = bytes(random.Random(6).randrange(256) for _ in range(900))
+    now = line.now
+    frames: list[bytes] = []
+    sent = 0
+    for t in range(now, now + 200):  # written at the pace the baud rate allows
+        sent += a.send(frame.MQTT, data[sent:])
+        frames += written(a, t)
+    data_frames = len(frames)
+    assert data_frames >= 3 and sent == len(data)
+    for f in frames[1:]:  # the first frame is lost on the line
+        b.feed(f, now + 200)
+    acks = written(b, now + 201)
+    assert acks, "the receiver says at once that it holds frames past a gap"
+    for f in acks:
+        a.feed(f, now + 202)
+    again = written(a, now + 300)
+    assert len(again) == 1 and again[0] == frames[0]  # selective repeat: that frame, not the window
+    assert a.retransmissions == 1 and a.timeouts == 0
+    b.feed(again[0], now + 301)
+    got = bytearray()
+    buf = bytearray(300)
+    while n := b.readinto(frame.MQTT, buf):  # the held frames follow as reading makes room (512-byte buffer)
+        got += buf[:n]
+    assert bytes(got) == data
+
+
+def test_small_writes_share_frames_while_the_line_is_busy() -> None:
+    a, b = Link(7), Link(9)
+    line = Line(a, b)
+    line.run(100)
+    packet = bytes(range(74))  # a 64-byte telemetry PUBLISH with a topic alias, written one at a time
+    frames_before = a.frames_out
+    got = bytearray()
+    buf = bytearray(512)
+    data = packet * 200
+    sent = 0
+    while len(got) < len(data) and line.now < 20000:
+        while sent < len(data) and (n := a.send(frame.MQTT, data[sent : sent + 74 - sent % 74])):
+            sent += n
+        line.step()
+        got += buf[: b.readinto(frame.MQTT, buf)]
+    assert bytes(got) == data
+    frames = a.frames_out - frames_before
+    # 14,800 bytes in 240-byte frames would be 62; a frame per write would be 200. Pure ACKs are few.
+    assert frames < 80, frames
+    assert a.retransmissions == 0
+
+
+def test_pacing_keeps_at_most_a_frame_and_a_half_waiting_in_the_uart() -> None:
+    a, b = Link(7), Link(9)
+    line = Line(a, b)
+    line.run(100)
+    a.payload = frame.MAX_PAYLOAD
+    data = bytes(5000)
+    sent = 0
+
+    def fill() -> None:
+        nonlocal sent
+        while a.can_send():
+            sent += a.send(frame.MQTT, data[sent:])
+
+    fill()
+    assert len(written(a, line.now)) == 1  # one full frame; the next is cut but held back
+    fill()
+    assert written(a, line.now + 10) == []  # 10 ms later more than half of it (22 ms at 115200) is still going out
+    assert len(written(a, line.now + 13)) == 1  # less than half: the next one joins the queue
 
 
 def test_timeout_follows_the_baud_rate() -> None:
-    assert timeout_for(115200, 4) > timeout_for(921600, 4)
+    assert timeout_for(115200) > timeout_for(921600)
     # 254-byte frames at 115200: 22 ms each; a window of 4 out and back, twice, plus the margin
-    assert timeout_for(115200, 4) == 2 * 5 * 22 + 60
+    assert timeout_for(115200) == 2 * 5 * 22 + 60
 
 
 def test_frames_shrink_on_a_bad_line_and_grow_back_on_a_clean_one() -> None:
@@ -137,7 +219,7 @@ def test_timeout_comes_down_to_the_round_trip_and_backs_off_when_nothing_comes_b
     a, b = Link(7), Link(9)
     line = Line(a, b)
     line.run(200)
-    ceiling = timeout_for(115200, 4)
+    ceiling = timeout_for(115200)
     assert a.timeout_ms == ceiling  # no sample yet
     data = bytes(random.Random(5).randrange(256) for _ in range(20000))
     assert pump(line, a, b, frame.MQTT, data, 20000) == data

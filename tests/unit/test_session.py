@@ -101,6 +101,42 @@ def test_receive_maximum_caps_the_window(new_store: Store, receive_max: int) -> 
     assert [p.pid for p in drain(s)] == [pids[receive_max]]
 
 
+def topics_and_aliases(packets: list[codec.Packet]) -> list[tuple[str, int | None]]:
+    return [(p.topic, (p.props or {}).get(codec.TOPIC_ALIAS)) for p in packets]
+
+
+def test_topic_aliases_name_a_topic_once_per_connection(new_store: Store) -> None:
+    s = boot(new_store, codec.V5)
+    pids = publish(s, 2, 1, b"sensors/board-7/telemetry") + publish(s, 2, 1, b"sensors/board-7/status")
+    s.connected(True, topic_aliases=10)
+    # First use: the name and a new alias (never 0, never above the broker's maximum [MQTT-3.3.2-8]
+    # [MQTT-3.3.2-9]); then the alias alone, with a zero-length name.
+    assert topics_and_aliases(drain(s)) == [
+        ("sensors/board-7/telemetry", 1),
+        ("", 1),
+        ("sensors/board-7/status", 2),
+        ("", 2),
+    ]
+    ack(s, codec.PUBACK, pids[0])
+    s.lost()
+    s.connected(True, topic_aliases=1)
+    # A new connection knows no alias [MQTT-3.3.2-7]: the resent flows name their topic again, and only one alias
+    # is allowed now, so the second topic goes without one.
+    assert topics_and_aliases(drain(s)) == [
+        ("sensors/board-7/telemetry", 1),
+        ("sensors/board-7/status", None),
+        ("sensors/board-7/status", None),
+    ]
+
+
+@pytest.mark.parametrize(("version", "granted"), [(codec.V5, 0), (codec.V311, 10)])
+def test_no_topic_alias_unless_the_broker_grants_them_on_mqtt_5(new_store: Store, version: int, granted: int) -> None:
+    s = boot(new_store, version)
+    publish(s, 2, 1, b"sensors/b/telemetry")
+    s.connected(True, topic_aliases=granted)
+    assert topics_and_aliases(drain(s)) == [("sensors/b/telemetry", None)] * 2
+
+
 def test_reconnect_with_session_resends_with_dup_and_same_ids(new_store: Store) -> None:
     s = boot(new_store)
     pids = publish(s, 3, 1)
