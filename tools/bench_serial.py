@@ -105,6 +105,7 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
         meter.done.set()
         board.close()
         bridge.stop()
+
         witness.close()
     console = out.decode(errors="replace")
     summary = next(
@@ -131,6 +132,8 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
         row.update({k: link.get(k) for k in ("retransmissions", "timeouts", "probes", "crc_errors", "frames_out")})
         row["reconnects"] = summary["reconnects"]
         row["connect_failures"] = summary["connect_failures"]
+    if summary is None or summary["reconnects"]:
+        row["console"] = [line for line in console.splitlines() if not line.startswith("{")][-30:]
     else:
         row["console_tail"] = console[-600:]
     return row

@@ -130,11 +130,17 @@ class Board:
         )
         self.client.on_message = self.on_message
         self.client.on_published = self.on_published
+        self.client.on_disconnect = self.on_disconnect
         for note in self.client.open():
             print(note)
 
     def on_message(self, topic, payload, qos, retain, dup):
         print("message", topic, qos, payload)
+
+    def on_disconnect(self, code, reason):
+        # Every lost connection is said here, also those the client meets inside publish() (the message is
+        # journaled all the same); the summary counts the reconnects.
+        print("connection lost (%s)" % reason)
 
     def on_published(self, pid, code):
         if code >= 0x80:  # counted by the client (client.refused)
@@ -193,9 +199,8 @@ class Board:
             if self.try_connect():
                 try:
                     self.client.poll(max(0, min(100, left)))
-                except (OSError, MQTTError) as exc:
-                    print("connection lost (%s)" % exc)
-                    self.client.close()
+                except (OSError, MQTTError):
+                    self.client.close()  # said by on_disconnect
             elif left > 0:
                 time.sleep_ms(min(left, 50))
             if time.ticks_diff(deadline, time.ticks_ms()) <= 0:
@@ -238,9 +243,8 @@ class Board:
                 skipped += 1  # counted by the client (client.refused)
                 print("publish refused: %s" % exc)
                 continue
-            except (OSError, MQTTError) as exc:
-                print("connection lost (%s)" % exc)
-                client.close()
+            except (OSError, MQTTError):
+                client.close()  # said by on_disconnect
                 continue
             seq += 1  # counted when publish() has accepted it
             group = cfg["group_commit"]
@@ -251,9 +255,8 @@ class Board:
             self.ensure_connected()
             try:
                 client.wait_idle(60000)
-            except (OSError, MQTTError) as exc:
-                print("connection lost (%s)" % exc)
-                client.close()
+            except (OSError, MQTTError):
+                client.close()  # said by on_disconnect
         gc.collect()
         summary = {
             "dev": cfg["client_id"],

@@ -112,6 +112,7 @@ class Link:
         self._tx_state = bytearray(window)
         self._tx_at = [-1] * window  # when each slot's frame was first written; -1 not yet
         self._tx_order = [0] * window  # _order when it was last written: what was written before what
+        self._tx_last = [0] * window  # when it was last written
         self._tx_resent = bytearray(window)  # written more than once: its ack says nothing about the round trip
         self._order = 0
         # Receive side: frames held until they are in order and their channel has room, one slot per seq.
@@ -440,6 +441,19 @@ class Link:
         if self._acks_due:
             self._acks_due -= 1
             return self._ack_frame()
+        # Nothing else to send and the line is free: a frame that was lost before and still holds the window
+        # back goes again once a round trip has passed without its ack, instead of the line idling until the
+        # timeout (on a bad line its retransmission is lost as often as the original was).
+        slot = self._base % self.window
+        if (
+            self._base != self._next
+            and self._tx_state[slot] == _FLIGHT
+            and self._tx_resent[slot]
+            and self._srtt8
+            and _elapsed(now, self._tx_last[slot]) >= self._srtt8 // 8
+        ):
+            self.retransmissions += 1
+            return self._data_frame(slot, self._base, now)
         return None
 
     def _expired(self, now):
@@ -475,6 +489,7 @@ class Link:
         self._tx_state[slot] = _FLIGHT
         self._order += 1
         self._tx_order[slot] = self._order
+        self._tx_last[slot] = now
         self._acks_due = 0  # the frame carries our ack
         return self._frame(frame.DATA, self._tx_ch[slot], seq, self._tx_mv[start : start + self._tx_len[slot]])
 
@@ -500,6 +515,10 @@ class Link:
         wake = -1
         if self._timer >= 0:
             wake = max(0, self.timeout_ms - _elapsed(now, self._timer))
+        slot = self._base % self.window
+        if self._base != self._next and self._tx_state[slot] == _FLIGHT and self._tx_resent[slot] and self._srtt8:
+            again = max(0, self._srtt8 // 8 - _elapsed(now, self._tx_last[slot]))  # see the end of poll()
+            wake = again if wake < 0 else min(wake, again)
         if self._line_busy(now) and (self._acks_due or self._sack_due or self._has_queued()):
             free = (self._backlog - _FRAME_BITS // 2 + self._bits_per_ms - 1) // self._bits_per_ms
             wake = free if wake < 0 else min(wake, free)

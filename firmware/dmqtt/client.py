@@ -33,6 +33,11 @@ CONNECTING = const(1)  # CONNECT sent, no CONNACK yet
 CONNECTED = const(2)
 
 
+# A connection that takes no byte for this long is dead. Not shorter: a serial link on a noisy line (bit error
+# rate 1e-3) can hold its window for a second or more while it retransmits, and that is not a reason to reconnect.
+_WRITE_STALL_MS = const(10000)
+
+
 def _ticks_ms():
     return time.ticks_ms()
 
@@ -279,7 +284,8 @@ class MQTTClient:
         if qos == 0:
             if self.state != CONNECTED:
                 raise MQTTError("not connected: QoS 0 messages are not queued")
-            self._write(codec.write_publish(topic, payload, 0, 0, retain, False, self.version, None, self._out))
+            wire, props = self.session.wire_topic(topic)
+            self._write(codec.write_publish(wire, payload, 0, 0, retain, False, self.version, props, self._out))
             if mark is not None:
                 self.session.note_mark(mark)
             return 0
@@ -373,10 +379,13 @@ class MQTTClient:
         try:
             while view:
                 sent = self._transport.send(view)  # usually the whole packet in one write
-                if not sent:
-                    if _elapsed(start) > 10000 or not self._transport.wait(1000, True):
-                        self._fail("the connection stopped taking data", None)
-                view = view[sent:]
+                if sent:
+                    view = view[sent:]
+                    start = _ticks_ms()
+                elif _elapsed(start) > _WRITE_STALL_MS:
+                    self._fail("the connection took no data for %d s" % (_WRITE_STALL_MS // 1000), None)
+                else:
+                    self._transport.wait(1000, True)
         except OSError as exc:
             self._lost("connection lost while sending: %s" % exc)
         self._last_tx = _ticks_ms()

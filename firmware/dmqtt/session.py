@@ -332,15 +332,7 @@ class Session:
             retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
             self.retain_cleared += 1
         pid = self._pid[i]
-        topic = rec.pub_topic(body)
-        props = None
-        if self._alias_max:
-            alias, known = self._alias(topic)
-            if alias:
-                props = self._alias_props
-                props[codec.TOPIC_ALIAS] = alias
-                if known:
-                    topic = b""  # a zero-length name: the alias stands for it (MQTT 5.0 section 3.3.2.3.4)
+        topic, props = self.wire_topic(rec.pub_topic(body))
         n = codec.write_publish(
             topic,
             rec.pub_payload(body),
@@ -362,17 +354,23 @@ class Session:
             self._tx[i] = 1
         return n
 
-    def _alias(self, topic):
-        """(alias, known): the topic's alias on this connection, 1 .. Topic Alias Maximum, never 0 and never above
-        the broker's maximum [MQTT-3.3.2-8] [MQTT-3.3.2-9]; known: the broker has it already. (0, False): none left."""
+    def wire_topic(self, topic):
+        """(topic, props) for a PUBLISH of `topic` on this connection: with a topic alias when the broker grants
+        them (1 .. its Topic Alias Maximum, never 0 nor above [MQTT-3.3.2-8] [MQTT-3.3.2-9]); once the broker
+        knows the alias, a zero-length name stands for the topic (MQTT 5.0 section 3.3.2.3.4)."""
+        if not self._alias_max:
+            return topic, None
         aliases = self._aliases
+        props = self._alias_props
         for i in range(len(aliases)):
             if aliases[i] == topic:
-                return i + 1, True
+                props[codec.TOPIC_ALIAS] = i + 1
+                return b"", props
         if len(aliases) < self._alias_max:
             aliases.append(bytes(topic))
-            return len(aliases), False
-        return 0, False
+            props[codec.TOPIC_ALIAS] = len(aliases)
+            return topic, props
+        return topic, None
 
     def _oldest(self, state_a, state_b):
         """The untransmitted slot in state_a or state_b with the lowest serial, or -1."""

@@ -359,3 +359,35 @@ def test_the_client_reports_through_its_hooks_state_and_counters(tmp_path: Path,
         ["lost", True],
     ], report
     assert report["counters"] == [1, 1, 1, 1, 1, 0], report
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+def test_topic_aliases_on_the_wire_and_named_again_after_a_reconnect(
+    tmp_path: Path, broker: ScriptedBroker, qos: int
+) -> None:
+    """MQTT 5.0 with a Topic Alias Maximum in the CONNACK: the board names its topic once per connection, then
+    sends the alias with a zero-length name (QoS 0 as QoS 1); a new connection starts without aliases
+    [MQTT-3.3.2-7], so a flow resent on it names its topic again."""
+    board = start_board(tmp_path, board_config(f"wire-alias-{qos}", broker.address, qos, 4, "5"))
+    topic = f"sensors/wire-alias-{qos}/telemetry"
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(False, props={codec.TOPIC_ALIAS_MAXIMUM: 2})
+    first = 4 if qos == 0 else 2
+    pubs = [conn.recv_type(codec.PUBLISH)[1] for _ in range(first)]
+    # Alias 1: never 0, within the broker's maximum [MQTT-3.3.2-8] [MQTT-3.3.2-9].
+    assert [(p.topic, p.props.get(codec.TOPIC_ALIAS)) for p in pubs] == [(topic, 1)] + [("", 1)] * (first - 1)
+    if qos:
+        conn.ack(codec.PUBACK, pubs[0].pid)  # the second stays unacknowledged: it is resent on the next connection
+        conn.close()
+        conn = broker.accept()
+        conn.expect_connect()
+        conn.connack(True, props={codec.TOPIC_ALIAS_MAXIMUM: 2})
+        rest = [conn.recv_type(codec.PUBLISH)[1] for _ in range(3)]
+        assert rest[0].dup and rest[0].pid == pubs[1].pid
+        assert [(p.topic, p.props.get(codec.TOPIC_ALIAS)) for p in rest] == [(topic, 1), ("", 1), ("", 1)]
+        for p in rest:
+            conn.ack(codec.PUBACK, p.pid)
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
