@@ -95,6 +95,7 @@ class Board:
         self.retry_at = time.ticks_ms()
         self.connect_failures = 0  # attempts that failed, the client's (refused, no CONNACK) and the network's
         self.heap_at_boot = 0
+        self.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
         # The transport's code loads before the client's buffers, and only the one in use.
         if cfg["transport"] == "serial":
             from dlink.transport import LinkTransport
@@ -139,8 +140,9 @@ class Board:
 
     def on_disconnect(self, code, reason):
         # Every lost connection is said here, also those the client meets inside publish() (the message is
-        # journaled all the same); the summary counts the reconnects.
-        print("connection lost (%s)" % reason)
+        # journaled all the same); the summary counts the reconnects. Not our own DISCONNECT at the end.
+        if not self.finished:
+            print("connection lost (%s)" % reason)
 
     def on_published(self, pid, code):
         if code >= 0x80:  # counted by the client (client.refused)
@@ -274,6 +276,7 @@ class Board:
         }
         if cfg["transport"] == "serial":
             summary["link"] = self.transport_class.stats()
+        self.finished = True
         client.disconnect()
         print(json.dumps(summary))
 

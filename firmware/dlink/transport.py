@@ -15,6 +15,7 @@ if False:  # type checkers only: MicroPython has no typing module
 
 _link: Any = None  # one per boot, shared by successive connections
 _uart: Any = None
+_poller: Any = None  # wakes wait() when the UART has bytes
 
 
 def _epoch():
@@ -29,12 +30,21 @@ class LinkTransport:
     @staticmethod
     def prepare(uart_id=1, baud=115200, **uart_pins):
         """Open the UART and create the boot's link (once); early, so its buffers find room in the heap."""
-        global _link, _uart
+        global _link, _uart, _poller
         if _link is None:
+            import select
+
             import machine
 
             _uart = machine.UART(uart_id, baudrate=baud, **uart_pins)
             _link = Link(_epoch(), baud)
+            _poller = select.poll()
+            try:
+                # The virtual board's UART is a pty: the Unix port polls its descriptor (it cannot poll a
+                # Python-level stream object).
+                _poller.register(_uart.fileno(), select.POLLIN)
+            except AttributeError:
+                _poller.register(_uart, select.POLLIN)  # machine.UART is a pollable stream on the ESP32 ports
         return _link
 
     @staticmethod
@@ -105,9 +115,14 @@ class LinkTransport:
                 return True  # readinto() will report it
             if self._link.can_send() if writable else self._link.available(frame.MQTT):
                 return True
-            if time.ticks_diff(time.ticks_ms(), start) >= timeout_ms:
+            now = time.ticks_ms()
+            left = timeout_ms - time.ticks_diff(now, start)
+            if left <= 0:
                 return False
-            time.sleep_ms(1)
+            # Sleep until the UART has bytes or the link has something to write (a timer, the line freeing up):
+            # a board that waits for its broker spends no CPU on it.
+            wake = self._link.next_wakeup(now)
+            _poller.poll(max(1, left if wake < 0 else min(left, wake)))
 
     def close(self):
         if not self._closed:

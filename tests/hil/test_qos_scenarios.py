@@ -143,7 +143,9 @@ def test_broker_restarted_with_persistence(
     # It came back to its session (how it noticed the broker going differs: a TCP reset, or the bridge's notice).
     assert dut.console.text().count("connected session_present=1") >= 1, dut.console.text()
     if transport == "serial":
-        assert "the broker closed the connection" in bridge.text() and bridge.text().count("event=connected") >= 2
+        # The bridge sees the broker go (an end of stream or a reset, as the timing falls) and tells the board.
+        gone = ("the broker closed the connection", "broker connection failed")
+        assert any(g in bridge.text() for g in gone) and bridge.text().count("event=connected") >= 2
 
 
 def disturbed_serial_run(
