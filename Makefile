@@ -71,7 +71,6 @@ demo: system-deps $(STAMP)
 bench: system-deps $(STAMP)
 	$(BIN)/python tools/benchmarks.py
 	$(BIN)/python tools/bench_codec.py
-	$(BIN)/python tools/bench_recorder.py
 	$(BIN)/python tools/bench_link.py
 	$(BIN)/python tools/bench_tls.py
 

@@ -34,7 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("all", "audit, rollup and report in one Spark session"),
     ):
         job = sub.add_parser(name, help=help_text, description=help_text)
-        job.add_argument("--input", required=True, metavar="PATH", help="the recorder's --out folder (a Hadoop path)")
+        job.add_argument(
+            "--input",
+            required=True,
+            metavar="PATH[,PATH...]",
+            help="the recorder's --out folder (a Hadoop path); several recorders' folders separated by commas",
+        )
         job.add_argument("--out", required=True, metavar="PATH", help="where results go (a Hadoop path)")
         job.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
         if name in ("audit", "report", "all"):

@@ -35,6 +35,7 @@ def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline") -> Spa
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     local = master is not None and master.startswith("local")
+    loopback = local or (master or "").startswith("spark://127.0.0.1:")  # e.g. pipeline.cluster's
     builder = SparkSession.builder.appName(app)
     if master is not None:
         builder = builder.master(master)
@@ -44,14 +45,12 @@ def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline") -> Spa
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J}")
     )
-    if local:
-        # Nothing of a local run listens beyond loopback; a handful of shuffle partitions suits one machine.
+    if loopback:
+        # Nothing of a run on this machine listens beyond loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", "4")
-        )
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    if local:
+        builder = builder.config("spark.sql.shuffle.partitions", "4")  # a handful suits one machine
     try:
         spark = builder.getOrCreate()
     except (PySparkException, OSError) as exc:
@@ -78,27 +77,39 @@ def _jvm(spark: SparkSession) -> Any:
     return jvm
 
 
+def input_paths(path: str) -> list[str]:
+    """--input: one recorder's folder, or several separated by commas (recorders sharing a subscription, each
+    with its own folder), read as one dataset."""
+    return [p for p in path.split(",") if p]
+
+
 def require_input(spark: SparkSession | None, path: str) -> None:
-    """PipelineError when the input folder does not exist. A local path is checked without Spark, so that a
+    """PipelineError when an input folder does not exist. A local path is checked without Spark, so that a
     mistyped --input fails before a JVM starts; other paths only once there is a session (spark not None)."""
-    if is_local(path):
-        exists = local_path(path).exists()
-    elif spark is not None:
-        fs, jpath = hadoop_path(spark, path)
-        exists = fs.exists(jpath)
-    else:
-        return
-    if not exists:
-        raise PipelineError(
-            f"input {path} does not exist; point --input at the recorder's --out folder (the recorder creates it)"
-        )
+    for one in input_paths(path):
+        if is_local(one):
+            exists = local_path(one).exists()
+        elif spark is not None:
+            fs, jpath = hadoop_path(spark, one)
+            exists = fs.exists(jpath)
+        else:
+            continue
+        if not exists:
+            raise PipelineError(
+                f"input {one} does not exist; point --input at the recorder's --out folder (the recorder creates it)"
+            )
 
 
 def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
-    """The recorder's rows under `path`; PipelineError when it does not exist or holds no rows."""
+    """The recorder's rows under `path` (or under each of several comma-separated folders); PipelineError when
+    one does not exist or there are no rows."""
     require_input(spark, path)
     try:
-        df = spark.read.schema(spark_schema()).parquet(path)
+        # One read per folder, then a union: Spark's partition discovery refuses several roots in one read.
+        frames = [spark.read.schema(spark_schema()).parquet(one) for one in input_paths(path)]
+        df = frames[0]
+        for more in frames[1:]:
+            df = df.unionByName(more)
     except AnalysisException as exc:
         raise PipelineError(f"cannot read {path} as the recorder's Parquet: {exc}") from None
     if df.isEmpty():

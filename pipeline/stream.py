@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from host_bridge.telemetry.format import spark_schema
 from host_bridge.telemetry.promises import duplicates, lost
 from pipeline.audit import AuditResult, Expectation, format_table, judge, usable
-from pipeline.spark import PipelineError, publish_files, require_input
+from pipeline.spark import PipelineError, input_paths, publish_files, require_input
 
 
 class StreamState:
@@ -118,6 +118,8 @@ def stream_audit(
 ) -> AuditResult:
     """Run cycles until `once` is done, nothing new arrived for `until_idle` seconds, or `stop` is set.
     Each cycle that saw new rows prints the verdict table, rewrites OUT/stream-summary.json and calls on_update."""
+    if len(input_paths(input_path)) > 1:
+        raise PipelineError("--stream reads one recorder's folder (Structured Streaming has one file source path)")
     require_input(spark, input_path)
     checkpoints = tempfile.mkdtemp(prefix="dmqtt-stream-audit-")
     state = StreamState()

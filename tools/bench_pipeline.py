@@ -1,6 +1,7 @@
 """Figure 7 of BENCHMARKS.md: the Spark audit at 1M and 10M synthetic rows on local[2], its rows/s and growth
 exponent, against the same per-boot counts computed by DuckDB on the same Parquet in the same run (the
-single-machine baseline a data engineer would reach for).
+single-machine baseline a data engineer would reach for); then the same audit on a Spark standalone cluster of two
+one-core workers on this machine (pipeline.cluster: master and workers from the pyspark package, on loopback).
 
     python tools/bench_pipeline.py [--quick]          (part of make bench)
 
@@ -123,6 +124,7 @@ def duckdb_audit(path: Path) -> tuple[float, int, int]:
 
 
 def spark_audit(path: Path, master: str) -> tuple[float, int, int]:
+    """The audit on an already started session of `master` (the session start is not timed)."""
     from pipeline import audit
     from pipeline.spark import read_telemetry, session
 
@@ -131,6 +133,24 @@ def spark_audit(path: Path, master: str) -> tuple[float, int, int]:
     result, _ = audit.audit(read_telemetry(spark, str(path)))
     seconds = time.monotonic() - start
     return seconds, sum(b["lost"] for b in result.boots), sum(b["duplicates"] for b in result.boots)
+
+
+def cluster_audits(folders: list[Path]) -> list[float]:
+    """The audit of each folder on a two-worker standalone cluster; seconds each."""
+    from pyspark.sql import SparkSession
+
+    from pipeline.cluster import LocalCluster
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()  # one SparkContext per process: local[2]'s goes first
+    with LocalCluster(workers=2, cores=1, memory="2g") as cluster:
+        spark_audit(folders[0], cluster.url)  # warm-up: executors start, as local[2]'s session had started
+        seconds = [spark_audit(folder, cluster.url)[0] for folder in folders]
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
+    return seconds
 
 
 def figure(quick: bool) -> dict[str, Any]:
@@ -159,6 +179,11 @@ def figure(quick: bool) -> dict[str, Any]:
                 f"{spark_dups}/{duck_dups} (planted {planted['duplicates']})",
                 flush=True,
             )
+        on_cluster = cluster_audits([Path(tmp) / f"rows-{rows}" for rows in sizes])
+    for run, seconds in zip(runs, on_cluster, strict=True):
+        run["cluster_s"] = seconds
+        run["cluster_over_local"] = seconds / run["spark_s"]
+        print(f"  {run['rows']:>10,} rows: two-worker standalone cluster {seconds:.1f} s", flush=True)
     small, large = runs
     growth = math.log(large["spark_s"] / small["spark_s"]) / math.log(large["rows"] / small["rows"])
     return {"runs": runs, "growth_exponent": growth, "goal_ratio": 5.0}

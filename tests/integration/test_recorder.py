@@ -15,11 +15,14 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from pyspark.sql import SparkSession
 
 from dmqtt import codec_host as codec
 from host_bridge import chaos
 from host_bridge.broker import Mosquitto
 from host_bridge.telemetry import format as telemetry_format
+from pipeline.audit import audit
+from pipeline.spark import read_telemetry
 from tests.integration.certificates import make_certificates
 from tests.integration.recorder_proc import RecorderProcess, read_rows
 from tests.integration.scripted_broker import Connection, ScriptedBroker
@@ -361,3 +364,58 @@ def test_a_recorder_started_on_a_full_disk_waits_for_space_instead_of_crashing(
     finally:
         assert recorder.stop() == 0
     assert sorted(r["seq"] for r in read_rows(out)) == list(range(5))
+
+
+def test_recorders_sharing_a_subscription_lose_nothing_when_one_is_killed(
+    tmp_path: Path, mosquitto: Mosquitto, spark: SparkSession
+) -> None:
+    """Three recorders share `$share/recorders/sensors/#` (MQTT 5), each with its own persistent session and
+    folder. One is SIGKILLed a third of the way through and started again half way: Mosquitto keeps handing it its
+    share while it is away (queued in its session) and delivers them when it is back, so across the three folders
+    every QoS 1 and QoS 2 message is there and no QoS 2 message twice; the audit reads the folders as one dataset."""
+    host, port = mosquitto.address.rsplit(":", 1)
+    group = ("--mqtt-version", "5", "--topic", "$share/recorders/sensors/#")
+    outs = [tmp_path / f"rec-{i}" for i in range(3)]
+    recorders = [RecorderProcess(out, mosquitto.address, "--client-id", out.name, *group) for out in outs]
+    for recorder in recorders:
+        recorder.wait_connected()
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="share-publisher")
+    pub.max_inflight_messages_set(20)
+    pub.connect(host, int(port))
+    pub.loop_start()
+    messages = 900
+    infos = []
+    for seq in range(messages):
+        for qos in (1, 2):
+            infos.append(pub.publish(f"sensors/s{qos}/telemetry", telemetry(seq, f"s{qos}"), qos=qos))
+        if seq == messages // 3:
+            for info in infos:
+                info.wait_for_publish(30)
+            recorders[1].kill()
+        if seq == messages // 2:
+            recorders[1] = RecorderProcess(outs[1], mosquitto.address, "--client-id", outs[1].name, *group)
+            recorders[1].wait_connected()
+        time.sleep(0.001)
+    for info in infos:
+        info.wait_for_publish(30)
+    pub.loop_stop()
+    pub.disconnect()
+
+    def recorded() -> list[dict[str, object]]:
+        return [r for out in outs for r in read_rows(out) if not r["recorder_dup"]]
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len({(r["dev"], r["seq"]) for r in recorded()}) < 2 * messages:
+        time.sleep(0.5)
+    for recorder in recorders:
+        assert recorder.stop() == 0
+    rows = recorded()
+    shares = [len(read_rows(out)) for out in outs]
+    assert all(share > messages // 3 for share in shares), shares  # each member took a share, the killed one too
+    for dev in ("s1", "s2"):
+        seqs = [r["seq"] for r in rows if r["dev"] == dev]
+        assert set(seqs) == set(range(messages)), f"{dev}: lost {sorted(set(range(messages)) - set(seqs))[:10]}"
+        if dev == "s2":
+            assert len(seqs) == messages, "a QoS 2 message recorded twice across the recorders"
+    result, _ = audit(read_telemetry(spark, ",".join(str(out) for out in outs)))
+    assert result.ok and result.rows == sum(shares), result.summary("")

@@ -1,0 +1,63 @@
+"""The jobs on a real Spark standalone cluster (one master, two workers, all on loopback, from the pyspark
+package): the same audit, rollup and report as on local[2], and nothing of the cluster left running after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from pipeline.cluster import LocalCluster
+from pipeline.jobs import run_job
+from tests.pipeline.datasets import Msg, write_dataset
+
+
+def rollup_rows(folder: Path) -> list[tuple[object, ...]]:
+    table = pq.read_table(folder).to_pylist()
+    return sorted(tuple(sorted(row.items())) for row in table)
+
+
+def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Path, spark: SparkSession) -> None:
+    msgs = [Msg(f"dev-{d}", 1, s, s * 1000, qos=1 + d % 2, reading=float(s % 7)) for d in range(4) for s in range(300)]
+    msgs += [Msg("dev-0", 1, 17, 17500)]  # delivered twice: allowed at QoS 1
+    msgs = [m for m in msgs if not (m.dev == "dev-1" and m.seq == 40)]  # lost at QoS 2: the audit fails
+    write_dataset(tmp_path / "rec", msgs, commit_every=97)
+    local = run_job(spark, "all", str(tmp_path / "rec"), str(tmp_path / "local"))
+
+    cluster = LocalCluster(workers=2, cores=1, memory="1g", log_dir=tmp_path / "cluster")
+    try:
+        cluster.start()
+        assert cluster.registered() == 2
+        run = subprocess.run(
+            [sys.executable, "-m", "pipeline", "all", "--master", cluster.url, "--input", str(tmp_path / "rec"),
+             "--out", str(tmp_path / "remote")],
+            capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        )  # fmt: skip
+        worker_logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "cluster").glob("worker-*.log"))
+    finally:
+        pids = cluster.pids()
+        cluster.stop()
+    assert run.returncode == local.exit_code == 1, run.stdout + run.stderr
+    assert f"starting Spark ({cluster.url})" in run.stdout
+    # The work ran on the workers' executors, not in the driver.
+    assert "Launching executor" in worker_logs or "Asked to launch executor" in worker_logs, worker_logs[-2000:]
+    here = json.loads((tmp_path / "local" / "summary.json").read_text())
+    there = json.loads((tmp_path / "remote" / "summary.json").read_text())
+    for key in ("ok", "rows", "qos"):
+        assert there[key] == here[key], key
+
+    def counts(summary: dict[str, object]) -> list[tuple[object, ...]]:
+        fields = ("dev", "boot", "received", "lost", "duplicates", "out_of_order")
+        return sorted(tuple(b[f] for f in fields) for b in summary["boots"])  # type: ignore[attr-defined]
+
+    assert counts(there) == counts(here) and ("dev-1", 1, 299, 1, 0, 0) in counts(here)
+    for table in ("minute", "hour"):
+        assert rollup_rows(tmp_path / "remote" / "rollup" / table) == rollup_rows(tmp_path / "local" / "rollup" / table)
+    assert (tmp_path / "remote" / "report" / "index.html").exists()
+    for pid in pids:  # master, workers and their executors: all gone
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], pid

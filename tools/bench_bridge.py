@@ -1,0 +1,184 @@
+"""Figure 6 of BENCHMARKS.md: how far one bridge scales. 8, 16, 32 and 64 virtual boards, each on its own emulated
+115200-baud line, publish 300 QoS 1 messages at 20 ms intervals through one `host-bridge run` to Mosquitto; then
+the same boards publish straight over TCP, as the baseline. A witness at the broker checks completeness and times
+every arrival.
+
+    python tools/bench_bridge.py [--quick] [--boards 8,16]          (part of make bench)
+
+Latency: each message carries the board's ticks_ms when it was made, which on the Unix port is the host's
+CLOCK_MONOTONIC in ms (mod 2**30), the clock time.monotonic() reads; so arrival minus creation is the whole
+latency (journal, client, link and bridge or TCP, broker, witness), and the serial case against the TCP case of the
+same boards is what the line and the bridge add. Bridge CPU is its process's user+system time (/proc) per 1,000
+messages. Every board of a run is a MicroPython process on this machine, so past a point the boards' own CPU, not
+the bridge, is the limit: the host's load is reported beside each run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from host_bridge.broker import Mosquitto
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.processes import ManagedProcess
+from host_bridge.run import command as bridge_command
+from host_bridge.vboard import LineFaults, VirtualBoard
+
+BAUD = 115200
+TICKS_PERIOD = 1 << 30  # MicroPython's ticks wrap here
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process, from /proc/PID/stat (fields 14 and 15, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def host_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs so far, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    return float(sum(values) - idle), float(sum(values))
+
+
+def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: int, tag: str) -> dict[str, Any]:
+    ids = [f"{tag}{transport[0]}{i:03d}" for i in range(boards)]
+    witness = Subscriber(broker.address, f"witness-{tag}-{transport}", topic="sensors/+/telemetry", clean=True)
+    started: list[VirtualBoard] = []
+    bridge = None
+    try:
+        for client_id in ids:
+            folder = work / client_id
+            folder.mkdir(parents=True)
+            config: dict[str, Any] = {
+                "client_id": client_id,
+                "mqtt_version": "5",
+                "publish": {"topic": "sensors/{client_id}/telemetry", "qos": 1, "count": messages, "interval_ms": 20},
+            }
+            if transport == "serial":
+                config |= {"transport": "serial", "uart": {"id": 1, "baud": BAUD}}
+            else:
+                config |= {"transport": "tcp", "broker": broker.address}
+            (folder / "config.json").write_text(json.dumps(config))
+            started.append(
+                VirtualBoard(
+                    flash=folder / "board.flash",
+                    config=folder / "config.json",
+                    faults=LineFaults(baud=BAUD) if transport == "serial" else None,
+                    serial_link=folder / "ttyBOARD" if transport == "serial" else None,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        if transport == "serial":
+            ports = {b.config.parent.name: str(b.serial_link) for b in started if b.config and b.serial_link}
+            bridge = ManagedProcess(bridge_command(broker.address, BAUD, ports), work / f"bridge-{tag}.log")
+            bridge.wait_for("event=start")
+        busy0, total0 = host_busy()
+        for board in started:
+            board.start()
+        outputs = []
+        for board in started:
+            assert board.process is not None
+            try:
+                outputs.append(board.process.communicate(timeout=120 + messages * 0.2)[0].decode(errors="replace"))
+            except subprocess.TimeoutExpired:
+                board.power_cut()
+                outputs.append(board.process.communicate()[0].decode(errors="replace"))
+        time.sleep(0.5)  # the last arrivals
+        busy1, total1 = host_busy()
+        bridge_cpu = cpu_seconds(bridge.process.pid) if bridge is not None else None
+    finally:
+        for board in started:
+            board.close()
+        if bridge is not None:
+            bridge.stop()
+        witness.close()
+    offset = time.time() - time.monotonic()
+    latencies = []
+    seen: set[tuple[str, int]] = set()
+    arrivals = []
+    for record in witness.records:
+        body = json.loads(record.payload)
+        key = (body["dev"], body["seq"])
+        if body["dev"] not in ids or key in seen:
+            continue
+        seen.add(key)
+        arrivals.append(record.arrived)
+        arrived_ms = int((record.arrived - offset) * 1000)
+        latencies.append(((arrived_ms - body["t"] + TICKS_PERIOD // 2) % TICKS_PERIOD) - TICKS_PERIOD // 2)
+    summaries = [json.loads(line) for out in outputs for line in out.splitlines() if line.startswith("{")]
+    row: dict[str, Any] = {"boards": boards, "transport": transport, "messages_per_board": messages}
+    row["delivered"] = len(seen)
+    row["complete"] = len(seen) == boards * messages and len(summaries) == boards
+    if len(arrivals) > 1:
+        row["msgs_per_s"] = len(arrivals) / (max(arrivals) - min(arrivals))
+    if latencies:
+        latencies.sort()
+        row["latency_p50_ms"] = statistics.median(latencies)
+        row["latency_p99_ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    row["host_cpu_busy"] = round((busy1 - busy0) / max(1.0, total1 - total0), 2)
+    row["reconnects"] = sum(s.get("reconnects", 0) for s in summaries)
+    if transport == "serial":
+        row["retransmissions"] = sum(s.get("link", {}).get("retransmissions", 0) for s in summaries)
+        assert bridge is not None and bridge_cpu is not None
+        row["bridge_cpu_s_per_1000"] = bridge_cpu / max(1, len(seen)) * 1000
+        for line in bridge.text().splitlines():
+            if "event=stopped" in line:
+                row["bridge_retransmissions"] = row.get("bridge_retransmissions", 0) + int(
+                    line.split("retransmissions=")[1].split()[0]
+                )
+    return row
+
+
+def figure(quick: bool, sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
+    sizes = sizes or ((8, 16) if quick else (8, 16, 32, 64))
+    messages = 100 if quick else 300
+    frame_ms = (86 + 10 + 14) * 10 * 1000 / BAUD  # one telemetry message's frame on the line
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, Mosquitto(Path(tmp) / "broker") as broker:
+        for n, boards in enumerate(sizes):
+            for transport in ("tcp", "serial"):
+                row = run(Path(tmp) / f"{boards}-{transport}", broker, boards, transport, messages, f"s{n}")
+                rows.append(row)
+                print(_line(row), flush=True)
+    for row in rows:
+        if row["transport"] == "serial":
+            base = next(r for r in rows if r["boards"] == row["boards"] and r["transport"] == "tcp")
+            if "latency_p99_ms" in row and "latency_p99_ms" in base:
+                row["added_p50_ms"] = row["latency_p50_ms"] - base["latency_p50_ms"]
+                row["added_p99_ms"] = row["latency_p99_ms"] - base["latency_p99_ms"]
+    return {"baud": BAUD, "interval_ms": 20, "frame_ms": round(frame_ms, 1), "cores": os.cpu_count(), "rows": rows}
+
+
+def _line(r: dict[str, Any]) -> str:
+    text = (
+        f"  {r['boards']:>2} boards {r['transport']:>6}: {r['delivered']}/{r['boards'] * r['messages_per_board']} "
+        f"delivered, {r.get('msgs_per_s', 0):.0f} msg/s, latency p50 {r.get('latency_p50_ms', -1):.0f} ms "
+        f"p99 {r.get('latency_p99_ms', -1):.0f} ms, host CPU {r['host_cpu_busy']:.0%}"
+    )
+    if r["transport"] == "serial":
+        text += (
+            f", bridge {r['bridge_cpu_s_per_1000']:.2f} CPU s/1000 msgs, "
+            f"retransmissions {r['retransmissions']} + {r.get('bridge_retransmissions')}"
+        )
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--boards", help="comma-separated board counts (default 8,16,32,64)")
+    args = parser.parse_args()
+    sizes = tuple(int(n) for n in args.boards.split(",")) if args.boards else None
+    print(json.dumps(figure(args.quick, sizes), indent=1))
+
+
+if __name__ == "__main__":
+    main()
