@@ -86,7 +86,8 @@ class Link:
         self.epoch = epoch
         self.window = window
         self.max_timeout_ms = timeout_for(baud)
-        self.min_timeout_ms = full_frame_ms(baud) + _MIN_RTO_MARGIN_MS
+        self._frame_ms = full_frame_ms(baud)
+        self.min_timeout_ms = 2 * self._frame_ms + _MIN_RTO_MARGIN_MS
         self.timeout_ms = self.max_timeout_ms
         self._srtt8 = 0  # smoothed round trip x 8, 0 before the first sample (RFC 6298's SRTT, in ms)
         self._rttvar4 = 0  # its mean deviation x 4
@@ -113,6 +114,8 @@ class Link:
         self._tx_at = [-1] * window  # when each slot's frame was first written; -1 not yet
         self._tx_order = [0] * window  # _order when it was last written: what was written before what
         self._tx_last = [0] * window  # when it was last written
+        self._tx_probed = bytearray(window)  # written again as a tail loss probe since it was last found lost
+        self._tx_errors = [0] * window  # the decoder's crc_errors when it was last written
         self._tx_resent = bytearray(window)  # written more than once: its ack says nothing about the round trip
         self._order = 0
         # Receive side: frames held until they are in order and their channel has room, one slot per seq.
@@ -372,6 +375,7 @@ class Link:
             if self._tx_state[slot] == _FLIGHT and self._tx_order[slot] < newest:
                 self._tx_state[slot] = _QUEUED
                 self._tx_resent[slot] = 1
+                self._tx_probed[slot] = 0
                 lost += 1
             seq = (seq + 1) & 0xFF
         if lost:
@@ -441,44 +445,62 @@ class Link:
         if self._acks_due:
             self._acks_due -= 1
             return self._ack_frame()
-        # Nothing else to send and the line is free: a frame that was lost before and still holds the window
-        # back goes again once a round trip has passed without its ack, instead of the line idling until the
-        # timeout (on a bad line its retransmission is lost as often as the original was).
-        slot = self._base % self.window
-        if (
-            self._base != self._next
-            and self._tx_state[slot] == _FLIGHT
-            and self._tx_resent[slot]
-            and self._srtt8
-            and _elapsed(now, self._tx_last[slot]) >= self._srtt8 // 8
-        ):
+        # Nothing else to send and the line is free: the oldest frame in flight goes again when its ack is overdue
+        # (a tail loss probe, as TCP's RACK-TLP has it), instead of the line idling until the timeout: after one
+        # round trip if it was lost before (on a bad line a retransmission is lost as often as the original),
+        # after two round trips and a full frame (the peer may be writing one) otherwise. Again only if the line
+        # has damaged frames since it was written: on a line that is only slow (a loaded host) repeating it would
+        # add to the load, and the timeout is the answer.
+        seq = self._overdue(now)
+        if seq >= 0:
+            slot = seq % self.window
+            self._tx_probed[slot] = 1
             self.retransmissions += 1
-            return self._data_frame(slot, self._base, now)
+            return self._data_frame(slot, seq, now)
         return None
 
-    def _expired(self, now):
-        """Nothing confirmed for a timeout: every frame in flight is sent again; with none in flight (the peer
-        holds them all and its window update was lost) the oldest, as a probe."""
-        self.timeouts += 1
-        lost = 0
+    def _overdue_after(self, slot):
+        """ms after its last write that the oldest frame in flight is probed, or -1 (not now)."""
+        if not self._srtt8:
+            return -1
+        if self._tx_probed[slot] and self.decoder.crc_errors == self._tx_errors[slot]:
+            return -1  # probed already, and the line has damaged nothing since: it is slow, not lossy
+        if self._tx_resent[slot]:
+            return self._srtt8 // 8
+        return self._srtt8 // 4 + self._frame_ms
+
+    def _overdue(self, now):
+        """The sequence number of the oldest frame in flight if its probe is due now, else -1."""
         seq = self._base
         while seq != self._next:
             slot = seq % self.window
             if self._tx_state[slot] == _FLIGHT:
-                self._tx_state[slot] = _QUEUED
-                self._tx_resent[slot] = 1
-                lost += 1
+                after = self._overdue_after(slot)
+                return seq if after >= 0 and _elapsed(now, self._tx_last[slot]) >= after else -1
             seq = (seq + 1) & 0xFF
-        if lost:
+        return -1
+
+    def _expired(self, now):
+        """Nothing confirmed for a timeout: the oldest frame in flight is sent again (the peer's answer to it then
+        shows which later ones were lost, see _on_ack); with none in flight (the peer holds them all and its
+        window update was lost) the oldest held one, as a probe. One frame, not the window: a timeout on a line
+        that is only slow (a loaded host) then costs one frame, not a window of them."""
+        self.timeouts += 1
+        seq = self._base
+        while seq != self._next and self._tx_state[seq % self.window] != _FLIGHT:
+            seq = (seq + 1) & 0xFF
+        if seq != self._next:
+            slot = seq % self.window
             self.payload = max(self.min_payload, self.payload // 2)
-            self.retransmissions += lost
+            self.retransmissions += 1
         else:
             slot = self._base % self.window
-            self._tx_state[slot] = _QUEUED
-            self._tx_resent[slot] = 1
             self.probes += 1
+        self._tx_state[slot] = _QUEUED
+        self._tx_resent[slot] = 1
+        self._tx_probed[slot] = 0
         self._timer = -1
-        self.timeout_ms = min(self.max_timeout_ms, self.timeout_ms * 2)  # back off until a clean sample
+        self.timeout_ms = min(self.max_timeout_ms, self.timeout_ms * 2)  # back off until the peer answers
 
     def _data_frame(self, slot, seq, now):
         start = slot * frame.MAX_PAYLOAD
@@ -490,6 +512,7 @@ class Link:
         self._order += 1
         self._tx_order[slot] = self._order
         self._tx_last[slot] = now
+        self._tx_errors[slot] = self.decoder.crc_errors
         self._acks_due = 0  # the frame carries our ack
         return self._frame(frame.DATA, self._tx_ch[slot], seq, self._tx_mv[start : start + self._tx_len[slot]])
 
@@ -515,10 +538,15 @@ class Link:
         wake = -1
         if self._timer >= 0:
             wake = max(0, self.timeout_ms - _elapsed(now, self._timer))
-        slot = self._base % self.window
-        if self._base != self._next and self._tx_state[slot] == _FLIGHT and self._tx_resent[slot] and self._srtt8:
-            again = max(0, self._srtt8 // 8 - _elapsed(now, self._tx_last[slot]))  # see the end of poll()
-            wake = again if wake < 0 else min(wake, again)
+        seq = self._base
+        while seq != self._next and self._tx_state[seq % self.window] != _FLIGHT:
+            seq = (seq + 1) & 0xFF
+        if seq != self._next:
+            slot = seq % self.window
+            after = self._overdue_after(slot)  # the tail loss probe: see the end of poll()
+            if after >= 0:
+                again = max(0, after - _elapsed(now, self._tx_last[slot]))
+                wake = again if wake < 0 else min(wake, again)
         if self._line_busy(now) and (self._acks_due or self._sack_due or self._has_queued()):
             free = (self._backlog - _FRAME_BITS // 2 + self._bits_per_ms - 1) // self._bits_per_ms
             wake = free if wake < 0 else min(wake, free)
