@@ -6,9 +6,10 @@
 #   its sender expects (cumulative); the receiver keeps frames that arrive after a gap (up to `window` ahead)
 #   and says which in an ACK frame's one-byte payload (bit i: frame ack + i is held). A serial line never
 #   reorders, so a frame that was sent before one the peer confirms, and is not itself confirmed, was lost: it
-#   is sent again at once, alone (no timeout, no window resent). A timer catches the rest (a lost last frame,
-#   lost acks): the timeout follows the measured round trip (RFC 6298), between two full frames and the time
-#   to send a window of full frames both ways twice.
+#   is sent again at once, alone (no timeout, no window resent). A lost last frame or lost acks: the oldest frame
+#   in flight is probed when its ack is overdue (RACK-TLP's tail loss probe), and a timer catches the rest,
+#   resending that one frame; the timeout follows the measured round trip (RFC 6298), between two full frames
+#   and ten, plus margins.
 # - The receiver passes payloads on only in order, and holds a frame its channel's buffer has no room for (it
 #   is not acknowledged until the reader makes room, which holds the sender back: flow control without
 #   retransmission). Nothing corrupted, duplicated or out of order ever reaches a stream: MQTT, which may not

@@ -8,6 +8,15 @@
 import time
 
 from dlink import control, frame
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
 from dlink.link import Link
 
 if False:  # type checkers only: MicroPython has no typing module
@@ -16,6 +25,7 @@ if False:  # type checkers only: MicroPython has no typing module
 _link: Any = None  # one per boot, shared by successive connections
 _uart: Any = None
 _poller: Any = None  # wakes wait() when the UART has bytes
+_DRAIN_MS = const(2000)
 
 
 def _epoch():
@@ -129,11 +139,14 @@ class LinkTransport:
             self._closed = True
             if self._link.up:
                 self._control(control.CLOSE)
-                for _ in range(50):  # let the close (and what precedes it) reach the bridge
+                # Let the close, and what precedes it (a last QoS 0 message, a DISCONNECT), reach the bridge: up
+                # to two seconds, which a noisy line (bit error rate 1e-3) can need for a few frames.
+                start = time.ticks_ms()
+                while self._link.pending() and time.ticks_diff(time.ticks_ms(), start) < _DRAIN_MS:
                     self._service()
-                    if not self._link.pending():
-                        break
-                    time.sleep_ms(2)
+                    now = time.ticks_ms()
+                    wake = self._link.next_wakeup(now)
+                    _poller.poll(max(1, min(_DRAIN_MS, wake if wake >= 0 else _DRAIN_MS)))
 
     # -- internals -----------------------------------------------------------------------------------------
 
