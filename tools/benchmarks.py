@@ -531,7 +531,8 @@ def render_pipeline(fig: dict[str, Any]) -> list[str]:
         "",
         "Synthetic recorder folders (`tools/bench_pipeline.py`: the recorder's schema and layout, 1,000 devices, one "
         "boot each, one message in 1,000 lost and one in 1,000 delivered twice). Spark: the audit job's own "
-        "`audit()` on `local[2]` (session started and warmed up by one audit of the smaller set). DuckDB 2.0 with 2 threads: the same per-boot counts "
+        "`audit()` on `local[2]` (session started and warmed up by one audit of the smaller set). DuckDB 2.0 with "
+        "2 threads: the same per-boot counts "
         "(received, lost, duplicates, out of order, latency percentiles, the first 10 gap ranges by a window "
         "function) in one SQL query over the same Parquet. `agree`: both found the same losses and duplicates, "
         "and the duplicates planted. Cluster: the same audit on a Spark standalone cluster started from the "
