@@ -186,9 +186,17 @@ def figure(quick: bool) -> dict[str, Any]:
         run["cluster_s"] = seconds
         run["cluster_over_local"] = seconds / run["spark_s"]
         print(f"  {run['rows']:>10,} rows: two-worker standalone cluster {seconds:.1f} s", flush=True)
+    return {"runs": runs, **growth(runs), "goal_ratio": 5.0}
+
+
+def growth(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """How time grows from the smaller run to the larger (1.0: linear), for Spark and for DuckDB."""
     small, large = runs
-    growth = math.log(large["spark_s"] / small["spark_s"]) / math.log(large["rows"] / small["rows"])
-    return {"runs": runs, "growth_exponent": growth, "goal_ratio": 5.0}
+    scale = math.log(large["rows"] / small["rows"])
+    return {
+        "growth_exponent": math.log(large["spark_s"] / small["spark_s"]) / scale,
+        "duckdb_growth_exponent": math.log(large["duckdb_s"] / small["duckdb_s"]) / scale,
+    }
 
 
 def main() -> int:
