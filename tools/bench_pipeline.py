@@ -135,21 +135,24 @@ def spark_audit(path: Path, master: str) -> tuple[float, int, int]:
     return seconds, sum(b["lost"] for b in result.boots), sum(b["duplicates"] for b in result.boots)
 
 
-def cluster_audits(folders: list[Path]) -> list[float]:
-    """The audit of each folder on a two-worker standalone cluster; seconds each."""
+def stop_session() -> None:
+    """Stop this process's Spark session, if any: one SparkContext per process, so a new master needs it gone."""
     from pyspark.sql import SparkSession
-
-    from pipeline.cluster import LocalCluster
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        active.stop()  # one SparkContext per process: local[2]'s goes first
+        active.stop()
+
+
+def cluster_audits(folders: list[Path]) -> list[float]:
+    """The audit of each folder on a two-worker standalone cluster; seconds each."""
+    from pipeline.cluster import LocalCluster
+
+    stop_session()  # local[2]'s
     with LocalCluster(workers=2, cores=1, memory="2g") as cluster:
         spark_audit(folders[0], cluster.url)  # warm-up: executors start, as local[2]'s session had started
         seconds = [spark_audit(folder, cluster.url)[0] for folder in folders]
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            active.stop()
+        stop_session()  # before its cluster goes
     return seconds
 
 

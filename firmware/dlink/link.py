@@ -470,16 +470,23 @@ class Link:
             return self._srtt8 // 8
         return self._srtt8 // 4 + self._frame_ms
 
-    def _overdue(self, now):
-        """The sequence number of the oldest frame in flight if its probe is due now, else -1."""
+    def _oldest_in_flight(self):
+        """The sequence number of the oldest frame written and neither acknowledged nor held, or -1."""
         seq = self._base
         while seq != self._next:
-            slot = seq % self.window
-            if self._tx_state[slot] == _FLIGHT:
-                after = self._overdue_after(slot)
-                return seq if after >= 0 and _elapsed(now, self._tx_last[slot]) >= after else -1
+            if self._tx_state[seq % self.window] == _FLIGHT:
+                return seq
             seq = (seq + 1) & 0xFF
         return -1
+
+    def _overdue(self, now):
+        """The sequence number of the oldest frame in flight if its probe is due now, else -1."""
+        seq = self._oldest_in_flight()
+        if seq < 0:
+            return -1
+        slot = seq % self.window
+        after = self._overdue_after(slot)
+        return seq if after >= 0 and _elapsed(now, self._tx_last[slot]) >= after else -1
 
     def _expired(self, now):
         """Nothing confirmed for a timeout: the oldest frame in flight is sent again (the peer's answer to it then
@@ -487,10 +494,8 @@ class Link:
         window update was lost) the oldest held one, as a probe. One frame, not the window: a timeout on a line
         that is only slow (a loaded host) then costs one frame, not a window of them."""
         self.timeouts += 1
-        seq = self._base
-        while seq != self._next and self._tx_state[seq % self.window] != _FLIGHT:
-            seq = (seq + 1) & 0xFF
-        if seq != self._next:
+        seq = self._oldest_in_flight()
+        if seq >= 0:
             slot = seq % self.window
             self.payload = max(self.min_payload, self.payload // 2)
             self.retransmissions += 1
@@ -539,10 +544,8 @@ class Link:
         wake = -1
         if self._timer >= 0:
             wake = max(0, self.timeout_ms - _elapsed(now, self._timer))
-        seq = self._base
-        while seq != self._next and self._tx_state[seq % self.window] != _FLIGHT:
-            seq = (seq + 1) & 0xFF
-        if seq != self._next:
+        seq = self._oldest_in_flight()
+        if seq >= 0:
             slot = seq % self.window
             after = self._overdue_after(slot)  # the tail loss probe: see the end of poll()
             if after >= 0:

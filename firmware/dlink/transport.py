@@ -8,6 +8,7 @@
 import time
 
 from dlink import control, frame
+from dlink.link import Link
 
 try:
     from micropython import const
@@ -16,8 +17,6 @@ except ImportError:
     def const(x):  # type: ignore[misc]
         return x
 
-
-from dlink.link import Link
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -125,14 +124,10 @@ class LinkTransport:
                 return True  # readinto() will report it
             if self._link.can_send() if writable else self._link.available(frame.MQTT):
                 return True
-            now = time.ticks_ms()
-            left = timeout_ms - time.ticks_diff(now, start)
+            left = timeout_ms - time.ticks_diff(time.ticks_ms(), start)
             if left <= 0:
                 return False
-            # Sleep until the UART has bytes or the link has something to write (a timer, the line freeing up):
-            # a board that waits for its broker spends no CPU on it.
-            wake = self._link.next_wakeup(now)
-            _poller.poll(max(1, left if wake < 0 else min(left, wake)))
+            self._nap(left)
 
     def close(self):
         if not self._closed:
@@ -144,11 +139,15 @@ class LinkTransport:
                 start = time.ticks_ms()
                 while self._link.pending() and time.ticks_diff(time.ticks_ms(), start) < _DRAIN_MS:
                     self._service()
-                    now = time.ticks_ms()
-                    wake = self._link.next_wakeup(now)
-                    _poller.poll(max(1, min(_DRAIN_MS, wake if wake >= 0 else _DRAIN_MS)))
+                    self._nap(_DRAIN_MS)
 
     # -- internals -----------------------------------------------------------------------------------------
+
+    def _nap(self, limit_ms):
+        """Sleep up to limit_ms, until the UART has bytes or the link has something to write (a timer, the line
+        freeing up): a board that waits for its broker spends no CPU on it."""
+        wake = self._link.next_wakeup(time.ticks_ms())
+        _poller.poll(max(1, limit_ms if wake < 0 else min(limit_ms, wake)))
 
     def _service(self):
         """Move bytes between the UART and the link; notice a restarted bridge and control messages."""

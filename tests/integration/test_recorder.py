@@ -35,6 +35,16 @@ def telemetry(seq: int, dev: str = "w") -> bytes:
     return telemetry_format.payload(dev, 1, seq, seq, 0.5)
 
 
+def connected_publisher(address: str, client_id: str) -> mqtt.Client:
+    """A connected paho publisher with its network loop running."""
+    host, port = address.rsplit(":", 1)
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id)
+    pub.max_inflight_messages_set(20)  # Mosquitto disconnects a client that exceeds its receive maximum (20)
+    pub.connect(host, int(port))
+    pub.loop_start()
+    return pub
+
+
 def logged_pids(out: Path) -> set[int]:
     lines = (out / "_recorder" / "wal.log").read_bytes().splitlines()[1:]
     return {json.loads(x)["m"]["packet_id"] for x in lines if x.startswith(b'{"m"')}
@@ -99,10 +109,7 @@ def test_unparsable_payloads_are_kept_with_the_reason(tmp_path: Path, mosquitto:
     out = tmp_path / "rec"
     recorder = RecorderProcess(out, mosquitto.address, "--topic", "odd/#")
     recorder.wait_connected()
-    host, port = mosquitto.address.rsplit(":", 1)
-    pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="odd-publisher")
-    pub.connect(host, int(port))
-    pub.loop_start()
+    pub = connected_publisher(mosquitto.address, "odd-publisher")
     for payload in (b"\xff\x01binary", b'{"dev": "x"}', telemetry(0, "ok")):
         pub.publish("odd/t", payload, qos=1).wait_for_publish()
     pub.loop_stop()
@@ -120,16 +127,12 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
     recorded; every QoS 2 message exactly once apart from the rows marked recorder_dup."""
     out = tmp_path / "rec"
     rng = random.Random(5)
-    host, port = mosquitto.address.rsplit(":", 1)
     recorder = RecorderProcess(out, mosquitto.address, "--client-id", "kill-test-recorder")
     recorder.wait_connected()
     done = threading.Event()
 
     def publish() -> None:
-        pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="kill-test-publisher")
-        pub.max_inflight_messages_set(20)  # Mosquitto disconnects a client that exceeds its receive maximum (20)
-        pub.connect(host, int(port))
-        pub.loop_start()
+        pub = connected_publisher(mosquitto.address, "kill-test-publisher")
         infos = []
         for seq in range(MESSAGES):
             for qos in (1, 2):
@@ -296,13 +299,9 @@ def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(
     session keeps them), says so once with what to do, and when space returns it records every message, each
     QoS 2 message once apart from rows marked recorder_dup."""
     out = small_disk / "rec"
-    host, port = mosquitto.address.rsplit(":", 1)
     recorder = RecorderProcess(out, mosquitto.address, "--client-id", "full-disk-recorder", log_dir=tmp_path)
     recorder.wait_connected()
-    pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="full-disk-publisher")
-    pub.max_inflight_messages_set(20)
-    pub.connect(host, int(port))
-    pub.loop_start()
+    pub = connected_publisher(mosquitto.address, "full-disk-publisher")
     count = 600
     try:
         for seq in range(count // 3):
@@ -373,16 +372,12 @@ def test_recorders_sharing_a_subscription_lose_nothing_when_one_is_killed(
     folder. One is SIGKILLed a third of the way through and started again half way: Mosquitto keeps handing it its
     share while it is away (queued in its session) and delivers them when it is back, so across the three folders
     every QoS 1 and QoS 2 message is there and no QoS 2 message twice; the audit reads the folders as one dataset."""
-    host, port = mosquitto.address.rsplit(":", 1)
     group = ("--mqtt-version", "5", "--topic", "$share/recorders/sensors/#")
     outs = [tmp_path / f"rec-{i}" for i in range(3)]
     recorders = [RecorderProcess(out, mosquitto.address, "--client-id", out.name, *group) for out in outs]
     for recorder in recorders:
         recorder.wait_connected()
-    pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="share-publisher")
-    pub.max_inflight_messages_set(20)
-    pub.connect(host, int(port))
-    pub.loop_start()
+    pub = connected_publisher(mosquitto.address, "share-publisher")
     messages = 900
     infos = []
     for seq in range(messages):
