@@ -81,6 +81,13 @@ def usable(df: DataFrame) -> DataFrame:
     return df.filter(invalid_reason().isNull() & ~F.col("recorder_dup"))
 
 
+def by_boot(df: DataFrame) -> DataFrame:
+    """usable(df) hash-partitioned by (dev, boot). Every window and aggregate of the audit groups within one
+    (dev, boot), so this one shuffle serves them all: Spark accepts it for (dev, boot, seq) too, and reuses the
+    identical exchange across the branches of one query, where each window would otherwise shuffle again."""
+    return usable(df).repartition("dev", "boot")
+
+
 def invalid_rows(df: DataFrame) -> DataFrame:
     """The quarantined rows, each with its `reason`."""
     return df.withColumn("reason", invalid_reason()).filter(F.col("reason").isNotNull())
@@ -89,7 +96,7 @@ def invalid_rows(df: DataFrame) -> DataFrame:
 def messages(df: DataFrame) -> DataFrame:
     """Each message once: the usable rows, keeping the first arrival of every (dev, boot, seq)."""
     first = Window.partitionBy("dev", "boot", "seq").orderBy("arrival")
-    return usable(df).withColumn("n", F.row_number().over(first)).filter(F.col("n") == 1).drop("n")
+    return by_boot(df).withColumn("n", F.row_number().over(first)).filter(F.col("n") == 1).drop("n")
 
 
 def first_deliveries(df: DataFrame) -> DataFrame:
@@ -108,63 +115,79 @@ def first_deliveries(df: DataFrame) -> DataFrame:
     )
 
 
-def gap_ranges(valid: DataFrame) -> DataFrame:
-    """Per (dev, boot), the first RANGES_LISTED ranges of missing seq numbers as [first, last], found between
-    consecutive distinct seqs by a window function: O(rows), whatever seq numbers a device claims."""
-    by_seq = Window.partitionBy("dev", "boot").orderBy("seq")
-    gaps = (
-        valid.select("dev", "boot", "seq")
-        .distinct()
-        .withColumn("first", F.coalesce(F.lag("seq").over(by_seq) + 1, F.lit(0).cast("long")))
-        .withColumn("last", F.col("seq") - 1)
-        .filter(F.col("first") <= F.col("last"))
-    )
-    ranked = gaps.withColumn("n", F.row_number().over(Window.partitionBy("dev", "boot").orderBy("first")))
-    return (
-        ranked.filter(F.col("n") <= RANGES_LISTED)
-        .groupBy("dev", "boot")
-        .agg(F.array_sort(F.collect_list(F.array("first", "last"))).alias("missing_ranges"))
-    )
-
-
 def boot_table(df: DataFrame) -> DataFrame:
-    """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure)."""
-    valid = usable(df)
-    counts = valid.groupBy("dev", "boot").agg(
+    """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure).
+
+    One shuffle (by_boot), two sorts and one aggregate, whatever the size: a first pass in (seq, arrival) order
+    marks each seq's first delivery and the gaps before it (a repeated seq follows its first delivery, so it is
+    neither a new seq nor a gap); a second in arrival order finds first deliveries that came after a higher seq
+    (the highest seq seen before a row is the same over all deliveries as over first deliveries, since every
+    delivery comes after its seq's first). Latencies are first deliveries' (received_at - t) less the boot's
+    smallest, taken after the percentiles: a percentile moves with a constant shift."""
+    by_seq = Window.partitionBy("dev", "boot").orderBy("seq", "arrival")
+    before = Window.partitionBy("dev", "boot").orderBy("arrival").rowsBetween(Window.unboundedPreceding, -1)
+    previous_seq = F.lag("seq").over(by_seq)
+    rows = (
+        by_boot(df)
+        .select(
+            "dev",
+            "boot",
+            "seq",
+            "qos",
+            "received_at",
+            "arrival",
+            (F.unix_micros("received_at") / 1000.0 - F.col("t")).alias("offset_ms"),
+        )
+        .withColumn("is_first", F.coalesce(previous_seq != F.col("seq"), F.lit(True)))
+        .withColumn("gap_first", F.coalesce(previous_seq + 1, F.lit(0).cast("long")))
+        .withColumn("is_gap", F.col("gap_first") <= F.col("seq") - 1)
+        .withColumn(
+            "gaps_so_far", F.sum(F.col("is_gap").cast("int")).over(by_seq.rowsBetween(Window.unboundedPreceding, 0))
+        )
+        .withColumn(
+            "out_of_order", F.col("is_first") & F.coalesce(F.col("seq") < F.max("seq").over(before), F.lit(False))
+        )
+    )
+    first_offset = F.when(F.col("is_first"), F.col("offset_ms"))
+    listed_gap = F.col("is_gap") & (F.col("gaps_so_far") <= RANGES_LISTED)
+    per_boot = rows.groupBy("dev", "boot").agg(
         F.count(F.lit(1)).alias("received"),
         F.max("seq").alias("highest_seq"),
         F.max("qos").alias("qos"),
         F.min("qos").alias("qos_min"),
         F.min("received_at").alias("first_received_at"),
         F.max("received_at").alias("last_received_at"),
+        F.sum(F.col("is_first").cast("int")).alias("distinct"),  # first deliveries: one per distinct seq
+        F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
+        F.min(first_offset).alias("clock_offset_ms"),
+        F.percentile(first_offset, F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("offsets"),
+        F.max(first_offset).alias("offset_max"),
+        # collect_list drops the nulls: only the first RANGES_LISTED gaps are kept, however many a boot has
+        F.collect_list(F.when(listed_gap, F.array("gap_first", F.col("seq") - 1))).alias("gaps"),
     )
-    timing = (
-        first_deliveries(df)
-        .groupBy("dev", "boot")
-        .agg(
-            F.count(F.lit(1)).alias("distinct"),  # first deliveries: one per distinct seq
-            F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
-            F.first("clock_offset_ms").alias("clock_offset_ms"),
-            F.percentile("latency_ms", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("latency"),
-            F.max("latency_ms").alias("latency_max_ms"),
-        )
-    )
-    no_gaps = F.array().cast("array<array<bigint>>")
-    return (
-        counts.join(timing, ["dev", "boot"])
-        .join(gap_ranges(valid), ["dev", "boot"], "left")
-        .withColumn("missing_ranges", F.coalesce(F.col("missing_ranges"), no_gaps))
-        .withColumn("lost", lost(F.col("highest_seq"), F.col("distinct")))
-        .withColumn("duplicates", duplicates(F.col("received"), F.col("distinct")))
-        .withColumn("absurd_seq", absurd(F.col("lost"), F.col("distinct")))
-        .withColumn("mixed_qos", F.col("qos") != F.col("qos_min"))
-        .withColumn("latency_p50_ms", F.col("latency")[0])
-        .withColumn("latency_p90_ms", F.col("latency")[1])
-        .withColumn("latency_p99_ms", F.col("latency")[2])
-        .withColumn("boot_started_at", F.timestamp_micros((F.col("clock_offset_ms") * 1000).cast("long")))
-        .drop("latency", "qos_min")
-        .orderBy("dev", "boot")
-    )
+    offset = F.col("clock_offset_ms")
+    return per_boot.select(
+        "dev",
+        "boot",
+        "received",
+        "highest_seq",
+        "qos",
+        "first_received_at",
+        "last_received_at",
+        "distinct",
+        "out_of_order",
+        "clock_offset_ms",
+        (F.col("offset_max") - offset).alias("latency_max_ms"),
+        F.array_sort("gaps").alias("missing_ranges"),
+        lost(F.col("highest_seq"), F.col("distinct")).alias("lost"),
+        duplicates(F.col("received"), F.col("distinct")).alias("duplicates"),
+        absurd(lost(F.col("highest_seq"), F.col("distinct")), F.col("distinct")).alias("absurd_seq"),
+        (F.col("qos") != F.col("qos_min")).alias("mixed_qos"),
+        (F.col("offsets")[0] - offset).alias("latency_p50_ms"),
+        (F.col("offsets")[1] - offset).alias("latency_p90_ms"),
+        (F.col("offsets")[2] - offset).alias("latency_p99_ms"),
+        F.timestamp_micros((offset * 1000).cast("long")).alias("boot_started_at"),
+    ).orderBy("dev", "boot")
 
 
 @dataclass

@@ -37,6 +37,7 @@ def run_job(
             print(audit.format_boots(result), audit.format_table(result), sep="\n\n", flush=True)
             print(f"[pipeline] audit written to {out}/summary.json and {out}/boots/", flush=True)
             outcome.exit_code = 0 if result.ok else 1
+        boots.unpersist()  # else a later audit of the same input in this session is served from it, stale
     if job in ("rollup", "report", "all"):
         print("[pipeline] rollup per minute and per hour", flush=True)
         tables = rollup.rollup(df)

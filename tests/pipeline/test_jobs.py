@@ -145,6 +145,30 @@ def test_recorder_restores_judge_nobody(tmp_path: Path, spark: SparkSession) -> 
     assert result.recorder_duplicates == 1 and result.verdicts[2].duplicates == 0 and result.ok
 
 
+def test_many_gaps_list_the_first_ranges_and_count_all(tmp_path: Path, spark: SparkSession) -> None:
+    """Every odd seq of 0..40 lost, seq 2 and 4 delivered twice, seq 4 arriving after 6 and 40 before 38: the
+    copies are neither gaps nor late arrivals, the first RANGES_LISTED ranges are listed in order, and the
+    counts cover all twenty gaps."""
+    seqs = [0, 2, 2, 6, 4, 4, 8, *range(10, 38, 2), 40, 38]
+    write_dataset(tmp_path / "rec", [Msg("holes", 1, s, i * 10, qos=1, t=s * 10) for i, s in enumerate(seqs)])
+    result, _ = audit.audit(read_telemetry(spark, str(tmp_path / "rec")))
+    holes = boots_by_key(result)[("holes", 1)]
+    assert (holes["received"], holes["distinct"], holes["lost"], holes["duplicates"]) == (23, 21, 20, 2)
+    assert holes["missing_ranges"] == [[s, s] for s in range(1, 20, 2)]
+    assert holes["out_of_order"] == 2  # seq 4 after 6, seq 38 after 40; the repeated 4 is no first delivery
+    assert result.verdicts[1].lost == 20 and not result.ok
+
+
+def test_a_second_audit_in_one_session_sees_rows_written_since(tmp_path: Path, spark: SparkSession) -> None:
+    """run_job caches the audit's per-boot table; a later job on the same input must not be served that cache."""
+    write_dataset(tmp_path / "rec", [Msg("grow", 1, s, s) for s in range(3)])
+    first = run_job(spark, "audit", str(tmp_path / "rec"), str(tmp_path / "out1")).audit
+    write_dataset(tmp_path / "rec", [Msg("grow", 1, s, s) for s in range(3, 8)])
+    second = run_job(spark, "audit", str(tmp_path / "rec"), str(tmp_path / "out2")).audit
+    assert first is not None and second is not None
+    assert (first.boots[0]["received"], second.boots[0]["received"]) == (3, 8)
+
+
 def test_expected_totals_catch_a_lost_tail_and_a_silent_device(tmp_path: Path, spark: SparkSession) -> None:
     write_dataset(tmp_path / "rec", [Msg("t1", 1, s, s) for s in range(5)])
     expect = {"t1": Expectation(7), "ghost": Expectation(3, qos=2)}
