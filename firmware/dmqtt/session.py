@@ -85,6 +85,8 @@ class Session:
         self._work = False
         self._fresh = -1
         self._fresh_len = 0
+        self._next_rel = self._next_publish = -1  # set by _survey(), with _window_used
+        self._window_used = 0
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
         self._alias_props = {codec.TOPIC_ALIAS: 0}
@@ -297,16 +299,17 @@ class Session:
             return codec.encode_ack(self._ctl_type[h], self._ctl_pid[h], reason, self.version, None, buf)
         if not self._work:
             return 0
-        # PUBRELs first: those flows already hold their place in the window.
-        i = self._oldest(WAIT_COMP, WAIT_COMP)
-        if i >= 0:
-            self._tx[i] = 1
-            return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
         while True:
-            if self._inflight() >= self.window:
+            self._survey()
+            # PUBRELs first: those flows already hold their place in the window.
+            i = self._next_rel
+            if i >= 0:
+                self._tx[i] = 1
+                return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
+            if self._window_used >= self.window:
                 self._work = False  # until a flow ends (_finish) or a PUBREC turns one into a PUBREL
                 return 0
-            i = self._oldest(QUEUED, WAIT_ACK)
+            i = self._next_publish
             if i < 0:
                 self._work = False  # until accept() or a reconnect
                 return 0
@@ -372,24 +375,32 @@ class Session:
             return topic, props
         return topic, None
 
-    def _oldest(self, state_a, state_b):
-        """The untransmitted slot in state_a or state_b with the lowest serial, or -1."""
-        best = -1
-        for i in range(len(self._state)):
-            s = self._state[i]
-            if (s == state_a or s == state_b) and not self._tx[i]:
-                if best < 0 or self._serial[i] < self._serial[best]:
-                    best = i
-        return best
-
-    def _inflight(self):
-        """Flows that count against the window: PUBLISH sent here and unacknowledged, or PUBREL owed/sent."""
-        count = 0
-        for i in range(len(self._state)):
-            s = self._state[i]
-            if s == WAIT_COMP or (s == WAIT_ACK and self._tx[i]):
-                count += 1
-        return count
+    def _survey(self):
+        """One pass over the slots for next_packet: the oldest flow owing a PUBREL (_next_rel), the flows that
+        count against the window (_window_used: PUBLISH sent and unacknowledged, or PUBREL owed or sent) and the
+        oldest PUBLISH not sent on this connection (_next_publish); -1 for none. One pass, not one per
+        question: on the Unix port each pass over 32 slots costs about 5 us, a tenth of a message's time."""
+        state = self._state
+        tx = self._tx
+        serial = self._serial
+        rel = publish = -1
+        used = 0
+        for i in range(len(state)):
+            s = state[i]
+            if s == FREE:
+                continue
+            if tx[i]:
+                if s != QUEUED:
+                    used += 1
+            elif s == WAIT_COMP:
+                used += 1
+                if rel < 0 or serial[i] < serial[rel]:
+                    rel = i
+            elif publish < 0 or serial[i] < serial[publish]:
+                publish = i
+        self._next_rel = rel
+        self._window_used = used
+        self._next_publish = publish
 
     # -- incoming packets ----------------------------------------------------------------------------------
 
