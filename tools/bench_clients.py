@@ -15,9 +15,11 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import shutil
 import socket
 import statistics
+import subprocess
 import tarfile
 import tempfile
 import time
@@ -29,9 +31,11 @@ from dmqtt import codec
 from host_bridge.boards import BoardDefinition
 from host_bridge.broker import Mosquitto
 from host_bridge.delay_proxy import DelayProxy
+from host_bridge.firmware_build import stage_firmware
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.dut import VirtualDut
 from host_bridge.vboard.flash_image import parse_size
+from host_bridge.vboard.runner import micropython_command
 
 UMQTT = {
     "name": "micropython-umqtt.simple",
@@ -177,7 +181,31 @@ def figure(quick: bool) -> dict[str, Any]:
                     for size in (64, 1024):
                         got = runner.run(broker.address, client, 1, size, window)
                         heap.append({"client": client, "window": window, "size": size, "heap": got["heap"]})
-    return {"umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed}
+            where = profile(broker.address, 500 if quick else 2000)
+    return {
+        "umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed,
+        "profile": where,
+    }  # fmt: skip
+
+
+def profile(address: str, messages: int) -> dict[str, Any]:
+    """Where a durable QoS 1 message's time goes on loopback (bench_apps/clients/profile.py: MQTT 5, window 8,
+    64-byte payloads, the journal on a RAM partition), on the Unix port straight from the firmware sources."""
+    port = address.rsplit(":", 1)[1]
+    heap = parse_size(BoardDefinition.load("sim").heap) + RAM_PARTITION_HEAP  # the dmqtt-ram runs' heap
+    command = [*micropython_command(), "-X", f"heapsize={heap}", str(APP / "profile.py"), port, "5", "8", str(messages)]
+    # The firmware as a board gets it (.mpy from mpy-cross): compiling sources would take heap a board keeps.
+    env = dict(os.environ, MICROPYPATH=str(stage_firmware(APP)))
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"the client profile failed:\n{done.stdout}{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(
+        f"  profile: {result['us_unwrapped']:.1f} us per message, {result['bytes_per_msg']:.0f} heap bytes allocated "
+        f"per message, the collector about {result['gc_us']:.1f} us of it",
+        flush=True,
+    )
+    return result
 
 
 def ceiling(got: dict[str, Any], qos: int, rtt: float, late_ms: float) -> dict[str, Any]:

@@ -17,36 +17,6 @@ qos = cfg["qos"]
 limit_ms = int(cfg["seconds"] * 1000)
 
 
-_ERASED = b"\xff" * 4096
-
-
-class RamPartition:
-    """The esp32.Partition block interface over a bytearray: reads, programs and erases cost RAM copies only."""
-
-    def __init__(self, sectors):
-        self.buf = bytearray(sectors * 4096)
-        for sector in range(sectors):
-            self.ioctl(6, sector)
-
-    def readblocks(self, block, buf, off=0):
-        start = block * 4096 + off
-        buf[:] = self.buf[start : start + len(buf)]
-
-    def writeblocks(self, block, buf, off=0):
-        start = block * 4096 + off
-        self.buf[start : start + len(buf)] = buf
-
-    def ioctl(self, op, arg):
-        if op == 4:
-            return len(self.buf) // 4096
-        if op == 5:
-            return 4096
-        if op == 6:
-            start = arg * 4096
-            self.buf[start : start + 4096] = _ERASED
-        return 0
-
-
 def run_umqtt():
     from umqtt_simple import MQTTClient
 
@@ -74,6 +44,8 @@ def run_dmqtt():
 
     record = cfg["size"] + 64
     if cfg["client"] == "dmqtt-ram":
+        from ram_partition import RamPartition
+
         from dmqtt.journal import RingJournal
 
         part = RamPartition(16)  # the bench gives the board this much more heap (RAM_PARTITION_HEAP)
