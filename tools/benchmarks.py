@@ -502,6 +502,37 @@ def render_serial(fig: dict[str, Any]) -> list[str]:
         "",
         table(["goal", "", "measured", ""], goals),
         "",
+        *stalls_at_1e3(rows),
+    ]
+
+
+def stalls_at_1e3(rows: list[dict[str, Any]]) -> list[str]:
+    """Where the 1e-3 runs' time goes, from the link's counters: each timeout waits at least the RTO floor's
+    20 ms margin (firmware/dlink/link.py, for the host's scheduling), whatever the baud rate."""
+    parts = []
+    for baud in sorted({r["baud"] for r in rows}):
+        runs = [r for r in rows if r["baud"] == baud and r["line"] == "1e-3" and r.get("timeouts") is not None]
+        if not runs:
+            continue
+        worst = min(runs, key=lambda r: r["of_clean"])
+        stalled = worst["timeouts"] * 0.020
+        parts.append(
+            f"at {baud} baud its worst run ({worst['of_clean']:.2f} of the clean rate) had {worst['timeouts']} "
+            f"timeouts and {worst['retransmissions']} retransmissions for {worst['frames_out']} frames sent: at "
+            f"least {stalled:.1f} s of its {worst['seconds']:.1f} s ({stalled / worst['seconds']:.0%}) waiting out "
+            "timeouts"
+        )
+    if not parts:
+        return []
+    return [
+        "Where the time goes at 1e-3, from the board's link counters: "
+        + "; ".join(parts)
+        + ". About half the frames are resent at either rate (at 1e-3 with dropped bytes a 100-byte frame arrives "
+        "whole about 40% of the time, and acknowledgements are lost too), but a timeout costs the same 20-odd ms "
+        "of host scheduling margin at both rates, which at 921600 baud is some 20 frame times of 100 bytes "
+        "against 4 at 115200. "
+        "The simulated link of `tools/bench_link.py` (no host in the loop) keeps 0.35 of the clean rate at 1e-3.",
+        "",
     ]
 
 
@@ -556,6 +587,14 @@ def render_bridge(fig: dict[str, Any]) -> list[str]:
         ),  # fmt: skip
         "",
         table(["goal", "", "measured", ""], goals),
+        "",
+        "Where the time goes at 64 boards, measured once by hand (2026-11-24, `perf record -a -F 199 -- python "
+        "tools/bench_bridge.py --boards 64`, not part of `make bench`): while the serial boards publish, both cores "
+        "are 96-99% busy, against 65% in the TCP run of the same boards. About 250 processes of emulated boards and "
+        "their emulated lines take 80% of the samples (0.5-1.2% each), Mosquitto 3%, and the largest single "
+        "process 6% (an eighth of one core). No one process is the limit, the bridge least of all; the boards' "
+        "emulation is, and a late ack from a board or a relay that waited for a core is what the retransmissions "
+        "and the p99 count. Real boards bring their own CPUs; on this machine more cores are the only cure.",
         "",
     ]
 
