@@ -127,6 +127,9 @@ def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: in
     row["reconnects"] = sum(s.get("reconnects", 0) for s in summaries)
     if transport == "serial":
         row["retransmissions"] = sum(s.get("link", {}).get("retransmissions", 0) for s in summaries)
+        # Each board's link counters, kept in results.json: a run with many retransmissions shows whether one
+        # board or all of them had them (one run of 8 boards once had 2,072 at 16% host CPU; reruns had 0-1).
+        row["links"] = [s.get("link", {}) for s in summaries]
         assert bridge is not None and bridge_cpu is not None
         row["bridge_cpu_s_per_1000"] = bridge_cpu / max(1, len(seen)) * 1000
         for line in bridge.text().splitlines():
