@@ -182,10 +182,32 @@ def figure(quick: bool) -> dict[str, Any]:
                         got = runner.run(broker.address, client, 1, size, window)
                         heap.append({"client": client, "window": window, "size": size, "heap": got["heap"]})
             where = profile(broker.address, 500 if quick else 2000)
+            paired = interleaved(runner, broker.address, 1 if quick else 3)
     return {
         "umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed,
-        "profile": where,
+        "profile": where, "interleaved": paired,
     }  # fmt: skip
+
+
+def interleaved(runner: Runner, address: str, rounds: int) -> dict[str, Any]:
+    """The loopback goals' ratios from interleaved rounds (umqtt.simple with TCP_NODELAY, the durable client, the
+    durable client on a RAM partition; QoS 1, 64 bytes, window 8), so that one slow baseline run on a shared machine
+    does not make the ratio: umqtt.simple's rate moved by a quarter between single runs."""
+    rates: dict[str, list[float]] = {"umqtt": [], "dmqtt": [], "dmqtt-ram": []}
+    for _ in range(rounds):
+        for client in rates:
+            window = 1 if client == "umqtt" else 8  # umqtt.simple waits for each PUBACK
+            rates[client].append(runner.run(address, client, 1, 64, window, umqtt_nodelay=True)["rate"])
+    ratios = {
+        "durable": [d / u for d, u in zip(rates["dmqtt"], rates["umqtt"], strict=True)],
+        "ram": [d / u for d, u in zip(rates["dmqtt-ram"], rates["umqtt"], strict=True)],
+    }
+    print(
+        "  interleaved loopback QoS 1 rounds: "
+        + ", ".join(f"{k} {statistics.median(v):.2f}x ({min(v):.2f}-{max(v):.2f})" for k, v in ratios.items()),
+        flush=True,
+    )
+    return {"rounds": rounds, "rates": rates, "ratios": ratios}
 
 
 def profile(address: str, messages: int) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -344,24 +345,24 @@ def goals_clients(fig: dict[str, Any]) -> list[str]:
     durable = _rate(loop, client="dmqtt", qos=1, size=64, window=8)
     ram = _rate(loop, client="dmqtt-ram", qos=1, size=64, window=8)
     goals = []
-    if base and durable:
-        goals.append(
-            [
-                "loopback QoS 1 64 B, durable window 8 vs umqtt.simple (TCP_NODELAY)",
-                ">= 0.8x",
-                f"{durable / base:.2f}x",
-                verdict(durable / base >= 0.8),
-            ]
-        )
-    if base and ram:
-        goals.append(
-            [
-                "the same with the journal on a RAM partition",
-                ">= 1.5x",
-                f"{ram / base:.2f}x",
-                verdict(ram / base >= 1.5),
-            ]
-        )
+    paired = fig.get("interleaved")
+    if paired:
+        # The median of interleaved rounds: one slow baseline run cannot make the ratio.
+        for key, what, goal in (
+            ("durable", "loopback QoS 1 64 B, durable window 8 vs umqtt.simple (TCP_NODELAY)", 0.8),
+            ("ram", "the same with the journal on a RAM partition", 1.5),
+        ):
+            ratios = paired["ratios"][key]
+            middle = statistics.median(ratios)
+            goals.append([f"{what}, median of {paired['rounds']} interleaved rounds", f">= {goal}x",
+                          f"{middle:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})", verdict(middle >= goal)])  # fmt: skip
+    else:
+        if base and durable:
+            goals.append(["loopback QoS 1 64 B, durable window 8 vs umqtt.simple (TCP_NODELAY)", ">= 0.8x",
+                          f"{durable / base:.2f}x", verdict(durable / base >= 0.8)])  # fmt: skip
+        if base and ram:
+            goals.append(["the same with the journal on a RAM partition", ">= 1.5x", f"{ram / base:.2f}x",
+                          verdict(ram / base >= 1.5)])  # fmt: skip
     for path in ("rtt 10 ms", "rtt 50 ms"):
         for qos in (1, 2):
             for r in rows:
