@@ -82,10 +82,15 @@ def usable(df: DataFrame) -> DataFrame:
 
 
 def by_boot(df: DataFrame) -> DataFrame:
-    """usable(df) hash-partitioned by (dev, boot). Every window and aggregate of the audit groups within one
-    (dev, boot), so this one shuffle serves them all: Spark accepts it for (dev, boot, seq) too, and reuses the
-    identical exchange across the branches of one query, where each window would otherwise shuffle again."""
+    """usable(df) hash-partitioned by (dev, boot). Every window and aggregate that follows groups within one
+    (dev, boot), and Spark accepts this partitioning for (dev, boot, seq) too: one shuffle serves them all."""
     return usable(df).repartition("dev", "boot")
+
+
+def offset_ms() -> Column:
+    """received_at - t in ms: when the recorder got a delivery less the board's clock then. A boot's smallest is
+    its clock offset, and a delivery's latency is how far it lies above that (the module docstring)."""
+    return F.unix_micros("received_at") / 1000.0 - F.col("t")
 
 
 def invalid_rows(df: DataFrame) -> DataFrame:
@@ -100,18 +105,13 @@ def messages(df: DataFrame) -> DataFrame:
 
 
 def first_deliveries(df: DataFrame) -> DataFrame:
-    """messages(df) with `out_of_order` (a higher seq of the same boot arrived before it), `latency_ms` and
-    the boot's `clock_offset_ms`."""
-    by_arrival = Window.partitionBy("dev", "boot").orderBy("arrival")
-    firsts = (
-        messages(df)
-        .withColumn("prev_max_seq", F.max("seq").over(by_arrival.rowsBetween(Window.unboundedPreceding, -1)))
-        .withColumn("out_of_order", F.coalesce(F.col("seq") < F.col("prev_max_seq"), F.lit(False)))
-        .withColumn("received_ms", F.unix_micros("received_at") / 1000.0)
-    )
+    """messages(df) with the boot's `clock_offset_ms` and each message's `latency_ms`, as boot_table measures
+    them (the report plots them one by one)."""
     per_boot = Window.partitionBy("dev", "boot")
-    return firsts.withColumn("clock_offset_ms", F.min(F.col("received_ms") - F.col("t")).over(per_boot)).withColumn(
-        "latency_ms", F.col("received_ms") - F.col("t") - F.col("clock_offset_ms")
+    return (
+        messages(df)
+        .withColumn("clock_offset_ms", F.min(offset_ms()).over(per_boot))
+        .withColumn("latency_ms", offset_ms() - F.col("clock_offset_ms"))
     )
 
 
@@ -136,7 +136,7 @@ def boot_table(df: DataFrame) -> DataFrame:
             "qos",
             "received_at",
             "arrival",
-            (F.unix_micros("received_at") / 1000.0 - F.col("t")).alias("offset_ms"),
+            offset_ms().alias("offset_ms"),
         )
         .withColumn("is_first", F.coalesce(previous_seq != F.col("seq"), F.lit(True)))
         .withColumn("gap_first", F.coalesce(previous_seq + 1, F.lit(0).cast("long")))

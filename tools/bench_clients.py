@@ -212,7 +212,7 @@ def interleaved(runner: Runner, address: str, rounds: int) -> dict[str, Any]:
 
 def profile(address: str, messages: int) -> dict[str, Any]:
     """Where a durable QoS 1 message's time goes on loopback (bench_apps/clients/profile.py: MQTT 5, window 8,
-    64-byte payloads, the journal on a RAM partition), on the Unix port straight from the firmware sources."""
+    64-byte payloads, the journal on a RAM partition), on the Unix port with the board's heap and its staged .mpy."""
     port = address.rsplit(":", 1)[1]
     heap = parse_size(BoardDefinition.load("sim").heap) + RAM_PARTITION_HEAP  # the dmqtt-ram runs' heap
     command = [*micropython_command(), "-X", f"heapsize={heap}", str(APP / "profile.py"), port, "5", "8", str(messages)]

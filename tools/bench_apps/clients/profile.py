@@ -7,8 +7,8 @@
 #                   estimated time per message: bytes_per_msg / heap_free collections of collect_us each
 #   us_unwrapped    time per message of a run without wrappers (collector on, as on a board)
 #   phases          {name: [calls per message, us per message in it, us per message of its run]}: one run per
-#                   phase, the phase timed by a wrapper (wrapper_us: a wrapped call to a method doing nothing,
-#                   measured here); the phases do not overlap, and what us_unwrapped has beyond their sum is
+#                   phase, the phase timed by a wrapper (what the wrapper costs shows as its run's excess over
+#                   us_unwrapped); the phases do not overlap, and what us_unwrapped has beyond their sum is
 #                   publish()'s own code and the loop.
 import gc
 import json
@@ -112,20 +112,6 @@ def timed(owner, name, label, arity):
     setattr(owner, name, wrapper)
 
 
-class _Probe:
-    def nothing(self, a):
-        return None
-
-
-probe = _Probe()
-timed(_Probe, "nothing", "(wrapper)", 1)
-start = time.ticks_us()
-for _ in range(count):
-    probe.nothing(None)
-wrapper_us = time.ticks_diff(time.ticks_us(), start) / count  # a wrapped call to a method that does nothing
-del phases["(wrapper)"]
-
-
 # One phase per run, each against a run unwrapped, so a wrapper distorts only its own phase's run.
 us_unwrapped = run(count)
 totals = {}
@@ -150,7 +136,6 @@ print(
             "collect_us": collect_us,
             "gc_us": gc_us,
             "us_unwrapped": us_unwrapped,
-            "wrapper_us": wrapper_us,
             "phases": {k: [v[0] / count, v[1] / count, totals[k]] for k, v in phases.items()},
         }
     )
