@@ -12,7 +12,7 @@ MPY_DIR := build/mpy
 # Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
 ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
 
-.PHONY: all demo test lint style mpy typecheck venv system-deps bench soak hil clean
+.PHONY: all demo test lint style mpy typecheck venv system-deps bench soak hil firmware clean
 
 all: test
 
@@ -82,6 +82,13 @@ HIL_ARGS = $(if $(PORT),--dut $(PORT) --board $(or $(BOARD),esp32-devkitc)) $(if
 hil: system-deps $(STAMP)
 	@rm -f build/hil/results.csv
 	$(BIN)/python -m pytest tests/hil -rs $(HIL_ARGS) --junitxml=build/hil/junit.xml
+
+# A MicroPython image with the firmware frozen in, for a real board (its code runs from flash, not the heap):
+#   make firmware BOARD=esp32-devkitc MICROPY_DIR=~/micropython [DRY_RUN=1]
+# with ESP-IDF's idf.py on the PATH, or docker/podman (espressif/idf); without, it prints the steps.
+firmware: $(STAMP)
+	$(BIN)/host-bridge firmware --board $(or $(BOARD),esp32-devkitc) $(if $(MICROPY_DIR),--micropython $(MICROPY_DIR)) \
+		$(if $(DRY_RUN),--dry-run)
 
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times.
 soak: system-deps $(STAMP)

@@ -8,9 +8,11 @@ package(
     files=[
         "errors.py",
         "codec.py",
+        "codec_text.py",
         "session.py",
         "journal_record.py",
         "journal.py",
+        "journal_ring.py",
         "journal_file.py",
         "client.py",
         "transport.py",
@@ -21,3 +23,4 @@ package(
 package("dlink", files=["control.py", "frame.py", "link.py", "transport.py"], opt=3)
 module("board_app.py", base_path="app", opt=3)
 module("config.py", base_path="app", opt=3)
+module("realboard.py", base_path="app", opt=3)

@@ -107,7 +107,7 @@ class BoardDefinition:
     name: str
     chip: str
     flash_size: int
-    heap: str
+    heap: str  # MicroPython's heap with WiFi and one TLS connection started (what they leave it)
     partitions: tuple[Partition, ...]
     description: str = ""
     console: str = "virtual"
@@ -116,6 +116,8 @@ class BoardDefinition:
     led: int | None = None
     firmware_image: str | None = None
     path: Path | None = None
+    heap_without_wifi: str | None = None  # a board that never starts WiFi (the serial link): its heap grows more
+    micropython_board: str | None = None  # MicroPython's name for its image's board (ESP32_GENERIC, ...)
 
     @property
     def virtual(self) -> bool:
@@ -174,6 +176,8 @@ class BoardDefinition:
             chip=chip,
             flash_size=f.int("flash_size"),
             heap=f.text("heap", "110k"),
+            heap_without_wifi=f.optional_text("heap_without_wifi"),
+            micropython_board=f.optional_text("micropython_board"),
             partitions=tuple(parts),
             description=f.text("description", ""),
             console=console,
@@ -235,7 +239,7 @@ class BoardDefinition:
     def data_partitions(self, flash_size: int) -> list[Partition]:
         """The partitions the virtual board's flash file holds. A real ESP32 table starts with the bootloader
         and app; the emulated file holds only the data partitions, rebased to start at 0."""
-        data = [p for p in self.partitions if p.type == "data" and p.subtype in ("fat", "undefined")]
+        data = [p for p in self.partitions if p.type == "data" and p.subtype in ("fat", "undefined", "romfs")]
         if not data:
             raise BoardError(f"board {self.name} has no data partitions for the emulated flash")
         base = min(p.offset for p in data)

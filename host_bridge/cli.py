@@ -17,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "flash": ("host_bridge.flash", "write MicroPython and the board's partition table to a real board (esptool)"),
     "deploy": ("host_bridge.deploy", "copy the compiled firmware and config.json onto a board (mpremote)"),
+    "firmware": (
+        "host_bridge.firmware_image",
+        "build a MicroPython image with the firmware frozen in, for a real board (ESP-IDF or its container)",
+    ),
     "run": ("host_bridge.run", "relay boards on serial ports to a TCP broker (the serial-to-TCP bridge)"),
     "record": ("host_bridge.record", "subscribe at QoS 2 and keep every delivery in Parquet (the telemetry recorder)"),
 }

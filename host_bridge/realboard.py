@@ -86,30 +86,92 @@ for d in %r:
 """
 
 
-def deploy_commands(
-    port: str, root: Path, config: Path | None, resume: bool, reset: bool, put: list[tuple[Path, str]] | None = None
-) -> list[str]:
-    """One mpremote invocation: every staged file and folder copied to the board's filesystem root."""
+def _mpremote(port: str, resume: bool) -> list[str]:
     cmd = [sys.executable, "-m", "mpremote", "connect", port]
     if resume:
-        cmd.append("resume")  # keep the running interpreter (the virtual board behind a pty has no reset)
-    folders = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
+        cmd.append("resume")  # keep the running interpreter: no soft reset when mpremote connects
+    return cmd
+
+
+def deploy_commands(
+    port: str,
+    root: Path,
+    config: Path | None,
+    resume: bool,
+    reset: bool,
+    put: list[tuple[Path, str]] | None = None,
+    code: Path | str | None = None,
+) -> list[str]:
+    """One mpremote invocation: every staged file and folder copied to the board's filesystem root. `code`:
+    where the modules go instead of .mpy files on the filesystem: a ROMFS image (a Path) written to the board's
+    ROMFS partition, or "frozen" (the board's image has them already). Then only what is not modules (main.py) is
+    copied, and the modules a .mpy deploy left on the filesystem are removed: the port searches the filesystem
+    first, so they would shadow the image's."""
+    cmd = _mpremote(port, resume)
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    steps: list[list[str]] = []
+    if code is not None:
+        modules = [str(p.relative_to(root)) for p in files if p.suffix == ".mpy"]
+        if isinstance(code, Path):
+            steps.append(["romfs", "deploy", str(code)])
+        steps.append(["exec", _REMOVE % modules])
+        files = [p for p in files if p.suffix != ".mpy"]
+    folders = sorted({str(p.parent.relative_to(root)) for p in files if p.parent != root})
     # Folders made by a script that tolerates them existing (`fs mkdir` fails on a second deploy, and
     # `fs cp -r` is not accepted inside a chain of commands).
-    steps: list[list[str]] = [["exec", _MKDIRS % folders]] if folders else []
-    for item in sorted(p for p in root.rglob("*") if p.is_file()):
+    if folders:
+        steps.append(["exec", _MKDIRS % folders])
+    for item in files:
         steps.append(["fs", "cp", str(item), ":" + str(item.relative_to(root))])
     if config is not None:
         steps.append(["fs", "cp", str(config), ":config.json"])
     for source, name in put or []:
         steps.append(["fs", "cp", str(source), ":" + name])
     if reset:
-        steps.append(["soft-reset"])
+        # A hard reset (machine.reset()): the board boots and runs main.py from what was just copied. A soft reset
+        # from mpremote's raw REPL would leave it at the REPL (the port skips main.py after one).
+        steps.append(["reset"])
     for i, step in enumerate(steps):
         if i:
             cmd.append("+")
         cmd += step
     return cmd
+
+
+_REMOVE = """import os
+for f in %r:
+    try:
+        os.remove(f)
+    except OSError:
+        pass
+for d in ("dmqtt", "dlink"):
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
+"""
+
+
+def romfs_query_command(port: str, resume: bool) -> list[str]:
+    return [*_mpremote(port, resume), "romfs", "query"]
+
+
+def has_romfs(port: str, resume: bool) -> bool:
+    """Whether the board's MicroPython image has a ROMFS partition, as `mpremote romfs query` reports it."""
+    result = subprocess.run(romfs_query_command(port, resume), capture_output=True, text=True)
+    if result.returncode:
+        raise DeployError(
+            f"mpremote romfs query failed (exit {result.returncode}): {(result.stderr or result.stdout).strip()}"
+        )
+    return "partition has size" in result.stdout
+
+
+NO_ROMFS = (
+    "the board's MicroPython image has no ROMFS partition (stock ESP32 images up to 1.29 have none). Build an "
+    "image with the firmware frozen in (`make firmware BOARD=...`: frozen code runs from flash and needs no "
+    "ROMFS), or one with ROMFS (MICROPY_VFS_ROM and a 'romfs' partition, see docs/install-paths.md); or deploy "
+    ".mpy files: drop --romfs, or add --fallback-mpy to do that whenever ROMFS is missing"
+)
 
 
 def run_commands(commands: list[list[str]], dry_run: bool, what: str) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 
 from dmqtt import codec
-from dmqtt.codec_host import Packet, PacketDecoder
+from dmqtt.codec_host import NAMES, Packet, PacketDecoder
 from dmqtt.errors import CodecError
 from host_bridge.bridge import BridgeError, Destination, TLSConfig
 from host_bridge.logs import log_to_stdout
@@ -130,11 +130,9 @@ class BrokerLink:
                     self.backlog += packets[i + 1 :]
                     return packet
                 if packet.type == codec.CONNACK or ptype == codec.CONNACK:
-                    raise RecorderError(
-                        f"the broker sent {codec.NAMES[packet.type]} where {codec.NAMES[ptype]} was due"
-                    )
+                    raise RecorderError(f"the broker sent {NAMES[packet.type]} where {NAMES[ptype]} was due")
                 self.backlog.append(packet)
-        raise RecorderError(f"no {codec.NAMES[ptype]} from the broker within {timeout:.0f} s")
+        raise RecorderError(f"no {NAMES[ptype]} from the broker within {timeout:.0f} s")
 
     def read(self, timeout: float) -> list[Packet]:
         """The packets that arrived (the backlog first), waiting up to `timeout` seconds for some."""
@@ -348,7 +346,7 @@ class Recorder:
             elif packet.type == codec.DISCONNECT:
                 raise ConnectionError(f"the broker disconnected the recorder (reason 0x{packet.reason:02x})")
             elif packet.type != codec.PINGRESP:
-                raise CodecError(f"unexpected {codec.NAMES[packet.type]} from the broker", codec.PROTOCOL_ERROR)
+                raise CodecError(f"unexpected {NAMES[packet.type]} from the broker", codec.PROTOCOL_ERROR)
         # The acknowledgements promise the broker that these deliveries are stored: make it true first.
         self.store.sync()
         for ack in acks:

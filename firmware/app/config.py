@@ -106,14 +106,20 @@ def _int(raw, key, default, low, high):
 
 def _topic(topic, what, is_filter):
     """Every topic checked now with the codec's own rules, so that a bad one is a config error at boot, not a
-    crash at the first publish."""
+    crash at the first publish; and as well-formed UTF-8 [MQTT-1.5.3-1], which the codec leaves to the
+    application's text."""
     from dmqtt import codec
 
     try:
+        data = topic.encode()
+        data.decode()
+    except UnicodeError:
+        raise ConfigError("%s %r: not well-formed UTF-8 [MQTT-1.5.3-1]" % (what, topic))
+    try:
         if is_filter:
-            codec.check_filter_text(topic)
+            codec.check_filter(data)
         else:
-            codec.check_topic_text(topic)
+            codec.check_topic(data)
     except codec.CodecError as exc:
         raise ConfigError("%s %r: %s" % (what, topic, exc))
 
@@ -187,6 +193,7 @@ def check(raw):
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
         "window": "auto" if raw.get("window", "auto") == "auto" else _int(raw, "window", 8, 1, 65535),
         "group_commit": _int(raw, "group_commit", 0, 0, 16),
+        "heap_log_every": _int(raw, "heap_log_every", 0, 0, 0x7FFFFFFF),
         "topic": topic,
         "qos": qos,
         "count": _int(pub, "count", 10, 0, 0x7FFFFFFF),

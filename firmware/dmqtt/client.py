@@ -208,7 +208,7 @@ class MQTTClient:
             ptype, flags, body = self._next_packet(timeout_ms - _elapsed(start))
             if ptype == codec.CONNACK:
                 break
-            self._fail("expected CONNACK, got %s" % codec.NAMES[ptype], codec.PROTOCOL_ERROR)
+            self._fail("expected CONNACK, got packet type %d" % ptype, codec.PROTOCOL_ERROR)
         try:
             present, code, cprops = codec.decode_connack(body, self.version)
         except CodecError as exc:
@@ -443,7 +443,7 @@ class MQTTClient:
                 reason, _props = codec.decode_reason_only(ptype, body, self.version)
                 self._lost("the broker disconnected us: reason 0x%02x" % reason, reason)
             elif ptype != codec.PINGRESP:
-                self._fail("unexpected %s from the broker" % codec.NAMES[ptype], codec.PROTOCOL_ERROR)
+                self._fail("unexpected packet type %d from the broker" % ptype, codec.PROTOCOL_ERROR)
         except CodecError as exc:
             self._fail(exc.reason, exc.reason_code)
         except ProtocolError as exc:

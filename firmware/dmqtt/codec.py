@@ -1,8 +1,11 @@
 # Sans-I/O MQTT codec: every control packet of MQTT 3.1.1, CONNECT of 3.1 and 5.0, and the MQTT 5.0
 # properties and reason codes. Pure functions over bytes, in the subset of Python that MicroPython and CPython
 # both run: the board and the host import this very file. This module holds what a client needs; the packets
-# only a broker sends or decodes, and whole-packet decoding for the host, are in codec_host.py, so that the
-# board's RAM holds no code it never runs.
+# only a broker sends or decodes, the checked encode_publish and whole-packet decoding for the host are in
+# codec_host.py, so that the board's RAM holds no code it never runs.
+#
+# A broken rule raises CodecError through refused(rule): the rule's text is in codec_text.py, loaded only when
+# a packet is refused (a board keeps no text in RAM that it seldom prints). Each raise cites its spec id.
 #
 # Encoders write into a caller's buffer (`into=`) and return the length, so the board's hot path allocates
 # nothing per packet; without `into` they return fresh bytes (host convenience).
@@ -12,7 +15,7 @@
 # Decoding is two-stage: StreamDecoder cuts whole packets out of a byte stream fed in chunks of any size and
 # exposes each body as a memoryview into its own preallocated buffer; decode_* functions parse a body.
 #
-# Spec ids in brackets cite the normative statements in shared/spec/ and the MQTT standards.
+# Spec ids in brackets cite the normative statements of the MQTT standards (docs/codec.md lists the rules).
 
 try:
     from micropython import const
@@ -84,12 +87,92 @@ _MAX_REMAINING = const(268435455)  # four Remaining Length bytes of 7 bits each
 _ANY_PACKET = const(0xFFFF)
 
 
-def malformed(why):
-    return CodecError(why, MALFORMED_PACKET)
+# The rules the codec refuses packets by: numbers into codec_text.TEXT (tests/unit/test_codec_text.py checks
+# that each name matches its text's entry).
+_R_VARINT_RANGE = const(0)
+_R_STRING_LONG = const(1)
+_R_TOPIC_EMPTY = const(2)
+_R_TOPIC_WILDCARD = const(3)
+_R_TOPIC_NUL = const(4)
+_R_PROP_UNKNOWN = const(5)
+_R_PROPS_NEED_V5 = const(6)
+_R_BUFFER_SMALL = const(7)
+_R_PID_RANGE = const(8)
+_R_ACK_TYPE = const(9)
+_R_REASON_NEEDS_V5 = const(10)
+_R_REASON_HERE = const(11)
+_R_LEVEL = const(12)
+_R_PASSWORD_USER = const(13)
+_R_WILL_QOS = const(14)
+_R_WILL_TOPIC = const(15)
+_R_SUBSCRIBE_EMPTY = const(16)
+_R_UNSUBSCRIBE_EMPTY = const(17)
+_R_HAS_BODY = const(18)
+_R_FILTER_EMPTY = const(19)
+_R_FILTER_NUL = const(20)
+_R_FILTER_HASH = const(21)
+_R_FILTER_PLUS = const(22)
+_R_SUB_QOS3 = const(23)
+_R_SUB_RESERVED = const(24)
+_R_SUB_RESERVED_V5 = const(25)
+_R_END_IN_U16 = const(26)
+_R_END_IN_U32 = const(27)
+_R_END_IN_VARINT = const(28)
+_R_VARINT_LONG = const(29)
+_R_FIELD_PAST_END = const(30)
+_R_UTF8_INVALID = const(31)
+_R_UTF8_NUL = const(32)
+_R_PROPS_PAST_END = const(33)
+_R_PROP_NOT_ALLOWED = const(34)
+_R_END_IN_PROP = const(35)
+_R_SUBSCRIPTION_ID_0 = const(36)
+_R_PROP_PAST_LENGTH = const(37)
+_R_PROP_TWICE = const(38)
+_R_TRAILING_BYTES = const(39)
+_R_PID_ZERO = const(40)
+_R_PUBLISH_QOS3 = const(41)
+_R_PUBLISH_DUP_QOS0 = const(42)
+_R_FLAGS_0010 = const(43)
+_R_FLAGS_0000 = const(44)
+_R_TYPE_15 = const(45)
+_R_TYPE_0 = const(46)
+_R_PUBLISH_NO_TOPIC = const(47)
+_R_PUBLISH_WILDCARD = const(48)
+_R_ACK_LENGTH = const(49)
+_R_REASON_NOT_ALLOWED = const(50)
+_R_CONNACK_SHORT = const(51)
+_R_CONNACK_FLAGS = const(52)
+_R_CONNACK_REASON = const(53)
+_R_CONNACK_RETURN = const(54)
+_R_SUBACK_EMPTY = const(55)
+_R_SUBACK_CODE = const(56)
+_R_UNSUBACK_REASON = const(57)
+_R_LENGTH_LONG = const(58)
+_R_TOO_LARGE = const(59)
 
 
-def protocol_error(why):
-    return CodecError(why, PROTOCOL_ERROR)
+def refused(rule, arg=None, reason_code=MALFORMED_PACKET):
+    """The CodecError for a broken rule; `arg` fills the %-fields of its text. The texts are loaded from
+    codec_text.py for this refusal only and then dropped on MicroPython: 60-odd texts would otherwise hold about
+    5 KB of a deployed board's heap for good. A board without the memory (or the file) for them names the rule's
+    number."""
+    import sys
+
+    try:
+        from dmqtt import codec_text
+
+        text = codec_text.TEXT[rule]
+        if arg is not None:
+            text = text % arg
+    except (MemoryError, ImportError):
+        text = "codec rule %d (dmqtt/codec_text.py)" % rule
+    finally:
+        if sys.implementation.name == "micropython" and "dmqtt.codec_text" in sys.modules:
+            import dmqtt
+
+            del sys.modules["dmqtt.codec_text"]
+            del dmqtt.codec_text
+    return CodecError(text, reason_code)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -115,35 +198,54 @@ _M_UNSUBACK = const(1 << 11)
 _M_DISC = const(1 << 14)
 _M_AUTH = const(1 << 15)
 
-PROPERTIES = {
-    0x01: (_P_BYTE, _M_PUB | _WILL),  # Payload Format Indicator
-    0x02: (_P_U32, _M_PUB | _WILL),  # Message Expiry Interval
-    0x03: (_P_STR, _M_PUB | _WILL),  # Content Type
-    0x08: (_P_STR, _M_PUB | _WILL),  # Response Topic
-    0x09: (_P_BIN, _M_PUB | _WILL),  # Correlation Data
-    0x0B: (_P_VARINT, _M_PUB | _M_SUB),  # Subscription Identifier
-    0x11: (_P_U32, _M_CONNECT | _M_CONNACK | _M_DISC),  # Session Expiry Interval
-    0x12: (_P_STR, _M_CONNACK),  # Assigned Client Identifier
-    0x13: (_P_U16, _M_CONNACK),  # Server Keep Alive
-    0x15: (_P_STR, _M_CONNECT | _M_CONNACK | _M_AUTH),  # Authentication Method
-    0x16: (_P_BIN, _M_CONNECT | _M_CONNACK | _M_AUTH),  # Authentication Data
-    0x17: (_P_BYTE, _M_CONNECT),  # Request Problem Information
-    0x18: (_P_U32, _WILL),  # Will Delay Interval
-    0x19: (_P_BYTE, _M_CONNECT),  # Request Response Information
-    0x1A: (_P_STR, _M_CONNACK),  # Response Information
-    0x1C: (_P_STR, _M_CONNACK | _M_DISC),  # Server Reference
-    0x1F: (_P_STR, _M_CONNACK | _M_ACKS | _M_SUBACK | _M_UNSUBACK | _M_DISC | _M_AUTH),  # Reason String
-    0x21: (_P_U16, _M_CONNECT | _M_CONNACK),  # Receive Maximum
-    0x22: (_P_U16, _M_CONNECT | _M_CONNACK),  # Topic Alias Maximum
-    0x23: (_P_U16, _M_PUB),  # Topic Alias
-    0x24: (_P_BYTE, _M_CONNACK),  # Maximum QoS
-    0x25: (_P_BYTE, _M_CONNACK),  # Retain Available
-    0x26: (_P_PAIR, _ANY_PACKET),  # User Property (may repeat)
-    0x27: (_P_U32, _M_CONNECT | _M_CONNACK),  # Maximum Packet Size
-    0x28: (_P_BYTE, _M_CONNACK),  # Wildcard Subscription Available
-    0x29: (_P_BYTE, _M_CONNACK),  # Subscription Identifiers Available
-    0x2A: (_P_BYTE, _M_CONNACK),  # Shared Subscription Available
-}
+# Per property id (the index), its wire type << 16 | the mask of packets that may carry it; 0: no such property.
+# A tuple of small integers, folded at compile time: 0.4 KB of a deployed board's heap, where a dict of tuples
+# took 2 KB.
+_PROPERTIES = (
+    0,  # 0x00
+    _P_BYTE << 16 | _M_PUB | _WILL,  # 0x01 Payload Format Indicator
+    _P_U32 << 16 | _M_PUB | _WILL,  # 0x02 Message Expiry Interval
+    _P_STR << 16 | _M_PUB | _WILL,  # 0x03 Content Type
+    0,  # 0x04
+    0,  # 0x05
+    0,  # 0x06
+    0,  # 0x07
+    _P_STR << 16 | _M_PUB | _WILL,  # 0x08 Response Topic
+    _P_BIN << 16 | _M_PUB | _WILL,  # 0x09 Correlation Data
+    0,  # 0x0A
+    _P_VARINT << 16 | _M_PUB | _M_SUB,  # 0x0B Subscription Identifier
+    0,  # 0x0C
+    0,  # 0x0D
+    0,  # 0x0E
+    0,  # 0x0F
+    0,  # 0x10
+    _P_U32 << 16 | _M_CONNECT | _M_CONNACK | _M_DISC,  # 0x11 Session Expiry Interval
+    _P_STR << 16 | _M_CONNACK,  # 0x12 Assigned Client Identifier
+    _P_U16 << 16 | _M_CONNACK,  # 0x13 Server Keep Alive
+    0,  # 0x14
+    _P_STR << 16 | _M_CONNECT | _M_CONNACK | _M_AUTH,  # 0x15 Authentication Method
+    _P_BIN << 16 | _M_CONNECT | _M_CONNACK | _M_AUTH,  # 0x16 Authentication Data
+    _P_BYTE << 16 | _M_CONNECT,  # 0x17 Request Problem Information
+    _P_U32 << 16 | _WILL,  # 0x18 Will Delay Interval
+    _P_BYTE << 16 | _M_CONNECT,  # 0x19 Request Response Information
+    _P_STR << 16 | _M_CONNACK,  # 0x1A Response Information
+    0,  # 0x1B
+    _P_STR << 16 | _M_CONNACK | _M_DISC,  # 0x1C Server Reference
+    0,  # 0x1D
+    0,  # 0x1E
+    _P_STR << 16 | _M_CONNACK | _M_ACKS | _M_SUBACK | _M_UNSUBACK | _M_DISC | _M_AUTH,  # 0x1F Reason String
+    0,  # 0x20
+    _P_U16 << 16 | _M_CONNECT | _M_CONNACK,  # 0x21 Receive Maximum
+    _P_U16 << 16 | _M_CONNECT | _M_CONNACK,  # 0x22 Topic Alias Maximum
+    _P_U16 << 16 | _M_PUB,  # 0x23 Topic Alias
+    _P_BYTE << 16 | _M_CONNACK,  # 0x24 Maximum QoS
+    _P_BYTE << 16 | _M_CONNACK,  # 0x25 Retain Available
+    _P_PAIR << 16 | _ANY_PACKET,  # 0x26 User Property (may repeat)
+    _P_U32 << 16 | _M_CONNECT | _M_CONNACK,  # 0x27 Maximum Packet Size
+    _P_BYTE << 16 | _M_CONNACK,  # 0x28 Wildcard Subscription Available
+    _P_BYTE << 16 | _M_CONNACK,  # 0x29 Subscription Identifiers Available
+    _P_BYTE << 16 | _M_CONNACK,  # 0x2A Shared Subscription Available
+)
 
 # Properties that may appear more than once; decoded as lists. Every other property appearing twice is a
 # Protocol Error (MQTT 5.0 section 2.2.2.2).
@@ -164,6 +266,14 @@ def _is_repeatable(pid):
     return pid == USER_PROPERTY or pid == SUBSCRIPTION_IDENTIFIER
 
 
+def _prop(pid):
+    """The property's table entry (wire type << 16 | mask); an unknown id is refused."""
+    entry = _PROPERTIES[pid] if pid < len(_PROPERTIES) else 0
+    if not entry:
+        raise refused(_R_PROP_UNKNOWN, pid)
+    return entry
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Primitive writers: each takes (buffer, position, value) and returns the position after what it wrote.
 
@@ -177,7 +287,7 @@ def varint_size(value):
         return 3
     if value <= _MAX_REMAINING:
         return 4
-    raise CodecError("variable byte integer out of range: %d" % value)
+    raise refused(_R_VARINT_RANGE, value)
 
 
 def put_varint(buf, pos, value):
@@ -220,17 +330,8 @@ def _utf8(text):
     # Strings go on the wire as bytes; callers on the hot path pass bytes they encoded once.
     data = text.encode() if isinstance(text, str) else text
     if len(data) > 65535:
-        raise CodecError("string longer than 65535 bytes")
+        raise refused(_R_STRING_LONG)
     return data
-
-
-def _check_out_topic(topic, allow_empty):
-    if not topic and not allow_empty:
-        raise CodecError("topic name must not be empty [MQTT-4.7.3-1]")
-    if b"+" in topic or b"#" in topic:
-        raise CodecError("topic name must not contain wildcards [MQTT-3.3.2-2]")
-    if b"\x00" in topic:
-        raise CodecError("topic name must not contain U+0000 [MQTT-1.5.3-2]")
 
 
 def props_size(props):
@@ -238,12 +339,10 @@ def props_size(props):
         return 0
     size = 0
     for pid in props:
-        entry = PROPERTIES.get(pid)
-        if entry is None:
-            raise CodecError("unknown property 0x%02x" % pid)
+        kind = _prop(pid) >> 16
         values = props[pid] if _is_repeatable(pid) else (props[pid],)
         for value in values:
-            size += 1 + _prop_value_size(entry[0], value)
+            size += 1 + _prop_value_size(kind, value)
     return size
 
 
@@ -267,7 +366,7 @@ def put_props(buf, pos, props, size):
         return pos
     # Sorted so that the same properties give the same bytes on both interpreters (dict order differs).
     for pid in sorted(props):
-        kind = PROPERTIES[pid][0]
+        kind = _PROPERTIES[pid] >> 16
         values = props[pid] if _is_repeatable(pid) else (props[pid],)
         for value in values:
             buf[pos] = pid
@@ -292,7 +391,7 @@ def props_block_size(version, props):
     """Bytes of a properties block (length prefix included) in `version`; 0 before MQTT 5.0."""
     if version != V5:
         if props:
-            raise CodecError("properties need MQTT 5.0")
+            raise refused(_R_PROPS_NEED_V5)
         return 0
     size = props_size(props)
     return varint_size(size) + size
@@ -304,7 +403,7 @@ def start_packet(into, remaining):
     if into is None:
         return bytearray(total)
     if len(into) < total:
-        raise CodecError("output buffer too small: %d bytes needed" % total)
+        raise refused(_R_BUFFER_SMALL, total)
     return into
 
 
@@ -321,39 +420,23 @@ def finish_packet(into, buf, pos):
 
 def check_pid(pid):
     if not 0 < pid <= 0xFFFF:
-        raise CodecError("packet identifier must be 1..65535 [MQTT-2.3.1-1]")
+        raise refused(_R_PID_RANGE)  # [MQTT-2.3.1-1]
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Encoders. `into`: optional bytearray/memoryview to write into; returns its length used, else new bytes.
 
 
-def encode_publish(
-    topic: "Text",
-    payload: "Bytes",
-    qos: int = 0,
-    pid: int = 0,
-    retain: bool = False,
-    dup: bool = False,
-    version: int = V311,
-    props: "Props" = None,
-    into: bytearray | None = None,
-) -> "Any":
-    if qos not in (0, 1, 2):
-        raise CodecError("QoS must be 0, 1 or 2 [MQTT-3.3.1-4]")
-    if qos == 0 and dup:
-        raise CodecError("DUP must be 0 on QoS 0 [MQTT-3.3.1-2]")
-    if qos:
-        check_pid(pid)
-    topic = _utf8(topic)
-    _check_out_topic(topic, version == V5 and props is not None and TOPIC_ALIAS in props)
-    return write_publish(topic, payload, qos, pid, retain, dup, version, props, into)
-
-
-def check_topic(topic):
-    """Validate a topic name once (bytes or str) so that write_publish can skip it on every send."""
+def check_topic(topic: "Text", allow_empty: bool = False) -> bytes:
+    """A topic name (bytes or str) checked once, as bytes, so that write_publish can skip it on every send.
+    allow_empty: a 5.0 PUBLISH whose Topic Alias names the topic."""
     data = _utf8(topic)
-    _check_out_topic(data, False)
+    if not data and not allow_empty:
+        raise refused(_R_TOPIC_EMPTY)  # [MQTT-4.7.3-1]
+    if b"+" in data or b"#" in data:
+        raise refused(_R_TOPIC_WILDCARD)  # [MQTT-3.3.2-2]
+    if b"\x00" in data:
+        raise refused(_R_TOPIC_NUL)  # [MQTT-1.5.3-2]
     return data
 
 
@@ -364,32 +447,17 @@ def publish_size(topic_len, payload_len, qos, version):
     return 1 + varint_size(remaining) + remaining
 
 
-def _text(text):
-    """A topic from configuration as bytes, refused unless well-formed UTF-8 [MQTT-1.5.3-1]: for checks made
-    once (config.json), not on the publish path."""
-    try:
-        data = text.encode() if isinstance(text, str) else bytes(text)
-        data.decode()
-    except UnicodeError:
-        raise CodecError("topic is not well-formed UTF-8 [MQTT-1.5.3-1]")
-    return _utf8(data)
-
-
-def check_topic_text(text):
-    """A topic name from configuration: well-formed UTF-8, not empty, no wildcards, no U+0000."""
-    data = _text(text)
-    _check_out_topic(data, False)
-    return data
-
-
-def check_filter_text(text):
-    """A topic filter from configuration: well-formed UTF-8 and wildcards only as whole levels."""
-    data = _text(text)
-    check_filter(data)
-    return data
-
-
-def write_publish(topic, payload, qos, pid, retain, dup, version, props=None, into=None):
+def write_publish(
+    topic: "Bytes",
+    payload: "Bytes",
+    qos: int,
+    pid: int,
+    retain: bool,
+    dup: bool,
+    version: int,
+    props: "Props" = None,
+    into: "bytearray | memoryview | None" = None,
+) -> "Any":
     """encode_publish for a topic already validated (check_topic) and arguments already checked: the board
     resends journaled messages with this, the topic a memoryview into the journal's read buffer."""
     remaining = 2 + len(topic) + (2 if qos else 0) + props_block_size(version, props) + len(payload)
@@ -404,11 +472,6 @@ def write_publish(topic, payload, qos, pid, retain, dup, version, props=None, in
     return finish_packet(into, buf, pos)
 
 
-def set_dup(packet):
-    """Set DUP on an encoded QoS 1/2 PUBLISH in place, for a resend [MQTT-3.3.1-1]."""
-    packet[0] |= 0x08
-
-
 def encode_ack(
     ptype: int,
     pid: int,
@@ -420,7 +483,7 @@ def encode_ack(
     """PUBACK, PUBREC, PUBREL or PUBCOMP. In MQTT 5.0 the short form (packet id only) is used when the reason is
     Success with no properties (MQTT 5.0 section 3.4.2.1)."""
     if ptype < PUBACK or ptype > PUBCOMP:
-        raise CodecError("not an acknowledgement type: %d" % ptype)
+        raise refused(_R_ACK_TYPE, ptype)
     check_pid(pid)
     if version == V5:
         check_reason(reason, _REL_REASONS if ptype >= PUBREL else _PUB_REASONS)
@@ -431,7 +494,7 @@ def encode_ack(
         else:
             remaining = 2
     elif reason or props:
-        raise CodecError("reason codes and properties need MQTT 5.0")
+        raise refused(_R_REASON_NEEDS_V5)
     else:
         remaining = 2
     # PUBREL's reserved flags are 0010 [MQTT-3.6.1-1]; the others are 0000 [MQTT-2.2.2-1].
@@ -448,7 +511,7 @@ def encode_ack(
 
 def check_reason(reason, allowed):
     if reason not in allowed:
-        raise CodecError("reason code 0x%02x is not allowed here" % reason, PROTOCOL_ERROR)
+        raise refused(_R_REASON_HERE, reason, PROTOCOL_ERROR)
 
 
 def encode_connect(
@@ -471,21 +534,20 @@ def encode_connect(
     elif version == V311 or version == V5:
         name = b"MQTT"
     else:
-        raise CodecError("unsupported protocol level %r" % version, UNSUPPORTED_PROTOCOL_VERSION)
+        raise refused(_R_LEVEL, version, UNSUPPORTED_PROTOCOL_VERSION)
     if version == V311 and password is not None and username is None:
-        raise CodecError("a password needs a user name in 3.1.1 [MQTT-3.1.2-22]")
+        raise refused(_R_PASSWORD_USER)  # [MQTT-3.1.2-22]
     if will_qos not in (0, 1, 2):
-        raise CodecError("will QoS must be 0, 1 or 2 [MQTT-3.1.2-14]")
+        raise refused(_R_WILL_QOS)  # [MQTT-3.1.2-14]
     cid = _utf8(client_id)
     flags = 0x02 if clean else 0
     remaining = 2 + len(name) + 1 + 1 + 2 + props_block_size(version, props) + 2 + len(cid)
     if will_topic is not None:
-        wtopic = _utf8(will_topic)
-        _check_out_topic(wtopic, False)
+        wtopic = check_topic(will_topic)
         flags |= 0x04 | (will_qos << 3) | (0x20 if will_retain else 0)
         remaining += props_block_size(version, will_props) + 2 + len(wtopic) + 2 + len(will_payload)
     elif will_qos or will_retain or will_props:
-        raise CodecError("will QoS/retain/properties need a will topic [MQTT-3.1.2-11]")
+        raise refused(_R_WILL_TOPIC)  # [MQTT-3.1.2-11]
     if username is not None:
         user = _utf8(username)
         flags |= 0x80
@@ -519,7 +581,7 @@ def encode_subscribe(
     """topics: list of (filter, options); options is the QoS in 3.1/3.1.1 and the full 5.0 options byte."""
     check_pid(pid)
     if not topics:
-        raise CodecError("SUBSCRIBE needs at least one topic filter [MQTT-3.8.3-3]")
+        raise refused(_R_SUBSCRIBE_EMPTY)  # [MQTT-3.8.3-3]
     encoded = []
     remaining = 2 + props_block_size(version, props)
     for flt, options in topics:
@@ -545,7 +607,7 @@ def encode_unsubscribe(
 ) -> "Any":
     check_pid(pid)
     if not filters:
-        raise CodecError("UNSUBSCRIBE needs at least one topic filter [MQTT-3.10.3-2]")
+        raise refused(_R_UNSUBSCRIBE_EMPTY)  # [MQTT-3.10.3-2]
     encoded = [_utf8(f) for f in filters]
     for data in encoded:
         check_filter(data)
@@ -563,7 +625,7 @@ def encode_unsubscribe(
 def encode_empty(ptype: int, into: bytearray | None = None) -> "Any":
     """PINGREQ, PINGRESP, and the 3.1/3.1.1 DISCONNECT: a fixed header with Remaining Length 0."""
     if ptype not in (PINGREQ, PINGRESP, DISCONNECT):
-        raise CodecError("packet type %d has a body" % ptype)
+        raise refused(_R_HAS_BODY, ptype)
     buf = start_packet(into, 0)
     pos = put_header(buf, ptype << 4, 0)
     return finish_packet(into, buf, pos)
@@ -580,7 +642,7 @@ def encode_reason_only(ptype, allowed, reason, version, props, into):
     # (MQTT 5.0 sections 3.14.2.1 and 3.15.2.1).
     if version != V5:
         if reason or props:
-            raise CodecError("reason codes and properties need MQTT 5.0")
+            raise refused(_R_REASON_NEEDS_V5)
         return encode_empty(ptype, into)
     check_reason(reason, allowed)
     remaining = 0
@@ -604,26 +666,26 @@ def encode_reason_only(ptype, allowed, reason, version, props, into):
 
 def check_filter(data):
     if not data:
-        raise CodecError("topic filter must not be empty [MQTT-4.7.3-1]")
+        raise refused(_R_FILTER_EMPTY)  # [MQTT-4.7.3-1]
     if b"\x00" in data:
-        raise CodecError("topic filter must not contain U+0000 [MQTT-1.5.3-2]")
+        raise refused(_R_FILTER_NUL)  # [MQTT-1.5.3-2]
     levels = data.split(b"/")
     last = len(levels) - 1
     for i, level in enumerate(levels):
         if b"#" in level and (level != b"#" or i != last):
-            raise CodecError("'#' must be a whole last level [MQTT-4.7.1-2]")
+            raise refused(_R_FILTER_HASH)  # [MQTT-4.7.1-2]
         if b"+" in level and level != b"+":
-            raise CodecError("'+' must be a whole level [MQTT-4.7.1-3]")
+            raise refused(_R_FILTER_PLUS)  # [MQTT-4.7.1-3]
 
 
 def check_sub_options(options, version):
     if options & 0x03 == 0x03:
-        raise malformed("subscription QoS 3 is malformed [MQTT-3.8.3-4]")
+        raise refused(_R_SUB_QOS3)  # [MQTT-3.8.3-4]
     # 3.1.1 reserves the upper six bits [MQTT-3-8.3-4]; 5.0 reserves bits 6-7 and Retain Handling 3.
     if version != V5 and options & 0xFC:
-        raise malformed("reserved subscription option bits set [MQTT-3-8.3-4]")
+        raise refused(_R_SUB_RESERVED)  # [MQTT-3-8.3-4]
     if version == V5 and (options & 0xC0 or options & 0x30 == 0x30):
-        raise malformed("reserved subscription option bits set (MQTT 5.0 3.8.3.1)")
+        raise refused(_R_SUB_RESERVED_V5)  # (MQTT 5.0 3.8.3.1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -632,13 +694,13 @@ def check_sub_options(options, version):
 
 def u16_at(body, pos):
     if pos + 2 > len(body):
-        raise malformed("packet ends inside a two-byte integer")
+        raise refused(_R_END_IN_U16)
     return (body[pos] << 8) | body[pos + 1]
 
 
 def _u32_at(body, pos):
     if pos + 4 > len(body):
-        raise malformed("packet ends inside a four-byte integer")
+        raise refused(_R_END_IN_U32)
     return (body[pos] << 24) | (body[pos + 1] << 16) | (body[pos + 2] << 8) | body[pos + 3]
 
 
@@ -647,13 +709,13 @@ def varint_at(body, pos):
     shift = 0
     for i in range(4):
         if pos + i >= len(body):
-            raise malformed("packet ends inside a variable byte integer")
+            raise refused(_R_END_IN_VARINT)
         byte = body[pos + i]
         value |= (byte & 0x7F) << shift
         if not byte & 0x80:
             return value, pos + i + 1
         shift += 7
-    raise malformed("variable byte integer longer than 4 bytes")
+    raise refused(_R_VARINT_LONG)
 
 
 def field_at(body, pos):
@@ -661,7 +723,7 @@ def field_at(body, pos):
     n = u16_at(body, pos)
     end = pos + 2 + n
     if end > len(body):
-        raise malformed("field length runs past the end of the packet")
+        raise refused(_R_FIELD_PAST_END)
     return memoryview(body)[pos + 2 : end], end
 
 
@@ -674,9 +736,9 @@ def decode_utf8(raw):
     try:
         text = str(raw, "utf-8")
     except UnicodeError:
-        raise malformed("invalid UTF-8 [MQTT-1.5.3-1]")
+        raise refused(_R_UTF8_INVALID)  # [MQTT-1.5.3-1]
     if "\x00" in text:
-        raise malformed("UTF-8 string contains U+0000 [MQTT-1.5.3-2]")
+        raise refused(_R_UTF8_NUL)  # [MQTT-1.5.3-2]
     return text
 
 
@@ -685,20 +747,18 @@ def props_at(body, pos, ptype):
     size, pos = varint_at(body, pos)
     end = pos + size
     if end > len(body):
-        raise malformed("property length runs past the end of the packet")
+        raise refused(_R_PROPS_PAST_END)
     props: dict = {}
     mask = 1 << ptype
     while pos < end:
         pid, pos = varint_at(body, pos)
-        entry = PROPERTIES.get(pid)
-        if entry is None:
-            raise malformed("unknown property 0x%02x" % pid)
-        kind = entry[0]
-        if not entry[1] & mask:
-            raise protocol_error("property 0x%02x is not allowed in packet type %d" % (pid, ptype))
+        entry = _prop(pid)
+        kind = entry >> 16
+        if not entry & mask:
+            raise refused(_R_PROP_NOT_ALLOWED, (pid, ptype), PROTOCOL_ERROR)
         if kind == _P_BYTE:
             if pos >= end:
-                raise malformed("packet ends inside a property")
+                raise refused(_R_END_IN_PROP)
             value = body[pos]
             pos += 1
         elif kind == _P_U16:
@@ -710,7 +770,7 @@ def props_at(body, pos, ptype):
         elif kind == _P_VARINT:
             value, pos = varint_at(body, pos)
             if value == 0:
-                raise protocol_error("subscription identifier 0 is a protocol error (MQTT 5.0 3.3.2.3.8)")
+                raise refused(_R_SUBSCRIPTION_ID_0, None, PROTOCOL_ERROR)  # (MQTT 5.0 3.3.2.3.8)
         elif kind == _P_STR:
             value, pos = str_at(body, pos)
         elif kind == _P_BIN:
@@ -721,11 +781,11 @@ def props_at(body, pos, ptype):
             text, pos = str_at(body, pos)
             value = (key, text)
         if pos > end:
-            raise malformed("property runs past the property length")
+            raise refused(_R_PROP_PAST_LENGTH)
         if _is_repeatable(pid):
             props.setdefault(pid, []).append(value)
         elif pid in props:
-            raise protocol_error("property 0x%02x appears twice" % pid)
+            raise refused(_R_PROP_TWICE, pid, PROTOCOL_ERROR)
         else:
             props[pid] = value
     return props, end
@@ -733,13 +793,13 @@ def props_at(body, pos, ptype):
 
 def expect_end(body, pos):
     if pos != len(body):
-        raise malformed("%d unexpected bytes at the end of the packet" % (len(body) - pos))
+        raise refused(_R_TRAILING_BYTES, (len(body) - pos))
 
 
 def _pid_at(body, pos):
     pid = u16_at(body, pos)
     if pid == 0:
-        raise malformed("packet identifier 0 [MQTT-2.3.1-1]")
+        raise refused(_R_PID_ZERO)  # [MQTT-2.3.1-1]
     return pid
 
 
@@ -751,20 +811,20 @@ def check_flags(ptype, flags, version):
     """Fixed-header flag rules [MQTT-2.2.2-1] [MQTT-2.2.2-2], checked before the body is read."""
     if ptype == PUBLISH:
         if flags & 0x06 == 0x06:
-            raise malformed("PUBLISH with both QoS bits set [MQTT-3.3.1-4]")
+            raise refused(_R_PUBLISH_QOS3)  # [MQTT-3.3.1-4]
         if flags & 0x08 and not flags & 0x06:
-            raise malformed("DUP set on a QoS 0 PUBLISH [MQTT-3.3.1-2]")
+            raise refused(_R_PUBLISH_DUP_QOS0)  # [MQTT-3.3.1-2]
     elif ptype == PUBREL or ptype == SUBSCRIBE or ptype == UNSUBSCRIBE:
         # MQTT 3.1 and the 1999 draft leave PUBREL's flags unused ("xxxx"); their SUBSCRIBE and UNSUBSCRIBE
         # carried QoS 1 in the same bits, so the strict rule only holds from 3.1.1 on.
         if flags != 0x02 and version != V31:
-            raise malformed("reserved flags of packet type %d must be 0010 [MQTT-3.6.1-1]" % ptype)
+            raise refused(_R_FLAGS_0010, ptype)  # [MQTT-3.6.1-1]
     elif flags and version != V31:
-        raise malformed("reserved flags of packet type %d must be 0000 [MQTT-2.2.2-1]" % ptype)
+        raise refused(_R_FLAGS_0000, ptype)  # [MQTT-2.2.2-1]
     if ptype == AUTH and version != V5:
-        raise malformed("packet type 15 is reserved before MQTT 5.0")
+        raise refused(_R_TYPE_15)
     if ptype == 0:
-        raise malformed("packet type 0 is reserved")
+        raise refused(_R_TYPE_0)
 
 
 def decode_publish(flags: int, body: "Bytes", version: int = V311) -> "tuple[str, int, memoryview, Props]":
@@ -780,9 +840,9 @@ def decode_publish(flags: int, body: "Bytes", version: int = V311) -> "tuple[str
     if version == V5:
         props, pos = props_at(body, pos, PUBLISH)
     if not topic and not (props and TOPIC_ALIAS in props):
-        raise malformed("PUBLISH without a topic name [MQTT-3.3.2-1]")
+        raise refused(_R_PUBLISH_NO_TOPIC)  # [MQTT-3.3.2-1]
     if "+" in topic or "#" in topic:
-        raise malformed("topic name contains a wildcard [MQTT-3.3.2-2]")
+        raise refused(_R_PUBLISH_WILDCARD)  # [MQTT-3.3.2-2]
     return topic, pid, memoryview(body)[pos:], props
 
 
@@ -794,12 +854,12 @@ def check_ack(ptype: int, body: "Bytes", version: int = V311) -> int:
     n = len(body)
     if version != V5:
         if n != 2:
-            raise malformed("acknowledgement of length %d (must be 2)" % n)
+            raise refused(_R_ACK_LENGTH, n)
         return pid
     if n > 2:
         reason = body[2]
         if reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
-            raise protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
+            raise refused(_R_REASON_NOT_ALLOWED, (reason, ptype), PROTOCOL_ERROR)
         if n > 3:
             expect_end(body, props_at(body, 3, ptype)[1])
     return pid
@@ -810,32 +870,25 @@ def ack_reason(body):
     return body[2] if len(body) > 2 else SUCCESS
 
 
-def decode_ack(ptype, body, version=V311):
-    """PUBACK/PUBREC/PUBREL/PUBCOMP -> (packet id, reason code, properties or None)."""
-    pid = check_ack(ptype, body, version)
-    props = props_at(body, 3, ptype)[0] if version == V5 and len(body) > 3 else None
-    return pid, ack_reason(body), props
-
-
 def decode_connack(body, version=V311):
     """-> (session present, return/reason code, properties or None)."""
     if len(body) < 2:
-        raise malformed("CONNACK shorter than 2 bytes")
+        raise refused(_R_CONNACK_SHORT)
     flags = body[0]
     code = body[1]
     if version == V5:
         if flags & 0xFE:
-            raise malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
+            raise refused(_R_CONNACK_FLAGS)  # [MQTT-3.2.2-1]
         if code not in CONNACK_REASONS:
-            raise protocol_error("CONNACK reason code 0x%02x is not allowed" % code)
+            raise refused(_R_CONNACK_REASON, code, PROTOCOL_ERROR)
         props, pos = props_at(body, 2, CONNACK)
         expect_end(body, pos)
         return bool(flags & 1), code, props
     expect_end(body, 2)
     if version == V311 and flags & 0xFE:
-        raise malformed("CONNACK reserved flags set [MQTT-3.2.2-1]")
+        raise refused(_R_CONNACK_FLAGS)  # [MQTT-3.2.2-1]
     if code > 5:
-        raise malformed("CONNACK return code %d is reserved" % code)
+        raise refused(_R_CONNACK_RETURN, code)
     # MQTT 3.1 reserves the whole first byte: there is no session-present flag.
     return version == V311 and bool(flags & 1), code, None
 
@@ -855,10 +908,10 @@ def decode_suback(body, version=V311):
     pid, props, pos = pid_and_props(body, SUBACK, version)
     codes = list(bytes(memoryview(body)[pos:]))
     if not codes:
-        raise malformed("SUBACK without return codes")
+        raise refused(_R_SUBACK_EMPTY)
     for code in codes:
         if (version == V5 and code not in SUBACK_REASONS) or (version != V5 and code not in (0, 1, 2, 0x80)):
-            raise protocol_error("SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]" % code)
+            raise refused(_R_SUBACK_CODE, code, PROTOCOL_ERROR)  # [MQTT-3.9.3-2]
     return pid, codes, props
 
 
@@ -871,7 +924,7 @@ def decode_unsuback(body, version=V311):
     codes = list(bytes(memoryview(body)[pos:]))
     for code in codes:
         if code not in UNSUBACK_REASONS:
-            raise protocol_error("UNSUBACK reason code 0x%02x is not allowed" % code)
+            raise refused(_R_UNSUBACK_REASON, code, PROTOCOL_ERROR)
     return pid, codes, props
 
 
@@ -884,7 +937,7 @@ def decode_reason_only(ptype, body, version=V311):
         return SUCCESS, None
     reason = body[0]
     if reason not in (AUTH_REASONS if ptype == AUTH else _DISCONNECT_REASONS):
-        raise protocol_error("reason code 0x%02x is not allowed in packet type %d" % (reason, ptype))
+        raise refused(_R_REASON_NOT_ALLOWED, (reason, ptype), PROTOCOL_ERROR)
     props = None
     if len(body) > 1:
         props, pos = props_at(body, 1, ptype)
@@ -899,7 +952,8 @@ _WANT_TYPE = const(0)
 _WANT_LENGTH = const(1)
 _WANT_BODY = const(2)
 _FAILED = const(3)
-_SMALL_BODY = const(16)
+_SMALL_BODY = const(5)  # bodies of acks (2 to 4 bytes) and PINGRESP (0): views made once, none per packet
+_BYTE_COPY = const(16)  # chunks shorter than this are copied byte by byte: a slice would allocate
 
 
 class StreamDecoder:
@@ -973,14 +1027,11 @@ class StreamDecoder:
                 self._header += 1
                 if byte & 0x80:
                     if self._header == 4:
-                        raise malformed("Remaining Length longer than 4 bytes (MQTT 3.1.1 section 2.2.3)")
+                        raise refused(_R_LENGTH_LONG)  # (MQTT 3.1.1 section 2.2.3)
                     continue
                 if 1 + self._header + self._length > self.max_packet_size:
-                    raise CodecError(
-                        "packet of %d bytes exceeds the maximum packet size %d"
-                        % (1 + self._header + self._length, self.max_packet_size),
-                        PACKET_TOO_LARGE,
-                    )
+                    size = 1 + self._header + self._length
+                    raise refused(_R_TOO_LARGE, (size, self.max_packet_size), PACKET_TOO_LARGE)
                 if self._length > len(self._buf):
                     self._use(bytearray(self._length))
                 self._state = _WANT_BODY
@@ -989,7 +1040,7 @@ class StreamDecoder:
             else:
                 take = min(self._length - self._got, end - pos)
                 got = self._got
-                if take < _SMALL_BODY:
+                if take < _BYTE_COPY:
                     # Byte by byte: slicing would allocate, and small bodies (acks) are the hot path.
                     buf = self._buf
                     for i in range(take):
@@ -1007,26 +1058,3 @@ class StreamDecoder:
         n = self._length
         self.body = self._small[n] if n < _SMALL_BODY else self._mv[0:n]
         return pos - start
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Packet names, for messages.
-
-NAMES = (
-    "RESERVED",
-    "CONNECT",
-    "CONNACK",
-    "PUBLISH",
-    "PUBACK",
-    "PUBREC",
-    "PUBREL",
-    "PUBCOMP",
-    "SUBSCRIBE",
-    "SUBACK",
-    "UNSUBSCRIBE",
-    "UNSUBACK",
-    "PINGREQ",
-    "PINGRESP",
-    "DISCONNECT",
-    "AUTH",
-)

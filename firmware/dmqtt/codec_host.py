@@ -1,7 +1,8 @@
 # The rest of the MQTT codec: the packets a broker sends or decodes (CONNACK, SUBACK, UNSUBACK, AUTH out;
-# CONNECT, SUBSCRIBE, UNSUBSCRIBE in) and whole-packet decoding into Packet objects. Same rules as codec.py
-# (sans-I/O, runs on MicroPython and CPython, tested on both by the shared vectors); kept apart so the board,
-# a client, never loads it. The host and the tests' scripted broker import this module: it re-exports codec.
+# CONNECT, SUBSCRIBE, UNSUBSCRIBE in), encode_publish with every argument checked, and whole-packet decoding
+# into Packet objects. Same rules as codec.py (sans-I/O, runs on MicroPython and CPython, tested on both by the
+# shared vectors); kept apart so the board, a client, never loads it (firmware/manifest.py leaves it out). The
+# host and the tests' scripted broker import this module: it re-exports codec.
 
 from dmqtt import codec
 from dmqtt.codec import *  # noqa: F403  (re-exported: host code sees the whole codec in one namespace)
@@ -9,6 +10,46 @@ from dmqtt.errors import CodecError
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any, Iterator
+
+    from dmqtt.codec import Bytes, Props, Text
+
+
+def malformed(why):
+    return CodecError(why, codec.MALFORMED_PACKET)
+
+
+def protocol_error(why):
+    return CodecError(why, codec.PROTOCOL_ERROR)
+
+
+def encode_publish(
+    topic: "Text",
+    payload: "Bytes",
+    qos: int = 0,
+    pid: int = 0,
+    retain: bool = False,
+    dup: bool = False,
+    version: int = codec.V311,
+    props: "Props" = None,
+    into: "bytearray | None" = None,
+) -> "Any":
+    """A PUBLISH with every argument checked (the board checks its topic once and uses codec.write_publish)."""
+    if qos not in (0, 1, 2):
+        raise CodecError("QoS must be 0, 1 or 2 [MQTT-3.3.1-4]")
+    if qos == 0 and dup:
+        raise CodecError("DUP must be 0 on QoS 0 [MQTT-3.3.1-2]")
+    if qos:
+        codec.check_pid(pid)
+    aliased = version == codec.V5 and props is not None and codec.TOPIC_ALIAS in props
+    data = codec.check_topic(topic, aliased)
+    return codec.write_publish(data, payload, qos, pid, retain, dup, version, props, into)
+
+
+def decode_ack(ptype, body, version=codec.V311):
+    """PUBACK/PUBREC/PUBREL/PUBCOMP -> (packet id, reason code, properties or None)."""
+    pid = codec.check_ack(ptype, body, version)
+    props = codec.props_at(body, 3, ptype)[0] if version == codec.V5 and len(body) > 3 else None
+    return pid, codec.ack_reason(body), props
 
 
 def encode_connack(
@@ -75,21 +116,21 @@ def decode_connect(body):
     """-> dict with version, client_id, keepalive, clean, username, password, will_* and props."""
     name, pos = codec.str_at(body, 0)
     if pos >= len(body):
-        raise codec.malformed("CONNECT ends after the protocol name")
+        raise malformed("CONNECT ends after the protocol name")
     version = body[pos]
     if not ((name == "MQTT" and version in (codec.V311, codec.V5)) or (name == "MQIsdp" and version == codec.V31)):
         raise CodecError("unsupported protocol %r level %d" % (name, version), codec.UNSUPPORTED_PROTOCOL_VERSION)
     if pos + 1 >= len(body):
-        raise codec.malformed("CONNECT ends before its flags")
+        raise malformed("CONNECT ends before its flags")
     flags = body[pos + 1]
     if flags & 0x01:
-        raise codec.malformed("CONNECT reserved flag set [MQTT-3.1.2-3]")
+        raise malformed("CONNECT reserved flag set [MQTT-3.1.2-3]")
     will = flags & 0x04
     will_qos = (flags >> 3) & 0x03
     if will_qos == 3 or (not will and (will_qos or flags & 0x20)):
-        raise codec.malformed("inconsistent will flags [MQTT-3.1.2-11] [MQTT-3.1.2-14]")
+        raise malformed("inconsistent will flags [MQTT-3.1.2-11] [MQTT-3.1.2-14]")
     if version == codec.V311 and flags & 0x40 and not flags & 0x80:
-        raise codec.malformed("password without user name [MQTT-3.1.2-22]")
+        raise malformed("password without user name [MQTT-3.1.2-22]")
     out = {
         "version": version,
         "clean": bool(flags & 0x02),
@@ -129,18 +170,18 @@ def decode_subscribe(body, version=codec.V311):
     while pos < len(body):
         raw, pos = codec.field_at(body, pos)
         if pos >= len(body):
-            raise codec.malformed("SUBSCRIBE ends before the subscription options")
+            raise malformed("SUBSCRIBE ends before the subscription options")
         options = body[pos]
         pos += 1
         flt = codec.decode_utf8(raw)
         try:
             codec.check_filter(bytes(raw))
         except CodecError as exc:
-            raise codec.malformed(exc.reason)
+            raise malformed(exc.reason)
         codec.check_sub_options(options, version)
         topics.append((flt, options))
     if not topics:
-        raise codec.protocol_error("SUBSCRIBE without a topic filter [MQTT-3.8.3-3]")
+        raise protocol_error("SUBSCRIBE without a topic filter [MQTT-3.8.3-3]")
     return pid, topics, props
 
 
@@ -152,7 +193,7 @@ def decode_unsubscribe(body, version=codec.V311):
         raw, pos = codec.field_at(body, pos)
         filters.append(codec.decode_utf8(raw))
     if not filters:
-        raise codec.protocol_error("UNSUBSCRIBE without a topic filter [MQTT-3.10.3-2]")
+        raise protocol_error("UNSUBSCRIBE without a topic filter [MQTT-3.10.3-2]")
     return pid, filters, props
 
 
@@ -168,10 +209,10 @@ class Packet:
 
     def __getattr__(self, name: str) -> "Any":
         """Only for names the packet's kind does not have (the fields are attributes already)."""
-        raise AttributeError("%s has no field %r" % (codec.NAMES[self.type], name))
+        raise AttributeError("%s has no field %r" % (NAMES[self.type], name))
 
     def __repr__(self):
-        return "%s%r" % (codec.NAMES[self.type], self.fields)
+        return "%s%r" % (NAMES[self.type], self.fields)
 
 
 def decode(ptype: int, flags: int, body: "bytes | bytearray | memoryview", version: int = codec.V311) -> Packet:
@@ -188,7 +229,7 @@ def decode(ptype: int, flags: int, body: "bytes | bytearray | memoryview", versi
             "props": props,
         }
     elif codec.PUBACK <= ptype <= codec.PUBCOMP:
-        pid, reason, props = codec.decode_ack(ptype, body, version)
+        pid, reason, props = decode_ack(ptype, body, version)
         fields = {"pid": pid, "reason": reason, "props": props}
     elif ptype == codec.CONNECT:
         fields = decode_connect(body)
@@ -223,3 +264,24 @@ class PacketDecoder(codec.StreamDecoder):
             pos += self.feed(data, pos)
             if self.ready:
                 yield decode(self.ptype, self.flags, self.body, self.version)
+
+
+# Packet names, for messages.
+NAMES = (
+    "RESERVED",
+    "CONNECT",
+    "CONNACK",
+    "PUBLISH",
+    "PUBACK",
+    "PUBREC",
+    "PUBREL",
+    "PUBCOMP",
+    "SUBSCRIBE",
+    "SUBACK",
+    "UNSUBSCRIBE",
+    "UNSUBACK",
+    "PINGREQ",
+    "PINGRESP",
+    "DISCONNECT",
+    "AUTH",
+)

@@ -25,10 +25,9 @@ from typing import IO, Any
 from host_bridge.boards import BoardDefinition
 from host_bridge.errors import HostBridgeError
 from host_bridge.hil.power import PowerSwitch, SigkillSwitch
-from host_bridge.vboard.runner import POWER_CUT_EXIT_STATUS, RESET_EXIT_STATUS, VirtualBoard
+from host_bridge.vboard.runner import POWER_CUT_EXIT_STATUS, VirtualBoard
 from host_bridge.vboard.serial_line import LineFaults
 
-HARD_RESET = 2  # machine.HARD_RESET: the reset cause a board reports after machine.reset()
 SUMMARY_PREFIX = '{"'  # the application's last line of a completed run is its JSON summary
 FAILURE_MARKERS = ("config error:", "journal error:", "Traceback (most recent call last)")
 
@@ -234,8 +233,8 @@ class VirtualDut(Dut):
         return process is not None and process.poll() is None
 
     def wait_boot(self, timeout: float) -> BootEnd:
-        """Until this boot's process ends; machine.reset() boots it again (reset cause HARD_RESET) and the wait
-        goes on."""
+        """Until this boot's process ends; machine.reset() or a soft reset at the REPL boots it again (reset cause
+        HARD_RESET or SOFT_RESET) and the wait goes on."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -246,11 +245,9 @@ class VirtualDut(Dut):
                     f"{self.name}: boot {self.boots} did not end within {timeout:.0f} s (cut now); "
                     f"console log {self.console.path}"
                 ) from None
-            if status != RESET_EXIT_STATUS:
+            if not self.vboard.next_boot(status):
                 break
-            self.vboard.reset_cause = HARD_RESET
             self.start()
-        self.vboard.reset_cause = 1
         text = self.console.text()
         if status == POWER_CUT_EXIT_STATUS:
             self.cuts += 1
@@ -287,9 +284,11 @@ class SerialDut(Dut):
         link_port: str | None = None,
         baud: int = 115200,
         deploy: Any = None,
+        install: str = "deployed",
     ) -> None:
         """`switch_factory(modem_lines) -> PowerSwitch`: the switch may need this DUT's port (RTS on EN).
-        `deploy(port, config_path)`: copies firmware and config (default: mpremote through realboard)."""
+        `deploy(port, config_path)`: copies firmware and config (default: mpremote through realboard, as
+        `install` says: .mpy files, a ROMFS image, or only config and main.py beside a frozen image)."""
         super().__init__(name, board, log_dir / f"{name}.console.log")
         self.log_dir = log_dir
         self.port_path = port
@@ -300,7 +299,7 @@ class SerialDut(Dut):
         self._lock = threading.Lock()
         self._cut_requested = False
         self._power = threading.Lock()  # one switch operation at a time: a cut from a timer ends before a boot
-        self._deploy = deploy or _mpremote_deploy
+        self._deploy = deploy or (lambda port, config: _mpremote_deploy(port, config, install))
         self.port_losses = 0
         self.switch: PowerSwitch = switch_factory(_Lines(self))
         self._reader = threading.Thread(target=self._read_console, name=f"console-{name}", daemon=True)
@@ -428,10 +427,12 @@ class _Lines:
             self.dut._serial.rts = value
 
 
-def _mpremote_deploy(port: str, config: Path) -> None:
-    from host_bridge.firmware_build import stage_firmware
+def _mpremote_deploy(port: str, config: Path, install: str) -> None:
+    from host_bridge.firmware_build import romfs_image, stage_firmware
     from host_bridge.realboard import check_config, deploy_commands, run_commands
 
     check_config(config)
     root = stage_firmware()
-    run_commands([deploy_commands(port, root, config, resume=False, reset=False)], dry_run=False, what="mpremote")
+    code = romfs_image(root) if install == "romfs" else install if install == "frozen" else None
+    cmd = deploy_commands(port, root, config, resume=False, reset=False, code=code)
+    run_commands([cmd], dry_run=False, what="mpremote")

@@ -40,6 +40,7 @@ from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs, write_csv
 from host_bridge.processes import ManagedProcess, still_running
 from host_bridge.run import command as bridge_command
+from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
 
 SIM = "sim"
@@ -64,6 +65,7 @@ class HilConfig:
     power_cmd: str | None
     log_dir: Path
     cycles: int
+    install: str = "deployed"
     csv_path: Path | None = None
     tallies_written: int = 0
     notes: list[str] = field(default_factory=list)
@@ -109,6 +111,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--hil-log-dir", default=None, metavar="DIR", help="one log folder per test under DIR (default build/hil/logs)"
     )
     group.addoption(
+        "--hil-install",
+        choices=INSTALL_PATHS,
+        default="deployed",
+        help="how the firmware's code is installed: deployed (.mpy files on the filesystem, in the heap; the "
+        "default, as `host-bridge deploy` leaves a stock image), romfs (a ROMFS image) or frozen (in the image)",
+    )
+    group.addoption(
         "--hil-cycles",
         type=int,
         default=None,
@@ -132,7 +141,12 @@ def resolve(config: pytest.Config) -> HilConfig:
     cycles = config.getoption("--hil-cycles") or int(os.environ.get("HIL_CYCLES", "1") or 1)
     log_dir = Path(config.getoption("--hil-log-dir") or Path(str(config.rootpath)) / "build" / "hil" / "logs")
     return HilConfig(
-        specs, config.getoption("--broker"), config.getoption("--power-cmd"), log_dir.resolve(), max(1, cycles)
+        specs,
+        config.getoption("--broker"),
+        config.getoption("--power-cmd"),
+        log_dir.resolve(),
+        max(1, cycles),
+        config.getoption("--hil-install"),
     )
 
 
@@ -325,12 +339,21 @@ def duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -
                         faults=LineFaults(baud=LINK_BAUD),
                         serial_link=hil_log / name / "ttyLINK",
                         seed=i,
+                        install=hil_config.install,
                     )
                 )
             else:
                 assert spec.port is not None
                 made.append(
-                    SerialDut(name, board, hil_log, spec.port, make_switch(spec, hil_config.power_cmd), spec.link_port)
+                    SerialDut(
+                        name,
+                        board,
+                        hil_log,
+                        spec.port,
+                        make_switch(spec, hil_config.power_cmd),
+                        spec.link_port,
+                        install=hil_config.install,
+                    )
                 )
         yield made
     finally:

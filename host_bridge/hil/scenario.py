@@ -51,10 +51,4 @@ def run_board(dut: Dut, config: dict[str, Any], plan: CutPlan, seed: int, timeou
     result = run_to_completion(dut, plan, random.Random(seed), timeout)
     if result.summary is None:
         raise DutError(f"{dut.name}: the run ended without its summary line; console log {dut.console.path}")
-    return BoardRun(
-        str(config["client_id"]),
-        int(config["publish"]["qos"]),
-        int(str(result.summary["total"])),
-        result.boots,
-        result.cuts,
-    )
+    return BoardRun.from_summary(result.summary, int(config["publish"]["qos"]), result.boots, result.cuts)

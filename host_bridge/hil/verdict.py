@@ -12,6 +12,11 @@ from typing import Any
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.telemetry.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
 
+# The heap budget every run is held to (docs/install-paths.md): the lowest free heap the board saw, at the virtual
+# board's 64-bit object sizes (a chip's 32-bit objects leave it more), counting back what TLS held on the Unix
+# port (mbedTLS allocates from ESP-IDF's heap on an ESP32, from MicroPython's on the Unix port).
+HEAP_GOAL = 32 * 1024
+
 
 @dataclass
 class BoardTally:
@@ -27,17 +32,27 @@ class BoardTally:
     boots: int
     power_cuts: int
     verdict: str
+    heap_low: int | None = None  # bytes: the board's lowest free heap, as the budget counts it; None unknown
 
 
 @dataclass
 class BoardRun:
-    """What the bench knows of a board's run: its device id, QoS, accepted total, boots and power cuts."""
+    """What the bench knows of a board's run: its device id, QoS, accepted total, boots and power cuts, and the
+    lowest free heap its summary reported (heap_min plus heap_tls)."""
 
     dev: str
     qos: int
     sent: int
     boots: int = 1
     power_cuts: int = 0
+    heap_low: int | None = None
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any], qos: int, boots: int = 1, power_cuts: int = 0) -> BoardRun:
+        """From the board's summary line (its last boot's): the accepted total and the heap's low point."""
+        low = summary.get("heap_min")
+        heap_low = int(low) + int(summary.get("heap_tls", 0)) if isinstance(low, int) else None
+        return cls(str(summary["dev"]), qos, int(str(summary["total"])), boots, power_cuts, heap_low)
 
 
 class Verdict:
@@ -55,17 +70,24 @@ class Verdict:
 
     def table(self) -> str:
         head = (
-            f"{'board':<30}{'QoS':>4}{'sent':>7}{'received':>10}{'lost':>6}{'dup':>5}{'boots':>7}{'cuts':>6}  verdict"
+            f"{'board':<30}{'QoS':>4}{'sent':>7}{'received':>10}{'lost':>6}{'dup':>5}{'boots':>7}{'cuts':>6}"
+            f"{'heap KB':>9}  verdict"
         )
         lines = [f"scenario {self.scenario}", head]
         for t in self.tallies:
+            heap = "-" if t.heap_low is None else f"{t.heap_low / 1024:.1f}"
             lines.append(
                 f"{t.board:<30}{t.qos:>4}{t.sent:>7}{t.received:>10}{t.lost:>6}{t.duplicated:>5}{t.boots:>7}"
-                f"{t.power_cuts:>6}  {t.verdict}"
+                f"{t.power_cuts:>6}{heap:>9}  {t.verdict}"
             )
         for v in self.per_qos.values():
             lines += [f"  QoS {v.qos} ({PROMISES[v.qos]}): {p}" for p in v.problems[:10]]
+        for t in self.short_of_heap():
+            lines.append(f"  heap: {t.board} reached {t.heap_low} bytes free, under the budget of {HEAP_GOAL}")
         return "\n".join(lines)
+
+    def short_of_heap(self) -> list[BoardTally]:
+        return [t for t in self.tallies if t.heap_low is not None and t.heap_low < HEAP_GOAL]
 
     def boot_table(self) -> str:
         """Per board and boot (as the board numbers its boots): what arrived of each."""
@@ -87,8 +109,9 @@ class Verdict:
         return path
 
     def assert_kept(self) -> None:
-        """AssertionError with the table when a QoS promise was broken."""
+        """AssertionError with the table when a QoS promise was broken, or a board's heap went under the budget."""
         assert self.ok, "a QoS promise was broken:\n" + self.table()
+        assert not self.short_of_heap(), "a board's free heap went under the budget:\n" + self.table()
 
 
 def write_csv(path: Path, tallies: list[BoardTally], append: bool = False) -> None:
@@ -119,6 +142,7 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
         lost = sum(b["lost"] for b in mine) + tails.get(run.dev, 0)
         dups = sum(b["duplicates"] for b in mine)
         kept = run.qos == 0 or (lost == 0 and (run.qos == 1 or dups == 0))
+        kept = kept and (run.heap_low is None or run.heap_low >= HEAP_GOAL)
         tallies.append(
             BoardTally(
                 scenario,
@@ -131,6 +155,7 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
                 run.boots,
                 run.power_cuts,
                 "PASS" if kept else "FAIL",
+                run.heap_low,
             )
         )
     return Verdict(scenario, tallies, per_qos, rows)

@@ -16,6 +16,7 @@ from host_bridge.firmware_build import parse_put
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.dut import VirtualDut
 from host_bridge.vboard.flash_image import parse_size
+from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
 
 
@@ -33,6 +34,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flash-size", type=parse_size, help="size of a new flash file, e.g. 2M (default: board's)")
     parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
     parser.add_argument("--app", type=Path, default=assets.APP, help="folder with boot.py/main.py")
+    parser.add_argument(
+        "--install",
+        choices=INSTALL_PATHS,
+        default="deployed",
+        help="where the firmware's code lives: deployed (.mpy files on LittleFS, loaded into the heap, as "
+        "`host-bridge deploy` leaves a stock image; the default), romfs (a ROMFS image, run in place) or frozen "
+        "(in the MicroPython image)",
+    )
+    parser.add_argument(
+        "--no-deploy",
+        action="store_true",
+        help="boot what the board's flash holds (e.g. after `host-bridge deploy` to its console) instead of "
+        "installing --app at each boot",
+    )
+    parser.add_argument(
+        "--console",
+        nargs="?",
+        const=True,
+        type=Path,
+        metavar="LINK",
+        help="give the board a console port with its REPL, as a real board's USB serial port (printed as "
+        "`console-port: PATH`; LINK: also reachable at this path), for mpremote or `host-bridge deploy`",
+    )
     line = parser.add_argument_group("serial line (host end printed as `serial-port: PATH`)")
     line.add_argument("--no-serial", action="store_true", help="give the board no UART")
     line.add_argument("--baud", type=int, default=0, help="pace both directions at BAUD/10 bytes/s (8N1)")
@@ -75,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
         heap=args.heap,
         app=args.app,
         flash_timing=args.flash_timing,
+        install=args.install,
+        deploy=not args.no_deploy,
+        console_pty=args.console or False,
     )
     cut_after = args.cut_after
     if args.cut_random is not None:
@@ -82,10 +109,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if dut.link_port is not None:
             print(f"serial-port: {dut.vboard.serial_port}", flush=True)
+        if dut.vboard.console_port is not None:
+            print(f"console-port: {dut.vboard.console_port}", flush=True)
         sys.stdout.flush()
         end = boot_once(dut, cut_after, args.cut_op, timeout=_NO_TIMEOUT)
         if dut.boots > 1:
-            print(f"vboard: machine.reset() booted the board {dut.boots - 1} more time(s)", file=sys.stderr, flush=True)
+            print(f"vboard: resets booted the board {dut.boots - 1} more time(s)", file=sys.stderr, flush=True)
         if end.kind == "power-cut":
             print("vboard: power cut; the flash file keeps what was programmed", file=sys.stderr, flush=True)
         if args.stats:

@@ -11,6 +11,10 @@ Lifecycle, as hardware has it:
   same file is refused at once, naming the holder, and the lock outlives neither the board nor its owner;
 - each boot is one process: MicroPython runs in the interpreter that the MicroPython Unix port package ships
   (a CPython extension module, `micropython_run`), started without site, console script or wrapper.
+
+Install paths (`install`), as docs/virtual-board.md describes them: "deployed" (the default, what `host-bridge
+deploy` leaves on a stock image: .mpy files on LittleFS, imported into the firmware's heap), "romfs" (.mpy files
+in the board's ROMFS partition, executed in place) and "frozen" (bytecode in the image).
 """
 
 from __future__ import annotations
@@ -29,17 +33,32 @@ from typing import IO, Any
 from host_bridge import assets
 from host_bridge.boards import BoardDefinition
 from host_bridge.errors import VBoardError
-from host_bridge.firmware_build import frozen_modules, stage_firmware
+from host_bridge.firmware_build import frozen_modules, romfs_image, stage_firmware
 from host_bridge.processes import dies_with_parent, register
-from host_bridge.vboard.flash_image import FlashLock, create_flash, parse_size, read_stats, stats_path
+from host_bridge.vboard.console import Console
+from host_bridge.vboard.flash_image import SECTOR, FlashLock, create_flash, parse_size, read_stats, stats_path
 from host_bridge.vboard.serial_line import LineFaults, SerialLine
 
-# machine.reset() in the shim exits with this status; the runner then boots the board again.
-RESET_EXIT_STATUS = 99
+# Exit statuses by which a boot asks to be booted again (the shims' machine.reset(), vrepl's soft reset).
+RESET_EXIT_STATUS = 99  # machine.reset(): a hard reset
+SOFT_RESET_EXIT_STATUS = 98  # a soft reset (Ctrl-D at the REPL, machine.soft_reset()): boot.py, main.py again
+RAW_SOFT_RESET_EXIT_STATUS = 97  # a soft reset from the raw REPL: boot.py, then the raw REPL, no main.py
+REBOOT_STATUSES = (RESET_EXIT_STATUS, SOFT_RESET_EXIT_STATUS, RAW_SOFT_RESET_EXIT_STATUS)
 POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
 # Heap beyond --heap for what is not the firmware's on a real board: the emulation's own code (machine, esp32,
-# flash) and the firmware's frozen modules (about 70 KB of bytecode on this 64-bit port).
-SHIM_HEAP = 192 * 1024
+# flash, REPL) and, in the frozen install path, the firmware's frozen modules (about 70 KB of bytecode on this
+# 64-bit port); a board with a romfs partition also gets the partition's size, for its memory-mapped image.
+SHIM_HEAP = 320 * 1024
+# The firmware's first pool of interned names (qstrs), in entries: on an ESP32 image, twice the image's frozen
+# pool, allocated at the first name the firmware interns. ESP32_GENERIC 1.29 freezes asyncio, mip, requests,
+# webrepl, umqtt, neopixel, onewire and more: their modules, compiled with mpy-cross, intern about 400 names
+# that the port's C code does not (394 counted against the MP_QSTR_ names of py/, extmod/, shared/ and
+# ports/esp32/, so a little more in fact). vboot.py gives the firmware a pool that size (docs/virtual-board.md).
+FIRST_QSTR_POOL = 800
+# machine.reset_cause() values (the ESP32 port's).
+PWRON_RESET, HARD_RESET, SOFT_RESET = 1, 2, 5
+
+INSTALL_PATHS = ("deployed", "romfs", "frozen")
 
 
 def micropython_executable() -> str:
@@ -55,9 +74,11 @@ def micropython_executable() -> str:
 
 # The PyPI package of the Unix port is MicroPython built as a CPython extension module: this line is all the
 # CPython there is around it (no site, no environment, no console script), so a boot is one short-lived process.
+# Ctrl-C from the console is ignored until MicroPython takes SIGINT over (a chip ignores input during its ROM
+# boot): CPython's own handler would end the process instead.
 _LOADER = (
-    "import sys; sys.path.insert(0, sys.argv[1]); import micropython_run; "
-    "sys.exit(micropython_run.run_main(sys.argv[1:]))"
+    "import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); sys.path.insert(0, sys.argv[1]); "
+    "import micropython_run; sys.exit(micropython_run.run_main(sys.argv[1:]))"
 )
 
 
@@ -97,9 +118,13 @@ class VirtualBoard:
     cut_at_op: int = 0
     fail_flash: tuple[str, int] | None = None  # (partition, n): from its nth program/erase on, each fails (EIO)
     flash_timing: bool = False  # programs and erases take a real chip's time (docs/virtual-board.md)
+    install: str = "deployed"  # where the firmware's code lives: "deployed", "romfs" or "frozen"
+    deploy: bool = True  # install `app` and the firmware at each boot (False: run what the flash holds)
+    console_pty: bool | Path = False  # a console port with the REPL (a Path: also reachable at that fixed path)
     seed: int = 0
     uid: str = "24d7eb000001"
-    reset_cause: int = 1
+    reset_cause: int = PWRON_RESET
+    raw_repl: bool = False  # this boot comes from a soft reset at the raw REPL: no main.py
     stdout: int | IO[Any] | None = None
     stderr: int | IO[Any] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -117,14 +142,51 @@ class VirtualBoard:
         if self.flash_size and actual != self.flash_size:
             raise VBoardError(f"{self.flash} holds {actual} bytes, not the {self.flash_size} asked for")
         self.partitions = self.board.data_partitions(actual)
-        self.heap_bytes = parse_size(self.heap or self.board.heap)  # what the firmware gets (vboot pins it)
+        if self.install not in INSTALL_PATHS:
+            raise VBoardError(f"install must be one of {', '.join(INSTALL_PATHS)}, not {self.install!r}")
         self.root = stage_firmware(Path(self.app), Path(self.firmware))
+        self._romfs = next((p for p in self.partitions if p.label == "romfs"), None)
+        if self.install == "romfs" and self._romfs is None:
+            raise VBoardError(
+                f"board {self.board.name} has no romfs partition (its MicroPython image has no ROMFS): "
+                "install deployed or frozen instead"
+            )
         if self.faults is not None and self.line is None:
             self.line = SerialLine(self.faults, self.serial_link)
+        self.console_line: Console | None = None
+        if self.console_pty:
+            self.console_line = Console(self.console_pty if isinstance(self.console_pty, Path) else None)
 
     @property
     def serial_port(self) -> str | None:
         return self.line.host_path if self.line else None
+
+    @property
+    def heap_bytes(self) -> int:
+        """The firmware's heap (vboot pins it): `heap` when given, else the board definition's, for a config on
+        the serial link the heap a board has without WiFi started (its heap grows into what WiFi would take)."""
+        if self.heap:
+            return parse_size(self.heap)
+        if self.board.heap_without_wifi and self._transport() == "serial":
+            return parse_size(self.board.heap_without_wifi)
+        return parse_size(self.board.heap)
+
+    def _transport(self) -> str:
+        try:
+            raw = json.loads(Path(self.config).read_text()) if self.config else {}
+        except (OSError, ValueError):
+            return "tcp"  # the board reports a bad config itself
+        return str(raw.get("transport", "tcp")) if isinstance(raw, dict) else "tcp"
+
+    def micropython_heap(self) -> int:
+        """The MicroPython Unix port's whole heap: the firmware's, and room for the emulation's own objects (C on
+        a chip), a ROMFS partition's memory-mapped image among them."""
+        return self.heap_bytes + SHIM_HEAP + (self._romfs.size if self._romfs else 0)
+
+    @property
+    def console_port(self) -> str | None:
+        """The host end of the board's console (REPL), when it has one: open it with mpremote or a terminal."""
+        return self.console_line.path if self.console_line else None
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -140,11 +202,15 @@ class VirtualBoard:
                 "VBOARD_SEED": str(self.seed),
                 "VBOARD_UID": self.uid,
                 "VBOARD_RESET_CAUSE": str(self.reset_cause),
-                "VBOARD_APP": str(self.root),
+                "VBOARD_BOOT_MODE": "raw" if self.raw_repl else "",
+                "VBOARD_CONSOLE": "1" if self.console_line else "",
+                "VBOARD_INSTALL": self.install,
+                "VBOARD_APP": str(self.root) if self.deploy else "",
                 "VBOARD_CONFIG": str(Path(self.config).resolve()) if self.config else "",
                 "VBOARD_PUT": json.dumps([[str(Path(src).resolve()), name] for src, name in self.put]),
                 "VBOARD_UART": self.line.board_path if self.line else "",
                 "VBOARD_HEAP": str(self.heap_bytes),
+                "VBOARD_QSTR_POOL": str(FIRST_QSTR_POOL),
                 "VBOARD_FROZEN": json.dumps(frozen_modules(Path(self.firmware))),
             }
         )
@@ -156,26 +222,35 @@ class VirtualBoard:
             raise VBoardError(f"the board on {self.flash} was closed: make a new VirtualBoard to boot it again")
         if self.process is not None and self.process.poll() is None:
             raise VBoardError(f"the board on {self.flash} is already running (pid {self.process.pid})")
-        heap = self.heap_bytes
+        if self.deploy and self.install == "romfs":
+            self._write_romfs(romfs_image(self.root).read_bytes())
         # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
-        # the firmware to exactly `heap` bytes.
+        # the firmware to exactly heap_bytes.
         cmd = [
             *dies_with_parent("KILL"),
             *micropython_command(),
             "-X",
-            f"heapsize={heap + SHIM_HEAP}",
+            f"heapsize={self.micropython_heap()}",
             str(assets.SHIMS / "vboot.py"),
         ]
+        console = self.console_line
+        if console is not None and self.stdout == subprocess.PIPE:
+            raise VBoardError("a board with a console sends its output there: give stdout a file, not a pipe")
         # A session of its own, so that a power cut kills the board (and the shell of an emulated cut) only.
+        # Without a console its input is empty: a REPL after main.py ends at once, with main.py's status. With
+        # one, stdout and stderr are one stream, as a chip's UART0 carries both.
         self.process = subprocess.Popen(
             cmd,
             env=self.environment(),
-            stdout=self.stdout,
-            stderr=self.stderr,
+            stdin=subprocess.PIPE if console else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if console else self.stdout,
+            stderr=subprocess.STDOUT if console else self.stderr,
             start_new_session=True,
             pass_fds=(self.lock.fd,),
         )
         register(self.process, f"virtual board on {self.flash}", kind="board")
+        if console is not None:
+            console.boot(self.process, self.stdout if self.stdout != subprocess.STDOUT else None)
         self.lock.note(f"virtual board pid {self.process.pid}, started by pid {os.getpid()} ({' '.join(sys.argv[:3])})")
 
     def wait(self, timeout: float | None = None) -> int:
@@ -196,11 +271,39 @@ class VirtualBoard:
     def stats(self) -> dict[str, dict[str, int]]:
         return read_stats(self.flash, self.partitions)
 
+    def next_boot(self, status: int) -> bool:
+        """After a boot ended with `status`: set up the next one as the reset asked (machine.reset(), a soft
+        reset at the REPL) and return True; False when the status is not a reset."""
+        if status not in REBOOT_STATUSES:
+            self.reset_cause, self.raw_repl = PWRON_RESET, False
+            return False
+        self.reset_cause = HARD_RESET if status == RESET_EXIT_STATUS else SOFT_RESET
+        self.raw_repl = status == RAW_SOFT_RESET_EXIT_STATUS
+        return True
+
+    def _write_romfs(self, image: bytes) -> None:
+        """The ROMFS image into the "romfs" partition, as `mpremote romfs deploy` writes it (left alone when it
+        is there already): whole erased sectors, then the image."""
+        part = self._romfs
+        assert part is not None
+        if len(image) > part.size:
+            raise VBoardError(f"the ROMFS image ({len(image)} bytes) does not fit the {part.size}-byte romfs partition")
+        used = -(-len(image) // SECTOR) * SECTOR
+        with open(self.flash, "r+b") as f:
+            f.seek(part.offset)
+            if f.read(len(image)) == image:
+                return
+            f.seek(part.offset)
+            f.write(image + b"\xff" * (used - len(image)))
+
     def close(self) -> None:
         self.power_cut()
         if self.line is not None:
             self.line.close()
             self.line = None
+        if self.console_line is not None:
+            self.console_line.close()
+            self.console_line = None
         if self.lock is not None:
             self.lock.release()
             self.lock = None

@@ -118,9 +118,7 @@ def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], aft
         timer.cancel()
         timer.join()
     assert result.summary is not None
-    return BoardRun(
-        config["client_id"], config["publish"]["qos"], int(str(result.summary["total"])), result.boots, result.cuts
-    )
+    return BoardRun.from_summary(result.summary, config["publish"]["qos"], result.boots, result.cuts)
 
 
 @pytest.mark.parametrize(("qos", "transport"), [(1, "tcp"), (2, "tcp"), (1, "serial")])
@@ -240,7 +238,7 @@ def test_board_and_broker_restarted_together(
     broker.start()
     result = run_to_completion(dut, CutPlan.none(), random.Random(qos), timeout=180)
     assert result.summary is not None
-    run = BoardRun(dev, qos, int(str(result.summary["total"])), dut.boots, dut.cuts)
+    run = BoardRun.from_summary(result.summary, qos, dut.boots, dut.cuts)
     verdict([run]).assert_kept()
     assert run.boots == 2 and run.power_cuts == 1
     assert re.search(r"connected session_present=\d inflight=([1-9]\d*)", dut.console.text()), "nothing was queued"

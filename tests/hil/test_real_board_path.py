@@ -25,7 +25,7 @@ from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.realboard import DeployError, check_image, flash_commands
-from host_bridge.vboard.runner import SHIM_HEAP, VirtualBoard, micropython_executable
+from host_bridge.vboard.runner import VirtualBoard, micropython_executable
 from tests.conftest import REPO
 
 FAMILY = ["esp32-devkitc", "esp32-s3-devkitc-1", "esp32-c3-devkitm-1", "esp32-c6-devkitc-1"]
@@ -78,7 +78,7 @@ def pty_board(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     state_dir.mkdir()
     helper = VirtualBoard(flash=tmp_path / "board.flash", config=tmp_path / "config.json")
     env = {k: v for k, v in helper.environment().items() if k.startswith(("VBOARD_", "MICROPYPATH"))}
-    heap = helper.heap_bytes + SHIM_HEAP
+    heap = helper.micropython_heap()
     helper.close()  # the pty board runs without the flash lock's owner: it is the only board on this file
     link = tmp_path / "ttyACM-pty"
     state = {
@@ -129,7 +129,7 @@ def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_
             dut.close()
         assert result.summary is not None and result.cuts == 2 and result.boots == 3
         assert dut.port_losses >= 3, "every power cycle takes the port away"
-        run = BoardRun("pty-board-1", 2, int(str(result.summary["total"])), result.boots, result.cuts)
+        run = BoardRun.from_summary(result.summary, 2, result.boots, result.cuts)
         verdict = judge_runs("pty-board", subscriber, [run])
         subscriber.close()
     verdict.assert_kept()

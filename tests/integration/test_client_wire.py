@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dmqtt import codec_host as codec
-from dmqtt import journal
+from dmqtt import journal_ring
 from dmqtt.session import Session
 from tests.integration.boards import MQTTLOG, board_config, finish, start_board, summary
 from tests.integration.scripted_broker import ScriptedBroker
@@ -206,7 +206,7 @@ def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, broker: Scripted
     from host_bridge.vboard.flash_image import create_flash
 
     create_flash(tmp_path / "board.flash", 2 * 1024 * 1024)
-    seeded = Session(journal.RingJournal(FilePartition(tmp_path / "board.flash")))
+    seeded = Session(journal_ring.RingJournal(FilePartition(tmp_path / "board.flash")))
     seeded.open()
     seeded.next_pid = 65533
     seeded.note_mark(0)

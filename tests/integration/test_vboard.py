@@ -279,7 +279,7 @@ def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Pat
     assert "boot 2 reset_cause 2 uid 24d7eb000001" in lines  # machine.reset() booted it again, HARD_RESET
     assert "config cli-board" in lines
     stats = json.loads(lines[-1].removeprefix("flash-stats: "))
-    assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "mqttlog"}
+    assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "romfs", "mqttlog"}
     # The config went onto the board's flash: a third boot without --config still finds it there.
     again = subprocess.run(
         [

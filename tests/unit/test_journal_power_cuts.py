@@ -10,7 +10,7 @@ import random
 import pytest
 
 from dmqtt import codec_host as codec
-from dmqtt import journal
+from dmqtt import journal_ring
 from dmqtt.session import WAIT_COMP, Session
 from tests.unit.nor import NorPartition, PowerCut
 from tests.unit.test_session import ack, drain
@@ -57,7 +57,7 @@ def workload(session: Session, model: Model, rng: random.Random, steps: int) -> 
 
 
 def check_recovered(part: NorPartition, model: Model) -> Session:
-    session = Session(journal.RingJournal(part, 512))
+    session = Session(journal_ring.RingJournal(part, 512))
     session.open()
     found = {session._pid[i]: i for i in range(len(session._state)) if session._state[i]}
     for pid, (_qos, _payload, released) in model.live.items():
@@ -86,7 +86,7 @@ STEPS = 1500
 def test_power_cut_at_every_operation(seed: int) -> None:
     # Count the operations of the workload once, then cut at each of them in turn.
     probe = NorPartition(5, seed)
-    session = Session(journal.RingJournal(probe, 512))
+    session = Session(journal_ring.RingJournal(probe, 512))
     session.open()
     workload(session, Model(), random.Random(seed), STEPS)
     total = probe.ops
@@ -96,7 +96,7 @@ def test_power_cut_at_every_operation(seed: int) -> None:
         part = NorPartition(5, seed * 1000 + cut)
         part.cut_at = cut
         model = Model()
-        session = Session(journal.RingJournal(part, 512))
+        session = Session(journal_ring.RingJournal(part, 512))
         with pytest.raises(PowerCut):
             session.open()
             workload(session, model, random.Random(seed), STEPS)
@@ -119,20 +119,20 @@ def test_power_cut_at_every_operation(seed: int) -> None:
 
 def test_torn_record_is_ignored_and_the_next_append_goes_to_a_new_sector() -> None:
     part = NorPartition(5)
-    s = Session(journal.RingJournal(part, 512))
+    s = Session(journal_ring.RingJournal(part, 512))
     s.open()
     keep = s.accept(b"t", b"kept", 1)
     part.cut_at = part.ops + 1
     with pytest.raises(PowerCut):
         s.accept(b"t", b"torn" * 20, 1)
     part.cut_at = 0
-    j = journal.RingJournal(part, 512)
+    j = journal_ring.RingJournal(part, 512)
     again = Session(j)
     notes = again.open()
     assert any("torn record" in n for n in notes) or again.outstanding() == 1
     assert again.outstanding() == 1 and again._pid[0] == keep
     again.accept(b"t", b"after", 1)
-    third = Session(journal.RingJournal(part, 512))
+    third = Session(journal_ring.RingJournal(part, 512))
     third.open()
     assert third.outstanding() == 2
 
@@ -140,10 +140,10 @@ def test_torn_record_is_ignored_and_the_next_append_goes_to_a_new_sector() -> No
 def test_foreign_partition_content_is_reported_and_reinitialised() -> None:
     part = NorPartition(5)
     part.data[0:4096] = b"\x12\x34" * 2048  # not ours, and not erased
-    s = Session(journal.RingJournal(part, 512))
+    s = Session(journal_ring.RingJournal(part, 512))
     notes = s.open()
     assert notes and "without a valid header" in notes[0]
     s.accept(b"t", b"x", 1)  # the foreign sector is erased before use: no program violation
-    again = Session(journal.RingJournal(part, 512))
+    again = Session(journal_ring.RingJournal(part, 512))
     again.open()
     assert again.outstanding() == 1

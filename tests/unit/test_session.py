@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dmqtt import codec_host as codec
-from dmqtt import journal
+from dmqtt import journal_ring
 from dmqtt.journal_file import FileJournal
 from dmqtt.session import QueueFull, Session
 from tests.unit.nor import NorPartition
@@ -23,7 +23,7 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     """A factory giving a fresh journal object over the same flash (a reboot)."""
     if request.param == "ring":
         part = NorPartition(16)
-        return lambda: journal.RingJournal(part, record_max=512)
+        return lambda: journal_ring.RingJournal(part, record_max=512)
     path = str(tmp_path / "mqtt.journal")
     return lambda: FileJournal(path, record_max=512, compact_bytes=4096)
 
@@ -291,7 +291,7 @@ def test_maximum_qos_and_retain_available(new_store: Store) -> None:
 
 def test_ring_erases_only_when_it_wraps_and_costs_near_the_record_size() -> None:
     part = NorPartition(8)
-    s = Session(journal.RingJournal(part, 512))
+    s = Session(journal_ring.RingJournal(part, 512))
     s.open()
     s.connected(True)
     messages = 3000
@@ -303,14 +303,14 @@ def test_ring_erases_only_when_it_wraps_and_costs_near_the_record_size() -> None
     per_message = part.bytes_programmed / messages
     assert per_message < record * 1.05, per_message  # sector headers and META snapshots: under 5%
     assert part.erases <= messages * record // (4096 - 16) + 2
-    again = Session(journal.RingJournal(part, 512))
+    again = Session(journal_ring.RingJournal(part, 512))
     again.open()
     assert again.mark == messages and again.outstanding() == 0
 
 
 def test_ring_carries_live_messages_forward_when_it_wraps() -> None:
     part = NorPartition(6)
-    s = Session(journal.RingJournal(part, 512), max_messages=8)
+    s = Session(journal_ring.RingJournal(part, 512), max_messages=8)
     s.open()
     s.connected(True)
     stuck = s.accept(b"t/stuck", b"never acked", 1)
@@ -320,7 +320,7 @@ def test_ring_carries_live_messages_forward_when_it_wraps() -> None:
         drain(s)
         ack(s, codec.PUBACK, pid)
     assert part.erases > 6  # the ring went round several times
-    again = Session(journal.RingJournal(part, 512), max_messages=8)
+    again = Session(journal_ring.RingJournal(part, 512), max_messages=8)
     again.open()
     again.connected(True)
     [p] = drain(again)
@@ -363,20 +363,20 @@ def test_file_journal_moves_a_foreign_file_aside(tmp_path: Path) -> None:
 
 def test_group_commit_programs_several_messages_at_once() -> None:
     part = NorPartition(8)
-    s = Session(journal.RingJournal(part, 512))
+    s = Session(journal_ring.RingJournal(part, 512))
     s.open()
     s.note_mark(0)  # opens the first sector
     before = part.ops
     pids = [s.accept(b"t", b"m%d" % i, 1, mark=i + 1, defer=True) for i in range(5)]
     assert part.ops == before  # staged, nothing programmed yet
-    lost = Session(journal.RingJournal(part, 512))
+    lost = Session(journal_ring.RingJournal(part, 512))
     lost.open()
     assert lost.outstanding() == 0 and lost.mark == 0  # a power cut now loses them, and the mark with them
     s.connected(True)
     sent = drain(s)  # nothing is sent before it is on flash: next_packet syncs first
     assert part.ops == before + 1  # one program for five records
     assert [p.pid for p in sent] == pids
-    again = Session(journal.RingJournal(part, 512))
+    again = Session(journal_ring.RingJournal(part, 512))
     again.open()
     assert again.outstanding() == 5 and again.mark == 5
 

@@ -1,4 +1,4 @@
-# MicroPython only: heap bytes allocated by the board's hot path (encode a QoS 1 PUBLISH into a preallocated
+# MicroPython only: heap bytes allocated by the board's hot path (write a QoS 1 PUBLISH into a preallocated
 # buffer, cut a PUBACK out of the stream, check it), per packet, with the garbage collector off.
 import gc
 
@@ -13,7 +13,7 @@ acks = [codec.encode_ack(codec.PUBACK, pid) for pid in range(1, ROUNDS + 1)]
 
 
 def hot_path(pid, ack):
-    n = codec.encode_publish(topic, payload, 1, pid, False, False, codec.V311, None, out)
+    n = codec.write_publish(topic, payload, 1, pid, False, False, codec.V311, None, out)
     decoder.feed(ack)
     return n + codec.check_ack(decoder.ptype, decoder.body, codec.V311) + codec.ack_reason(decoder.body)
 

@@ -5,7 +5,7 @@ import vboard_state
 
 _SECTOR = 4096
 _TYPES = {"app": 0, "data": 1}
-_SUBTYPES = {"factory": 0, "nvs": 2, "phy": 1, "fat": 0x81, "undefined": 0x06}
+_SUBTYPES = {"factory": 0, "nvs": 2, "phy": 1, "fat": 0x81, "undefined": 0x06, "romfs": 0x8F}
 
 
 class Partition:

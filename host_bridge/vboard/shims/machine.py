@@ -14,8 +14,10 @@ WDT_RESET = 3
 DEEPSLEEP_RESET = 4
 SOFT_RESET = 5
 
-# Exit status by which the board process tells the runner "reset me" (machine.reset() reboots a real board).
+# Exit statuses by which the board process tells the runner "reset me" (host_bridge.vboard.runner): a hard reset
+# reboots a real board from the ROM; a soft reset restarts MicroPython (boot.py, main.py) on the same chip.
 RESET_EXIT_STATUS = 99
+SOFT_RESET_EXIT_STATUS = 98
 
 _VMIN = 6
 _VTIME = 5
@@ -35,7 +37,7 @@ def reset():
 
 
 def soft_reset():
-    sys.exit(RESET_EXIT_STATUS)
+    sys.exit(SOFT_RESET_EXIT_STATUS)
 
 
 def freq(hz=None):

@@ -46,6 +46,7 @@ class NorFlash:
             self._stats[:] = bytes(len(self._stats))
         self.partitions = partitions  # list of (label, type, subtype, offset, size)
         self._ops = 0  # program and erase operations since this boot, for cut_at_op
+        self._paused = False  # a deploy by the host (vboot's install of the firmware): no cut, no fault, no count
         self._cut_at_op = cut_at_op
         # A flash fault, (partition label, n): from the nth program/erase on that partition on, every one fails.
         self._fail_part = -1
@@ -62,6 +63,12 @@ class NorFlash:
         # A view, so that a half-done erase writes a prefix without copying it: the emulation is C on a real
         # board and must not take the firmware's heap (a 3 KB slice here ran a serial board out of memory).
         self._ff = memoryview(b"\xff" * SECTOR)
+
+    def host_write(self, paused):
+        """While the host deploys files (as `host-bridge deploy` would before the board runs), flash operations
+        neither count towards cut_at_op or an injected fault nor can be cut: the cut and fault options are about
+        the board's own writes. The wear counters still count them."""
+        self._paused = paused
 
     def _bump(self, part, counter, amount):
         """Count in RAM; _save() writes the counters out, once per operation."""
@@ -85,8 +92,9 @@ class NorFlash:
     def program(self, part, addr, data):
         n = len(data)
         self._check(addr, n)
-        self._ops += 1
-        self._fault(part, "program", addr)
+        if not self._paused:
+            self._ops += 1
+            self._fault(part, "program", addr)
         old = memoryview(self._scratch)[:n] if n <= SECTOR else bytearray(n)
         self._file.seek(addr)
         self._file.readinto(old)
@@ -100,7 +108,7 @@ class NorFlash:
                     if bad < 0:
                         bad = i
                 old[i] &= value  # what a real cell keeps: bits only go 1 -> 0
-        if self._ops == self._cut_at_op:
+        if self._ops == self._cut_at_op and not self._paused:
             n = self._rng.randrange(n) if n else 0
             self._write(addr, old[:n])
             self._bump(part, 1, n)
@@ -122,9 +130,10 @@ class NorFlash:
         if addr % SECTOR:
             raise OSError(22)
         self._check(addr, SECTOR)
-        self._ops += 1
-        self._fault(part, "erase", addr)
-        if self._ops == self._cut_at_op:
+        if not self._paused:
+            self._ops += 1
+            self._fault(part, "erase", addr)
+        if self._ops == self._cut_at_op and not self._paused:
             done = self._rng.randrange(SECTOR)
             self._write(addr, self._ff[:done])
             power_cut("erase of sector 0x%x, %d bytes done" % (addr, done))

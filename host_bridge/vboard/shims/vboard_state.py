@@ -6,6 +6,7 @@ import os
 import random
 
 _flash = None
+rom_image = None  # the "romfs" partition as mapped at boot (vboot), for vromfs
 
 
 def env(name, default=None):

@@ -1,6 +1,15 @@
 # Boot of the virtual board, as the ESP32 port of MicroPython does it: find the "vfs" data partition, mount it
-# as LittleFS v2 (formatting it on first use), then run boot.py and main.py of the application. Runs in the
-# MicroPython Unix port with the shims' folder first on sys.path.
+# as LittleFS v2 (formatting it on first use), mount a ROMFS partition when the image has one, then run boot.py
+# and main.py from the filesystem and, when main.py ends or Ctrl-C stops it, the REPL on the console (a board
+# given no console port ends there instead). Runs in the MicroPython Unix port with the shims' folder first on
+# sys.path.
+#
+# Where the firmware's modules come from is the install path being emulated (VBOARD_INSTALL):
+#   deployed  .mpy files on LittleFS, as `host-bridge deploy` (mpremote) leaves them: imported into the heap;
+#   romfs     .mpy files in a ROMFS image in the "romfs" partition: executed in place, as from memory-mapped
+#             flash (the image is read into the emulation's share of RAM, not the firmware's heap);
+#   frozen    bytecode frozen into the MicroPython image: loaded before the firmware's heap is pinned.
+# main.py and boot.py are files on LittleFS in every path, as on a chip.
 
 import gc
 import json
@@ -11,8 +20,14 @@ import esp32
 import machine  # noqa: F401  (C on a real board: loaded here, before the firmware's heap is pinned)
 import vboard_state
 import vfs
+import vrepl
+import vromfs
 
 ROOT = "/flash"
+ROM = "/rom"
+# What the runner last installed on LittleFS: the staged tree's name and install path, then one file per line,
+# so that the next install removes what it no longer ships (a deploy done with mpremote leaves no such file).
+INSTALLED = ROOT + "/.vboard-installed"
 
 
 def mount_flash():
@@ -25,83 +40,244 @@ def mount_flash():
         vfs.mount(vfs.VfsLfs2(part), ROOT)
 
 
-def install(source, name):
-    """Copy a host file into the board's filesystem root, as a deploy would; unchanged files are not rewritten."""
-    with open(source, "rb") as f:
-        wanted = f.read()
-    target = ROOT + "/" + name
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def install(data, target):
+    """Write a file into the board's filesystem, as a deploy would; an unchanged file is not rewritten."""
     try:
-        with open(target, "rb") as f:
-            if f.read() == wanted:
-                return  # unchanged: spare the flash a rewrite
+        if read_file(target) == data:
+            return  # unchanged: spare the flash a rewrite
     except OSError:
         pass
+    make_dirs(target)
     with open(target, "wb") as f:
-        f.write(wanted)
+        f.write(data)
+
+
+def make_dirs(target):
+    path = ""
+    for part in target.split("/")[1:-1]:
+        path += "/" + part
+        try:
+            os.mkdir(path)
+        except OSError:
+            pass
 
 
 def install_files():
     """--config becomes /flash/config.json; each --put FILE[:NAME] becomes /flash/NAME."""
     source = vboard_state.env("VBOARD_CONFIG")
     if source is not None:
-        install(source, "config.json")
+        install(read_file(source), ROOT + "/config.json")
     for source, name in json.loads(vboard_state.env("VBOARD_PUT", "[]")):
-        install(source, name)
+        install(read_file(source), ROOT + "/" + name)
 
 
-def run(path):
-    with open(path) as f:
-        source = f.read()
-    exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
+def walk(root, rel=""):
+    for entry in os.ilistdir(root + "/" + rel if rel else root):
+        name = entry[0]
+        path = rel + "/" + name if rel else name
+        if entry[1] == 0x4000:
+            yield from walk(root, path)
+        else:
+            yield path
 
 
-def pin_heap():
-    """Leave the firmware exactly the heap asked for (--heap): the shims are C code on a real board, so the
-    runner starts MicroPython with room to spare, and the spare is taken here by a ballast block."""
-    global ballast
-    want = int(vboard_state.env("VBOARD_HEAP", "0"))
-    gc.collect()
-    spare = gc.mem_free() - want
-    if spare > 256:
-        ballast = bytearray(spare - 128)  # the block's own header and alignment take the rest
-    elif spare < 0:
-        sys.stderr.write("vboard: only %d bytes of heap for the firmware, %d asked\n" % (gc.mem_free(), want))
-    gc.collect()
+def install_firmware(staged, mode, frozen):
+    """The runner's deploy: the staged firmware's files that live on LittleFS in this install path (every
+    file when deployed; what is not in the ROMFS image or frozen otherwise) written to /flash."""
+    tag = staged.rsplit("/", 1)[-1] + " " + mode
+    try:
+        previous = read_file(INSTALLED).decode().split("\n")
+    except OSError:
+        previous = [""]
+    if previous[0] == tag:
+        return
+    wanted = []
+    for rel in walk(staged):
+        if mode == "romfs" and rel.endswith(".mpy"):
+            continue
+        if mode == "frozen" and rel.endswith(".mpy") and rel[:-4].replace("/", ".") in frozen:
+            continue
+        wanted.append(rel)
+        install(read_file(staged + "/" + rel), ROOT + "/" + rel)
+    for rel in previous[1:]:
+        if rel and rel not in wanted:
+            try:
+                os.remove(ROOT + "/" + rel)
+            except OSError:
+                pass
+    install("\n".join([tag] + wanted).encode(), INSTALLED)
 
 
-ballast = None
+def mount_romfs():
+    """An image with ROMFS support mounts the "romfs" partition at /rom and puts /rom and /rom/lib last on
+    sys.path (MicroPython's vfs.c), so a module on LittleFS shadows the same one in ROMFS. The partition's bytes
+    are memory-mapped flash on a chip; here they are read into the emulation's share of RAM, before the
+    firmware's heap is pinned, and .mpy files in them execute in place all the same."""
+    found = esp32.Partition.find(esp32.Partition.TYPE_DATA, label="romfs")
+    if not found:
+        return False
+    part = found[0]
+    image = vboard_state.rom_image = bytearray(part.info()[3])
+    part.readblocks(0, image)
+    try:
+        vfs.mount(vfs.VfsRom(image), ROM)
+    except OSError:
+        return True  # no valid image (yet): `mpremote romfs deploy` can write one
+    sys.path.append(ROM)
+    sys.path.append(ROM + "/lib")
+    return True
 
 
-def load_frozen():
+def load_frozen(staged, names):
     """The modules firmware/manifest.py freezes into a real board's image run from flash there and take no heap:
     here they are imported before the heap is pinned, so their code sits in the emulation's share of the heap,
-    not the firmware's. Modules the application folder does not have (test apps) are skipped."""
-    for name in json.loads(vboard_state.env("VBOARD_FROZEN", "[]")):
+    not the firmware's. Modules the staged tree does not have (test apps) are skipped. The staged tree then
+    stands where the port's ".frozen" is on sys.path, for a frozen module the firmware unloads and imports
+    again (dmqtt.codec_text): that one takes heap here, a little more than on a chip."""
+    sys.path.insert(0, staged)
+    for name in names:
         try:
             __import__(name)
         except ImportError:
             continue
         frozen.append(sys.modules[name])  # held here, as flash holds frozen code: never freed into the heap
+    sys.path.pop(0)
+    sys.path.insert(1, staged)
 
 
 frozen = []
 
 
+def pin_heap(charge=0):
+    """Leave the firmware exactly the heap asked for (--heap), in one piece, as a chip's heap is at boot: the
+    shims are C code on a real board, so the runner starts MicroPython with room to spare, and the emulation's
+    own objects lie scattered over it. A block of the firmware's size is claimed where the allocator puts it (the
+    first run of free memory that long); every free byte around it is then taken by ballast (the holes below it
+    one block at a time, lowest first, as the allocator hands them out; the rest in halving chunks); releasing
+    the claim leaves the firmware that one run. `charge`: bytes of it the firmware gives up besides (what a chip
+    spends that the emulation does not)."""
+    global ballast
+    want = int(vboard_state.env("VBOARD_HEAP", "0")) - charge
+    gc.collect()
+    try:
+        claim = (None,) * ((want - 16) // 8)  # a tuple is one block: its 16-byte header, 8 bytes per item
+    except MemoryError:
+        # The runner gives the emulation too little room (runner.SHIM_HEAP): a board must never run with a heap
+        # other than the one asked for.
+        sys.stderr.write("vboard: no %d bytes of heap in one piece for the firmware\n" % want)
+        sys.exit(4)
+    start = id(claim)
+    ballast = chain = None
+    while True:
+        chain = (chain,)
+        if id(chain) > start:  # the holes below the claim are filled
+            break
+    ballast = [chain]
+    size = gc.mem_free()
+    while size >= 32:
+        try:
+            ballast.append((None,) * (size // 8 - 2))
+            size = gc.mem_free()
+        except MemoryError:
+            size //= 2
+    claim = None
+    gc.collect()
+
+
+ballast = None  # what the emulation keeps of the heap, so that the firmware has exactly its own
+
+
+class _Names:
+    pass
+
+
+def reserve_qstr_pool(first):
+    """Give the firmware's interned names (qstrs) the pool a chip gives them: `first` entries, allocated early.
+
+    MicroPython grows its pool of interned names by doubling: a new pool is twice the last one. On an ESP32 the
+    last pool at boot is the image's frozen one, so the first name the firmware interns allocates one pool of
+    twice that (about 800 entries for ESP32_GENERIC, see runner.FIRST_QSTR_POOL) while the heap is still in one
+    piece, and all of the firmware's names fit in it. The Unix port's own pools are small: left alone, the
+    firmware's names would grow them step by step in the middle of its imports, wanting 7 KB in one block when
+    the heap may no longer have it. So throwaway names are interned here, in the emulation's share, until a pool
+    of 320 entries is allocated and filled so that `first` - 640 slots stay free: the firmware's names take
+    those, then a pool of 640 entries in the firmware's heap, early, for `first` in all. Returns the bytes a
+    chip's pool of `first` entries costs beyond that one, which the firmware's heap gives up as well."""
+    if not first:
+        return 0
+    shim, pool = 320, 640
+    names = _Names()
+    gc.collect()
+    gc.disable()  # a collection inside the loop would hide the allocation it watches for
+    try:
+        i = 0
+        while True:
+            before = gc.mem_free()
+            getattr(names, "vboard_qstr_%d" % i, None)
+            i += 1
+            grown = before - gc.mem_free()
+            if grown > shim * 8:  # that name started the pool of `shim` entries
+                break
+        for j in range(shim - (first - pool) - 1):
+            getattr(names, "vboard_qstr_%d" % (i + j), None)
+    finally:
+        gc.enable()
+    entry = grown // shim  # bytes per entry: a pointer, the hash and the length
+    return (first - pool) * entry
+
+
+def run_file(name):
+    """Run boot.py or main.py from the filesystem if it is there, as the port's pyexec_file_if_exists."""
+    try:
+        source = read_file(name)
+    except OSError:
+        return
+    exec(compile(source, name, "exec"), {"__name__": "__main__", "__file__": name})
+
+
 def main():
     mount_flash()
     install_files()
-    # The staged filesystem root of the application: dmqtt/*.mpy, app modules as .mpy, boot.py, main.py.
-    app = vboard_state.env("VBOARD_APP")
-    sys.path.append(app)
-    load_frozen()
-    pin_heap()
-    for name in ("boot.py", "main.py"):
-        path = app + "/" + name
-        try:
-            os.stat(path)
-        except OSError:
-            continue
-        run(path)
+    mode = vboard_state.env("VBOARD_INSTALL", "deployed")
+    staged = vboard_state.env("VBOARD_APP")
+    frozen_names = json.loads(vboard_state.env("VBOARD_FROZEN", "[]")) if mode == "frozen" else []
+    if staged is not None:
+        vboard_state.flash().host_write(True)
+        install_firmware(staged, mode, frozen_names)
+        vboard_state.flash().host_write(False)
+    # The ESP32 port's sys.path, with LittleFS at /flash instead of /: the current folder, then /lib; the shims
+    # (C modules on a chip) last, and only for what was not loaded before the firmware's heap is pinned.
+    shims = sys.path[:]
+    sys.path[:] = ["", ROOT + "/lib"]
+    has_romfs = mount_romfs()
+    sys.path.extend(shims)
+    if has_romfs:
+        vromfs.enable()
+    os.chdir(ROOT)
+    if frozen_names and staged is not None:
+        load_frozen(staged, frozen_names)
+    pin_heap(reserve_qstr_pool(int(vboard_state.env("VBOARD_QSTR_POOL", "0"))))
+    raw_repl = vboard_state.env("VBOARD_BOOT_MODE") == "raw"
+    status = 0
+    try:
+        run_file("boot.py")
+        if not raw_repl:
+            run_file("main.py")
+    except KeyboardInterrupt as exc:
+        sys.print_exception(exc, sys.stdout)
+    except SystemExit:
+        raise  # the application ended the board (the Unix port's way to report its verdict)
+    except BaseException as exc:  # noqa: BLE001 (a real board prints the traceback and goes to the REPL)
+        sys.print_exception(exc, sys.stdout)
+        status = 1
+    if vboard_state.env("VBOARD_CONSOLE") is None:
+        sys.exit(status)  # no console port: the REPL would have no one to talk to, and the boot ends here
+    sys.exit(vrepl.run(raw_repl, status))
 
 
 main()

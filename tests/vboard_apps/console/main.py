@@ -1,5 +1,6 @@
 # Virtual-board test app: console output, config, reset and exit status. On its first boot it calls
-# machine.reset(); after the reset it prints what it sees and exits with the status in its config.
+# machine.reset(); after the reset it prints what it sees and exits with the status in its config (or, with
+# "forever", runs until it is interrupted).
 import json
 import sys
 
@@ -18,4 +19,9 @@ print("boot", boots + 1, "reset_cause", machine.reset_cause(), "uid", machine.un
 if boots == 0 and cfg.get("reset_once"):
     machine.reset()
 print("config", cfg["client_id"])
+if cfg.get("forever"):  # a program that never ends, for Ctrl-C to stop
+    import time
+
+    while True:
+        time.sleep_ms(20)
 sys.exit(cfg.get("exit", 0))

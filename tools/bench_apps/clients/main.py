@@ -46,7 +46,7 @@ def run_dmqtt():
     if cfg["client"] == "dmqtt-ram":
         from ram_partition import RamPartition
 
-        from dmqtt.journal import RingJournal
+        from dmqtt.journal_ring import RingJournal
 
         part = RamPartition(16)  # the bench gives the board this much more heap (RAM_PARTITION_HEAP)
         gc.collect()

@@ -17,7 +17,7 @@ import time
 
 from ram_partition import RamPartition
 
-from dmqtt import journal as journal_module
+from dmqtt import journal_ring
 from dmqtt import session as session_module
 from dmqtt.client import MQTTClient
 from dmqtt.transport import TCPTransport
@@ -30,7 +30,7 @@ _ALLOC_RUN = 40  # messages measured with the collector off: about 50 KB of the 
 TOPIC = b"bench/t"
 PAYLOAD = b"x" * 64
 
-client = MQTTClient("profile", journal_module.RingJournal(RamPartition(16), 128), version=version, window=window)
+client = MQTTClient("profile", journal_ring.RingJournal(RamPartition(16), 128), version=version, window=window)
 client.open()
 client.connect(TCPTransport("127.0.0.1", port))
 

@@ -1,0 +1,294 @@
+# The ring journal: a log-structured ring on a raw flash partition (esp32.Partition, found by label), one of the
+# two journal backends (docs/journal.md; dmqtt/journal.py picks one). It programs only a record's own bytes into
+# erased space and erases a 4 KiB sector only when the ring comes round to it, after carrying the sector's live
+# records forward. Cost per message approaches the record's size.
+#
+# The owner (the session) is told every valid record in log order by replay(), and is asked, when records are
+# about to be erased, which ones are still live (is_live) and told where they moved (moved). Records carry a
+# CRC-32: a torn record (a power cut mid-program) is detected and nothing after it in that sector is trusted.
+#
+# Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> (rtype, body).
+# The records themselves and their framing are journal_record.py's.
+
+import struct
+from array import array
+from binascii import crc32
+
+from dmqtt.errors import JournalError
+from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Framing
+
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+_SECTOR = const(4096)
+_SECTOR_HEADER = const(16)
+_SECTOR_MAGIC = b"DMQJ"
+_ERASED = const(0xFF)
+_PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
+_AT_PAD = const(-3)
+_STAGE = const(2048)  # group commit: at most this many bytes of records programmed at once
+
+
+class RingJournal(Framing):
+    """Log-structured ring on a raw partition with the extended block interface (esp32.Partition)."""
+
+    def __init__(self, partition, record_max=1024):
+        super().__init__(record_max)
+        self._part = partition
+        self._count = partition.ioctl(4, 0)
+        if self._count < 4 or partition.ioctl(5, 0) != _SECTOR:
+            raise JournalError("journal partition needs at least 4 sectors of 4096 bytes")
+        # Per sector: its sequence number (0: free), and whether it is known erased since boot (no second erase
+        # before use). Arrays: a 512 KiB partition has 128 sectors, and lists of them took 2 KB of heap.
+        self._seq = array("I", bytes(4 * self._count))
+        self._erased = bytearray(self._count)
+        self._head = -1
+        self._offset = _SECTOR  # write position in the head sector (_SECTOR: none open yet)
+        self._hdr = bytearray(_SECTOR_HEADER)
+        self._owner: Any = None  # the session, given to open()
+        self._stage: Any = None  # group commit: records staged for one program, made on first use
+        self._stage_mv: Any = None
+        self._staged = 0
+
+    # -- flash access: a failing flash is a journal error, never mistaken for a connection error -----------
+
+    def _read(self, sector, buf, off):
+        try:
+            self._part.readblocks(sector, buf, off)
+        except OSError as exc:
+            raise JournalError("flash read failed at journal offset 0x%x (%s)" % (sector * _SECTOR + off, exc))
+
+    def _write(self, sector, buf, off):
+        try:
+            self._part.writeblocks(sector, buf, off)
+        except OSError as exc:
+            raise JournalError("flash program failed at journal offset 0x%x (%s)" % (sector * _SECTOR + off, exc))
+
+    def _erase(self, sector):
+        try:
+            self._part.ioctl(6, sector)
+        except OSError as exc:
+            raise JournalError("flash erase failed at journal offset 0x%x (%s)" % (sector * _SECTOR, exc))
+
+    # -- boot ------------------------------------------------------------------------------------------------
+
+    def open(self, owner):
+        self._owner = owner
+        foreign = 0
+        for i in range(self._count):
+            self._read(i, self._hdr, 0)
+            seq = self._header_seq(self._hdr)
+            self._seq[i] = seq
+            if not seq and self._hdr[0] != _ERASED:
+                foreign += 1  # torn, interrupted erase, or not ours: reinitialised when the ring reaches it
+        if foreign:
+            self.notes.append("journal: %d sector(s) without a valid header will be erased before use" % foreign)
+        order = self._by_age()
+        for i in order:
+            end, clean = self._replay_sector(i, owner)
+            if i == order[-1]:
+                self._head = i
+                self._offset = end
+                if not clean:
+                    self.notes.append("journal: torn record at sector %d offset %d ignored" % (i, end))
+                    self._offset = self._seal_torn(i, end)
+            elif not clean:
+                # Only the head can end in a torn record (a cut mid-program); elsewhere the flash was damaged.
+                self.notes.append(
+                    "journal: damaged record at 0x%x; the rest of sector %d skipped"
+                    " (its flows resume from older copies or are lost)" % (i * _SECTOR + end, i)
+                )
+        if order and not self._free():
+            self._reclaim_oldest()  # a power cut interrupted a reclaim: finish it before anything is written
+
+    def _seal_torn(self, sector, start):
+        """Program the torn bytes from `start` to the last non-erased byte of the head sector to 0x00 (padding,
+        which replay skips), so that appends can continue after them. Clearing bits is always allowed on NOR
+        flash, and sealing again after a cut during the seal only clears more: it is idempotent."""
+        chunk = len(self._rbuf)
+        last = start - 1
+        off = start
+        while off < _SECTOR:
+            n = min(chunk, _SECTOR - off)
+            view = self._rmv[:n]
+            self._read(sector, view, off)
+            for k in range(n - 1, -1, -1):
+                if view[k] != _ERASED:
+                    last = off + k
+                    break
+            off += n
+        off = start
+        while off <= last:
+            n = min(chunk, last + 1 - off)
+            for k in range(n):
+                self._rbuf[k] = _PAD
+            self._write(sector, self._rmv[:n], off)
+            off += n
+        return last + 1
+
+    def _header_seq(self, hdr):
+        if hdr[0:4] != _SECTOR_MAGIC or hdr[4] != FORMAT:
+            return 0
+        if crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF != struct.unpack_from(">I", hdr, 12)[0]:
+            return 0
+        return struct.unpack_from(">I", hdr, 8)[0]
+
+    def _by_age(self):
+        return sorted([i for i in range(self._count) if self._seq[i]], key=lambda i: self._seq[i])
+
+    def _replay_sector(self, sector, owner):
+        """Call owner.replay for each valid record; -> (end offset, True if it ended on erased flash)."""
+        off = _SECTOR_HEADER
+        buf = self._rbuf
+        while off + OVERHEAD <= _SECTOR:
+            n = self._read_at(sector, off, _SECTOR - off)
+            if n == _AT_PAD:
+                off += 1
+                continue
+            if n == AT_ERASED:
+                return off, True
+            if n < 0:
+                return off, False  # torn: nothing after it in this sector is trusted
+            owner.replay(buf[0], self._rmv[3 : 3 + n], sector * _SECTOR + off)
+            off += n + OVERHEAD
+        return off, True
+
+    def _read_at(self, sector, off, room):
+        """Read the record at (sector, off) into _rbuf: its body length, or AT_TORN, AT_ERASED, _AT_PAD."""
+        buf = self._rbuf
+        head = self._rmv[0:3]
+        self._read(sector, head, off)
+        if buf[0] == _PAD:
+            return _AT_PAD
+        if buf[0] == _ERASED and buf[1] == _ERASED and buf[2] == _ERASED:
+            return AT_ERASED
+        n = (buf[1] << 8) | buf[2]
+        if n > self.record_max or n + OVERHEAD > room:
+            return AT_TORN
+        self._read(sector, self._rmv[3 : n + OVERHEAD], off + 3)
+        return self._check(buf, room)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def commit(self, rtype, n, defer=False):
+        """Seal the body the owner wrote into self.body and program it; returns its address. Durable on return:
+        NOR flash has no write cache, the program completes before writeblocks returns.
+        defer=True (group commit) only stages the record in RAM at the address it will have; sync() programs
+        every staged record in one operation. Any record committed without defer syncs first."""
+        total = self._seal(self._buf, rtype, n)
+        if not defer:
+            self.sync()
+            return self._program(self._mv[:total])
+        if self._stage is None:
+            self._stage = bytearray(_STAGE)
+            self._stage_mv = memoryview(self._stage)
+        if self._staged + total > _STAGE or self._offset + self._staged + total > _SECTOR:
+            self.sync()
+            if self._offset + total > _SECTOR:
+                self._advance()
+        addr = self._head * _SECTOR + self._offset + self._staged
+        self._stage_mv[self._staged : self._staged + total] = self._mv[:total]
+        self._staged += total
+        return addr
+
+    def sync(self):
+        """Program the staged records (group commit): the durability point of deferred commits."""
+        if self._staged:
+            n = self._staged
+            self._staged = 0
+            self._write(self._head, self._stage_mv[:n], self._offset)
+            self._offset += n
+
+    def _program(self, record):
+        if self._offset + len(record) > _SECTOR:
+            self._advance()
+        return self._append(record)
+
+    def _append(self, record):
+        if self._offset + len(record) > _SECTOR:
+            raise JournalError("journal sector overflow while carrying records forward")
+        addr = self._head * _SECTOR + self._offset
+        self._write(self._head, record, self._offset)
+        self._offset += len(record)
+        return addr
+
+    def _advance(self):
+        """Open a fresh head sector. Every head starts with a META snapshot (next packet id, serial, mark), so no
+        older sector is ever needed for them. When that leaves no sector free, the oldest one is reclaimed at
+        once: its live records go into the fresh head, which has room for all of them (a sector's live bytes
+        never exceed a sector less its own META), and it is erased; one spare is thus always free."""
+        if not self._free():
+            raise JournalError("journal partition full of live records")
+        sector = self._head
+        for _ in range(self._count):
+            sector = (sector + 1) % self._count  # round the ring: wear is spread over every sector
+            if not self._seq[sector]:
+                break
+        seq = max(self._seq) + 1
+        if not self._erased[sector]:
+            self._erase(sector)  # a free sector may hold a torn header, old records or foreign bytes
+        self._erased[sector] = 0
+        hdr = self._hdr
+        hdr[0:4] = _SECTOR_MAGIC
+        hdr[4] = FORMAT
+        hdr[5] = hdr[6] = hdr[7] = 0
+        struct.pack_into(">I", hdr, 8, seq)
+        struct.pack_into(">I", hdr, 12, crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF)
+        self._write(sector, hdr, 0)
+        self._seq[sector] = seq
+        self._head = sector
+        self._offset = _SECTOR_HEADER
+        # Built in the read buffer: self._buf may hold the owner's record whose commit opened this sector.
+        total = self._seal(self._rbuf, META, self._owner.snapshot(self._rmv[3 : 3 + self.record_max]))
+        self._append(self._rmv[:total])
+        if not self._free():
+            self._reclaim_oldest()
+
+    def _free(self):
+        free = 0
+        for seq in self._seq:  # array.count() is CPython-only
+            if not seq:
+                free += 1
+        return free
+
+    def _reclaim_oldest(self):
+        """Carry the oldest sector's live records into the head, then erase it. A power cut in between leaves
+        both copies; the later one wins at replay, and open() finishes the reclaim."""
+        order = self._by_age()
+        if len(order) < 2:
+            raise JournalError("journal partition too small for its live records")
+        oldest = order[0]
+        owner = self._owner
+        off = _SECTOR_HEADER
+        while off + OVERHEAD <= _SECTOR:
+            n = self._read_at(oldest, off, _SECTOR - off)
+            if n == _AT_PAD:
+                off += 1
+                continue
+            if n < 0:
+                break
+            old = oldest * _SECTOR + off
+            body = self._rmv[3 : 3 + n]
+            if owner.is_live(self._rbuf[0], body, old):
+                owner.moved(self._rbuf[0], body, old, self._append(self._rmv[: n + OVERHEAD]))
+            off += n + OVERHEAD
+        self._erase(oldest)
+        self._seq[oldest] = 0
+        self._erased[oldest] = 1
+
+    def read(self, addr):
+        """The record at addr -> (type, body view valid until the next read)."""
+        sector = addr // _SECTOR
+        off = addr % _SECTOR
+        n = self._read_at(sector, off, _SECTOR - off)
+        if n < 0:
+            raise JournalError("journal record at 0x%x is unreadable" % addr)
+        return self._rbuf[0], self._rmv[3 : 3 + n]
