@@ -90,11 +90,13 @@ firmware: $(STAMP)
 	$(BIN)/host-bridge firmware --board $(or $(BOARD),esp32-devkitc) $(if $(MICROPY_DIR),--micropython $(MICROPY_DIR)) \
 		$(if $(DRY_RUN),--dry-run)
 
-# Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times.
+# Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times, 100,000
+# messages through 200 dropped connections and 50 power cuts with the heap watched.
 soak: system-deps $(STAMP)
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml
 	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
+	LONG_RUN_MESSAGES=100000 LONG_RUN_RECONNECTS=200 LONG_RUN_CUTS=50 $(BIN)/python -m pytest -q -s tests/integration/test_long_run.py
 	$(BIN)/python -m host_bridge.chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos
 
 clean:

@@ -23,6 +23,7 @@ from typing import Any
 import bench_boot
 import bench_bridge
 import bench_clients
+import bench_heap
 import bench_pipeline
 import bench_recorder
 import bench_serial
@@ -40,6 +41,7 @@ FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {
     "serial": bench_serial.figure,
     "bridge": bench_bridge.figure,
     "recorders": bench_recorder.figure,
+    "heap": bench_heap.figure,
 }
 
 
@@ -141,6 +143,8 @@ def render(results: dict[str, Any]) -> str:
         parts += render_boot(figures["boot"])
     if "recorders" in figures:
         parts += render_recorders(figures["recorders"])
+    if "heap" in figures:
+        parts += render_heap(figures["heap"])
     missing = [n for n in FIGURES if n not in figures]
     if missing:
         parts += ["", f"Not measured in this run: {', '.join(missing)}."]
@@ -669,17 +673,111 @@ def render_boot(fig: dict[str, Any]) -> list[str]:
         "",
         "From starting a board to its first PUBLISH arriving at a broker (`tools/bench_boot.py`): process start, "
         "the emulated flash and LittleFS mount, config check, boot counter, journal open, CONNECT and CONNACK. A "
-        "power-cut campaign pays this once per cut.",
+        "power-cut campaign pays a reboot once per cut.",
         "",
         table(
             ["", "ms"],
             [
-                [f"first PUBLISH, median of {fig['boots']} boots", f"{first['median']:.0f}"],
+                [f"first PUBLISH, median of {fig['boots']} reboots", f"{first['median']:.0f}"],
                 ["first PUBLISH, slowest", f"{first['max']:.0f}"],
+                *(
+                    [["first boot on a new flash (formats it, installs the .mpy files)", f"{fig['first_boot_ms']:.0f}"]]
+                    if "first_boot_ms" in fig
+                    else []
+                ),
                 ["bare interpreter start and exit (floor)", f"{fig['bare_interpreter_ms']:.0f}"],
                 ["goal", f"<= {fig['goal_ms']}: {verdict(first['median'] <= fig['goal_ms'])}"],
             ],
         ),
+        "",
+    ]
+
+
+def render_heap(fig: dict[str, Any]) -> list[str]:
+    goal = fig["goal"]
+    runs = [r for r in fig["runs"] if r.get("bits", 64) == 64]
+    runs32 = [r for r in fig["runs"] if r.get("bits") == 32]
+
+    def low(run: dict[str, Any]) -> int:
+        return int(run["heap_min"]) + int(run["heap_tls"])
+
+    def cell(run: dict[str, Any] | None) -> str:
+        if run is None:
+            return ""
+        text = f"{low(run) / 1024:.1f} ({run['heap_max_block'] / 1024:.1f})"
+        return text if low(run) >= goal else f"**{text}**"
+
+    def find(**match: Any) -> dict[str, Any] | None:
+        return next((r for r in runs if all(r[k] == v for k, v in match.items())), None)
+
+    configs = list(dict.fromkeys(r["configuration"] for r in runs))
+    boards = list(dict.fromkeys(r["board"] for r in runs if r["install"] == "deployed"))
+    installs = list(dict.fromkeys(r["install"] for r in runs))
+    heaps = {
+        b: sorted({r["heap_at_boot"] for r in runs if r["board"] == b and r["install"] == "deployed"}) for b in boards
+    }
+    deployed = [r for r in runs if r["install"] == "deployed"]
+    worst = min(deployed, key=low)
+    lines = [
+        "## 10. Heap: what each configuration leaves, in each install path",
+        "",
+        f"KB of heap free at the lowest point of a run, and in brackets the largest free block then, as the board "
+        f"reports them in its summary (`heap_min` + `heap_tls`, `heap_max_block`; `tools/bench_heap.py`, the "
+        f"configurations of host_bridge/hil/heap.py, each run through a power cut inside the journal's writes). "
+        f"Goal: at least {goal / 1024:.0f} KB on the deployed path (.mpy files on the filesystem, what `host-bridge "
+        f"deploy` leaves a stock image), at the Unix port's 64-bit object sizes; bold: missed. For TLS the figure "
+        f"adds back what mbedTLS held, which an ESP32 takes from ESP-IDF's heap, not MicroPython's (docs/"
+        f"install-paths.md). Lowest of all on the deployed path: {worst['configuration']} on {worst['board']}, "
+        f"{low(worst) / 1024:.1f} KB: goal {verdict(low(worst) >= goal)} for every configuration"
+        + ("." if all(low(r) >= goal for r in deployed) else " but not all."),
+        "",
+        "Deployed, at each board definition's heap (KB at boot, with WiFi / without: the serial link): "
+        + "; ".join(f"{b} {'/'.join(f'{h / 1024:.0f}' for h in heaps[b])}" for b in boards)
+        + ".",
+        "",
+        table(
+            ["configuration", *boards],
+            [[c, *(cell(find(configuration=c, board=b, install="deployed")) for b in boards)] for c in configs],
+        ),
+        "",
+        "Each install path on the virtual ESP32 (`sim`: its image has a ROMFS partition). Frozen code runs from the "
+        "image: its module objects are counted outside the firmware's heap here (they are in it on a chip, a few KB), "
+        "so the frozen column is an upper bound.",
+        "",
+        table(
+            ["configuration", *installs],
+            [[c, *(cell(find(configuration=c, board="sim", install=i)) for i in installs)] for c in configs],
+        ),
+        "",
+        *(render_heap_32(runs32, cell) if runs32 else []),
+        "### Code size",
+        "",
+        "Each module a board may load: its .mpy bytes against the budget in firmware/code_budget.json (held by "
+        "tests/unit/test_code_budget.py), and the heap its import takes on the deployed path (64-bit objects; "
+        "bytecode, functions, constants and interned names), in the order a board loads them.",
+        "",
+        table(
+            ["module", ".mpy bytes", "budget", "heap bytes when imported"],
+            [[m["module"], m["mpy_bytes"], m["budget"], m["heap_bytes"]] for m in fig["code"]],
+        ),
+        "",
+    ]
+    return lines
+
+
+def render_heap_32(runs32: list[dict[str, Any]], cell: Any) -> list[str]:
+    """The same configurations on a 32-bit build of the Unix port: a chip's object sizes (4-byte words)."""
+    configs = list(dict.fromkeys(r["configuration"] for r in runs32))
+    installs = list(dict.fromkeys(r["install"] for r in runs32))
+
+    def find(configuration: str, install: str) -> dict[str, Any] | None:
+        return next((r for r in runs32 if r["configuration"] == configuration and r["install"] == install), None)
+
+    return [
+        "On a 32-bit build of the Unix port (`BENCH_MICROPYTHON_32`; built from MicroPython's source, it has no "
+        "ssl module, so no TLS rows): objects the size they are on an ESP32, the same heap at boot.",
+        "",
+        table(["configuration", *installs], [[c, *(cell(find(c, i)) for i in installs)] for c in configs]),
         "",
     ]
 

@@ -83,8 +83,14 @@ _LOADER = (
 
 
 def micropython_command() -> list[str]:
-    """The command line that starts the MicroPython Unix port directly: a `micropython` ELF program when one is
-    on PATH (a self-built Unix port), else the package's extension module loaded by a bare interpreter."""
+    """The command line that starts the MicroPython Unix port directly: $VBOARD_MICROPYTHON when set (a Unix port
+    built by hand, a 32-bit one for instance), else the package's extension module loaded by a bare interpreter,
+    else a `micropython` ELF program on PATH."""
+    chosen = os.environ.get("VBOARD_MICROPYTHON")
+    if chosen:
+        if not (Path(chosen).is_file() and os.access(chosen, os.X_OK)):
+            raise VBoardError(f"VBOARD_MICROPYTHON={chosen} is not an executable MicroPython Unix port")
+        return [chosen]
     spec = importlib.util.find_spec("micropython_run")
     if spec is None or spec.origin is None:
         native = shutil.which("micropython")
@@ -210,7 +216,8 @@ class VirtualBoard:
                 "VBOARD_PUT": json.dumps([[str(Path(src).resolve()), name] for src, name in self.put]),
                 "VBOARD_UART": self.line.board_path if self.line else "",
                 "VBOARD_HEAP": str(self.heap_bytes),
-                "VBOARD_QSTR_POOL": str(FIRST_QSTR_POOL),
+                # Frozen names are in the image (the preloaded modules' names here, in the emulation's share).
+                "VBOARD_QSTR_POOL": "" if self.install == "frozen" else str(FIRST_QSTR_POOL),
                 "VBOARD_FROZEN": json.dumps(frozen_modules(Path(self.firmware))),
             }
         )

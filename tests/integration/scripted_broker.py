@@ -71,6 +71,20 @@ class Connection:
         self.sock.sendall(data)
 
     def close(self) -> None:
+        """Close at once. With bytes of the board's still unread here, the kernel answers with a reset, and the
+        board may lose what it had not read yet (a PUBACK among them): use hang_up() when that matters."""
+        self.sock.close()
+
+    def hang_up(self, timeout: float = 10.0) -> None:
+        """Close gracefully: FIN after everything sent, then read (and drop) what the board sends until it closes
+        its side, so that every packet sent reaches it before the end of the connection."""
+        self.sock.shutdown(socket.SHUT_WR)
+        self.sock.settimeout(timeout)
+        try:
+            while self.sock.recv(4096):
+                pass
+        except OSError:
+            pass  # a board that resets its side: the end all the same
         self.sock.close()
 
 

@@ -379,7 +379,7 @@ def test_topic_aliases_on_the_wire_and_named_again_after_a_reconnect(
     assert [(p.topic, p.props.get(codec.TOPIC_ALIAS)) for p in pubs] == [(topic, 1)] + [("", 1)] * (first - 1)
     if qos:
         conn.ack(codec.PUBACK, pubs[0].pid)  # the second stays unacknowledged: it is resent on the next connection
-        conn.close()
+        conn.hang_up()
         conn = broker.accept()
         conn.expect_connect()
         conn.connack(True, props={codec.TOPIC_ALIAS_MAXIMUM: 2})

@@ -25,6 +25,7 @@ import vromfs
 
 ROOT = "/flash"
 ROM = "/rom"
+_WORD = 8 if sys.maxsize > 0xFFFFFFFF else 4  # bytes per object word: 8 on the PyPI port, 4 on a 32-bit build
 # What the runner last installed on LittleFS: the staged tree's name and install path, then one file per line,
 # so that the next install removes what it no longer ships (a deploy done with mpremote leaves no such file).
 INSTALLED = ROOT + "/.vboard-installed"
@@ -165,26 +166,27 @@ def pin_heap(charge=0):
     want = int(vboard_state.env("VBOARD_HEAP", "0")) - charge
     gc.collect()
     try:
-        claim = (None,) * ((want - 16) // 8)  # a tuple is one block: its 16-byte header, 8 bytes per item
+        claim = (None,) * (want // _WORD - 2)  # a tuple is one block: a 2-word header, a word per item
     except MemoryError:
         # The runner gives the emulation too little room (runner.SHIM_HEAP): a board must never run with a heap
         # other than the one asked for.
         sys.stderr.write("vboard: no %d bytes of heap in one piece for the firmware\n" % want)
         sys.exit(4)
     start = id(claim)
-    ballast = chain = None
+    chain = None
     while True:
         chain = (chain,)
         if id(chain) > start:  # the holes below the claim are filled
             break
-    ballast = [chain]
+    # The rest in halving chunks, chained (a list that grows would itself need a free block of its size).
     size = gc.mem_free()
-    while size >= 32:
+    while size >= 4 * _WORD:
         try:
-            ballast.append((None,) * (size // 8 - 2))
+            chain = ((None,) * (size // _WORD - 2), chain)
             size = gc.mem_free()
         except MemoryError:
             size //= 2
+    ballast = chain
     claim = None
     gc.collect()
 
@@ -221,8 +223,11 @@ def reserve_qstr_pool(first):
             getattr(names, "vboard_qstr_%d" % i, None)
             i += 1
             grown = before - gc.mem_free()
-            if grown > shim * 8:  # that name started the pool of `shim` entries
+            if grown > shim * _WORD:  # that name started a pool of `shim` entries, or (unexpected) a larger one
                 break
+        if grown > shim * _WORD * 2:
+            sys.stderr.write("vboard: the interned names' pools are past %d entries already\n" % shim)
+            sys.exit(4)
         for j in range(shim - (first - pool) - 1):
             getattr(names, "vboard_qstr_%d" % (i + j), None)
     finally:

@@ -1,0 +1,87 @@
+"""The heap budget's documented configurations, and one run of a configuration on a virtual board: what the bench's
+budget scenario (tests/hil/test_heap_budget.py) and `make bench`'s heap figure both run (docs/install-paths.md).
+
+One dimension at a time from the base (TCP, MQTT 5, QoS 1, window auto), the heaviest case of each transport. A
+run goes through one power cut inside the journal's writes, so that the second boot replays a journal with flows
+in flight, and returns the board's last summary line (heap_min, heap_max_block, heap_tls, heap_at_boot)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from host_bridge.boards import BoardDefinition
+from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import Dut, DutError, VirtualDut
+from host_bridge.hil.scenario import app_config
+from host_bridge.vboard.serial_line import LineFaults
+
+SUBSCRIPTION = [{"topic": "cmd/{client_id}", "qos": 2}]
+CONFIGURATIONS: dict[str, dict[str, Any]] = {
+    "tcp-qos0": {"qos": 0},
+    "tcp-qos1": {"qos": 1},
+    "tcp-qos2": {"qos": 2},
+    "tcp-qos2-subscription": {"qos": 2, "subscribe": SUBSCRIPTION},
+    "tcp-window-auto": {"qos": 1, "window": "auto"},
+    "tcp-group-commit": {"qos": 1, "group_commit": 8},
+    "tls-qos2-subscription": {"qos": 2, "subscribe": SUBSCRIPTION, "tls": True},
+    "serial-qos2-subscription": {"qos": 2, "subscribe": SUBSCRIPTION, "transport": "serial"},
+}
+# Each distinct heap among the board definitions (110 KB with WiFi, 140 KB without: the ESP32 and the virtual
+# board; 128 and 158 KB: the S3, C3, C6), and the file journal's boards (no mqttlog partition).
+BOARDS = ["sim", "sim-nojournal", "esp32-c3-devkitm-1"]
+MESSAGES = 60
+
+
+def heap_run(
+    work: Path,
+    name: str,
+    board_name: str,
+    broker: str,
+    tls: tuple[str, Path] | None,
+    bridge: tuple[Callable[[Dut], None], Callable[[], None]],
+    install: str = "deployed",
+    messages: int = MESSAGES,
+) -> dict[str, Any]:
+    """Run configuration `name` on a virtual board of `board_name` to completion through one power cut; the
+    board's last summary. `tls`: the address of a broker's TLS listener and the CA that signed it; `bridge`:
+    (start it for this board, stop it), for the serial link."""
+    options = dict(CONFIGURATIONS[name])
+    transport = options.pop("transport", "tcp")
+    qos = options.pop("qos")
+    put: tuple[tuple[Path, str], ...] = ()
+    address = broker
+    if options.pop("tls", False):
+        if tls is None:
+            raise DutError(f"{name} needs a broker with a TLS listener")
+        address = tls[0]
+        options["tls"] = {"ca": "ca.pem", "server_hostname": "localhost"}
+        put = ((tls[1], "ca.pem"),)
+    dev = f"heap-{name}-{board_name}-{install}"[:60]
+    dut = VirtualDut(
+        dev,
+        BoardDefinition.load(board_name),
+        flash=work / dev / "board.flash",
+        console_log=work / f"{dev}.console.log",
+        faults=LineFaults(baud=115200) if transport == "serial" else None,
+        install=install,
+        put=put,
+    )
+    start_bridge, stop_bridge = bridge
+    try:
+        config = app_config(dut, dev, address, qos, messages, "5", transport, publish={"interval_ms": 10}, **options)
+        if transport == "serial":
+            start_bridge(dut)
+        dut.configure(config)
+        # From the 20th flash operation of the boot: inside the journal's writes, with flows in flight.
+        plan = CutPlan(cuts=1, inside_flash=1.0, flash_ops=(20, 60))
+        result = run_to_completion(dut, plan, random.Random(len(dev)), timeout=120)
+    finally:
+        dut.close()
+        if transport == "serial":
+            stop_bridge()
+    if result.summary is None or result.cuts != 1:
+        raise DutError(f"{dev}: the run did not go through its power cut; console log {dut.console.path}")
+    return result.summary

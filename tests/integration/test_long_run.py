@@ -1,0 +1,119 @@
+"""A long run on the deployed install path, the heap watched all along: QoS 1 messages through a proxy that drops
+the board's connection again and again (it reconnects), with power cuts between, the board logging its free heap
+and largest free block every few dozen messages. Neither may trend down: no leak, no fragmentation that grows.
+
+`make test` runs a dose (3,000 messages, 12 reconnects, 3 power cuts); `make soak` the full run (LONG_RUN_MESSAGES
+=100000, LONG_RUN_RECONNECTS=200, LONG_RUN_CUTS=50)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host_bridge.boards import BoardDefinition
+from host_bridge.broker import Mosquitto
+from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import VirtualDut
+from host_bridge.hil.scenario import app_config
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.verdict import HEAP_GOAL, BoardRun, judge_runs
+from tests.integration.cutter import Cutter
+
+MESSAGES = int(os.environ.get("LONG_RUN_MESSAGES", "3000"))
+RECONNECTS = int(os.environ.get("LONG_RUN_RECONNECTS", "12"))
+CUTS = int(os.environ.get("LONG_RUN_CUTS", "3"))
+SAMPLES = 60  # heap lines over the run
+HEAP_LINE = re.compile(r'^heap (\{"seq".*\})$', re.M)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    with Mosquitto(tmp_path / "broker", persistence=True) as b:
+        yield b
+
+
+def heap_samples(console: str) -> list[list[dict[str, int]]]:
+    """The heap lines of each boot, in order."""
+    boots = console.split("=== boot ")[1:]
+    return [[json.loads(m) for m in HEAP_LINE.findall(boot)] for boot in boots]
+
+
+def disturb(progress: Any, dut: VirtualDut, cutter: Cutter, stop: threading.Event) -> dict[str, int]:
+    """Drops the connection RECONNECTS times and cuts the power CUTS times, spread over the run by its progress
+    (messages delivered): the schedule holds on a fast machine and a slow one alike."""
+    done = {"reconnects": 0, "cuts": 0}
+    rng = random.Random(1)
+    drops = sorted(rng.uniform(0.02, 0.95) * MESSAGES for _ in range(RECONNECTS))
+    cuts = sorted(rng.uniform(0.05, 0.9) * MESSAGES for _ in range(CUTS))
+
+    def run() -> None:
+        while not stop.is_set() and (drops or cuts):
+            delivered = progress()
+            if drops and delivered >= drops[0]:
+                if cutter.cut():  # counted only when a connection was there to drop
+                    drops.pop(0)
+                    done["reconnects"] += 1
+            if cuts and delivered >= cuts[0]:
+                cuts.pop(0)
+                dut.power_cut()
+                done["cuts"] += 1
+            stop.wait(0.01)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    done["thread"] = thread  # type: ignore[assignment]
+    return done
+
+
+def test_a_long_run_keeps_the_heap_flat(tmp_path: Path, broker: Mosquitto) -> None:
+    dev = f"long-{time.monotonic_ns() % 10**8}"
+    subscriber = Subscriber(broker.address, f"sub-{dev}")
+    cutter = Cutter(broker.address)
+    dut = VirtualDut(dev, BoardDefinition.load("sim"), flash=tmp_path / "b.flash", console_log=tmp_path / "console.log")
+    stop = threading.Event()
+    try:
+        every = max(16, MESSAGES // SAMPLES)
+        config = app_config(dut, dev, cutter.address, 1, MESSAGES, "5", heap_log_every=every)
+        dut.configure(config)
+        done = disturb(lambda: len(subscriber.distinct(dev)), dut, cutter, stop)
+        plan = CutPlan(cuts=0, max_boots=CUTS + 5)  # the power cuts come from disturb()
+        result = run_to_completion(dut, plan, random.Random(2), timeout=3600)
+        stop.set()
+        done.pop("thread").join(5)  # type: ignore[attr-defined]
+        assert result.summary is not None
+        run = BoardRun.from_summary(result.summary, 1, result.boots, result.cuts)
+        verdict = judge_runs(dev, subscriber, [run])
+        verdict.save(tmp_path)
+    finally:
+        stop.set()
+        dut.close()
+        cutter.close()
+        subscriber.close()
+    verdict.assert_kept()  # nothing lost, and the budget held at the lowest point of every boot
+    assert (done["reconnects"], done["cuts"], result.cuts) == (RECONNECTS, CUTS, CUTS), done
+    console = (tmp_path / "console.log").read_text(errors="replace")
+    assert console.count("connection lost") >= RECONNECTS, "the board did not feel the drops"
+
+    samples = [s for boot in heap_samples(console) for s in boot]
+    assert len(samples) >= SAMPLES // 2, f"{len(samples)} heap lines"
+    free = [s["free"] for s in samples]
+    block = [s["block"] for s in samples]
+    quarter = len(samples) // 4
+    print(f"\nfree heap {min(free)}..{max(free)}, largest block {min(block)}..{max(block)} over {len(samples)} samples")
+    # No leak: the free heap stays within a kilobyte over the whole run, boots and reconnects included.
+    assert max(free) - min(free) <= 1024, free
+    assert min(free) >= HEAP_GOAL
+    # No fragmentation that grows: the largest free block late in the run is no smaller than early in it.
+    assert min(block[-quarter:]) >= min(block[:quarter]) - 1024, block
+    for boot in heap_samples(console):
+        if len(boot) >= 4:  # within one boot too, across its reconnects
+            assert boot[-1]["free"] >= boot[0]["free"] - 512, boot

@@ -1,0 +1,183 @@
+"""Figure 10 of BENCHMARKS.md: the heap each documented configuration leaves, in each install path (deployed .mpy
+files, a ROMFS image, frozen code), at each board definition's heap, against the budget of docs/install-paths.md;
+and the code each module brings: its .mpy bytes against firmware/code_budget.json, and the heap its import takes
+on the deployed path (64-bit objects). Each run goes through one power cut (host_bridge/hil/heap.py).
+
+    python tools/bench_heap.py [--quick]          (part of make bench)
+
+With BENCH_MICROPYTHON_32 naming a 32-bit build of the MicroPython Unix port (the package registries carry none:
+it has to be built from MicroPython's source), the configurations without TLS (that build has no ssl module) run
+on it too, in each install path: a chip's object sizes rather than the PyPI port's 64-bit ones."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from host_bridge import assets
+from host_bridge.broker import Mosquitto
+from host_bridge.firmware_build import board_modules, stage_firmware
+from host_bridge.hil.dut import Dut
+from host_bridge.hil.heap import BOARDS, CONFIGURATIONS, heap_run
+from host_bridge.hil.verdict import HEAP_GOAL
+from host_bridge.pki import CertificateAuthority
+from host_bridge.processes import ManagedProcess
+from host_bridge.run import command as bridge_command
+from host_bridge.vboard import VirtualBoard
+
+INSTALLS = ["deployed", "romfs", "frozen"]
+
+# The board's modules in the order board_app loads them (TCP and TLS, then the serial link's), for the import
+# costs: the first interned name comes first, so that the pool it allocates is not charged to a module.
+IMPORT_ORDER = [
+    "dmqtt.errors",
+    "board_app",
+    "dmqtt.codec",
+    "config",
+    "dmqtt.journal_record",
+    "dmqtt.session",
+    "dmqtt.journal",
+    "dmqtt.journal_ring",
+    "dmqtt.journal_file",
+    "dmqtt.client",
+    "dmqtt.transport",
+    "dmqtt.tls",
+    "dlink.frame",
+    "dlink.control",
+    "dlink.link",
+    "dlink.transport",
+    "realboard",
+    "dmqtt.codec_text",
+]
+IMPORTS_APP = """import gc
+getattr(gc, "bench_first_name", None)
+gc.collect()
+prev = gc.mem_free()
+for name in %r:
+    __import__(name)
+    gc.collect()
+    free = gc.mem_free()
+    print("import", name, prev - free)
+    prev = free
+"""
+
+
+def import_costs(work: Path) -> dict[str, int]:
+    """Heap each module takes when imported on a deployed virtual board, in IMPORT_ORDER (64-bit objects)."""
+    app = work / "imports"
+    app.mkdir()
+    for name in ("board_app.py", "config.py", "realboard.py"):
+        shutil.copyfile(assets.APP / name, app / name)
+    (app / "main.py").write_text(IMPORTS_APP % IMPORT_ORDER)
+    with VirtualBoard(flash=work / "imports.flash", app=app, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as board:
+        board.start()
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=120)
+    costs = {}
+    for line in out.decode(errors="replace").splitlines():
+        if line.startswith("import "):
+            _, name, cost = line.split()
+            costs[name] = int(cost)
+    if len(costs) != len(IMPORT_ORDER):
+        raise SystemExit(f"the import run did not finish:\n{out.decode(errors='replace')[-2000:]}")
+    return costs
+
+
+def code_sizes(work: Path) -> list[dict[str, Any]]:
+    budget = json.loads((assets.FIRMWARE / "code_budget.json").read_text())["modules"]
+    staged = stage_firmware()
+    costs = import_costs(work)
+    packages, modules = board_modules()
+    rows = []
+    for name in IMPORT_ORDER:
+        assert name in packages + modules, name
+        file = name.replace(".", "/") + ".mpy"
+        rows.append(
+            {
+                "module": name,
+                "mpy_bytes": (staged / file).stat().st_size,
+                "budget": budget[file],
+                "heap_bytes": costs[name],
+            }
+        )
+    return rows
+
+
+class SerialBridge:
+    """`host-bridge run` for one board at a time, as heap_run asks."""
+
+    def __init__(self, broker: str, logs: Path) -> None:
+        self.broker, self.logs = broker, logs
+        self.process: ManagedProcess | None = None
+
+    def start(self, dut: Dut) -> None:
+        assert dut.link_port is not None
+        args = bridge_command(self.broker, 115200, {dut.name: dut.link_port}, 5)
+        self.process = ManagedProcess(args, self.logs / f"bridge-{dut.name}.log")
+        self.process.wait_for("event=start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+
+def figure(quick: bool) -> dict[str, Any]:
+    runs = []
+    port32 = os.environ.get("BENCH_MICROPYTHON_32")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        ca = CertificateAuthority(work / "ca")
+        with (
+            Mosquitto(work / "broker") as broker,
+            Mosquitto(work / "tls", tls=ca.issue("broker", "localhost", dns="localhost")) as tls,
+        ):
+            bridge = SerialBridge(broker.address, work)
+            plan = []
+            for install in INSTALLS:
+                # The other paths on the virtual ESP32 only: it is the one whose image has a ROMFS partition.
+                for board in ["sim"] if (quick or install != "deployed") else BOARDS:
+                    plan += [(64, install, board, name) for name in CONFIGURATIONS]
+            if port32:
+                plan += [(32, i, "sim", n) for i in INSTALLS for n in CONFIGURATIONS if "tls" not in n]
+            for bits, install, board, name in plan:
+                print(f"[bench] heap: {name} on {board}, {install}, {bits}-bit", flush=True)
+                if bits == 32:
+                    os.environ["VBOARD_MICROPYTHON"] = str(port32)
+                try:
+                    summary = heap_run(
+                        work / f"{install}-{bits}", name, board, broker.address, (tls.address, ca.ca),
+                        (bridge.start, bridge.stop), install,
+                    )  # fmt: skip
+                finally:
+                    os.environ.pop("VBOARD_MICROPYTHON", None)
+                runs.append(
+                    {
+                        "bits": bits,
+                        "configuration": name,
+                        "board": board,
+                        "install": install,
+                        "heap_at_boot": summary["heap_at_boot"],
+                        "heap_min": summary["heap_min"],
+                        "heap_max_block": summary["heap_max_block"],
+                        "heap_tls": summary["heap_tls"],
+                    }
+                )
+        code = code_sizes(work)
+    return {"goal": HEAP_GOAL, "runs": runs, "code": code}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    print(json.dumps(figure(parser.parse_args().quick), indent=1))
+
+
+if __name__ == "__main__":
+    main()
