@@ -95,6 +95,8 @@ firmware: $(STAMP)
 soak: system-deps $(STAMP)
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml
+	$(BIN)/python -m pytest -q tests/hil --hil-install romfs
+	$(BIN)/python -m pytest -q tests/hil --hil-install frozen
 	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
 	LONG_RUN_MESSAGES=100000 LONG_RUN_RECONNECTS=200 LONG_RUN_CUTS=50 $(BIN)/python -m pytest -q -s tests/integration/test_long_run.py
 	$(BIN)/python -m host_bridge.chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos

@@ -1,0 +1,38 @@
+# The board application's console protocol, defined once: every line the application prints that a host reads
+# (the bench, the demo, the tools), as a format string, and the summary line's fields. The firmware prints
+# through these formats (firmware/app/board_app.py); the host reads through its twin, dboard/console_host.py,
+# which parses with the same formats. docs/console-protocol.md specifies the lines;
+# tests/vectors/console_lines.json holds a vector for each, run on MicroPython and CPython.
+#
+# Kept to string constants: they cost the board a few hundred bytes of heap, where functions would cost more.
+
+CONNECTED = "connected session_present=%d inflight=%d"
+CONNECT_FAILED = "connect failed (%s); retrying in %d ms"
+CONNECTION_LOST = "connection lost (%s)"
+PUBLISH_REFUSED = "publish refused: %s"
+PUBLISH_NACKED = "publish refused: packet id %d reason 0x%02x"  # the broker's reason code >= 0x80 in an ack
+QUEUE_FULL = "offline queue full (%d messages): waiting for the broker"
+MESSAGE = "message %s %d %r"  # topic, QoS, payload (bytes, as Python prints them)
+HEAP = 'heap {"seq": %d, "free": %d, "block": %d}'  # with heap_log_every N, every N accepted messages
+CONFIG_ERROR = "config error: %s"  # the board stops (status 3): a field of config.json, or a file it names
+JOURNAL_ERROR = "journal error: %s"  # the flash under the journal failed (status 5)
+
+# The summary: one line, a JSON object with these keys (all integers but dev; "link", the serial link's counters
+# as an object, only on the serial transport), printed once every accepted message is acknowledged.
+SUMMARY_KEYS = (
+    "dev",
+    "boot",
+    "qos",
+    "sent",
+    "total",
+    "count",
+    "refused",
+    "reconnects",
+    "connect_failures",
+    "ms",
+    "heap_at_boot",
+    "heap_free",
+    "heap_min",
+    "heap_max_block",
+    "heap_tls",
+)
