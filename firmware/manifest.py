@@ -1,7 +1,8 @@
 # Freezes the firmware into a MicroPython image (in ports/esp32: make BOARD=ESP32_GENERIC
 # FROZEN_MANIFEST=/path/to/firmware/manifest.py). Frozen bytecode runs from flash, so the code that .mpy files
 # copied by `host-bridge deploy` take in the heap stays free for data. codec_host.py (the broker's half of the
-# codec, used by the host) is left out; main.py stays a file on the board's filesystem.
+# codec) and dboard/console_host.py (the host's reader of the console), used by the host, are left out; main.py
+# stays a file on the board's filesystem.
 include("$(PORT_DIR)/boards/manifest.py")
 package(
     "dmqtt",
@@ -21,6 +22,7 @@ package(
     opt=3,
 )
 package("dlink", files=["control.py", "frame.py", "link.py", "transport.py"], opt=3)
+package("dboard", files=["console.py"], opt=3)
 module("board_app.py", base_path="app", opt=3)
 module("config.py", base_path="app", opt=3)
 module("realboard.py", base_path="app", opt=3)

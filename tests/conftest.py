@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from host_bridge.broker import Mosquitto
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.vboard.runner import micropython_executable
 
 if TYPE_CHECKING:
@@ -55,8 +55,16 @@ def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for the whole test run (a JVM start costs seconds)."""
-    from pipeline.spark import session
+    from dmqtt_pipeline.spark import session
 
     s = session("local[2]", app="dmqtt-tests")
     yield s
     s.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (make test), the tests that use the Spark session run on one worker: one JVM, started
+    once, rather than one per worker on a 2-core machine."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from dmqtt import codec_host as codec
-from host_bridge.boards import BoardDefinition
-from host_bridge.hil.dut import VirtualDut
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.runner import micropython_command
 
 GOAL_MS = 150

@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from host_bridge.broker import Mosquitto
+from dboard import console_host
+from host_bridge.bridge.command import command as bridge_command
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
-from host_bridge.run import command as bridge_command
 from host_bridge.vboard import LineFaults, VirtualBoard
 
 BAUD = 115200
@@ -113,7 +114,7 @@ def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: in
         arrivals.append(record.arrived)
         arrived_ms = int((record.arrived - offset) * 1000)
         latencies.append(((arrived_ms - body["t"] + TICKS_PERIOD // 2) % TICKS_PERIOD) - TICKS_PERIOD // 2)
-    summaries = [json.loads(line) for out in outputs for line in out.splitlines() if line.startswith("{")]
+    summaries = [line.values[0] for out in outputs for line in console_host.lines(out, "summary")]
     row: dict[str, Any] = {"boards": boards, "transport": transport, "messages_per_board": messages}
     row["delivered"] = len(seen)
     row["complete"] = len(seen) == boards * messages and len(summaries) == boards

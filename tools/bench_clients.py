@@ -27,13 +27,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from delay_proxy import DelayProxy
+
 from dmqtt import codec
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
-from host_bridge.delay_proxy import DelayProxy
-from host_bridge.firmware_build import stage_firmware
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.boards.firmware_build import stage_firmware
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
-from host_bridge.hil.dut import VirtualDut
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.flash_image import parse_size
 from host_bridge.vboard.runner import micropython_command
 
@@ -118,6 +119,7 @@ class Runner:
             heap=str(heap),
             flash_timing=flash_timing,
         )
+        dut.summary_keys = ("total", "ms")  # the benchmark app's own summary line
         try:
             dut.configure(config)
             end = boot_once(dut, timeout=120 + 4 * self.seconds)

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge import assets
-from host_bridge.broker import Mosquitto
-from host_bridge.firmware_build import board_modules, stage_firmware
+from host_bridge.boards.firmware_build import board_modules, stage_firmware
+from host_bridge.bridge.command import command as bridge_command
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.hil.dut import Dut
 from host_bridge.hil.heap import BOARDS, CONFIGURATIONS, heap_run
 from host_bridge.hil.verdict import HEAP_GOAL
-from host_bridge.pki import CertificateAuthority
 from host_bridge.processes import ManagedProcess
-from host_bridge.run import command as bridge_command
 from host_bridge.vboard import VirtualBoard
 
 INSTALLS = ["deployed", "romfs", "frozen"]
@@ -37,6 +37,7 @@ INSTALLS = ["deployed", "romfs", "frozen"]
 # costs: the first interned name comes first, so that the pool it allocates is not charged to a module.
 IMPORT_ORDER = [
     "dmqtt.errors",
+    "dboard.console",
     "board_app",
     "dmqtt.codec",
     "config",

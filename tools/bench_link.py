@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import random
 
+from link_sim import Line, pump
+
 from dlink import frame
 from dlink.link import Link
-from host_bridge.link_sim import Line, pump
 
 BYTES = 20000
 

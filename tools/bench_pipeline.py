@@ -1,11 +1,11 @@
 """Figure 7 of BENCHMARKS.md: the Spark audit at 1M and 10M synthetic rows on local[2], its rows/s and growth
 exponent, against the same per-boot counts computed by DuckDB on the same Parquet in the same run (the
 single-machine baseline a data engineer would reach for); then the same audit on a Spark standalone cluster of two
-one-core workers on this machine (pipeline.cluster: master and workers from the pyspark package, on loopback).
+one-core workers on this machine (dmqtt_pipeline.cluster: master and workers from the pyspark package, on loopback).
 
     python tools/bench_pipeline.py [--quick]          (part of make bench)
 
-The rows are written as a recorder writes them (host_bridge.telemetry.format: schema and folder layout): 1,000
+The rows are written as a recorder writes them (dmqtt_telemetry.format: schema and folder layout): 1,000
 devices, one boot each, seq 0, 1, 2 ... with one message in 1,000 missing and one in 1,000 delivered twice, so
 both engines must find the same losses and duplicates; the run checks that they do."""
 
@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from host_bridge.telemetry import format as telemetry
+from dmqtt_telemetry import format as telemetry
 
 DEVICES = 1000
 CHUNK = 1_000_000
@@ -125,8 +125,8 @@ def duckdb_audit(path: Path) -> tuple[float, int, int]:
 
 def spark_audit(path: Path, master: str) -> tuple[float, int, int]:
     """The audit on an already started session of `master` (the session start is not timed)."""
-    from pipeline import audit
-    from pipeline.spark import read_telemetry, session
+    from dmqtt_pipeline import audit
+    from dmqtt_pipeline.spark import read_telemetry, session
 
     spark = session(master, "dmqtt-bench")
     start = time.monotonic()
@@ -149,7 +149,7 @@ def stop_session() -> None:
 
 def cluster_audits(folders: list[Path]) -> list[float]:
     """The audit of each folder on a two-worker standalone cluster; seconds each."""
-    from pipeline.cluster import LocalCluster
+    from dmqtt_pipeline.cluster import LocalCluster
 
     stop_session()  # local[2]'s
     with LocalCluster(workers=2, cores=1, memory="2g") as cluster:

@@ -23,9 +23,9 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from host_bridge.broker import Mosquitto
+from dmqtt_telemetry import format as telemetry
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.processes import ManagedProcess
-from host_bridge.telemetry import format as telemetry
 
 PUBLISHERS = 4
 

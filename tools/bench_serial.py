@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from host_bridge.broker import Mosquitto
+from dboard import console_host
+from host_bridge.bridge.command import command as bridge_command
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
-from host_bridge.run import command as bridge_command
 from host_bridge.vboard import LineFaults, VirtualBoard
 
 BAUDS = (115200, 921600)
@@ -108,9 +109,7 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
 
         witness.close()
     console = out.decode(errors="replace")
-    summary = next(
-        (json.loads(line) for line in console.splitlines() if line.startswith("{") and '"dev"' in line), None
-    )
+    summary = console_host.summary(console)
     first: dict[int, tuple[float, int]] = {}  # seq -> first arrival, payload bytes
     for record in witness.records:
         first.setdefault(json.loads(record.payload)["seq"], (record.arrived, len(record.payload)))
@@ -133,7 +132,9 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
         row["reconnects"] = summary["reconnects"]
         row["connect_failures"] = summary["connect_failures"]
     if summary is None or summary["reconnects"]:
-        row["console"] = [line for line in console.splitlines() if not line.startswith("{")][-30:]
+        row["console"] = [line for line in console.splitlines() if not line.startswith(console_host.SUMMARY_START)][
+            -30:
+        ]
     else:
         row["console_tail"] = console[-600:]
     return row

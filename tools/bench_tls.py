@@ -19,11 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.hil.cycle import CutPlan, run_to_completion
-from host_bridge.hil.dut import VirtualDut
-from host_bridge.pki import CertificateAuthority
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.runner import micropython_executable
 
 HANDSHAKES = """

@@ -30,7 +30,7 @@ import bench_serial
 import flash_cost
 
 from host_bridge import assets
-from host_bridge.broker import mosquitto_executable
+from host_bridge.broker.mosquitto import mosquitto_executable
 
 ROOT = assets.FIRMWARE.parent
 FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {
@@ -655,7 +655,7 @@ def render_pipeline(fig: dict[str, Any]) -> list[str]:
         "(received, lost, duplicates, out of order, latency percentiles, the first 10 gap ranges by a window "
         "function) in one SQL query over the same Parquet. `agree`: both found the same losses and duplicates, "
         "and the duplicates planted. Cluster: the same audit on a Spark standalone cluster started from the "
-        "pyspark package on this machine (`pipeline.cluster`: a master and two workers of one core each, on "
+        "pyspark package on this machine (`dmqtt_pipeline.cluster`: a master and two workers of one core each, on "
         "loopback; executors already started), so the same two cores as local[2] plus the cost of separate "
         "executor JVMs and a shuffle over sockets.",
         "",

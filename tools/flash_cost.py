@@ -22,10 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
-from host_bridge.hil.dut import VirtualDut
+from host_bridge.hil.virtual_dut import VirtualDut
 
 TOPIC = "sensors/{client_id}/telemetry"
 PER_MESSAGE_APP = Path(__file__).resolve().parent / "bench_apps" / "file_per_message"
@@ -59,6 +59,8 @@ def run_board(
     dut = VirtualDut(
         "cost", BoardDefinition.load(board), flash=workdir / "f.flash", console_log=workdir / "console.log", **options
     )
+    if app is not None:
+        dut.summary_keys = ("total",)  # the file-per-message app's own summary line
     try:
         dut.configure(config)
         end = boot_once(dut, timeout=300)

@@ -15,6 +15,7 @@ import json
 import sys
 import time
 
+from dboard import console
 from dmqtt.errors import JournalError, MQTTError, PublishRefused, QueueFull
 
 _UNIX = sys.platform == "linux"
@@ -30,15 +31,29 @@ def load_modules(cfg):
     if cfg["transport"] == "serial":
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
     else:
-        names.append("dmqtt.transport")
-        if cfg["tls"]:
-            names.append("dmqtt.tls")
+        names.append("dmqtt.transport")  # with TLS, dmqtt.tls is loaded only to build the context (tls_context)
     for name in names:
         __import__(name)
         gc.collect()
         if name == "dlink.transport":
             uart = cfg["uart"]
             sys.modules[name].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
+
+
+def tls_context(cfg):
+    """The TLS context, built once per boot (the certificates are parsed here); then dmqtt.tls is unloaded, as
+    the config checker is: the context is all the connections need, and the module's code is 2 KB of heap on
+    a deployed board."""
+    import dmqtt
+    from dmqtt import tls
+
+    try:
+        return tls.context(cfg["tls"], cfg["root"])
+    except tls.TLSConfigError as exc:
+        raise BadConfig(str(exc))
+    finally:
+        del sys.modules["dmqtt.tls"]
+        del dmqtt.tls
 
 
 def next_boot(root):
@@ -135,13 +150,8 @@ class Board:
             self.transport_class = TCPTransport  # type: ignore[assignment]
         self.tls_ctx = None
         if cfg["tls"]:
-            from dmqtt.tls import TLSConfigError, context
-
             free = self.heap.collected()
-            try:
-                self.tls_ctx = context(cfg["tls"], cfg["root"])  # once per boot: the certificates are parsed here
-            except TLSConfigError as exc:
-                raise BadConfig(str(exc))
+            self.tls_ctx = tls_context(cfg)
             self.heap.tls = free - self.heap.collected()
         self.client = MQTTClient(
             cfg["client_id"],
@@ -163,17 +173,17 @@ class Board:
             print(note)
 
     def on_message(self, topic, payload, qos, retain, dup):
-        print("message", topic, qos, payload)
+        print(console.MESSAGE % (topic, qos, payload))
 
     def on_disconnect(self, code, reason):
         # Every lost connection is said here, also those the client meets inside publish() (the message is
         # journaled all the same); the summary counts the reconnects. Not our own DISCONNECT at the end.
         if not self.finished:
-            print("connection lost (%s)" % reason)
+            print(console.CONNECTION_LOST % reason)
 
     def on_published(self, pid, code):
         if code >= 0x80:  # counted by the client (client.refused)
-            print("publish refused: packet id %d reason 0x%02x" % (pid, code))
+            print(console.PUBLISH_NACKED % (pid, code))
 
     def try_connect(self):
         """One connection attempt when the backoff allows it; True when connected."""
@@ -188,7 +198,7 @@ class Board:
 
                 realboard.join_wifi(self.cfg["wifi"])
             present = client.connect(self.open_transport())
-            print("connected session_present=%d inflight=%d" % (present, client.outstanding()))
+            print(console.CONNECTED % (present, client.outstanding()))
             for topic, qos in self.cfg["subscribe"]:
                 client.subscribe(topic, qos)
             self.backoff.reset()
@@ -199,7 +209,7 @@ class Board:
             delay = self.backoff.next_ms()  # capped exponential with jitter
             self.retry_at = time.ticks_add(time.ticks_ms(), delay)
             self.connect_failures += 1
-            print("connect failed (%s); retrying in %d ms" % (exc, delay))
+            print(console.CONNECT_FAILED % (exc, delay))
             return False
 
     def open_transport(self):
@@ -255,7 +265,7 @@ class Board:
         if logged or seq % _HEAP_EVERY == 0:
             free = self.heap.check()
             if logged:
-                print('heap {"seq": %d, "free": %d, "block": %d}' % (seq, free, largest_block(free)))
+                print(console.HEAP % (seq, free, largest_block(free)))
 
     def run(self):
         cfg = self.cfg
@@ -287,12 +297,12 @@ class Board:
                     topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=wait
                 )
             except QueueFull:
-                print("offline queue full (%d messages): waiting for the broker" % client.outstanding())
+                print(console.QUEUE_FULL % client.outstanding())
                 self.ensure_connected()
                 continue
             except PublishRefused as exc:
                 skipped += 1  # counted by the client (client.refused)
-                print("publish refused: %s" % exc)
+                print(console.PUBLISH_REFUSED % exc)
                 continue
             except (OSError, MQTTError):
                 client.close()  # said by on_disconnect
@@ -310,23 +320,25 @@ class Board:
             except (OSError, MQTTError):
                 client.close()  # said by on_disconnect
         self.heap.check()
-        summary = {
-            "dev": cfg["client_id"],
-            "boot": self.boot,
-            "qos": cfg["qos"],
-            "sent": seq,
-            "total": done_before + seq,
-            "count": cfg["count"],
-            "refused": client.refused,
-            "reconnects": client.reconnects,
-            "connect_failures": self.connect_failures,
-            "ms": time.ticks_diff(time.ticks_ms(), start),
-            "heap_at_boot": self.heap_at_boot,
-            "heap_free": gc.mem_free(),
-            "heap_min": self.heap.low,
-            "heap_max_block": self.heap.block,
-            "heap_tls": self.heap.tls + self.heap.tls_session,
-        }
+        # The summary line: its keys in the order dboard/console.py defines them.
+        values = (
+            cfg["client_id"],
+            self.boot,
+            cfg["qos"],
+            seq,
+            done_before + seq,
+            cfg["count"],
+            client.refused,
+            client.reconnects,
+            self.connect_failures,
+            time.ticks_diff(time.ticks_ms(), start),
+            self.heap_at_boot,
+            gc.mem_free(),
+            self.heap.low,
+            self.heap.block,
+            self.heap.tls + self.heap.tls_session,
+        )
+        summary = dict(zip(console.SUMMARY_KEYS, values))
         if cfg["transport"] == "serial":
             summary["link"] = self.transport_class.stats()
         self.finished = True
@@ -355,7 +367,7 @@ def main(heap_at_boot):
     try:
         cfg = read_config()
     except Exception as exc:  # noqa: BLE001 (ConfigError or a file system error: reported, never a crash loop)
-        print("config error:", exc)
+        print(console.CONFIG_ERROR % exc)
         print("fix config.json and reset the board")
         return 3
     gc.collect()
@@ -365,13 +377,13 @@ def main(heap_at_boot):
         board.heap_at_boot = heap_at_boot
         board.run()
     except BadConfig as exc:
-        print("config error:", exc)  # names the field and the problem, never key material
+        print(console.CONFIG_ERROR % exc)  # names the field and the problem, never key material
         print("fix config.json (or the files it names) and reset the board")
         return 3
     except JournalError as exc:
         # The flash under the journal failed (or is full of live records): retrying the same program would
         # only spin. Say where, and stop; start() decides whether a reset may help.
-        print("journal error:", exc)
+        print(console.JOURNAL_ERROR % exc)
         return JOURNAL_FAILED
     return 0
 

@@ -4,6 +4,8 @@
 
 import time
 
+from dboard import console
+
 
 def join_wifi(wifi):
     """A real board on TCP joins WiFi first, with retries; the Unix port has no network module."""
@@ -69,9 +71,11 @@ def finish(journal_failed, resets):
         if failures <= resets:
             import machine
 
-            print("journal error: resetting the board (%d of %d)" % (failures, resets))
+            print(console.JOURNAL_ERROR % ("resetting the board (%d of %d)" % (failures, resets)))
             time.sleep(1)
             machine.reset()
-        print("journal error: %d resets did not help; stopped. Erase the mqttlog partition or reflash" % resets)
+        print(
+            console.JOURNAL_ERROR % ("%d resets did not help; stopped. Erase the mqttlog partition or reflash" % resets)
+        )
     while True:
         time.sleep(1)

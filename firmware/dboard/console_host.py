@@ -73,7 +73,7 @@ def parse_line(line: str) -> Line | None:
     is not what the protocol says raises ConsoleFormatError rather than pass for one."""
     line = line.rstrip("\r\n")
     if line.startswith(SUMMARY_START):
-        return Line("summary", (parse_summary_line(line),))
+        return Line("summary", (parse_summary_line(line),))  # the board application's own summary
     for kind, (pattern, kinds) in _COMPILED.items():
         found = pattern.match(line)
         if found:
@@ -84,25 +84,29 @@ def parse_line(line: str) -> Line | None:
     return None
 
 
-def parse_summary_line(line: str) -> dict[str, Any]:
-    """The summary as a dict, checked: every key of console.SUMMARY_KEYS, integers but `dev`."""
+def parse_summary_line(line: str, keys: tuple[str, ...] = console.SUMMARY_KEYS) -> dict[str, Any]:
+    """A summary as a dict, checked: every one of `keys` there (the application's, console.SUMMARY_KEYS, unless
+    another application says otherwise), and those the protocol defines typed as it says (integers but dev)."""
     try:
         summary = json.loads(line)
     except ValueError as exc:
         raise ConsoleFormatError(f"a summary line that is not JSON: {line[:80]!r}") from exc
     if not isinstance(summary, dict):
         raise ConsoleFormatError(f"a summary line that is not an object: {line[:80]!r}")
-    missing = [k for k in console.SUMMARY_KEYS if k not in summary]
+    missing = [k for k in keys if k not in summary]
     if missing:
         raise ConsoleFormatError(f"a summary without {', '.join(missing)}: {line[:80]!r}")
-    wrong = [
-        k
-        for k in console.SUMMARY_KEYS[1:]
-        if isinstance(summary[k], bool) or not isinstance(summary[k], int)
-    ]
-    if not isinstance(summary["dev"], str) or wrong:
-        raise ConsoleFormatError(f"a summary with mistyped {', '.join(wrong or ['dev'])}: {line[:80]!r}")
+    typed = [k for k in console.SUMMARY_KEYS if k in summary]
+    wrong = [k for k in typed if not _typed_as_defined(k, summary[k])]
+    if wrong:
+        raise ConsoleFormatError(f"a summary with mistyped {', '.join(wrong)}: {line[:80]!r}")
     return summary
+
+
+def _typed_as_defined(key: str, value: Any) -> bool:
+    if key == "dev":
+        return isinstance(value, str)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def lines(text: str, kind: str | None = None) -> list[Line]:
@@ -111,10 +115,13 @@ def lines(text: str, kind: str | None = None) -> list[Line]:
     return [ln for ln in found if ln is not None and (kind is None or ln.kind == kind)]
 
 
-def summary(text: str) -> dict[str, Any] | None:
-    """The last summary in a console's text (a run that resumed over boots prints one at its end), or None."""
-    found = lines(text, "summary")
-    return found[-1].values[0] if found else None
+def summary(text: str, keys: tuple[str, ...] = console.SUMMARY_KEYS) -> dict[str, Any] | None:
+    """The last summary in a console's text (a run that resumed over boots prints one at its end), or None;
+    ConsoleFormatError for one that is not what the protocol says. `keys`: those a summary must have."""
+    for raw in reversed(text.splitlines()):
+        if raw.startswith(SUMMARY_START):
+            return parse_summary_line(raw.rstrip("\r"), keys)
+    return None
 
 
 def failure(text: str) -> str | None:

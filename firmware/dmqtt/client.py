@@ -11,7 +11,7 @@ import random
 import time
 
 if False:  # type checkers only: MicroPython has no typing module
-    from typing import Any
+    from dmqtt.interfaces import OnConnect, OnDisconnect, OnMessage, OnPublished, Transport
 
 from dmqtt import codec
 from dmqtt.errors import CodecError, MQTTError, ProtocolError, PublishRefused, QueueFull
@@ -110,10 +110,10 @@ class MQTTClient:
         self.group_commit = group_commit
         self.broker_max_packet = 268435455
         self.state = DISCONNECTED
-        self.on_connect: Any = None
-        self.on_disconnect: Any = None
-        self.on_message: Any = None
-        self.on_published: Any = None
+        self.on_connect: OnConnect | None = None
+        self.on_disconnect: OnDisconnect | None = None
+        self.on_message: OnMessage | None = None
+        self.on_published: OnPublished | None = None
         self.connects = 0
         self.reconnects = 0
         self.connect_failures = 0
@@ -125,7 +125,7 @@ class MQTTClient:
         self._in = bytearray(512)
         self._in_mv = memoryview(self._in)
         self._decoder = codec.StreamDecoder(version, max_packet, max_packet)
-        self._transport: Any = None
+        self._transport: Transport = None  # type: ignore[assignment]  # given to connect(); used only while connected
         self._last_tx = 0
         self._ping_at = -1
         self._acks: dict = {}  # SUBACK/UNSUBACK by packet id
@@ -255,7 +255,7 @@ class MQTTClient:
                 self._transport.close()
             except OSError:
                 pass
-        self._transport = None
+        self._transport = None  # type: ignore[assignment]  # closed: used again only after connect()
         self.state = DISCONNECTED
         self.session.lost()
         if was == CONNECTED:

@@ -28,11 +28,9 @@ except ImportError:  # CPython: const() is only a compile-time hint on MicroPyth
 from dmqtt.errors import CodecError
 
 if False:  # type checkers only: MicroPython has no typing module (annotations cost nothing once compiled)
-    from typing import Any, Union
+    from typing import Any
 
-    Bytes = Union[bytes, bytearray, memoryview]
-    Text = Union[str, bytes, bytearray, memoryview]
-    Props = Union[dict, None]
+    from dmqtt.interfaces import Bytes, Props, Text
 
 # Protocol levels as carried in CONNECT.
 V31 = const(3)  # "MQIsdp", MQTT 3.1 (and the 1999 draft's flows)
@@ -71,7 +69,7 @@ RECEIVE_MAXIMUM_EXCEEDED = const(0x93)
 PACKET_TOO_LARGE = const(0x95)
 
 # Reason codes each MQTT 5.0 packet may carry (MQTT 5.0 sections 3.2.2.2, 3.4.2.1, 3.5.2.1, 3.6.2.1,
-# 3.7.2.1, 3.9.3, 3.11.3, 3.14.2.1, 3.15.2.1; the PUBACK..PUBCOMP tables are in shared/spec/).
+# 3.7.2.1, 3.9.3, 3.11.3, 3.14.2.1, 3.15.2.1).
 _PUB_REASONS = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
 _REL_REASONS = b"\x00\x92"
 CONNACK_REASONS = b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x97\x99\x9a\x9b\x9c\x9d\x9f"

@@ -11,7 +11,7 @@ from dmqtt.errors import CodecError
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any, Iterator
 
-    from dmqtt.codec import Bytes, Props, Text
+    from dmqtt.interfaces import Bytes, Props, Text
 
 
 def malformed(why):

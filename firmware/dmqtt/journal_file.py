@@ -10,6 +10,8 @@ from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Fra
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
+    from dmqtt.interfaces import JournalOwner
+
 _FILE_MAGIC = b"DMQF"
 
 
@@ -23,7 +25,7 @@ class FileJournal(Framing):
         self._compact_bytes = compact_bytes
         self._file: Any = None
         self._size = 0
-        self._owner: Any = None  # the session, given to open()
+        self._owner: JournalOwner = None  # type: ignore[assignment]  # the session: given to open(), before any use
 
     def open(self, owner):
         self._owner = owner

@@ -20,6 +20,8 @@ from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Fra
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
+    from dmqtt.interfaces import JournalOwner
+
 try:
     from micropython import const
 except ImportError:
@@ -34,7 +36,10 @@ _SECTOR_MAGIC = b"DMQJ"
 _ERASED = const(0xFF)
 _PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
 _AT_PAD = const(-3)
-_STAGE = const(2048)  # group commit: at most this many bytes of records programmed at once
+# Group commit: at most this many bytes of records programmed at once (6 records of a 100-byte message); a
+# group that is larger syncs early, in more than one program, durable all the same. 1 KB of heap, where 2 KB
+# put group commit under the heap budget on a deployed board (docs/install-paths.md).
+_STAGE = const(1024)
 
 
 class RingJournal(Framing):
@@ -53,7 +58,7 @@ class RingJournal(Framing):
         self._head = -1
         self._offset = _SECTOR  # write position in the head sector (_SECTOR: none open yet)
         self._hdr = bytearray(_SECTOR_HEADER)
-        self._owner: Any = None  # the session, given to open()
+        self._owner: JournalOwner = None  # type: ignore[assignment]  # the session: given to open(), before any use
         self._stage: Any = None  # group commit: records staged for one program, made on first use
         self._stage_mv: Any = None
         self._staged = 0

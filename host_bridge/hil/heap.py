@@ -12,10 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from host_bridge.boards import BoardDefinition
+from host_bridge.boards.definition import BoardDefinition
 from host_bridge.hil.cycle import CutPlan, run_to_completion
-from host_bridge.hil.dut import Dut, DutError, VirtualDut
+from host_bridge.hil.dut import Dut, DutError
 from host_bridge.hil.scenario import app_config
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.serial_line import LineFaults
 
 SUBSCRIPTION = [{"topic": "cmd/{client_id}", "qos": 2}]

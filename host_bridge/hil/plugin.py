@@ -32,14 +32,16 @@ from typing import Any
 
 import pytest
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
-from host_bridge.hil.dut import Dut, SerialDut, VirtualDut
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.bridge.command import command as bridge_command
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.hil.dut import Dut
 from host_bridge.hil.power import CommandSwitch, ModemLines, PowerSwitch, RtsEnSwitch
+from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs, write_csv
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess, still_running
-from host_bridge.run import command as bridge_command
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
 
@@ -66,8 +68,6 @@ class HilConfig:
     log_dir: Path
     cycles: int
     install: str = "deployed"
-    csv_path: Path | None = None
-    tallies_written: int = 0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -166,6 +166,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_CONFIG] = resolve(config)
     except Exception as exc:  # noqa: BLE001 (any bad option becomes a usage error naming it)
         raise pytest.UsageError(str(exc)) from None
+    if not hasattr(config, "workerinput"):  # the session's controller (pytest-xdist's workers append to it)
+        campaign_csv(config.stash[_CONFIG]).unlink(missing_ok=True)
 
 
 _CONFIG = pytest.StashKey[HilConfig]()
@@ -394,18 +396,22 @@ def verdict(
         result = judge_runs(request.node.nodeid, subscriber, runs, settle)
         result.save(hil_log)
         print("\n" + result.table())
-        csv_path = hil_config.log_dir.parent / "results.csv"
-        write_csv(csv_path, result.tallies, append=hil_config.tallies_written > 0)
-        hil_config.tallies_written += len(result.tallies)
-        hil_config.csv_path = csv_path
+        write_csv(campaign_csv(hil_config), result.tallies, append=True)  # emptied at the session's start
         return result
 
     return judge
 
 
+def campaign_csv(hil: HilConfig) -> Path:
+    """Every verdict table of the session, one row per board per scenario (build/hil/results.csv, or beside
+    --hil-log-dir), for a campaign's statistics."""
+    return hil.log_dir.parent / "results.csv"
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     hil = config.stash.get(_CONFIG, None)
-    if hil is not None and hil.csv_path is not None:
-        terminalreporter.write_line(
-            f"hil: {hil.tallies_written} board results in {hil.csv_path}; logs in {hil.log_dir}"
-        )
+    if hil is None or not campaign_csv(hil).exists():
+        return
+    with open(campaign_csv(hil)) as f:
+        rows = sum(1 for _ in f) - 1
+    terminalreporter.write_line(f"hil: {rows} board results in {campaign_csv(hil)}; logs in {hil.log_dir}")

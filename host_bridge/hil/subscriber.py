@@ -1,6 +1,7 @@
 """The bench's witness: a paho-mqtt subscriber at QoS 2 on a persistent session that records every delivery,
 duplicates included (topic, payload, QoS, DUP, retain, arrival time). It shares no code with the board's client
-or the recorder, so it can catch their mistakes."""
+or the recorder, so it can catch their mistakes; it reads payloads by the telemetry contract
+(dmqtt_telemetry.format), as the recorder and the audit do, so that all three count the same messages."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from host_bridge.telemetry.promises import Delivery
+from dmqtt_telemetry.format import parse_payload
+from dmqtt_telemetry.promises import Delivery
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Record:
     dup: bool
     retain: bool
     arrived: float  # time.time() at delivery
+    telemetry: Delivery | None  # what the telemetry contract reads in the payload; None for other payloads
 
 
 class Subscriber:
@@ -45,7 +48,9 @@ class Subscriber:
         `tls_cert`: a client certificate and key to present."""
         host, port = address.rsplit(":", 1)
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)  # notified at every delivery
         self.records: list[Record] = []
+        self._seen: dict[str, set[tuple[int, int]]] = {}  # per device: the (boot, seq) that arrived
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
         if username is not None:
             self.client.username_pw_set(username, password)
@@ -64,35 +69,39 @@ class Subscriber:
             raise TimeoutError(f"the subscriber got no SUBACK from {address} within {timeout:.0f} s")
 
     def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
-        record = Record(msg.topic, bytes(msg.payload), msg.qos, bool(msg.dup), bool(msg.retain), time.time())
-        with self.lock:
+        payload = bytes(msg.payload)
+        fields = parse_payload(payload)  # once, at arrival
+        telemetry = (
+            Delivery(fields["dev"], fields["boot"], fields["seq"], msg.qos) if fields["parse_error"] is None else None
+        )
+        record = Record(msg.topic, payload, msg.qos, bool(msg.dup), bool(msg.retain), time.time(), telemetry)
+        with self.arrived:
             self.records.append(record)
+            if telemetry is not None:
+                self._seen.setdefault(telemetry.dev, set()).add((telemetry.boot, telemetry.seq))
+            self.arrived.notify_all()
 
     def deliveries(self) -> list[Delivery]:
         """Every arrival of a board's telemetry message (payloads that are not telemetry are left out)."""
         with self.lock:
-            records = list(self.records)
-        out = []
-        for r in records:
-            try:
-                body = json.loads(r.payload)
-                out.append(Delivery(str(body["dev"]), int(body["boot"]), int(body["seq"]), r.qos))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return out
+            return [r.telemetry for r in self.records if r.telemetry is not None]
 
     def distinct(self, dev: str) -> set[tuple[int, int]]:
-        return {(d.boot, d.seq) for d in self.deliveries() if d.dev == dev}
+        """The (boot, seq) of every message of `dev` that arrived."""
+        with self.lock:
+            return set(self._seen.get(dev, ()))
 
     def wait_for(self, dev: str, count: int, timeout: float = 15) -> None:
-        """Until `count` distinct messages of `dev` have arrived; TimeoutError saying how many did."""
+        """Until `count` distinct messages of `dev` have arrived (woken by each arrival); TimeoutError saying how
+        many did."""
         deadline = time.monotonic() + timeout
-        while len(self.distinct(dev)) < count:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{dev}: {len(self.distinct(dev))} of {count} messages arrived within {timeout:.0f} s"
-                )
-            time.sleep(0.05)
+        with self.arrived:
+            while len(self._seen.get(dev, ())) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    have = len(self._seen.get(dev, ()))
+                    raise TimeoutError(f"{dev}: {have} of {count} messages arrived within {timeout:.0f} s")
+                self.arrived.wait(left)
 
     def save(self, path: Path) -> None:
         """Every delivery as JSON lines (payload as text where it is UTF-8, else hex)."""

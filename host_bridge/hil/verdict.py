@@ -1,16 +1,17 @@
 """The bench's verdict: per board, what it accepted (its own summary), what the subscriber received, and what
-was lost or duplicated, overall and per boot, judged with host_bridge.telemetry.promises, the rules the Spark audit uses
+was lost or duplicated, overall and per boot, judged with dmqtt_telemetry.promises, the rules the Spark audit uses
 too."""
 
 from __future__ import annotations
 
 import csv
+import fcntl
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dmqtt_telemetry.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
 from host_bridge.hil.subscriber import Subscriber
-from host_bridge.telemetry.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
 
 # The heap budget every run is held to (docs/install-paths.md): the lowest free heap the board saw, at the virtual
 # board's 64-bit object sizes (a chip's 32-bit objects leave it more), counting back what TLS held on the Unix
@@ -115,10 +116,14 @@ class Verdict:
 
 
 def write_csv(path: Path, tallies: list[BoardTally], append: bool = False) -> None:
-    new = not (append and path.exists())
+    """The tallies as CSV rows: a new file with its header, or (append) added to the file, the header written
+    only into an empty one. Appends hold an exclusive lock, so that parallel test workers share one campaign
+    file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a" if append else "w", newline="") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
         writer = csv.DictWriter(f, fieldnames=list(BoardTally.__dataclass_fields__))
-        if new:
+        if f.tell() == 0:
             writer.writeheader()
         for t in tallies:
             writer.writerow(asdict(t))

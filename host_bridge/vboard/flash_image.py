@@ -10,7 +10,7 @@ import struct
 import sys
 from pathlib import Path
 
-from host_bridge.boards import Partition
+from host_bridge.boards.definition import Partition
 from host_bridge.errors import VBoardError
 
 SECTOR = 4096

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from host_bridge import assets
-from host_bridge.boards import BoardDefinition
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.boards.firmware_build import frozen_modules, romfs_image, stage_firmware
 from host_bridge.errors import VBoardError
-from host_bridge.firmware_build import frozen_modules, romfs_image, stage_firmware
 from host_bridge.processes import dies_with_parent, register
 from host_bridge.vboard.console import Console
 from host_bridge.vboard.flash_image import SECTOR, FlashLock, create_flash, parse_size, read_stats, stats_path
@@ -52,8 +52,9 @@ SHIM_HEAP = 320 * 1024
 # The firmware's first pool of interned names (qstrs), in entries: on an ESP32 image, twice the image's frozen
 # pool, allocated at the first name the firmware interns. ESP32_GENERIC 1.29 freezes asyncio, mip, requests,
 # webrepl, umqtt, neopixel, onewire and more: their modules, compiled with mpy-cross, intern about 400 names
-# that the port's C code does not (394 counted against the MP_QSTR_ names of py/, extmod/, shared/ and
-# ports/esp32/, so a little more in fact). vboot.py gives the firmware a pool that size (docs/virtual-board.md).
+# that the port's C code does not (394 counted against the MP_QSTR_ names of MicroPython's own source folders
+# py/, extmod/, shared/ and ports/esp32/, so a little more in fact). vboot.py gives the firmware a pool that
+# size (docs/virtual-board.md).
 FIRST_QSTR_POOL = 800
 # machine.reset_cause() values (the ESP32 port's).
 PWRON_RESET, HARD_RESET, SOFT_RESET = 1, 2, 5

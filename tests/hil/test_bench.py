@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge.boards import BoardDefinition
+from host_bridge.boards.definition import BoardDefinition
 from host_bridge.errors import VBoardError
-from host_bridge.hil.dut import VirtualDut
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard import VirtualBoard
 from tests.conftest import REPO
 

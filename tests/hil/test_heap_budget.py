@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from host_bridge.broker import Mosquitto
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.hil.heap import BOARDS, CONFIGURATIONS, MESSAGES, heap_run
 from host_bridge.hil.plugin import Bridge
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import HEAP_GOAL, BoardRun, judge_runs
-from host_bridge.pki import CertificateAuthority
 
 pytestmark = pytest.mark.hil_virtual("chooses the board definition and the install path")
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from host_bridge.boards import BoardDefinition
+from host_bridge.boards.definition import BoardDefinition
 from host_bridge.hil.cycle import CutPlan, run_to_completion
-from host_bridge.hil.dut import VirtualDut
 from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs
+from host_bridge.hil.virtual_dut import VirtualDut
 
 COUNT = 25  # messages per run
 

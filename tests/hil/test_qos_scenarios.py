@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 
+from dboard.console_host import summary as parse_summary
 from host_bridge.hil.cycle import CutPlan, run_to_completion
-from host_bridge.hil.dut import Dut, VirtualDut, parse_summary
+from host_bridge.hil.dut import Dut
 from host_bridge.hil.plugin import Bridge
 from host_bridge.hil.scenario import app_config, run_board
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.serial_line import LineFaults
 
 VERSIONS = ["3.1", "3.1.1", "5"]

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge import partitions
 from host_bridge.assets import SHIMS
-from host_bridge.boards import BOARDS_DIR, CHIPS, BoardDefinition, BoardError, available
-from host_bridge.broker import Mosquitto
+from host_bridge.boards import partitions
+from host_bridge.boards.definition import BOARDS_DIR, CHIPS, BoardDefinition, BoardError, available
+from host_bridge.boards.realboard import DeployError, check_image, flash_commands
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import CutPlan, run_to_completion
-from host_bridge.hil.dut import SerialDut
 from host_bridge.hil.power import CommandSwitch, PowerError, RtsEnSwitch
+from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
-from host_bridge.realboard import DeployError, check_image, flash_commands
 from host_bridge.vboard.runner import VirtualBoard, micropython_executable
 from tests.conftest import REPO
 

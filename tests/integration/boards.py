@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from dboard import console, console_host
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.vboard import BoardDefinition, VirtualBoard
@@ -42,9 +43,11 @@ def finish(board: VirtualBoard, timeout: float = 60) -> tuple[int, str]:
     return code, out.decode(errors="replace")
 
 
-def summary(out: str) -> dict[str, Any]:
-    line = [x for x in out.splitlines() if x.startswith("{")][-1]
-    result: dict[str, Any] = json.loads(line)
+def summary(out: str, keys: tuple[str, ...] = console.SUMMARY_KEYS) -> dict[str, Any]:
+    """The run's summary line, read as the host reads any board's (dboard.console_host); `keys`: what it must
+    hold (a test app's own summary has other keys)."""
+    result = console_host.summary(out, keys)
+    assert result is not None, f"no summary line in:\n{out}"
     return result
 
 

@@ -1,10 +1,11 @@
-"""Throwaway TLS certificates for tests that run Mosquitto with a TLS listener (host_bridge.pki does the work)."""
+"""Throwaway TLS certificates for tests that run Mosquitto with a TLS listener (host_bridge.broker.pki does the
+work)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from host_bridge.pki import CertificateAuthority
+from host_bridge.broker.pki import CertificateAuthority
 
 
 def make_certificates(directory: Path) -> tuple[Path, Path, Path]:

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dmqtt_telemetry.format import read_committed
 from host_bridge.processes import ManagedProcess
-from host_bridge.telemetry.format import read_committed
 from tests.conftest import REPO
 
 

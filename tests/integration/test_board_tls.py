@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto, write_password_file
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto, write_password_file
+from host_bridge.broker.pki import CertificateAuthority, stamp
 from host_bridge.hil.cycle import CutPlan, boot_once, run_to_completion
-from host_bridge.hil.dut import BootEnd, VirtualDut
+from host_bridge.hil.dut import BootEnd
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
-from host_bridge.pki import CertificateAuthority, stamp
+from host_bridge.hil.virtual_dut import VirtualDut
 
 PASSWORD = "hunter2-tls-secret"
 SIM = BoardDefinition.load("sim")

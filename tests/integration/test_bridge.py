@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from host_bridge.broker import Mosquitto
+from host_bridge.bridge.command import command as bridge_command
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
-from host_bridge.run import command as bridge_command
 from host_bridge.vboard import LineFaults, VirtualBoard
 from tests.conftest import REPO
 from tests.integration.boards import check_promises, summary
@@ -217,7 +217,7 @@ def test_toml_config_921600_baud_counters_on_sigusr1_and_no_secrets_in_logs(tmp_
 def test_tls_context_verifies_the_broker() -> None:
     import ssl
 
-    from host_bridge.bridge import TLSConfig
+    from host_bridge.net import TLSConfig
 
     ctx = TLSConfig().context()
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname

@@ -1,4 +1,4 @@
-"""The benchmarks' delay proxy (host_bridge.delay_proxy): every byte arrives, in order, never before its delay,
+"""The benchmarks' delay proxy (tools.delay_proxy): every byte arrives, in order, never before its delay,
 in both directions; the end of a stream passes through after the data before it; the proxy counts what it
 forwarded and how late."""
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from host_bridge.delay_proxy import DelayProxy
+from tools.delay_proxy import DelayProxy
 
 ONE_WAY_MS = 20.0
 

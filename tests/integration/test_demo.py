@@ -1,5 +1,6 @@
 """`make demo` end to end, at a smaller dose: virtual boards through power cuts, a noisy serial line, the
-bridge and a recorder that gets SIGKILLed, to the audit's verdict (with the test session's SparkSession)."""
+bridge and a recorder that gets SIGKILLed, to the audit's verdict (the Spark jobs run as a user runs them,
+`python -m dmqtt_pipeline all`)."""
 
 from __future__ import annotations
 
@@ -12,21 +13,20 @@ import time
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
 
-from host_bridge.demo import run_demo
+from host_bridge.campaigns.demo import run_demo
 from tests.conftest import REPO
 
 
-def test_demo_from_virtual_boards_to_the_verdict(tmp_path: Path, spark: SparkSession) -> None:
-    result = run_demo(tmp_path / "demo", messages=60, cuts=2, seed=7, spark=spark)
+def test_demo_from_virtual_boards_to_the_verdict(tmp_path: Path) -> None:
+    result = run_demo(tmp_path / "demo", messages=60, cuts=2, seed=7)
     assert result.exit_code == 0
     assert result.recorder_kills == 1
     cuts = {r.spec.qos: r.cuts for r in result.runs}
     assert cuts[1] >= 1 and cuts[2] >= 1 and sum(cuts.values()) >= 3, cuts
     assert all(r.summary is not None and r.summary["total"] == 60 for r in result.runs)
-    assert result.outcome is not None and result.outcome.audit is not None
-    verdicts = result.outcome.audit.verdicts
+    assert result.audit is not None and result.audit.ok
+    verdicts = result.audit.verdicts
     assert (verdicts[1].messages, verdicts[1].lost) == (60, 0)
     assert (verdicts[2].messages, verdicts[2].lost, verdicts[2].duplicates) == (60, 0, 0)
     summary = json.loads((tmp_path / "demo" / "results" / "summary.json").read_text())
@@ -60,7 +60,7 @@ def test_demo_interrupted_leaves_no_process_behind(tmp_path: Path, sig: signal.S
     included (they run in sessions of their own, so the terminal's SIGINT never reaches them)."""
     out = tmp_path / "demo"
     demo = subprocess.Popen(
-        [sys.executable, "-m", "host_bridge.demo", "--out", str(out), "--messages", "2000"],
+        [sys.executable, "-m", "host_bridge", "demo", "--out", str(out), "--messages", "2000"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,16 +1,15 @@
 """A long run on the deployed install path, the heap watched all along: QoS 1 messages through a proxy that drops
 the board's connection again and again (it reconnects), with power cuts between, the board logging its free heap
-and largest free block every few dozen messages. Neither may trend down: no leak, no fragmentation that grows.
+and largest free block every few dozen messages. The free heap may not trend down (no leak), and the largest free
+block may not fall below what the client allocates after boot (no fragmentation that starves it).
 
 `make test` runs a dose (3,000 messages, 12 reconnects, 3 power cuts); `make soak` the full run (LONG_RUN_MESSAGES
 =100000, LONG_RUN_RECONNECTS=200, LONG_RUN_CUTS=50)."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -19,20 +18,23 @@ from typing import Any
 
 import pytest
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
+from dboard import console_host
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import CutPlan, run_to_completion
-from host_bridge.hil.dut import VirtualDut
 from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import HEAP_GOAL, BoardRun, judge_runs
+from host_bridge.hil.virtual_dut import VirtualDut
 from tests.integration.cutter import Cutter
 
 MESSAGES = int(os.environ.get("LONG_RUN_MESSAGES", "3000"))
 RECONNECTS = int(os.environ.get("LONG_RUN_RECONNECTS", "12"))
 CUTS = int(os.environ.get("LONG_RUN_CUTS", "3"))
 SAMPLES = 60  # heap lines over the run
-HEAP_LINE = re.compile(r'^heap (\{"seq".*\})$', re.M)
+# The largest allocation the client makes after boot is about 1 KB (a received PUBLISH up to max_packet, the
+# group commit's staging buffer); twice that must always be free in one piece.
+BLOCK_FLOOR = 2048
 
 
 @pytest.fixture
@@ -42,9 +44,8 @@ def broker(tmp_path: Path) -> Iterator[Mosquitto]:
 
 
 def heap_samples(console: str) -> list[list[dict[str, int]]]:
-    """The heap lines of each boot, in order."""
-    boots = console.split("=== boot ")[1:]
-    return [[json.loads(m) for m in HEAP_LINE.findall(boot)] for boot in boots]
+    """The heap lines of each boot, in order (the DUT's log marks each boot with a line `=== boot N ===`)."""
+    return [console_host.heap_samples(boot) for boot in console.split("=== boot ")[1:]]
 
 
 def disturb(progress: Any, dut: VirtualDut, cutter: Cutter, stop: threading.Event) -> dict[str, int]:
@@ -107,13 +108,14 @@ def test_a_long_run_keeps_the_heap_flat(tmp_path: Path, broker: Mosquitto) -> No
     assert len(samples) >= SAMPLES // 2, f"{len(samples)} heap lines"
     free = [s["free"] for s in samples]
     block = [s["block"] for s in samples]
-    quarter = len(samples) // 4
     print(f"\nfree heap {min(free)}..{max(free)}, largest block {min(block)}..{max(block)} over {len(samples)} samples")
     # No leak: the free heap stays within a kilobyte over the whole run, boots and reconnects included.
     assert max(free) - min(free) <= 1024, free
     assert min(free) >= HEAP_GOAL
-    # No fragmentation that grows: the largest free block late in the run is no smaller than early in it.
-    assert min(block[-quarter:]) >= min(block[:quarter]) - 1024, block
+    # No fragmentation that starves the client. (Not "the largest block late no smaller than early": which block
+    # is largest depends on where the latest connection's objects landed, and moves with every reconnect,
+    # measured between 2.6 and 11.5 KB within one run of 3,000 messages.)
+    assert min(block) >= BLOCK_FLOOR, block
     for boot in heap_samples(console):
         if len(boot) >= 4:  # within one boot too, across its reconnects
             assert boot[-1]["free"] >= boot[0]["free"] - 512, boot

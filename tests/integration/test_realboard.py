@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge import partitions
+from host_bridge.boards import partitions
 from host_bridge.vboard import BoardDefinition
 from host_bridge.vboard.runner import micropython_executable
 from tests.conftest import REPO

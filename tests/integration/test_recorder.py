@@ -18,11 +18,11 @@ from paho.mqtt.enums import CallbackAPIVersion
 from pyspark.sql import SparkSession
 
 from dmqtt import codec_host as codec
-from host_bridge import chaos
-from host_bridge.broker import Mosquitto
-from host_bridge.telemetry import format as telemetry_format
-from pipeline.audit import audit
-from pipeline.spark import read_telemetry
+from dmqtt_pipeline.audit import audit
+from dmqtt_pipeline.spark import read_telemetry
+from dmqtt_telemetry import format as telemetry_format
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.campaigns import chaos
 from tests.integration.certificates import make_certificates
 from tests.integration.recorder_proc import RecorderProcess, read_rows
 from tests.integration.scripted_broker import Connection, ScriptedBroker
@@ -264,7 +264,7 @@ def test_subscribes_only_when_the_session_or_the_topics_are_new(tmp_path: Path) 
 
 
 def test_an_unreachable_broker_is_retried_with_a_hint(tmp_path: Path) -> None:
-    from host_bridge.broker import free_port
+    from host_bridge.broker.mosquitto import free_port
 
     recorder = RecorderProcess(tmp_path / "rec", f"127.0.0.1:{free_port()}")
     recorder.wait_for("event=connect-failed")
@@ -342,7 +342,7 @@ def test_a_recorder_started_on_a_full_disk_waits_for_space_instead_of_crashing(
     """Its last run logged deliveries that are not yet in Parquet, and the disk is full: the recovery cannot
     write them. The recorder says so, does not connect (it could acknowledge nothing), and finishes the
     recovery when space returns."""
-    from host_bridge.telemetry_store import TelemetryStore
+    from host_bridge.recorder.store import TelemetryStore
 
     out = small_disk / "rec"
     store = TelemetryStore(out)

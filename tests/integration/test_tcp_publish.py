@@ -7,10 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
-from host_bridge.hil.dut import BootEnd, VirtualDut
+from host_bridge.hil.dut import BootEnd
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard import VirtualBoard
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
-from host_bridge.hil.dut import parse_summary
+from dboard.console_host import summary as parse_summary
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.vboard.flash_image import SECTOR
 from tests.conftest import REPO
 

@@ -17,7 +17,8 @@ import sysconfig
 import venv
 from pathlib import Path
 
-from host_bridge.broker import Mosquitto
+from dboard import console_host
+from host_bridge.broker.mosquitto import Mosquitto
 from tests.conftest import REPO
 
 
@@ -81,7 +82,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_host_bridge_vboard(tmp_path
         timeout=120,
     )
     output = result.stdout + result.stderr
-    summaries = [json.loads(line) for line in output.splitlines() if line.startswith("{") and '"dev"' in line]
+    summaries = [line.values[0] for line in console_host.lines(output, "summary")]
     assert [(s["dev"], s["total"], s["qos"]) for s in summaries] == [("wheel-1", 5, 2)], output
     staged = list((tmp_path / "cache" / "durable-mqtt" / "vboard").glob("*/dmqtt/client.mpy"))
     assert staged, "the board's firmware was not staged from the wheel into the cache"

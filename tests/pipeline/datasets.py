@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from host_bridge.telemetry import format as telemetry
-from host_bridge.telemetry_store import TelemetryStore
+from dmqtt_telemetry import format as telemetry
+from host_bridge.recorder.store import TelemetryStore
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from pipeline.cluster import LocalCluster
-from pipeline.jobs import run_job
+from dmqtt_pipeline.cluster import LocalCluster
+from dmqtt_pipeline.jobs import run_job
 from tests.pipeline.datasets import Msg, write_dataset
 
 
@@ -34,7 +34,7 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
         cluster.start()
         assert cluster.registered() == 2
         run = subprocess.run(
-            [sys.executable, "-m", "pipeline", "all", "--master", cluster.url, "--input", str(tmp_path / "rec"),
+            [sys.executable, "-m", "dmqtt_pipeline", "all", "--master", cluster.url, "--input", str(tmp_path / "rec"),
              "--out", str(tmp_path / "remote")],
             capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         )  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.audit import AuditResult, format_boots
+from dmqtt_pipeline.audit import AuditResult, format_boots
 
 
 def boot(dev: str, lost: int = 0, duplicates: int = 0) -> dict[str, Any]:

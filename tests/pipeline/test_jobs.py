@@ -16,12 +16,12 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DateType
 
-from host_bridge.telemetry.format import spark_schema
-from pipeline import audit, rollup
-from pipeline.audit import NO_DEVICE, Expectation
-from pipeline.jobs import run_job
-from pipeline.spark import PipelineError, copy_to_hadoop, read_telemetry
-from pipeline.stream import stream_audit
+from dmqtt_pipeline import audit, rollup
+from dmqtt_pipeline.audit import NO_DEVICE, Expectation
+from dmqtt_pipeline.jobs import run_job
+from dmqtt_pipeline.spark import PipelineError, copy_to_hadoop, read_telemetry
+from dmqtt_pipeline.stream import stream_audit
+from dmqtt_telemetry.format import spark_schema
 from tests.conftest import REPO
 from tests.pipeline.datasets import T0, Msg, write_dataset
 
@@ -253,7 +253,16 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     """The CLI as a bench runs it: exit 1 on a broken promise (with the summary written), 2 on bad input."""
     mixed_dataset(tmp_path / "rec")
     run = subprocess.run(
-        [sys.executable, "-m", "pipeline", "audit", "--input", str(tmp_path / "rec"), "--out", str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "dmqtt_pipeline",
+            "audit",
+            "--input",
+            str(tmp_path / "rec"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -262,7 +271,16 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert "FAIL" in run.stdout and json.loads((tmp_path / "out" / "summary.json").read_text())["ok"] is False
     missing = subprocess.run(
-        [sys.executable, "-m", "pipeline", "rollup", "--input", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")],
+        [
+            sys.executable,
+            "-m",
+            "dmqtt_pipeline",
+            "rollup",
+            "--input",
+            str(tmp_path / "nope"),
+            "--out",
+            str(tmp_path / "o2"),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -319,7 +337,7 @@ def test_hadoop_uris_for_input_and_output(tmp_path: Path, spark: SparkSession) -
 
 
 def test_runs_under_spark_submit(tmp_path: Path) -> None:
-    """`spark-submit pipeline/__main__.py audit ...`: the master comes from spark-submit."""
+    """`spark-submit dmqtt_pipeline/__main__.py audit ...`: the master comes from spark-submit."""
     write_dataset(tmp_path / "rec", [Msg("ss", 1, s, s, qos=2) for s in (0, 1, 2, 2)])
     spark_submit = Path(sys.executable).parent / "spark-submit"
     run = subprocess.run(
@@ -333,7 +351,7 @@ def test_runs_under_spark_submit(tmp_path: Path) -> None:
             "spark.driver.host=127.0.0.1",
             "--conf",
             "spark.driver.bindAddress=127.0.0.1",
-            str(REPO / "pipeline" / "__main__.py"),
+            str(REPO / "dmqtt_pipeline" / "__main__.py"),
             "audit",
             "--input",
             str(tmp_path / "rec"),

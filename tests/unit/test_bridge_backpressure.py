@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dlink import frame
 from dlink.link import Link
-from host_bridge.bridge import DOWN_QUEUE_MAX, BoardPort, BoardSession, Destination
+from host_bridge.bridge.relay import DOWN_QUEUE_MAX, BoardPort, BoardSession
+from host_bridge.net import Destination
 from tests.unit.test_link import Line
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from host_bridge.firmware_build import board_modules, stage_firmware
+from host_bridge.boards.firmware_build import board_modules, stage_firmware
 from tests.conftest import FIRMWARE
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge.boards import BoardDefinition
-from host_bridge.broker import Mosquitto
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
-from host_bridge.hil.dut import VirtualDut
+from host_bridge.hil.virtual_dut import VirtualDut
 from tests.conftest import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

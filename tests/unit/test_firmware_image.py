@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge.firmware_build import board_modules
+from host_bridge.boards.firmware_build import board_modules
 from tests.conftest import REPO
 
 FIRMWARE = REPO / "firmware"
 # What the board application can import that is firmware (the rest is MicroPython's: builtins, or the port's).
-FIRMWARE_PACKAGES = ("dmqtt", "dlink")
+FIRMWARE_PACKAGES = ("dmqtt", "dlink", "dboard")
 
 
 def module_file(name: str) -> Path | None:
@@ -29,10 +29,23 @@ def module_file(name: str) -> Path | None:
     return app if app.exists() else None
 
 
+def run_on_a_board(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree` but those under `if False:` (imports for type checkers only, never run)."""
+    nodes, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Constant) and node.test.value is False:
+            todo.extend(node.orelse)
+            continue
+        nodes.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
 def imports_of(path: Path) -> set[str]:
     """Every firmware module `path` imports, at the top or inside a function (the board loads lazily)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in run_on_a_board(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -43,7 +56,7 @@ def imports_of(path: Path) -> set[str]:
             continue
         found |= {n for n in names if module_file(n) is not None and module_file(n).exists()}  # type: ignore[union-attr]
     # load_modules() imports by a list of names: those strings count too.
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in run_on_a_board(ast.parse(path.read_text())):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(FIRMWARE_PACKAGES):
             file = module_file(node.value)
             if file is not None and file.exists():

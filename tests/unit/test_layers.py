@@ -1,72 +1,146 @@
-"""shared/DESIGN.md's layer rule, read from the imports themselves. Data flows one way and each layer knows only
-the one below it: the firmware imports nothing of the host; the pipeline nothing of the firmware, and of
-host_bridge only the telemetry contract (host_bridge.telemetry: the format and the promises); host_bridge
-reaches the pipeline only through the jobs the demo runs (host_bridge/demo.py)."""
+"""docs/architecture.md's layer table, read from the imports themselves: every import of every file (lazy ones
+and those only for type checkers included) must be of a package its layer may import. Data flows one way: the
+firmware imports nothing of the host; the telemetry contract nothing at all; the pipeline only the contract;
+host_bridge never the pipeline (the campaigns run it as a command); each host subsystem only what sits below it."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
+CORE = "host_bridge"  # errors, processes, logs, assets, net: what every host subsystem stands on
+FIRMWARE_SHARED = {"dmqtt", "dlink", "dboard"}
+APP_MODULES = {"board_app", "config", "realboard", "boot", "main"}  # firmware/app, top-level on a board
+PROJECT = FIRMWARE_SHARED | {"app", "dmqtt_telemetry", "dmqtt_pipeline", "host_bridge", "tests", "tools"}
 
-def _type_checking_only(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+# Layer -> the layers it may import (besides itself). The table of docs/architecture.md.
+ALLOWED: dict[str, set[str]] = {
+    "dmqtt": set(),
+    "dlink": set(),
+    "dboard": set(),
+    "app": FIRMWARE_SHARED,
+    "dmqtt_telemetry": set(),
+    "dmqtt_pipeline": {"dmqtt_telemetry"},
+    CORE: set(),
+    "host_bridge.boards": {CORE},
+    "host_bridge.broker": {CORE},
+    "host_bridge.vboard": {CORE, "host_bridge.boards"},
+    "host_bridge.bridge": {CORE, "dlink", "dmqtt"},
+    "host_bridge.recorder": {CORE, "dmqtt", "dmqtt_telemetry"},
+    "host_bridge.hil": {
+        CORE,
+        "host_bridge.boards",
+        "host_bridge.vboard",
+        "host_bridge.broker",
+        "host_bridge.bridge",
+        "dboard",
+        "dmqtt",
+        "dmqtt_telemetry",
+    },
+    "host_bridge.campaigns": {
+        CORE,
+        "host_bridge.boards",
+        "host_bridge.vboard",
+        "host_bridge.broker",
+        "host_bridge.bridge",
+        "host_bridge.recorder",
+        "host_bridge.hil",
+        "dmqtt_telemetry",
+    },
+    "host_bridge.cli": {
+        CORE,
+        "host_bridge.boards",
+        "host_bridge.bridge",
+        "host_bridge.recorder",
+        "host_bridge.hil",
+        "host_bridge.campaigns",
+    },
+}
 
 
-def imported(path: Path, runtime_only: bool = False) -> set[str]:
-    """Dotted module names a Python file imports (at any depth, lazy imports included); with runtime_only, not
-    those under `if TYPE_CHECKING:`, which never run."""
+def layer_of_module(name: str) -> str | None:
+    """The layer a dotted module name belongs to; None for what is not the project's (stdlib, packages)."""
+    parts = name.split(".")
+    top = parts[0]
+    if top == "host_bridge":
+        if len(parts) > 1 and f"host_bridge.{parts[1]}" in ALLOWED:
+            return f"host_bridge.{parts[1]}"
+        return "host_bridge.cli" if parts[1:2] in (["cli"], ["__main__"]) else CORE
+    if top in APP_MODULES:
+        return "app"
+    return top if top in PROJECT else None
+
+
+def layer_of_file(path: Path) -> str:
+    rel = path.relative_to(REPO)
+    if rel.parts[0] == "firmware":
+        return "app" if rel.parts[1] == "app" else rel.parts[1]
+    return layer_of_module(".".join(rel.with_suffix("").parts)) or rel.parts[0]
+
+
+def imported(path: Path) -> set[str]:
+    """Dotted module names a Python file imports, at any depth: lazy imports and type checkers' included."""
     names: set[str] = set()
-    todo: list[ast.AST] = [ast.parse(path.read_text(), str(path))]
-    while todo:
-        node = todo.pop()
-        if runtime_only and _type_checking_only(node):
-            todo.extend(getattr(node, "orelse", []))
-            continue
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        todo.extend(ast.iter_child_nodes(node))
     return names
 
 
-def importers(
-    folder: str, forbidden: set[str], allowed: set[str] = frozenset(), runtime_only: bool = False
-) -> dict[str, set[str]]:
-    """Files under folder importing a module of a forbidden package, other than the allowed modules."""
-    found = {}
-    for path in sorted((REPO / folder).rglob("*.py")):
-        bad = {
-            name
-            for name in imported(path, runtime_only)
-            if name.split(".")[0] in forbidden and not any(name == a or name.startswith(a + ".") for a in allowed)
-        }
-        if bad:
-            found[str(path.relative_to(REPO))] = bad
-    return found
+def files() -> list[Path]:
+    roots = ["firmware", "dmqtt_telemetry", "dmqtt_pipeline", "host_bridge"]
+    found = [p for root in roots for p in sorted((REPO / root).rglob("*.py*")) if p.suffix in (".py", ".pyi")]
+    # The virtual board's shims are MicroPython code of their own (machine, esp32, ...), run only on the port.
+    return [p for p in found if "shims" not in p.parts and p.name != "manifest.py"]
 
 
-def test_the_firmware_imports_nothing_of_the_host() -> None:
-    assert importers("firmware", {"host_bridge", "pipeline", "tests", "tools"}) == {}
+def violations(path: Path, mine: str | None = None) -> set[str]:
+    """Imports of `path` that its layer (`mine`, else where the file is) may not make."""
+    mine = mine or layer_of_file(path)
+    bad = set()
+    for name in imported(path):
+        theirs = layer_of_module(name)
+        if theirs is not None and theirs != mine and theirs not in ALLOWED[mine]:
+            bad.add(f"{name} ({theirs})")
+    return bad
 
 
-def test_the_pipeline_imports_nothing_of_the_firmware_and_of_the_host_only_the_telemetry_contract() -> None:
-    assert importers("pipeline", {"dmqtt", "dlink", "tests", "tools", "host_bridge"}, {"host_bridge.telemetry"}) == {}
+@pytest.mark.parametrize("path", files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_import_is_of_a_layer_below(path: Path) -> None:
+    assert violations(path) == set(), f"{layer_of_file(path)} may import only {sorted(ALLOWED[layer_of_file(path)])}"
 
 
-def test_the_host_reaches_the_pipeline_only_through_the_demo() -> None:
-    found = importers("host_bridge", {"pipeline", "tests", "tools"}, runtime_only=True)
-    assert set(found) <= {"host_bridge/demo.py"}, found
-    assert found, "the demo runs the pipeline's jobs: the rule's reader must see it do so"
+def test_the_reader_sees_lazy_and_type_only_imports_and_places_every_file(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from dmqtt_pipeline.audit import AuditResult\n"
+        "def later():\n    import host_bridge.hil.cycle\n"
+    )
+    assert {"dmqtt_pipeline.audit", "host_bridge.hil.cycle"} <= imported(probe)
+    assert layer_of_module("host_bridge.errors") == CORE and layer_of_module("host_bridge") == CORE
+    assert layer_of_module("host_bridge.hil.virtual_dut") == "host_bridge.hil"
+    assert layer_of_module("board_app") == "app" and layer_of_module("json") is None
+    assert {layer_of_file(p) for p in files()} == set(ALLOWED)
 
 
-def test_the_rule_sees_imports() -> None:
-    """The reader itself: a lazy import inside a function counts; one only for type checkers does not."""
-    demo = imported(REPO / "host_bridge" / "demo.py", runtime_only=True)
-    assert {"pipeline.jobs", "json"} <= demo
-    assert "pipeline.audit.AuditResult" in imported(REPO / "host_bridge" / "chaos.py")
-    assert "pipeline.audit.AuditResult" not in imported(REPO / "host_bridge" / "chaos.py", runtime_only=True)
+def test_a_layer_that_reaches_up_is_caught(tmp_path: Path) -> None:
+    """The rule itself: the virtual board importing the bench (as it once did), and host_bridge importing the
+    pipeline, are violations."""
+    runner = REPO / "host_bridge" / "vboard" / "runner.py"
+    assert violations(runner) == set()
+    probe = tmp_path / "runner.py"
+    probe.write_text(runner.read_text() + "\nfrom host_bridge.hil.dut import Dut\nimport dmqtt_pipeline.jobs\n")
+    assert violations(probe, "host_bridge.vboard") == {
+        "host_bridge.hil.dut (host_bridge.hil)",
+        "host_bridge.hil.dut.Dut (host_bridge.hil)",
+        "dmqtt_pipeline.jobs (dmqtt_pipeline)",
+    }

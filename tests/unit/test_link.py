@@ -10,7 +10,7 @@ import pytest
 from dlink import frame
 from dlink.link import UP, Link, timeout_for
 from dmqtt import codec
-from host_bridge.link_sim import Line, pump
+from tools.link_sim import Line, pump
 
 
 def test_handshake_brings_both_ends_up() -> None:

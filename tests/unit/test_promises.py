@@ -1,9 +1,9 @@
-"""The promises, defined once (host_bridge.telemetry.promises) for the bench's verdicts and the Spark audit:
+"""The promises, defined once (dmqtt_telemetry.promises) for the bench's verdicts and the Spark audit:
 counting rules on hand-made deliveries, and the verdict each QoS gets."""
 
 from __future__ import annotations
 
-from host_bridge.telemetry.promises import Delivery, Expectation, boot_rows, duplicates, judge, lost
+from dmqtt_telemetry.promises import Delivery, Expectation, boot_rows, duplicates, judge, lost
 
 
 def deliveries(dev: str, qos: int, boot: int, seqs: list[int]) -> list[Delivery]:

@@ -1,6 +1,7 @@
 """The shared vectors, byte for byte, on CPython and on the MicroPython Unix port: the MQTT codec
 (tests/vectors/mqtt_codec.json) and the serial link frames (tests/vectors/link_frames.json), each with its
-decoder fuzzing. Each runner lives beside its vectors so that MicroPython runs the very same file."""
+decoder fuzzing, and the board's console lines (tests/vectors/console_lines.json). Each runner lives beside its
+vectors so that MicroPython runs the very same file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from tests.conftest import VECTORS, micropython_vector_results
 sys.path.insert(0, str(VECTORS))
 
 FUZZ_ITERATIONS = 3000
-SUITES = {"codec": ("vector_runner", "mqtt_codec.json"), "link": ("link_runner", "link_frames.json")}
+SUITES = {
+    "codec": ("vector_runner", "mqtt_codec.json"),
+    "link": ("link_runner", "link_frames.json"),
+    "console": ("console_runner", "console_lines.json"),
+}
 
 
 def run_cpython(iterations: int) -> dict[str, dict[str, str | None]]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge.telemetry.format import parse_payload
-from host_bridge.telemetry_store import RecorderError, TelemetryStore
+from dmqtt_telemetry.format import parse_payload
+from host_bridge.recorder.store import RecorderError, TelemetryStore
 from tests.conftest import REPO
 from tests.integration.recorder_proc import read_rows
 
@@ -83,7 +83,7 @@ CRASHER = textwrap.dedent(
     """
     import os, sys, json
     sys.path.insert(0, {repo!r})
-    import host_bridge.telemetry_store as ts
+    import host_bridge.recorder.store as ts
     point = sys.argv[2]
     store = ts.TelemetryStore(ts.Path(sys.argv[1]))
     for i in range(50):

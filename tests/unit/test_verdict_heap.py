@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from dmqtt_telemetry.promises import Delivery
 from host_bridge.hil.verdict import HEAP_GOAL, BoardRun, judge_runs
-from host_bridge.telemetry.promises import Delivery
 
 
 class Arrived:

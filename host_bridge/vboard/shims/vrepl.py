@@ -1,5 +1,5 @@
-# The virtual board's REPL on its console: what MicroPython's C REPL (shared/runtime/pyexec.c) does on a real
-# board's USB serial port, so that mpremote, a terminal or `host-bridge deploy` talk to a virtual board as they
+# The virtual board's REPL on its console: what MicroPython's C REPL (its shared/runtime/pyexec.c) does on a
+# real board's USB serial port, so that mpremote, a terminal or `host-bridge deploy` talk to a virtual board as they
 # talk to a chip. Kept out of firmware/: on a real board this is C in the image.
 #
 # - Friendly REPL (">>> "): a line at a time, compound statements continued with "... ", the value of an

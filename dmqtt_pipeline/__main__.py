@@ -1,0 +1,114 @@
+"""`python -m dmqtt_pipeline JOB`: the telemetry jobs on Apache Spark (local[*] unless --master says otherwise).
+
+    audit   per device and boot: received, gaps, duplicates, order, latency; a verdict per QoS.
+            Exit 0 when every promise holds, 1 when one is broken, 2 when the job could not run.
+    rollup  readings per device per minute and per hour, each message counted once.
+    report  an HTML page with PNG plots.
+    all     audit, rollup and report in one Spark session (what `make demo` runs).
+
+Also runnable as `spark-submit path/to/pipeline/__main__.py JOB ...`: the master then comes from spark-submit."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+if __package__ in (None, ""):  # spark-submit runs this file as a script: make `dmqtt_pipeline` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from dmqtt_pipeline.spark import PipelineError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dmqtt_pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="job", required=True, metavar="JOB")
+    for name, help_text in (
+        ("audit", "check every QoS promise; exit 1 when one is broken"),
+        ("rollup", "per device per 1-minute and 1-hour window: count, min, max, mean"),
+        ("report", "an HTML page with PNG plots, readable without a server"),
+        ("all", "audit, rollup and report in one Spark session"),
+    ):
+        job = sub.add_parser(name, help=help_text, description=help_text)
+        job.add_argument(
+            "--input",
+            required=True,
+            metavar="PATH[,PATH...]",
+            help="the recorder's --out folder (a Hadoop path); several recorders' folders separated by commas",
+        )
+        job.add_argument("--out", required=True, metavar="PATH", help="where results go (a Hadoop path)")
+        job.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
+        if name in ("audit", "report", "all"):
+            job.add_argument(
+                "--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail'
+            )
+        if name == "audit":
+            job.add_argument(
+                "--stream", action="store_true", help="Structured Streaming: verdicts updated as files arrive"
+            )
+            job.add_argument(
+                "--watermark", default="10 minutes", help="deduplication watermark on received_at (--stream)"
+            )
+            job.add_argument(
+                "--interval", type=float, default=2.0, metavar="S", help="seconds between cycles (--stream)"
+            )
+            job.add_argument(
+                "--until-idle", type=float, metavar="S", help="stop after S seconds without new rows (--stream)"
+            )
+            job.add_argument("--once", action="store_true", help="process what is there now, then stop (--stream)")
+    return parser
+
+
+def _master(requested: str | None) -> str | None:
+    if requested:
+        return requested
+    # Under spark-submit the gateway is already up and spark-submit's --master applies.
+    return None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
+
+
+def run(args: argparse.Namespace) -> int:
+    from dmqtt_pipeline import audit, jobs, stream
+    from dmqtt_pipeline.spark import require_input, session
+
+    expect = None
+    if getattr(args, "expect", None):
+        try:
+            with open(args.expect) as f:
+                expect = audit.load_expectations(f.read())
+        except OSError as exc:
+            raise PipelineError(f"cannot read --expect {args.expect}: {exc.strerror}") from None
+    require_input(None, args.input)
+    started = time.monotonic()
+    master = _master(args.master)
+    print(f"[pipeline] starting Spark ({master or 'from spark-submit'})", flush=True)
+    spark = session(master)
+    try:
+        if args.job == "audit" and args.stream:
+            result = stream.stream_audit(
+                spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once
+            )
+            return 0 if result.ok else 1
+        code = jobs.run_job(spark, args.job, args.input, args.out, expect).exit_code
+        print(f"[pipeline] {args.job} done in {time.monotonic() - started:.1f} s", flush=True)
+        return code
+    finally:
+        spark.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except PipelineError as exc:
+        print(f"pipeline {args.job}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

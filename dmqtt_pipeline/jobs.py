@@ -1,0 +1,58 @@
+"""The batch jobs as functions of a Spark session, shared by the CLI and `make demo` (which runs them all in
+one session: a JVM starts once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from dmqtt_pipeline import audit, report, rollup
+from dmqtt_pipeline.audit import AuditResult, Expectation
+from dmqtt_pipeline.spark import publish_files, read_telemetry
+
+
+@dataclass
+class JobOutcome:
+    exit_code: int  # 0, or 1 when the audit found a broken promise
+    audit: AuditResult | None = None
+    report_path: str | None = None
+
+
+def run_job(
+    spark: SparkSession, job: str, input_path: str, out: str, expect: dict[str, Expectation] | None = None
+) -> JobOutcome:
+    """audit | rollup | report | all. `all` puts the audit in OUT, the rollups in OUT/rollup, the report in
+    OUT/report; the single jobs put theirs in OUT."""
+    out = out.rstrip("/")
+    df = read_telemetry(spark, input_path).cache()
+    outcome = JobOutcome(0)
+    result = None
+    if job in ("audit", "report", "all"):
+        print(f"[pipeline] audit of {input_path}", flush=True)
+        result, boots = audit.audit(df, expect)
+        outcome.audit = result
+        if job != "report":
+            audit.write(spark, result, boots, input_path, out, df)
+            print(audit.format_boots(result), audit.format_table(result), sep="\n\n", flush=True)
+            print(f"[pipeline] audit written to {out}/summary.json and {out}/boots/", flush=True)
+            outcome.exit_code = 0 if result.ok else 1
+        boots.unpersist()  # else a later audit of the same input in this session is served from it, stale
+    if job in ("rollup", "report", "all"):
+        print("[pipeline] rollup per minute and per hour", flush=True)
+        tables = rollup.rollup(df)
+        base = out if job == "rollup" else f"{out}/rollup"
+        counts = rollup.write(tables, base)
+        print(
+            f"[pipeline] rollup written to {base}/minute ({counts['minute']} windows) "
+            f"and {base}/hour ({counts['hour']} windows)",
+            flush=True,
+        )
+        if result is not None:
+            target = out if job == "report" else f"{out}/report"
+            print("[pipeline] report", flush=True)
+            publish_files(spark, report.build(df, result, tables["minute"], input_path, counts), target)
+            outcome.report_path = f"{target}/index.html"
+            print(f"[pipeline] report: {outcome.report_path}", flush=True)
+    df.unpersist()
+    return outcome

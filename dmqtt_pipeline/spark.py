@@ -1,0 +1,152 @@
+"""The Spark session and the I/O every job shares: reading the recorder's Parquet, writing results to Hadoop
+paths (a local folder, or hdfs://, s3a:// ... on a cluster), and one error type for the whole pipeline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from dmqtt_telemetry.format import spark_schema
+
+LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+class PipelineError(Exception):
+    """A job cannot run (no Spark, no input, unreadable data); the CLI prints it and exits 2."""
+
+
+def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline") -> SparkSession:
+    """A Spark session with the UI off and quiet logs; a local master binds to loopback only. master None
+    keeps the one spark-submit configured."""
+    # Spark hands timestamps to Python as naive datetimes in the process's time zone: make that UTC, the
+    # session's, so that every time the jobs print or write is UTC.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    # Executors run this very interpreter (the virtual environment's), not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    local = master is not None and master.startswith("local")
+    loopback = local or (master or "").startswith("spark://127.0.0.1:")  # e.g. dmqtt_pipeline.cluster's
+    builder = SparkSession.builder.appName(app)
+    if master is not None:
+        builder = builder.master(master)
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J}")
+    )
+    if loopback:
+        # Nothing of a run on this machine listens beyond loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    if local:
+        builder = builder.config("spark.sql.shuffle.partitions", "4")  # a handful suits one machine
+    try:
+        spark = builder.getOrCreate()
+    except (PySparkException, OSError) as exc:
+        raise PipelineError(
+            f"Spark did not start ({exc}). It needs a Java runtime: `make system-deps` installs "
+            "openjdk-17-jre-headless, or set JAVA_HOME."
+        ) from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """(Hadoop FileSystem, Hadoop Path) of a path: the same code for a local folder and a cluster file system."""
+    jpath = _jvm(spark).org.apache.hadoop.fs.Path(path)
+    jsc = spark.sparkContext._jsc
+    assert jsc is not None
+    return jpath.getFileSystem(jsc.hadoopConfiguration()), jpath
+
+
+def _jvm(spark: SparkSession) -> Any:
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise PipelineError("the Spark session has no JVM (was it stopped?)")
+    return jvm
+
+
+def input_paths(path: str) -> list[str]:
+    """--input: one recorder's folder, or several separated by commas (recorders sharing a subscription, each
+    with its own folder), read as one dataset."""
+    return [p for p in path.split(",") if p]
+
+
+def require_input(spark: SparkSession | None, path: str) -> None:
+    """PipelineError when an input folder does not exist. A local path is checked without Spark, so that a
+    mistyped --input fails before a JVM starts; other paths only once there is a session (spark not None)."""
+    for one in input_paths(path):
+        if is_local(one):
+            exists = local_path(one).exists()
+        elif spark is not None:
+            fs, jpath = hadoop_path(spark, one)
+            exists = fs.exists(jpath)
+        else:
+            continue
+        if not exists:
+            raise PipelineError(
+                f"input {one} does not exist; point --input at the recorder's --out folder (the recorder creates it)"
+            )
+
+
+def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
+    """The recorder's rows under `path` (or under each of several comma-separated folders); PipelineError when
+    one does not exist or there are no rows."""
+    require_input(spark, path)
+    try:
+        # One read per folder, then a union: Spark's partition discovery refuses several roots in one read.
+        frames = [spark.read.schema(spark_schema()).parquet(one) for one in input_paths(path)]
+        df = frames[0]
+        for more in frames[1:]:
+            df = df.unionByName(more)
+    except AnalysisException as exc:
+        raise PipelineError(f"cannot read {path} as the recorder's Parquet: {exc}") from None
+    if df.isEmpty():
+        raise PipelineError(f"input {path} holds no telemetry rows (has the recorder committed anything yet?)")
+    return df
+
+
+def is_local(path: str) -> bool:
+    return urlparse(path).scheme in ("", "file")
+
+
+def local_path(path: str) -> Path:
+    return Path(urlparse(path).path if path.startswith("file:") else path)
+
+
+def publish_files(spark: SparkSession, files: dict[str, bytes], dest: str) -> None:
+    """Small result files (JSON summary, HTML, PNG) into the folder `dest`, local or on a Hadoop file system."""
+    if is_local(dest):
+        folder = local_path(dest)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            temp = folder / f".{name}.tmp"
+            temp.write_bytes(data)
+            os.replace(temp, folder / name)  # a reader never sees half a file
+    else:
+        copy_to_hadoop(spark, files, dest)
+
+
+def copy_to_hadoop(spark: SparkSession, files: dict[str, bytes], dest: str) -> None:
+    """The same through the Hadoop FileSystem API (hdfs://, s3a://, any scheme the cluster knows)."""
+    staging = Path(tempfile.mkdtemp(prefix="dmqtt-pipeline-"))
+    try:
+        fs, _ = hadoop_path(spark, dest)
+        jvm = _jvm(spark)
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+            target = jvm.org.apache.hadoop.fs.Path(f"{dest.rstrip('/')}/{name}")
+            fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(staging / name)), target)
+    finally:
+        shutil.rmtree(staging)

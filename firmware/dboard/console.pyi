@@ -1,0 +1,14 @@
+# The signatures of dboard/console.py (the board application's console protocol: docs/console-protocol.md).
+from typing import Final
+
+CONNECTED: Final[str]
+CONNECT_FAILED: Final[str]
+CONNECTION_LOST: Final[str]
+PUBLISH_REFUSED: Final[str]
+PUBLISH_NACKED: Final[str]
+QUEUE_FULL: Final[str]
+MESSAGE: Final[str]
+HEAP: Final[str]
+CONFIG_ERROR: Final[str]
+JOURNAL_ERROR: Final[str]
+SUMMARY_KEYS: Final[tuple[str, ...]]

@@ -1,0 +1,90 @@
+# The signatures of dmqtt/client.py, for type checkers: the client's whole public API.
+from typing import Final
+
+from dmqtt.interfaces import Bytes as _Bytes
+from dmqtt.interfaces import Journal, OnConnect, OnDisconnect, OnMessage, OnPublished, Transport
+from dmqtt.interfaces import Text as _Text
+from dmqtt.session import Session
+
+DISCONNECTED: Final[int]
+CONNECTING: Final[int]
+CONNECTED: Final[int]
+
+class Backoff:
+    """Capped exponential backoff with jitter, for reconnecting."""
+
+    base_ms: int
+    cap_ms: int
+    attempt: int
+    def __init__(self, base_ms: int = 500, cap_ms: int = 30000) -> None: ...
+    def next_ms(self) -> int: ...
+    def reset(self) -> None: ...
+
+class MQTTClient:
+    client_id: str
+    version: int
+    keepalive: int
+    clean: bool
+    session_expiry: int
+    username: str | None
+    password: _Bytes | None
+    will: tuple[_Text, _Bytes, int, bool] | None
+    session: Session
+    max_packet: int
+    group_commit: int
+    broker_max_packet: int
+    state: int
+    on_connect: OnConnect | None
+    on_disconnect: OnDisconnect | None
+    on_message: OnMessage | None
+    on_published: OnPublished | None
+    connects: int
+    reconnects: int
+    connect_failures: int
+    disconnects: int
+    received: int
+    published: int
+    refused: int
+    def __init__(
+        self,
+        client_id: str,
+        store: Journal,
+        version: int = ...,
+        keepalive: int = 60,
+        clean: bool = False,
+        session_expiry: int = 3600,
+        window: int | str = "auto",
+        max_messages: int = 32,
+        username: str | None = None,
+        password: _Bytes | None = None,
+        will: tuple[_Text, _Bytes, int, bool] | None = None,
+        max_packet: int = 1024,
+        group_commit: int = 0,
+    ) -> None: ...
+    def open(self) -> list[str]: ...
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def mark(self) -> int: ...
+    @property
+    def window(self) -> int: ...
+    @property
+    def retain_cleared(self) -> int: ...
+    def outstanding(self) -> int: ...
+    def connect(self, transport: Transport, timeout_ms: int = 10000) -> bool: ...
+    def close(self) -> None: ...
+    def disconnect(self) -> None: ...
+    def publish(
+        self,
+        topic: _Text,
+        payload: _Bytes,
+        qos: int = 0,
+        retain: bool = False,
+        mark: int | None = None,
+        timeout_ms: int = 0,
+    ) -> int: ...
+    def flush(self) -> None: ...
+    def subscribe(self, topic: _Text, qos: int = 1, timeout_ms: int = 10000) -> int: ...
+    def unsubscribe(self, topic: _Text, timeout_ms: int = 10000) -> None: ...
+    def wait_idle(self, timeout_ms: int) -> bool: ...
+    def poll(self, timeout_ms: int = 0) -> None: ...

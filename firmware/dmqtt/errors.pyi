@@ -1,0 +1,23 @@
+# The signatures of dmqtt/errors.py, for type checkers (checked against the module by stubtest).
+
+class DmqttError(Exception): ...
+
+class CodecError(DmqttError):
+    reason: str
+    reason_code: int
+    def __init__(self, reason: str, reason_code: int = 0x81) -> None: ...
+
+class ProtocolError(DmqttError):
+    reason_code: int
+    def __init__(self, reason: str, reason_code: int = 0x82) -> None: ...
+
+class MQTTError(DmqttError):
+    code: int | None
+    def __init__(self, reason: str, code: int | None = None) -> None: ...
+
+class PublishRefused(DmqttError):
+    code: int
+    def __init__(self, reason: str, code: int) -> None: ...
+
+class QueueFull(DmqttError): ...
+class JournalError(DmqttError): ...

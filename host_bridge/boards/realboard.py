@@ -1,0 +1,190 @@
+"""Real boards: the esptool and mpremote command lines for writing MicroPython with the board's partition
+table, and for copying the compiled firmware and config.json onto it; run (or only printed, --dry-run) by the
+`host-bridge flash` and `host-bridge deploy` commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from host_bridge import assets
+from host_bridge.boards import partitions
+from host_bridge.boards.definition import CHIPS, BoardDefinition, image_chip_id
+from host_bridge.errors import HostBridgeError
+
+
+class DeployError(HostBridgeError):
+    """Flashing or deploying to a real board failed."""
+
+
+def board_config_module() -> ModuleType:
+    """The firmware's own config checker (firmware/app/config.py), so a bad file is caught before it ships."""
+    spec = importlib.util.spec_from_file_location("board_config", assets.APP / "config.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_config(path: Path, secrets: Path | None = None) -> None:
+    """The board's own checks on config.json, with secrets.json merged as the board merges it. Messages name
+    fields, never secret values."""
+    module = board_config_module()
+    try:
+        raw = json.loads(path.read_text())
+        if secrets is not None:
+            module.merge_secrets(raw, json.loads(secrets.read_text()))
+        module.check(raw)
+    except FileNotFoundError as exc:
+        raise DeployError(f"{exc.filename} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise DeployError(
+            f"{path if secrets is None else 'config.json or secrets.json'} is not valid JSON: {exc}"
+        ) from None
+    except module.ConfigError as exc:
+        raise DeployError(f"{path}: {exc}") from None
+
+
+def check_image(board: BoardDefinition, image: bytes, name: str) -> None:
+    """Refuse an image built for another chip: esptool would write it, and the board would not boot."""
+    chip = board.chip_info
+    found = image_chip_id(image)
+    if found is None:
+        raise DeployError(
+            f"{name} is not an ESP firmware image (no 0xE9 magic byte): download the .bin for {chip.name}"
+        )
+    if found != chip.image_chip_id:
+        other = next((c.name for c in CHIPS.values() if c.image_chip_id == found), f"chip id {found}")
+        raise DeployError(
+            f"{name} is built for {other}, but board {board.name} has an {chip.name}: download the MicroPython "
+            f"image for {chip.name} ({board.firmware_image or 'see micropython.org/download'})"
+        )
+
+
+def flash_commands(port: str, board: BoardDefinition, image: Path, table: Path, baud: int) -> list[list[str]]:
+    chip = board.chip_info
+    esptool = [sys.executable, "-m", "esptool", "--chip", chip.name, "--port", port, "--baud", str(baud)]
+    # Two writes: the MicroPython image carries a stock partition table at 0x8000, which ours (with the journal
+    # partition) replaces; in one write-flash call esptool would refuse the overlap.
+    return [
+        [*esptool, "erase-flash"],
+        [*esptool, "write-flash", "-z", hex(chip.bootloader_offset), str(image)],
+        [*esptool, "write-flash", hex(partitions.TABLE_OFFSET), str(table)],
+    ]
+
+
+_MKDIRS = """import os
+for d in %r:
+    try:
+        os.mkdir(d)
+    except OSError:
+        pass
+"""
+
+
+def _mpremote(port: str, resume: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "mpremote", "connect", port]
+    if resume:
+        cmd.append("resume")  # keep the running interpreter: no soft reset when mpremote connects
+    return cmd
+
+
+def deploy_commands(
+    port: str,
+    root: Path,
+    config: Path | None,
+    resume: bool,
+    reset: bool,
+    put: list[tuple[Path, str]] | None = None,
+    code: Path | str | None = None,
+) -> list[str]:
+    """One mpremote invocation: every staged file and folder copied to the board's filesystem root. `code`:
+    where the modules go instead of .mpy files on the filesystem: a ROMFS image (a Path) written to the board's
+    ROMFS partition, or "frozen" (the board's image has them already). Then only what is not modules (main.py) is
+    copied, and the modules a .mpy deploy left on the filesystem are removed: the port searches the filesystem
+    first, so they would shadow the image's."""
+    cmd = _mpremote(port, resume)
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    steps: list[list[str]] = []
+    if code is not None:
+        modules = [str(p.relative_to(root)) for p in files if p.suffix == ".mpy"]
+        if isinstance(code, Path):
+            steps.append(["romfs", "deploy", str(code)])
+        steps.append(["exec", _REMOVE % modules])
+        files = [p for p in files if p.suffix != ".mpy"]
+    folders = sorted({str(p.parent.relative_to(root)) for p in files if p.parent != root})
+    # Folders made by a script that tolerates them existing (`fs mkdir` fails on a second deploy, and
+    # `fs cp -r` is not accepted inside a chain of commands).
+    if folders:
+        steps.append(["exec", _MKDIRS % folders])
+    for item in files:
+        steps.append(["fs", "cp", str(item), ":" + str(item.relative_to(root))])
+    if config is not None:
+        steps.append(["fs", "cp", str(config), ":config.json"])
+    for source, name in put or []:
+        steps.append(["fs", "cp", str(source), ":" + name])
+    if reset:
+        # A hard reset (machine.reset()): the board boots and runs main.py from what was just copied. A soft reset
+        # from mpremote's raw REPL would leave it at the REPL (the port skips main.py after one).
+        steps.append(["reset"])
+    for i, step in enumerate(steps):
+        if i:
+            cmd.append("+")
+        cmd += step
+    return cmd
+
+
+_REMOVE = """import os
+for f in %r:
+    try:
+        os.remove(f)
+    except OSError:
+        pass
+for d in ("dmqtt", "dlink"):
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
+"""
+
+
+def romfs_query_command(port: str, resume: bool) -> list[str]:
+    return [*_mpremote(port, resume), "romfs", "query"]
+
+
+def has_romfs(port: str, resume: bool) -> bool:
+    """Whether the board's MicroPython image has a ROMFS partition, as `mpremote romfs query` reports it."""
+    result = subprocess.run(romfs_query_command(port, resume), capture_output=True, text=True)
+    if result.returncode:
+        raise DeployError(
+            f"mpremote romfs query failed (exit {result.returncode}): {(result.stderr or result.stdout).strip()}"
+        )
+    return "partition has size" in result.stdout
+
+
+NO_ROMFS = (
+    "the board's MicroPython image has no ROMFS partition (stock ESP32 images up to 1.29 have none). Build an "
+    "image with the firmware frozen in (`make firmware BOARD=...`: frozen code runs from flash and needs no "
+    "ROMFS), or one with ROMFS (MICROPY_VFS_ROM and a 'romfs' partition, see docs/install-paths.md); or deploy "
+    ".mpy files: drop --romfs, or add --fallback-mpy to do that whenever ROMFS is missing"
+)
+
+
+def run_commands(commands: list[list[str]], dry_run: bool, what: str) -> int:
+    for cmd in commands:
+        print("$ " + shlex.join(cmd), flush=True)
+        if dry_run:
+            continue
+        result = subprocess.run(cmd)
+        if result.returncode:
+            raise DeployError(
+                f"{what} failed (exit {result.returncode}). Is the board plugged in and the port right "
+                "(ls /dev/ttyUSB* /dev/ttyACM*)? 'Permission denied': add yourself to the dialout group. "
+                "'Failed to connect': hold BOOT while it starts."
+            )
+    return 0

@@ -1,0 +1,150 @@
+"""`host-bridge run`: relay boards on serial ports to a TCP broker, many boards per process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+import threading
+import tomllib
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import serial
+
+from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
+from host_bridge.logs import log_to_stdout
+from host_bridge.net import Destination, TLSConfig
+
+
+def command(broker: str, baud: int, ports: dict[str, str], stats_every: float = 60.0, *extra: str) -> list[str]:
+    """The `host-bridge run` command line for named serial ports (name -> path), as a harness starts it."""
+    args = [sys.executable, "-m", "host_bridge", "run", "--broker", broker, "--baud", str(baud)]
+    args += ["--stats-every", f"{stats_every:g}", *extra]
+    for name, path in ports.items():
+        args += ["--port", f"{name}={path}"]
+    return args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", action="append", default=[], metavar="[NAME=]PATH", help="a board's serial port")
+    parser.add_argument("--broker", metavar="HOST:PORT", help="where boards' MQTT connections go")
+    parser.add_argument("--baud", type=int, help="serial speed (default 115200)")
+    parser.add_argument(
+        "--allow", action="append", default=[], metavar="HOST:PORT", help="another destination boards may ask for"
+    )
+    parser.add_argument("--config", type=Path, help="TOML file: broker, baud, allow, [tls], [[board]] name/port/baud")
+    parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
+    parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
+    parser.add_argument("--certfile", help="client certificate (mutual TLS)")
+    parser.add_argument("--keyfile", help="client certificate's key")
+    parser.add_argument("--stats-every", type=float, default=60.0, metavar="S", help="print counters every S seconds")
+    parser.add_argument("--verbose", action="store_true", help="debug logging")
+
+
+class _BoardField(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "board"):
+            record.board = "-"
+        return True
+
+
+def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, list[Destination], TLSConfig | None]:
+    raw: dict[str, Any] = {}
+    if args.config is not None:
+        try:
+            raw = tomllib.loads(args.config.read_text())
+        except FileNotFoundError:
+            raise BridgeError(f"config file {args.config} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise BridgeError(f"{args.config}: {exc}") from None
+    broker_text = args.broker or raw.get("broker")
+    if not broker_text:
+        raise BridgeError('no broker: give --broker HOST:PORT or broker = "HOST:PORT" in the config')
+    baud = int(args.baud or raw.get("baud", 115200))
+    boards = []
+    for entry in raw.get("board", []):
+        if "port" not in entry:
+            raise BridgeError(f"{args.config}: every [[board]] needs a port")
+        boards.append(
+            BoardPort(str(entry.get("name") or Path(entry["port"]).name), entry["port"], int(entry.get("baud", baud)))
+        )
+    for spec in args.port:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = Path(spec).name, spec
+        boards.append(BoardPort(name, path, baud))
+    allow = [Destination.parse(a) for a in [*raw.get("allow", []), *args.allow]]
+    tls_raw = raw.get("tls", {})
+    tls = None
+    if args.tls or tls_raw:
+        tls = TLSConfig(
+            args.cafile or tls_raw.get("cafile"),
+            args.certfile or tls_raw.get("certfile"),
+            args.keyfile or tls_raw.get("keyfile"),
+        )
+    return boards, Destination.parse(broker_text), allow, tls
+
+
+def preflight(boards: list[BoardPort], broker: Destination) -> None:
+    """Fail at once, saying what to do, on what waiting will not fix: a port that exists but cannot be opened,
+    a broker that does not answer. A port that does not exist yet is waited for (a board not plugged in)."""
+    for board in boards:
+        if not Path(board.path).exists():
+            continue
+        try:
+            serial.Serial(board.path, board.baud, timeout=0, exclusive=True).close()
+        except serial.SerialException as exc:
+            text = str(exc)
+            if "Permission denied" in text or "Errno 13" in text:
+                raise BridgeError(
+                    f"permission denied on {board.path}: add yourself to the dialout group "
+                    "(sudo usermod -aG dialout $USER) and log in again"
+                ) from None
+            if "lock" in text or "busy" in text.lower() or "Errno 16" in text:
+                raise BridgeError(
+                    f"{board.path} is busy: another program has it open "
+                    "(screen, minicom, mpremote, another bridge); close it"
+                ) from None
+            raise BridgeError(f"cannot open {board.path}: {text}") from None
+    try:
+        socket.create_connection((broker.host, broker.port), timeout=5).close()
+    except OSError as exc:
+        raise BridgeError(
+            f"broker {broker} unreachable ({exc.strerror or exc}): is it running, and is --broker right?"
+        ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    level = logging.DEBUG if args.verbose else logging.INFO
+    log_to_stdout("host_bridge", "%(asctime)s %(levelname)s board=%(board)s %(message)s", level, _BoardField())
+    root = logging.getLogger("host_bridge")
+    boards, broker, allow, tls = _config(args)
+    bridge = Bridge(boards, broker, allow, tls)
+    preflight(boards, broker)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGUSR1:
+            bridge.report()
+        else:
+            done.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
+    root.info(
+        "event=start boards=%d broker=%s allowed=%s tls=%s",
+        len(boards),
+        broker,
+        ",".join(str(a) for a in allow) or "-",
+        bool(tls),
+    )
+    bridge.start()
+    while not done.wait(args.stats_every):
+        bridge.report()
+    bridge.stop()
+    bridge.report()
+    return 0

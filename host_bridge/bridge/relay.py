@@ -1,0 +1,351 @@
+"""The host bridge: each board on a serial port gets its own link endpoint (the very firmware file
+firmware/dlink/link.py) and its own TCP connection to the broker, opened when the board asks for it.
+
+One thread per board. A board that restarts (new link epoch) has its TCP connection closed, so the broker sees
+its session end; a broker that closes the connection is reported to the board, which reconnects; a serial
+port that vanishes (USB unplugged, an ESP32-S3/C3 resetting its USB) closes the TCP side and is opened again by
+path when it returns. The bridge connects only to the configured broker and allow-listed destinations, opens
+no listening socket, and never logs payloads or credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import ssl
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import serial
+
+from dlink import control, frame
+from dlink.link import Link
+from host_bridge.errors import HostBridgeError
+from host_bridge.net import AddressError, Destination, TLSConfig
+
+log = logging.getLogger("host_bridge")
+
+
+class BridgeError(HostBridgeError):
+    """The bridge cannot start (bad configuration, a port that cannot be opened at all)."""
+
+
+@dataclass(frozen=True)
+class BoardPort:
+    name: str
+    path: str
+    baud: int = 115200
+
+
+COUNTERS = (
+    "frames_in",
+    "frames_out",
+    "bytes_up",
+    "bytes_down",
+    "retransmissions",
+    "crc_errors",
+    "resyncs",
+    "board_restarts",
+    "connects",
+    "refused",
+    "port_reopens",
+    "noise_bytes",
+    "broker_stalls",
+)
+# Bytes from a board waiting for the broker to take them. Past this the bridge stops reading the board's MQTT
+# channel: the link's window then holds the board back, instead of the bridge buffering without bound.
+DOWN_QUEUE_MAX = 64 * 1024
+
+
+@dataclass
+class BoardSession:
+    """Serves one board: its serial port, its link, its upstream TCP connection."""
+
+    board: BoardPort
+    broker: Destination
+    allowed: frozenset[Destination]
+    tls: TLSConfig | None = None
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._tcp: socket.socket | None = None
+        self._pending_up = b""  # from the broker, not yet taken by the link (window full)
+        self._pending_down = bytearray()  # from the board, not yet taken by the broker (its socket is full)
+        self._stalled = False
+        self._control = control.Lines()
+        self._control_out = bytearray()
+        self._link: Link | None = None
+        self._ser: serial.Serial | None = None
+        self._resets = 0
+        self._log = logging.LoggerAdapter(log, {"board": self.board.name})
+
+    # -- life cycle ------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self._ser = serial.Serial(self.board.path, self.board.baud, timeout=0, exclusive=True)
+            except (serial.SerialException, OSError) as exc:
+                self._log.warning("event=port_unavailable path=%s error=%r; retrying", self.board.path, str(exc))
+                self.stop.wait(1.0)
+                continue
+            self._log.info("event=port_open path=%s baud=%d", self.board.path, self.board.baud)
+            self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
+            self._resets = 0
+            self._control_out.clear()
+            try:
+                self._serve()
+            except (serial.SerialException, OSError) as exc:
+                self._log.warning("event=port_lost path=%s error=%r", self.board.path, str(exc))
+                self.counters["port_reopens"] += 1
+            finally:
+                self._account()
+                self._close_tcp("serial port closed")
+                try:
+                    self._ser.close()
+                except (serial.SerialException, OSError):
+                    pass
+        self._log.info("event=stopped %s", self.format_counters())
+
+    def _serve(self) -> None:
+        assert self._ser is not None and self._link is not None
+        ser, link = self._ser, self._link
+        buf = bytearray(4096)
+        while not self.stop.is_set():
+            now = _now_ms()
+            wakeup = link.next_wakeup(now)
+            timeout = 0.05 if wakeup < 0 else min(0.05, wakeup / 1000)
+            watch: list[Any] = [ser.fileno()]
+            if self._tcp is not None and not self._pending_up:
+                watch.append(self._tcp)
+            writable = [self._tcp] if self._tcp is not None and self._pending_down else []
+            ready, _, _ = select.select(watch, writable, [], timeout)
+            now = _now_ms()
+            if ser.fileno() in ready:
+                data = ser.read(4096)
+                if not data and not os.path.exists(self.board.path):
+                    raise serial.SerialException("device vanished")
+                link.feed(data, now)
+            for line in link.lines:
+                self._log.info("console=%r", line)  # the board's own output, outside frames
+            link.lines.clear()
+            for n in link.noise:
+                # Damaged frames, not text: their bytes may hold payloads or credentials, so only the length.
+                self.counters["noise_bytes"] += n
+                self._log.info("event=line_noise bytes=%d", n)
+            link.noise.clear()
+            if link.peer_resets != self._resets:
+                self._resets = link.peer_resets
+                self.counters["board_restarts"] += 1
+                self._log.info("event=board_restarted epoch=%d", link.peer_epoch)
+                self._close_tcp("the board restarted", notify=False)
+                self._control.reset()
+                self._control_out.clear()
+            # MQTT bytes before control messages: a board's last packets and its close ("C") can arrive in one
+            # read, and must reach the broker before the connection is closed. (After "O" a board sends nothing
+            # until the bridge answers, so no bytes of a new connection can be waiting here.)
+            self._downstream(buf)
+            self._read_control()
+            if self._tcp is not None and self._tcp in ready:
+                self._upstream()
+            self._flush_control()
+            self._flush_up()
+            chunk = link.poll(now)
+            while chunk is not None:
+                ser.write(chunk)
+                chunk = link.poll(now)
+            self._account()  # counters are this thread's: the reporter only reads them
+
+    # -- control channel ---------------------------------------------------------------------------------
+
+    def _read_control(self) -> None:
+        assert self._link is not None
+        buf = bytearray(control.MAX_LINE)
+        while n := self._link.readinto(frame.CONTROL, buf):
+            for byte in buf[:n]:
+                line = self._control.push(byte)
+                if line is not None:
+                    self._on_control(line)
+
+    def _on_control(self, line: bytes) -> None:
+        try:
+            kind, text = control.decode(line)
+        except control.ControlError as exc:
+            self._log.warning("event=bad_control error=%r", str(exc))
+            return
+        if kind == control.OPEN:
+            self._open(text.strip())
+        elif kind == control.CLOSE:
+            self._close_tcp("closed by the board", notify=False)
+        else:
+            self._log.warning("event=bad_control message=%r", kind)
+
+    def _open(self, requested: str) -> None:
+        self._close_tcp("the board opened a new connection", notify=False)
+        try:
+            dest = Destination.parse(requested) if requested else self.broker
+        except AddressError:
+            self._reply(control.REFUSED, f"bad destination {requested[:40]!r}")
+            return
+        if dest not in self.allowed:
+            self.counters["refused"] += 1
+            self._log.warning("event=refused destination=%s reason=not_allowed", dest)
+            self._reply(control.REFUSED, "not allowed")
+            return
+        try:
+            sock = socket.create_connection((dest.host, dest.port), timeout=5)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.context().wrap_socket(sock, server_hostname=dest.host)
+            sock.setblocking(False)
+        except (OSError, ssl.SSLError) as exc:
+            self._log.warning("event=connect_failed destination=%s error=%r", dest, str(exc))
+            self._reply(control.REFUSED, f"cannot reach {dest}: {exc.__class__.__name__}")
+            return
+        self._tcp = sock
+        self.counters["connects"] += 1
+        self._log.info("event=connected destination=%s", dest)
+        self._reply(control.OPENED)
+
+    def _reply(self, kind: str, text: str = "") -> None:
+        """Queue a control message for the board; sent ahead of MQTT bytes as the link window allows."""
+        self._control_out += control.encode(kind, text)
+        self._flush_control()
+
+    def _flush_control(self) -> None:
+        assert self._link is not None
+        while self._control_out and self._link.can_send(frame.CONTROL):
+            n = self._link.send(frame.CONTROL, self._control_out)
+            del self._control_out[:n]
+
+    def _close_tcp(self, why: str, notify: bool = True) -> None:
+        if self._tcp is None:
+            return
+        try:
+            self._tcp.close()
+        except OSError:
+            pass
+        self._tcp = None
+        self._pending_up = b""
+        self._pending_down.clear()
+        self._stalled = False
+        self._log.info("event=disconnected reason=%r", why)
+        if notify and self._link is not None and self._link.up:
+            self._reply(control.CLOSE, why)
+
+    # -- relaying --------------------------------------------------------------------------------------------
+
+    def _downstream(self, buf: bytearray) -> None:
+        """Board -> broker, never blocking: what the broker's socket does not take waits in a bounded queue,
+        and while the queue is full the board's bytes stay in the link (whose window then holds the board)."""
+        assert self._link is not None
+        while len(self._pending_down) < DOWN_QUEUE_MAX and (n := self._link.readinto(frame.MQTT, buf)):
+            if self._tcp is None:
+                continue  # bytes for a connection that is gone: dropped, the board's client will reconnect
+            self._pending_down += buf[:n]
+        self._flush_down()
+
+    def _flush_down(self) -> None:
+        if self._tcp is None or not self._pending_down:
+            return
+        try:
+            sent = self._tcp.send(self._pending_down)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            sent = 0
+        except OSError as exc:
+            self._close_tcp(f"broker connection failed: {exc.__class__.__name__}")
+            return
+        del self._pending_down[:sent]
+        self.counters["bytes_up"] += sent
+        if not self._stalled and len(self._pending_down) >= DOWN_QUEUE_MAX:
+            self._stalled = True
+            self.counters["broker_stalls"] += 1
+            self._log.warning(
+                "event=broker_stalled queued=%d: holding the board back until the broker reads", len(self._pending_down)
+            )
+        elif self._stalled and not self._pending_down:
+            self._stalled = False
+            self._log.info("event=broker_resumed")
+
+    def _upstream(self) -> None:
+        """Broker -> board."""
+        assert self._tcp is not None
+        try:
+            data = self._tcp.recv(4096)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return
+        except OSError as exc:
+            self._close_tcp(f"broker connection failed: {exc.__class__.__name__}")
+            return
+        if not data:
+            self._close_tcp("the broker closed the connection")
+            return
+        self._pending_up = data
+
+    def _flush_up(self) -> None:
+        assert self._link is not None
+        if self._pending_up and self._link.can_send():
+            n = self._link.send(frame.MQTT, self._pending_up)
+            self.counters["bytes_down"] += n
+            self._pending_up = self._pending_up[n:]
+
+    # -- counters ----------------------------------------------------------------------------------------
+
+    def _account(self) -> None:
+        link = self._link
+        if link is None:
+            return
+        self.counters["frames_in"] += link.decoder.frames
+        self.counters["frames_out"] += link.frames_out
+        self.counters["retransmissions"] += link.retransmissions
+        self.counters["crc_errors"] += link.decoder.crc_errors
+        self.counters["resyncs"] += link.decoder.overflows
+        link.decoder.frames = link.frames_out = link.retransmissions = 0
+        link.decoder.crc_errors = link.decoder.overflows = 0
+
+    def format_counters(self) -> str:
+        """The counters as of the board thread's last loop (at most about 50 ms old); read-only here."""
+        return " ".join(f"{k}={v}" for k, v in dict(self.counters).items())
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class Bridge:
+    """Many boards, one process: a thread per board."""
+
+    def __init__(
+        self, boards: list[BoardPort], broker: Destination, allow: list[Destination], tls: TLSConfig | None
+    ) -> None:
+        if not boards:
+            raise BridgeError("no serial ports: give --port PATH (or NAME=PATH), or boards in --config")
+        names = [b.name for b in boards]
+        if len(set(names)) != len(names):
+            raise BridgeError(f"board names must be unique: {names}")
+        allowed = frozenset([broker, *allow])
+        self.sessions = [BoardSession(b, broker, allowed, tls) for b in boards]
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for session in self.sessions:
+            thread = threading.Thread(target=session.run, name=f"board-{session.board.name}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def report(self) -> None:
+        for session in self.sessions:
+            log.info("event=counters %s", session.format_counters(), extra={"board": session.board.name})
+            sys.stdout.flush()
+
+    def stop(self) -> None:
+        for session in self.sessions:
+            session.stop.set()
+        for thread in self.threads:
+            thread.join(5)

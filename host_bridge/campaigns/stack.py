@@ -1,0 +1,365 @@
+"""The start-up sequence the demo and the chaos campaign share, and what they do around it.
+
+A `Stack` is a broker, the recorder on it, the virtual boards (each booted again after every power cut until its
+run completes) and the serial bridge for the boards on serial lines: started in that order, stopped in the
+reverse one (boards first, so that no traffic is left; then the recorder, which commits what it holds; then the
+bridge and the broker). Every process started is stopped here, by its pid, and listed in `pids`.
+
+The Spark jobs are run as the user runs them, `python -m dmqtt_pipeline all ...`, and their verdict is read back
+from the summary they write: the campaigns sit above the pipeline and never import it."""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dmqtt_telemetry.format import read_committed
+from dmqtt_telemetry.promises import AuditSummary
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.bridge.command import command as bridge_command
+from host_bridge.broker.mosquitto import Mosquitto, write_password_file
+from host_bridge.broker.pki import CertificateAuthority
+from host_bridge.errors import HostBridgeError
+from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
+from host_bridge.hil.virtual_dut import VirtualDut
+from host_bridge.processes import ManagedProcess
+from host_bridge.vboard import LineFaults
+
+BAUD = 115200
+NOISE = LineFaults(baud=BAUD, bit_error_rate=2e-5, drop_rate=1e-5)
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BoardSpec:
+    client_id: str
+    transport: str  # "tcp" or "serial"
+    mqtt_version: str
+    qos: int
+
+
+@dataclass(frozen=True)
+class Security:
+    """How boards and host tools reach a broker that checks identity: its CA (TLS verified), each board's
+    password (user name = client id, kept in a secrets.json put on the board) and the recorder's."""
+
+    ca: Path
+    passwords: dict[str, str]
+    secrets_dir: Path
+
+    def board_secrets(self, client_id: str) -> Path:
+        path = self.secrets_dir / f"{client_id}.secrets.json"
+        path.write_text(json.dumps({"password": self.passwords[client_id]}))
+        path.chmod(0o600)
+        return path
+
+
+def secure_broker(out: Path, client_ids: list[str]) -> tuple[Mosquitto, Security]:
+    """Mosquitto with a TLS listener (certificate from a CA made here), a password file and an ACL: each board
+    may publish only under sensors/<its client id>/, the recorder may read sensors/#."""
+    pki = CertificateAuthority(out / "pki", "durable-mqtt demo CA")
+    cert, key = pki.issue("broker", "localhost", dns="localhost")
+    passwords = {name: secrets.token_urlsafe(18) for name in [*client_ids, "recorder"]}
+    secrets_dir = out / "secrets"
+    secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    password_file = write_password_file(secrets_dir / "mosquitto.passwd", passwords)
+    acl = secrets_dir / "mosquitto.acl"
+    acl.write_text("user recorder\ntopic read sensors/#\n\npattern write sensors/%c/#\n")
+    (secrets_dir / "recorder.password").write_text(passwords["recorder"])
+    broker = Mosquitto(
+        out / "broker",
+        persistence=True,
+        tls=(cert, key),
+        options=(f"password_file {password_file}", f"acl_file {acl}"),
+        allow_anonymous=False,
+    )
+    return broker, Security(pki.ca, passwords, secrets_dir)
+
+
+@dataclass
+class BoardRun:
+    """One board's life in a campaign: booted again after every power cut until its run completes (the bench's
+    power-cycle loop, host_bridge.hil.cycle), in a thread of its own."""
+
+    spec: BoardSpec
+    workdir: Path
+    broker: str
+    messages: int
+    cuts_wanted: int
+    rng: random.Random
+    state: str = "waiting"
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+    result: CycleResult | None = None
+    thread: threading.Thread | None = field(default=None, repr=False)
+    security: Security | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True)
+        serial = self.spec.transport == "serial"
+        put: tuple[tuple[Path, str], ...] = ()
+        if self.security is not None:
+            put = ((self.security.board_secrets(self.spec.client_id), "secrets.json"), (self.security.ca, "ca.pem"))
+        # The serial port exists before the bridge starts, and stays through every boot (the cable stays in).
+        self.dut = VirtualDut(
+            self.spec.client_id,
+            BoardDefinition.load("sim"),
+            flash=self.workdir / "board.flash",
+            console_log=self.workdir / "console.log",
+            faults=LineFaults(BAUD, NOISE.bit_error_rate, NOISE.drop_rate, seed=self.rng.randrange(1 << 30))
+            if serial
+            else None,
+            serial_link=self.serial_link if serial else None,
+            seed=self.rng.randrange(1 << 30),
+            put=put,
+        )
+        publish = {
+            "topic": "sensors/{client_id}/telemetry",
+            "qos": self.spec.qos,
+            "count": self.messages,
+            "interval_ms": 10,
+            "payload_bytes": 100,
+        }
+        config: dict[str, Any] = {
+            "client_id": self.spec.client_id,
+            "transport": self.spec.transport,
+            "mqtt_version": self.spec.mqtt_version,
+            "publish": publish,
+        }
+        if serial:
+            config["uart"] = {"id": 1, "baud": BAUD}  # the bridge speaks TLS to the broker for it
+        else:
+            config["broker"] = self.broker
+            if self.security is not None:
+                config["tls"] = {"ca": "ca.pem", "server_hostname": "localhost"}
+        if self.security is not None:
+            config["username"] = self.spec.client_id  # its password is in secrets.json on the board
+        self.dut.configure(config)
+        self._stop = threading.Event()
+
+    @property
+    def serial_link(self) -> Path:
+        return self.workdir / "ttyBOARD"
+
+    @property
+    def cuts(self) -> int:
+        return self.dut.cuts
+
+    @property
+    def boots(self) -> int:
+        return self.dut.boots
+
+    @property
+    def pids(self) -> list[int]:
+        return self.dut.pids
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=self.spec.client_id, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """No further boot; the running one (if any) loses power."""
+        self._stop.set()
+        self.dut.power_cut()
+        if self.thread is not None:
+            self.thread.join(30)
+        self.dut.close()
+
+    def _run(self) -> None:
+        # Every other cut lands on a flash operation (journal writes included), the rest at a random moment
+        # within the time the run takes (about 10 ms per message), so that it lands mid-run.
+        plan = CutPlan(
+            self.cuts_wanted, inside_flash=0.5, flash_ops=(5, 150), window=(0.2, max(0.4, self.messages * 0.01))
+        )
+
+        def progress(_result: CycleResult, state: str) -> None:
+            self.state = state
+
+        try:
+            self.result = run_to_completion(self.dut, plan, self.rng, timeout=300, on_boot=progress, stop=self._stop)
+            self.summary = self.result.summary
+        except Exception as exc:  # noqa: BLE001 (reported by the main thread, which owns the exit status)
+            self.error = str(exc)
+            self.state = "FAILED"
+
+    @property
+    def finished(self) -> bool:
+        return self.thread is not None and not self.thread.is_alive()
+
+
+def distinct_messages(out: Path) -> dict[str, int]:
+    """Distinct (boot, seq) per device in what the recorder has committed."""
+    seen: dict[str, set[tuple[int, int]]] = {}
+    for row in read_committed(out, ["dev", "boot", "seq"]):
+        if row["dev"] is not None:
+            seen.setdefault(row["dev"], set()).add((row["boot"], row["seq"]))
+    return {dev: len(s) for dev, s in seen.items()}
+
+
+def start_recorder(broker: str, out: Path, logs: Path, security: Security | None = None) -> ManagedProcess:
+    """`host-bridge record` on a persistent session (client id demo-recorder), committing every second."""
+    args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out)]
+    args += ["--client-id", "demo-recorder", "--flush-seconds", "1", "--stats-every", "5"]
+    if security is not None:
+        args += ["--tls", "--cafile", str(security.ca), "--username", "recorder"]
+        args += ["--password-file", str(security.secrets_dir / "recorder.password")]
+    recorder = ManagedProcess(args, logs / "recorder.log")
+    recorder.wait_for("event=connected", timeout=30)
+    return recorder
+
+
+class Stack:
+    """Broker, recorder, boards and bridge, in that order; `stop()` ends them in reverse. `broker`: made but not
+    started (its persistence and security are the campaign's choice)."""
+
+    def __init__(
+        self,
+        out: Path,
+        broker: Mosquitto,
+        specs: tuple[BoardSpec, ...],
+        messages: int,
+        cuts: int,
+        rng: random.Random,
+        security: Security | None = None,
+        recorded: Path | None = None,
+    ) -> None:
+        self.out, self.broker, self.security = out, broker, security
+        self.logs = out / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.recorded = recorded or out / "recorded"
+        self.pids: list[int] = []
+        self.recorder: ManagedProcess | None = None
+        self.bridge: ManagedProcess | None = None
+        self.runs: list[BoardRun] = []
+        self.bridge_starts = 0
+        self._specs, self._messages, self._cuts, self._rng = specs, messages, cuts, rng
+
+    def start(self) -> None:
+        """Broker, recorder, the boards' serial lines, the bridge; then the boards' runs begin."""
+        self.start_broker()
+        self.start_recorder()
+        self.runs = [
+            BoardRun(
+                spec,
+                self.out / "boards" / spec.client_id,
+                self.broker.address,
+                self._messages,
+                self._cuts,
+                random.Random(self._rng.random()),
+                security=self.security,
+            )
+            for spec in self._specs
+        ]
+        if self.serial_ports:
+            self.start_bridge()
+        for run in self.runs:
+            run.start()
+
+    @property
+    def serial_ports(self) -> dict[str, str]:
+        return {r.spec.client_id: str(r.serial_link) for r in self.runs if r.spec.transport == "serial"}
+
+    def start_broker(self) -> None:
+        self.broker.start()
+        assert self.broker.process is not None
+        self.pids.append(self.broker.process.pid)
+
+    def start_recorder(self) -> None:
+        self.recorder = start_recorder(self.broker.address, self.recorded, self.logs, self.security)
+        self.pids.append(self.recorder.process.pid)
+
+    def start_bridge(self) -> None:
+        tls = ("--tls", "--cafile", str(self.security.ca)) if self.security else ()
+        args = bridge_command(self.broker.address, BAUD, self.serial_ports, 10, *tls)
+        self.bridge_starts += 1
+        name = "bridge.log" if self.bridge_starts == 1 else f"bridge-{self.bridge_starts}.log"
+        self.bridge = ManagedProcess(args, self.logs / name)
+        self.pids.append(self.bridge.process.pid)
+        self.bridge.wait_for("event=start")
+
+    @property
+    def boards_finished(self) -> bool:
+        return all(r.finished for r in self.runs)
+
+    def failures(self) -> list[str]:
+        return [f"{r.spec.client_id}: {r.error}" for r in self.runs if r.error]
+
+    def expected(self) -> dict[str, dict[str, int]]:
+        """What each board said it accepted (its summary's total): the audit's --expect, which catches a lost
+        tail."""
+        return {r.spec.client_id: {"messages": r.summary["total"], "qos": r.spec.qos} for r in self.runs if r.summary}
+
+    def drain(self, say: Say, timeout: float = 60) -> None:
+        """Once the boards are done: until the recorder has committed every QoS 1/2 message each board accepted
+        (QoS 0 may have lost some; a little longer for its stragglers), then the recorder stops cleanly."""
+        expected = self.expected()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            have = distinct_messages(self.recorded)
+            if all(have.get(dev, 0) >= e["messages"] for dev, e in expected.items() if e["qos"] > 0):
+                break
+            time.sleep(0.5)
+        else:
+            say(f"      still missing messages after {timeout:.0f} s; the audit will say which")
+        time.sleep(1.5)
+        assert self.recorder is not None
+        code = self.recorder.stop()
+        self.recorder = None
+        if code != 0:
+            raise HostBridgeError(f"the recorder exited {code}; see {self.logs / 'recorder.log'}")
+
+    def stop(self) -> None:
+        """Boards first (no more traffic), then the recorder (it commits what it holds), the bridge, the broker."""
+        for r in self.runs:
+            r.stop()
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
+        if self.bridge is not None:
+            self.bridge.stop()
+            self.bridge = None
+        self.broker.stop()
+        self.pids += [pid for r in self.runs for pid in r.pids]
+
+    def write_expected(self) -> Path:
+        path = self.out / "expected.json"
+        path.write_text(json.dumps(self.expected(), indent=2))
+        return path
+
+
+def pipeline_command(recorded: Path, results: Path, expect_file: Path) -> list[str]:
+    """The Spark jobs as a user runs them (README, docs/pipeline.md)."""
+    return [
+        sys.executable,
+        "-m",
+        "dmqtt_pipeline",
+        "all",
+        "--input",
+        str(recorded),
+        "--out",
+        str(results),
+        "--expect",
+        str(expect_file),
+    ]
+
+
+def run_pipeline(recorded: Path, results: Path, expect_file: Path) -> AuditSummary:
+    """Audit, rollup and report in one Spark session (a process of its own, its output on ours); the audit's
+    verdict as its summary.json has it. HostBridgeError when the jobs could not run."""
+    done = subprocess.run(pipeline_command(recorded, results, expect_file), check=False)
+    if done.returncode not in (0, 1):  # 1: a broken promise, which the summary says
+        raise HostBridgeError(f"the Spark jobs exited {done.returncode} (see their output above)")
+    try:
+        return AuditSummary.read(results)
+    except ValueError as exc:
+        raise HostBridgeError(f"the Spark jobs left no verdict: {exc}") from None

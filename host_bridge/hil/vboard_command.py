@@ -1,0 +1,132 @@
+"""`host-bridge vboard`: run the firmware on a virtual ESP32 board."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+from pathlib import Path
+
+from host_bridge import assets
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.boards.firmware_build import parse_put
+from host_bridge.errors import VBoardError
+from host_bridge.hil.cycle import boot_once
+from host_bridge.hil.virtual_dut import VirtualDut
+from host_bridge.vboard.flash_image import parse_size
+from host_bridge.vboard.runner import INSTALL_PATHS
+from host_bridge.vboard.serial_line import LineFaults
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flash", required=True, type=Path, help="flash image file, created erased if missing")
+    parser.add_argument("--config", type=Path, help="JSON written to /flash/config.json at start")
+    parser.add_argument(
+        "--put",
+        action="append",
+        default=[],
+        metavar="FILE[:NAME]",
+        help="also place FILE in the board's filesystem root as NAME (certificates, secrets.json); repeatable",
+    )
+    parser.add_argument("--board", default="sim", help="board folder under boards/ (default: sim)")
+    parser.add_argument("--flash-size", type=parse_size, help="size of a new flash file, e.g. 2M (default: board's)")
+    parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
+    parser.add_argument("--app", type=Path, default=assets.APP, help="folder with boot.py/main.py")
+    parser.add_argument(
+        "--install",
+        choices=INSTALL_PATHS,
+        default="deployed",
+        help="where the firmware's code lives: deployed (.mpy files on LittleFS, loaded into the heap, as "
+        "`host-bridge deploy` leaves a stock image; the default), romfs (a ROMFS image, run in place) or frozen "
+        "(in the MicroPython image)",
+    )
+    parser.add_argument(
+        "--no-deploy",
+        action="store_true",
+        help="boot what the board's flash holds (e.g. after `host-bridge deploy` to its console) instead of "
+        "installing --app at each boot",
+    )
+    parser.add_argument(
+        "--console",
+        nargs="?",
+        const=True,
+        type=Path,
+        metavar="LINK",
+        help="give the board a console port with its REPL, as a real board's USB serial port (printed as "
+        "`console-port: PATH`; LINK: also reachable at this path), for mpremote or `host-bridge deploy`",
+    )
+    line = parser.add_argument_group("serial line (host end printed as `serial-port: PATH`)")
+    line.add_argument("--no-serial", action="store_true", help="give the board no UART")
+    line.add_argument("--baud", type=int, default=0, help="pace both directions at BAUD/10 bytes/s (8N1)")
+    line.add_argument("--noise", type=float, default=0.0, metavar="BER", help="bit error rate on the line")
+    line.add_argument("--drop", type=float, default=0.0, metavar="P", help="probability a byte is lost")
+    line.add_argument("--garbage", type=float, default=0.0, metavar="P", help="probability a random byte is inserted")
+    cut = parser.add_argument_group("power cuts")
+    cut.add_argument("--cut-op", type=int, default=0, metavar="N", help="cut power during the Nth program/erase")
+    cut.add_argument("--cut-after", type=float, metavar="S", help="cut power S seconds after boot")
+    cut.add_argument("--cut-random", type=float, metavar="S", help="cut power at a random moment within S seconds")
+    parser.add_argument("--seed", type=int, default=0, help="seed for line faults and half-done operations")
+    parser.add_argument("--stats", action="store_true", help="print flash counters as `flash-stats: JSON` at exit")
+    parser.add_argument(
+        "--flash-timing", action="store_true", help="programs and erases take a real SPI NOR chip's time (W25Q32JV)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("noise", "drop", "garbage"):
+        if not 0.0 <= getattr(args, name) < 1.0:
+            raise VBoardError(f"--{name} must be a probability in [0, 1)")
+    if args.config is not None and not args.config.is_file():
+        raise VBoardError(f"config file {args.config} does not exist")
+    faults = None if args.no_serial else LineFaults(args.baud, args.noise, args.drop, args.garbage, args.seed)
+    # Ended by SIGTERM (a harness, systemd, `kill`): unwind, so that the board and its serial line go with us.
+    # SIGKILL cannot be caught: then the kernel's parent-death signal takes the board down (see runner.py).
+    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGHUP, _terminated)
+    dut = VirtualDut(
+        "vboard",
+        BoardDefinition.load(args.board),
+        flash=args.flash,
+        console_log=None,
+        faults=faults,
+        seed=args.seed,
+        console=sys.stdout,
+        config=args.config,
+        put=tuple(parse_put(p) for p in args.put),
+        flash_size=args.flash_size,
+        heap=args.heap,
+        app=args.app,
+        flash_timing=args.flash_timing,
+        install=args.install,
+        deploy=not args.no_deploy,
+        console_pty=args.console or False,
+    )
+    cut_after = args.cut_after
+    if args.cut_random is not None:
+        cut_after = random.Random(args.seed).uniform(0, args.cut_random)
+    try:
+        if dut.link_port is not None:
+            print(f"serial-port: {dut.vboard.serial_port}", flush=True)
+        if dut.vboard.console_port is not None:
+            print(f"console-port: {dut.vboard.console_port}", flush=True)
+        sys.stdout.flush()
+        end = boot_once(dut, cut_after, args.cut_op, timeout=_NO_TIMEOUT)
+        if dut.boots > 1:
+            print(f"vboard: resets booted the board {dut.boots - 1} more time(s)", file=sys.stderr, flush=True)
+        if end.kind == "power-cut":
+            print("vboard: power cut; the flash file keeps what was programmed", file=sys.stderr, flush=True)
+        if args.stats:
+            print("flash-stats: " + json.dumps(dut.stats(), sort_keys=True), flush=True)
+        assert end.status is not None
+        return end.status
+    finally:
+        dut.close()
+
+
+_NO_TIMEOUT = 10 * 365 * 24 * 3600.0  # a board on the command line runs until it ends or is ended
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)

@@ -1,0 +1,130 @@
+"""The virtual board as a device under test: the MicroPython Unix port on emulated flash, power cut by SIGKILL,
+optionally inside the Nth flash program or erase; its link UART is a pty with a fixed path that can be unplugged
+and replugged."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from dboard import console_host
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.hil.dut import BootEnd, Dut, DutError
+from host_bridge.hil.power import PowerSwitch, SigkillSwitch
+from host_bridge.vboard.runner import POWER_CUT_EXIT_STATUS, VirtualBoard
+from host_bridge.vboard.serial_line import LineFaults
+
+
+class VirtualDut(Dut):
+    """The virtual board as a device under test."""
+
+    flash_cuts = True
+    can_unplug = True
+
+    def __init__(
+        self,
+        name: str,
+        board: BoardDefinition,
+        flash: Path,
+        console_log: Path | None,
+        faults: LineFaults | None = None,
+        serial_link: Path | None = None,
+        seed: int = 0,
+        console: IO[Any] | int | None = None,
+        **board_options: Any,
+    ) -> None:
+        """`faults`: a serial line for the link UART (None: no UART), reachable at `serial_link` (default: beside
+        the flash file). `console`: where the board's output goes when not to `console_log` (the vboard command
+        passes its own stdout)."""
+        super().__init__(name, board, console_log)
+        flash.parent.mkdir(parents=True, exist_ok=True)
+        self.flash = flash
+        if faults is not None and serial_link is None:
+            serial_link = flash.with_name(flash.stem + ".tty")
+        self.vboard = VirtualBoard(
+            flash=flash, board=board, faults=faults, serial_link=serial_link, seed=seed, **board_options
+        )
+        self.switch: PowerSwitch = SigkillSwitch(self.vboard)
+        self.link_port = str(self.vboard.serial_link) if faults is not None else None
+        self._console_target = console
+        self._cut_requested = False
+        self._seeds = random.Random(seed)
+        self.pids: list[int] = []  # every boot's process, so a harness can show they all ended
+
+    def configure(self, config: dict[str, Any]) -> None:
+        self.config = config
+        path = self.flash.with_name(self.flash.stem + ".config.json")
+        path.write_text(json.dumps(config))
+        self.vboard.config = path
+
+    def set_line(self, faults: LineFaults) -> None:
+        """Change what the serial line does to bytes (noise, drops, pacing), from now on."""
+        if self.vboard.line is None:
+            raise DutError(f"{self.name} has no serial line")
+        self.vboard.line.set_faults(faults)
+
+    def start(self, cut_at_op: int = 0) -> None:
+        self._begin_boot()
+        self._cut_requested = False
+        board = self.vboard
+        board.cut_at_op = cut_at_op
+        board.seed = self._seeds.randrange(1 << 30)  # a fresh half-done-operation draw per boot, reproducibly
+        if self.console.path is not None:
+            with open(self.console.path, "ab") as log:
+                board.stdout, board.stderr = log, subprocess.STDOUT
+                board.start()
+        else:
+            board.stdout = board.stderr = self._console_target
+            board.start()
+        assert board.process is not None
+        self.pids.append(board.process.pid)
+
+    def power_cut(self) -> None:
+        self._cut_requested = True
+        self.switch.cut()
+
+    def alive(self) -> bool:
+        process = self.vboard.process
+        return process is not None and process.poll() is None
+
+    def wait_boot(self, timeout: float) -> BootEnd:
+        """Until this boot's process ends; machine.reset() or a soft reset at the REPL boots it again (reset cause
+        HARD_RESET or SOFT_RESET) and the wait goes on."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                status = self.vboard.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.power_cut()
+                raise DutError(
+                    f"{self.name}: boot {self.boots} did not end within {timeout:.0f} s (cut now); "
+                    f"console log {self.console.path}"
+                ) from None
+            if not self.vboard.next_boot(status):
+                break
+            self.start()
+        text = self.console.text()
+        if status == POWER_CUT_EXIT_STATUS:
+            self.cuts += 1
+            return BootEnd("power-cut", status, None, text)
+        summary = console_host.summary(text, self.summary_keys)
+        kind = "done" if status == 0 and (summary is not None or self.console.path is None) else "failed"
+        return BootEnd(kind, status, summary, text)
+
+    def unplug(self) -> None:
+        assert self.vboard.line is not None, f"{self.name} has no serial line"
+        self.vboard.line.unplug()
+
+    def replug(self) -> None:
+        assert self.vboard.line is not None, f"{self.name} has no serial line"
+        self.vboard.line.replug()
+
+    def stats(self) -> dict[str, dict[str, int]] | None:
+        return self.vboard.stats()
+
+    def close(self) -> None:
+        self.vboard.close()

@@ -1,0 +1,450 @@
+"""`host-bridge record`: subscribe at QoS 2 with a persistent session and keep every delivery in Parquet.
+
+The recorder speaks MQTT through the project's own codec rather than a client library because it must choose
+when to acknowledge: a PUBACK or PUBREC leaves only after the delivery is fsynced in the write-ahead log
+(host_bridge/recorder/store.py). paho-mqtt, for one, sends PUBREC on arrival and keeps the QoS 2 message in
+RAM until PUBREL, so a recorder killed in between would lose it for good."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import select
+import signal
+import socket
+import ssl
+import time
+from pathlib import Path
+from types import FrameType
+
+from dmqtt import codec
+from dmqtt.codec_host import NAMES, Packet, PacketDecoder
+from dmqtt.errors import CodecError
+from host_bridge.logs import log_to_stdout
+from host_bridge.net import AddressError, Destination, TLSConfig
+from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
+
+log = logging.getLogger("host_bridge.recorder.recorder")
+
+VERSIONS = {"3.1": codec.V31, "3.1.1": codec.V311, "5": codec.V5}
+_SESSION_NEVER_EXPIRES = 0xFFFFFFFF  # MQTT 5.0 3.1.2.11.2: the session outlives any disconnection
+_RETAIN_HANDLING_NEW_ONLY = 1 << 4  # MQTT 5.0 3.8.3.1: retained messages only for a new subscription
+_MAX_PACKET = 16 * 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker to subscribe to")
+    parser.add_argument(
+        "--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)"
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, metavar="DIR", help="output folder (Parquet under date=YYYY-MM-DD/)"
+    )
+    parser.add_argument("--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)")
+    parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), default="3.1.1")
+    parser.add_argument("--keepalive", type=int, default=30, metavar="S")
+    parser.add_argument(
+        "--flush-seconds",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="Parquet commit interval (default 30; deliveries are safe in the log before this, "
+        "it only sets how fresh the Parquet is)",
+    )
+    parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
+    parser.add_argument("--stats-every", type=float, default=10.0, metavar="S", help="print progress every S seconds")
+    parser.add_argument("--username")
+    parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
+    parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
+    parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
+    parser.add_argument("--certfile", help="client certificate (mutual TLS)")
+    parser.add_argument("--keyfile", help="client certificate's key")
+
+
+class BrokerLink:
+    """One MQTT connection of the recorder: connect, subscribe, read packets, send acknowledgements."""
+
+    def __init__(self, sock: socket.socket, version: int, keepalive: int) -> None:
+        self.sock = sock
+        self.version = version
+        self.keepalive = keepalive
+        self.decoder = PacketDecoder(version, _MAX_PACKET)
+        self.last_sent = self.last_heard = time.monotonic()
+        self.backlog: list[Packet] = []
+
+    @classmethod
+    def open(
+        cls,
+        broker: Destination,
+        tls: TLSConfig | None,
+        client_id: str,
+        version: int,
+        keepalive: int,
+        username: str | None,
+        password: bytes | None,
+    ) -> tuple[BrokerLink, bool]:
+        """Connect (session kept, [MQTT-3.1.2-4] clean session 0) and return the link and session-present."""
+        sock = socket.create_connection((broker.host, broker.port), timeout=10)
+        try:
+            if tls is not None:
+                sock = tls.context().wrap_socket(sock, server_hostname=broker.host)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            link = cls(sock, version, keepalive)
+            props = {codec.SESSION_EXPIRY_INTERVAL: _SESSION_NEVER_EXPIRES} if version == codec.V5 else None
+            link.send(codec.encode_connect(client_id, version, keepalive, False, username, password, props=props))
+            connack = link.expect(codec.CONNACK)
+            if connack.reason != 0:
+                raise RecorderError(
+                    f"the broker refused the connection (code 0x{connack.reason:02x}); "
+                    "check the credentials and client id"
+                )
+            # MQTT 3.1 has no session-present flag: the session is assumed kept, as on the board.
+            present = bool(connack.session_present) or version == codec.V31
+            return link, present
+        except BaseException:
+            sock.close()
+            raise
+
+    def subscribe(self, topics: list[str]) -> None:
+        options = 2 | (_RETAIN_HANDLING_NEW_ONLY if self.version == codec.V5 else 0)
+        self.send(codec.encode_subscribe(1, [(t, options) for t in topics], self.version))
+        suback = self.expect(codec.SUBACK)
+        refused = [t for t, code in zip(topics, suback.codes, strict=False) if code >= 0x80]
+        if refused:
+            raise RecorderError(f"the broker refused the subscription to {', '.join(refused)}; check its ACL")
+        lower = [t for t, code in zip(topics, suback.codes, strict=False) if code < 2]
+        if lower:
+            log.warning(
+                "event=subscribed-below-qos2 topics=%s (QoS 2 promises cannot be audited for them)", ",".join(lower)
+            )
+
+    def expect(self, ptype: int, timeout: float = 10) -> Packet:
+        """Wait for a CONNACK or SUBACK. A kept session's queued PUBLISH packets may come first, or right behind
+        it in the same read: they wait in the backlog for the receive loop."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            packets = self._receive(deadline - time.monotonic())  # from the socket: the backlog is not due yet
+            for i, packet in enumerate(packets):
+                if packet.type == ptype:
+                    self.backlog += packets[i + 1 :]
+                    return packet
+                if packet.type == codec.CONNACK or ptype == codec.CONNACK:
+                    raise RecorderError(f"the broker sent {NAMES[packet.type]} where {NAMES[ptype]} was due")
+                self.backlog.append(packet)
+        raise RecorderError(f"no {NAMES[ptype]} from the broker within {timeout:.0f} s")
+
+    def read(self, timeout: float) -> list[Packet]:
+        """The packets that arrived (the backlog first), waiting up to `timeout` seconds for some."""
+        if self.backlog:
+            packets, self.backlog = self.backlog, []
+            return packets
+        return self._receive(timeout)
+
+    def _receive(self, timeout: float) -> list[Packet]:
+        ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+        if not ready and not (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
+            return []
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("the broker closed the connection")
+        self.last_heard = time.monotonic()
+        return list(self.decoder.packets(data))
+
+    def send(self, data: bytes | bytearray) -> None:
+        self.sock.sendall(data)
+        self.last_sent = time.monotonic()
+
+    def keep_alive(self) -> None:
+        """PINGREQ when idle for half the keep-alive; give up after 1.5 keep-alives of silence."""
+        now = time.monotonic()
+        if now - self.last_heard > 1.5 * self.keepalive:
+            raise ConnectionError(f"nothing from the broker for {now - self.last_heard:.0f} s")
+        if now - self.last_sent > self.keepalive / 2:
+            self.send(codec.encode_empty(codec.PINGREQ))
+
+    def close(self, polite: bool) -> None:
+        try:
+            if polite:
+                self.send(codec.encode_disconnect(version=self.version))
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class Recorder:
+    """The receive loop: deliveries into the store, acknowledgements after the store syncs, periodic commits."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        broker: Destination,
+        store: TelemetryStore,
+        client_id: str,
+        password: bytes | None,
+    ) -> None:
+        self.args = args
+        self.store = store
+        self.client_id = client_id
+        self.password = password
+        self.version = VERSIONS[args.mqtt_version]
+        self.topics: list[str] = args.topic or ["sensors/#"]
+        self.broker = broker
+        self.tls = TLSConfig(args.cafile, args.certfile, args.keyfile) if args.tls or args.cafile else None
+        self.stop = False
+        self.link: BrokerLink | None = None
+        self.connected_once = False
+        self.retry_at = 0.0
+        self.backoff = 0.5
+        self.received = 0
+        self.last_commit = time.monotonic()
+        self.store_broken: str | None = None  # the storage condition that stopped acknowledgements, if any
+        self.commit_failing: str | None = None
+        self.reload_at = 0.0
+        if store.unavailable is not None:
+            self._store_failed(StoreWriteError(OSError(0, store.unavailable)))
+
+    def run(self) -> None:
+        next_stats = time.monotonic() + self.args.stats_every
+        while not self.stop:
+            if self.store_broken is not None:
+                self._try_reload()
+            elif self.link is None:
+                self._connect()
+            if self.link is not None:
+                try:
+                    self._serve(timeout=0.2)
+                except StoreWriteError as exc:
+                    self._store_failed(exc)
+                except (OSError, CodecError) as exc:
+                    self._drop(f"{exc}")
+            else:
+                time.sleep(0.2 if self.store_broken else min(0.2, max(0.0, self.retry_at - time.monotonic())))
+            now = time.monotonic()
+            if (
+                self.store_broken is None
+                and self.store.pending
+                and (
+                    now - self.last_commit >= self.args.flush_seconds or len(self.store.pending) >= self.args.flush_rows
+                )
+            ):
+                self._commit()
+            if now >= next_stats:
+                self.report()
+                next_stats = now + self.args.stats_every
+        if self.store_broken is None:
+            self._commit()
+        if self.link is not None:
+            self.link.close(polite=True)
+        self.report()
+
+    RELOAD_EVERY = 2.0
+
+    def _store_failed(self, exc: StoreWriteError) -> None:
+        """The log could not store what arrived: acknowledge none of it (the connection goes without a word, so
+        the broker keeps every unacknowledged delivery in the session), say so once, and wait for the disk."""
+        if self.link is not None:
+            self.link.close(polite=False)
+            self.link = None
+        if self.store_broken != str(exc):
+            log.error(
+                "event=store-failed error=%r: nothing is acknowledged that is not stored; the broker keeps the "
+                "session's messages meanwhile. Free space in %s (or make it writable); retrying every %.0f s",
+                str(exc),
+                self.store.out,
+                self.RELOAD_EVERY,
+            )
+        self.store_broken = str(exc)
+        self.reload_at = time.monotonic() + self.RELOAD_EVERY
+
+    def _try_reload(self) -> None:
+        if time.monotonic() < self.reload_at:
+            return
+        try:
+            self.store.reload()
+        except (OSError, StoreWriteError) as exc:
+            self.reload_at = time.monotonic() + self.RELOAD_EVERY
+            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            if why != self.store_broken:
+                log.warning("event=store-still-failing error=%r", why)
+                self.store_broken = why
+            return
+        log.info(
+            "event=store-recovered: storing and acknowledging again (%d logged deliveries committed)",
+            self.store.recovered,
+        )
+        self.store_broken = None
+        self.commit_failing = None
+        self.retry_at = 0.0
+
+    def _connect(self) -> None:
+        if time.monotonic() < self.retry_at:
+            return
+        try:
+            link, present = BrokerLink.open(
+                self.broker,
+                self.tls,
+                self.client_id,
+                self.version,
+                self.args.keepalive,
+                self.args.username,
+                self.password,
+            )
+            try:
+                self._subscriptions(link, present)
+            except BaseException:
+                link.close(polite=False)
+                raise
+            self.link = link
+            self.connected_once = True
+            log.info("event=connected broker=%s client_id=%s session_present=%d", self.broker, self.client_id, present)
+            self.backoff = 0.5
+        except (OSError, CodecError) as exc:
+            self.retry_at = time.monotonic() + self.backoff
+            # Retried for ever (a broker that restarts must not stop the recording), but a recorder that has
+            # never connected says what to check.
+            hint = "" if self.connected_once else " (is the broker running, and is --broker right? Ctrl-C to stop)"
+            log.warning(
+                "event=connect-failed broker=%s error=%r retry_in=%.1fs%s", self.broker, str(exc), self.backoff, hint
+            )
+            self.backoff = min(self.backoff * 2, 10.0)
+
+    def _subscriptions(self, link: BrokerLink, present: bool) -> None:
+        """A kept session keeps its subscriptions: subscribe only when the session is new or the topics changed
+        (subscribing again would have the broker resend retained messages), and drop filters no longer asked for."""
+        path = self.store.state / "subscriptions"
+        before = path.read_text().split("\n") if present and path.exists() else []
+        if sorted(before) == sorted(self.topics):
+            return
+        gone = [t for t in before if t and t not in self.topics]
+        if gone:
+            link.send(codec.encode_unsubscribe(2, gone, self.version))
+            link.expect(codec.UNSUBACK)
+        link.subscribe(self.topics)
+        path.write_text("\n".join(sorted(self.topics)))
+        log.info("event=subscribed topics=%s unsubscribed=%s", ",".join(self.topics), ",".join(gone) or "-")
+
+    def _drop(self, why: str) -> None:
+        assert self.link is not None
+        self.link.close(polite=False)
+        self.link = None
+        self.retry_at = time.monotonic() + 0.2
+        log.warning("event=disconnected error=%r (the persistent session keeps what arrives meanwhile)", why)
+
+    def _serve(self, timeout: float) -> None:
+        link = self.link
+        assert link is not None
+        acks: list[bytes | bytearray] = []
+        for packet in link.read(timeout):
+            if packet.type == codec.PUBLISH:
+                self._on_publish(packet, acks)
+            elif packet.type == codec.PUBREL:
+                known = self.store.release(packet.pid)
+                # MQTT 5.0: an id the recorder is not holding is answered 0x92 (Packet Identifier not found).
+                reason = codec.SUCCESS if known or link.version != codec.V5 else codec.PACKET_ID_NOT_FOUND
+                acks.append(codec.encode_ack(codec.PUBCOMP, packet.pid, reason, link.version))
+            elif packet.type == codec.DISCONNECT:
+                raise ConnectionError(f"the broker disconnected the recorder (reason 0x{packet.reason:02x})")
+            elif packet.type != codec.PINGRESP:
+                raise CodecError(f"unexpected {NAMES[packet.type]} from the broker", codec.PROTOCOL_ERROR)
+        # The acknowledgements promise the broker that these deliveries are stored: make it true first.
+        self.store.sync()
+        for ack in acks:
+            link.send(ack)
+        link.keep_alive()
+
+    def _on_publish(self, packet: Packet, acks: list[bytes | bytearray]) -> None:
+        received_at_us = time.time_ns() // 1000
+        self.store.add(received_at_us, packet.topic, packet.qos, packet.dup, packet.retain, packet.pid, packet.payload)
+        self.received += 1
+        # [MQTT-3.3.4-1]: PUBACK for QoS 1, PUBREC for QoS 2, nothing for QoS 0.
+        if packet.qos == 1:
+            acks.append(codec.encode_ack(codec.PUBACK, packet.pid, version=self.version))
+        elif packet.qos == 2:
+            acks.append(codec.encode_ack(codec.PUBREC, packet.pid, version=self.version))
+
+    def _commit(self) -> None:
+        try:
+            self.store.commit()
+        except StoreWriteError as exc:
+            self._store_failed(exc)
+        except OSError as exc:
+            # The deliveries are still in the log (and acknowledged from there); the next commit writes them.
+            if self.commit_failing != str(exc):
+                log.error(
+                    "event=commit-failed error=%r: deliveries stay in the log until Parquet can be written; free "
+                    "space in %s",
+                    str(exc),
+                    self.store.out,
+                )
+                self.commit_failing = str(exc)
+        else:
+            if self.commit_failing is not None:
+                log.info("event=commit-recovered")
+                self.commit_failing = None
+        self.last_commit = time.monotonic()
+
+    def report(self) -> None:
+        s = self.store
+        log.info(
+            "event=progress received=%d rows_written=%d files=%d logged_not_written=%d recorder_duplicates=%d "
+            "connected=%d",
+            self.received,
+            s.rows_committed,
+            s.files_committed,
+            len(s.pending),
+            s.recorder_dups,
+            self.link is not None,
+        )
+
+
+def _client_id(store: TelemetryStore, requested: str | None) -> str:
+    """The persistent session's client id is kept with the output, so a restart resumes the same session."""
+    path = store.state / "client_id"
+    kept = path.read_text().strip() if path.exists() else None
+    if requested and kept and requested != kept:
+        log.warning(
+            "event=client-id-changed old=%s new=%s (the old session's queued messages stay with the old id)",
+            kept,
+            requested,
+        )
+    client_id = requested or kept or "recorder-" + hashlib.sha1(str(store.out.resolve()).encode()).hexdigest()[:10]
+    if client_id != kept:
+        try:
+            path.write_text(client_id)
+        except OSError as exc:
+            # Without it a restart would open another session and leave this one's messages behind.
+            raise RecorderError(
+                f"cannot keep the session's client id in {path}: {exc.strerror}; free space there"
+            ) from None
+    return client_id
+
+
+def run(args: argparse.Namespace) -> int:
+    log_to_stdout("host_bridge.recorder.recorder", "%(asctime)s %(levelname)s record %(message)s")
+    try:
+        broker = Destination.parse(args.broker)
+    except AddressError as exc:
+        raise RecorderError(str(exc)) from None
+    password = None
+    if args.password_file is not None:
+        try:
+            password = args.password_file.read_bytes().rstrip(b"\r\n")
+        except OSError as exc:
+            raise RecorderError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
+    store = TelemetryStore(args.out)
+    try:
+        if store.recovered:
+            log.info("event=recovered rows=%d (logged by the previous run, now in Parquet)", store.recovered)
+        recorder = Recorder(args, broker, store, _client_id(store, args.client_id), password)
+
+        def on_signal(_signum: int, _frame: FrameType | None) -> None:
+            recorder.stop = True
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+        log.info("event=start broker=%s topics=%s out=%s", args.broker, ",".join(recorder.topics), args.out)
+        recorder.run()
+    finally:
+        store.close()
+    return 0

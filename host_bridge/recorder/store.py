@@ -1,0 +1,338 @@
+"""Where the recorder keeps what it received: a write-ahead log, then Parquet files renamed into place.
+
+Every PUBLISH is appended to the write-ahead log and the log is fsynced before the recorder acknowledges it
+(PUBACK / PUBREC), so an acknowledged message is on disk even if the recorder dies the next instant. Every few
+seconds the logged deliveries become Parquet files (one per UTC date, under date=YYYY-MM-DD/): written under a
+dot-name that readers skip, fsynced, named in a commit record in the log, then renamed. The commit record is the
+atomic point: a recorder that restarts finishes the renames a commit record names, and writes the deliveries of
+a log that has none. Then a new log generation starts. docs/telemetry-parquet.md specifies the files.
+
+A redelivery the recorder has already stored (the broker resends, DUP set, what the recorder stored but whose
+acknowledgement never reached the broker) is stored again with recorder_dup = true: marked, not hidden. Which
+deliveries those are is the MQTT session's business (host_bridge/recorder/session.py); this module persists it."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from base64 import b64decode, b64encode
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from dmqtt_telemetry import format as telemetry
+from host_bridge.errors import HostBridgeError
+from host_bridge.recorder.session import ReceiveSession
+
+WAL_FORMAT = 1
+
+
+class RecorderError(HostBridgeError):
+    """The recorder cannot record (output folder, broker, or its own log)."""
+
+
+@dataclass(frozen=True)
+class ReceivedPublish:
+    """One PUBLISH as the broker delivered it to the recorder."""
+
+    received_at_us: int
+    arrival: int
+    topic: str
+    qos: int
+    dup: bool
+    retain: bool
+    packet_id: int
+    recorder_dup: bool
+    payload: bytes
+
+    def to_log(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["payload"] = b64encode(self.payload).decode()
+        return record
+
+    @classmethod
+    def from_log(cls, record: dict[str, Any]) -> ReceivedPublish:
+        return cls(**{**record, "payload": b64decode(record["payload"])})
+
+    @property
+    def date(self) -> str:
+        return datetime.fromtimestamp(self.received_at_us / 1e6, UTC).strftime("%Y-%m-%d")
+
+
+def write_parquet(deliveries: list[ReceivedPublish], path: Path) -> None:
+    """The rows of `deliveries` into one Parquet file at `path`, fsynced."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = telemetry.arrow_schema()
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    for d in deliveries:
+        row = telemetry.row(
+            d.received_at_us, d.arrival, d.topic, d.qos, d.dup, d.retain, d.packet_id, d.recorder_dup, d.payload
+        )
+        for name in schema.names:
+            columns[name].append(row[name])
+    table = pa.table(columns, schema=schema)
+    with open(path, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _max_arrival(path: Path) -> int:
+    """The largest `arrival` in a Parquet file, from its row-group statistics (no data read)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    column = meta.schema.names.index("arrival")
+    return max((meta.row_group(i).column(column).statistics.max for i in range(meta.num_row_groups)), default=-1)
+
+
+class StoreWriteError(Exception):
+    """The write-ahead log could not take or sync a delivery (a full, read-only or failing disk). Nothing logged
+    since the last successful sync may be acknowledged; reload() takes the state the disk holds."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+        self.errno = exc.errno
+
+
+class TelemetryStore:
+    """The output folder: write-ahead log, Parquet commits, and the small state a restart needs."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.state = out / telemetry.STATE_DIR
+        try:
+            self.state.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RecorderError(f"cannot create {self.state}: {exc.strerror}") from None
+        self._lock = open(self.state / "lock", "a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RecorderError(f"another recorder is writing to {out}; stop it or choose another --out") from None
+        self.wal_path = self.state / "wal.log"
+        self.generation = 0
+        self.next_arrival = 0
+        self.session = ReceiveSession()  # kept in the log's header and records, restored by a restart
+        self.pending: list[ReceivedPublish] = []  # logged, not yet in Parquet
+        self.rows_committed = 0
+        self.files_committed = 0
+        self.recorder_dups = 0
+        self._wal: IO[bytes] | None = None
+        self._unsynced = False
+        # A start on a full or read-only disk cannot finish its recovery: the store says why and waits for
+        # reload() (the log on disk stays as it is, so nothing is lost by waiting).
+        self.unavailable: str | None = None
+        try:
+            self.recovered = self._recover()
+        except (OSError, StoreWriteError) as exc:
+            self.recovered = 0
+            self.unavailable = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+    # -- receiving ------------------------------------------------------------------------------------------
+
+    def add(
+        self, received_at_us: int, topic: str, qos: int, dup: bool, retain: bool, packet_id: int, payload: bytes
+    ) -> ReceivedPublish:
+        """Log one delivery (not yet durable: call sync() before acknowledging it)."""
+        recorder_dup = self.session.delivered(topic, qos, packet_id, payload, dup)
+        delivery = ReceivedPublish(
+            received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload
+        )
+        self.next_arrival += 1
+        self.recorder_dups += recorder_dup
+        self.pending.append(delivery)
+        self._append({"m": delivery.to_log()})
+        return delivery
+
+    def release(self, packet_id: int) -> bool:
+        """PUBREL arrived: True when the id was awaiting it (MQTT 5.0 answers an unknown id with 0x92)."""
+        known = self.session.release(packet_id)
+        self._append({"rel": packet_id})
+        return known
+
+    def sync(self) -> None:
+        """Make every logged delivery durable; acknowledgements may be sent after this returns."""
+        if self._unsynced and self._wal is not None:
+            try:
+                self._wal.flush()
+                os.fsync(self._wal.fileno())
+            except OSError as exc:
+                raise StoreWriteError(exc) from None
+            self._unsynced = False
+
+    def reload(self) -> None:
+        """After a StoreWriteError: forget the memory and take the state the log on disk holds, as a restart
+        would (what never reached the disk was never acknowledged, and the broker's session still holds it).
+        Raises OSError while the disk still cannot take the recovery's own writes; call it again later."""
+        wal, self._wal = self._wal, None
+        if wal is not None:
+            try:
+                wal.close()  # its buffer may be flushed now, or fail again: either way the file on disk decides
+            except OSError:
+                pass
+        self.pending = []
+        self.session = ReceiveSession()
+        self._unsynced = False
+        self.recovered = self._recover()
+        self.unavailable = None
+
+    # -- committing -----------------------------------------------------------------------------------------
+
+    def commit(self) -> list[Path]:
+        """Turn the logged deliveries into Parquet files; returns the files written."""
+        if not self.pending:
+            return []
+        by_date: dict[str, list[ReceivedPublish]] = defaultdict(list)
+        for d in self.pending:
+            by_date[d.date].append(d)
+        finals: list[Path] = []
+        for i, (date, deliveries) in enumerate(sorted(by_date.items())):
+            final = telemetry.part_file(self.out, date, self.generation, i)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                write_parquet(deliveries, self._temp(final))
+            except OSError:
+                for temp in [self._temp(f) for f in finals] + [self._temp(final)]:
+                    temp.unlink(missing_ok=True)  # no commit record names them: the rows stay in the log
+                raise
+            finals.append(final)
+        self._append({"commit": [str(f.relative_to(self.out)) for f in finals]})
+        self.sync()
+        self._finish_commit(finals)
+        self.rows_committed += len(self.pending)
+        self.files_committed += len(finals)
+        self.pending = []
+        self._new_generation()
+        return finals
+
+    def close(self) -> None:
+        if self._wal is not None:
+            self._wal.close()
+            self._wal = None
+        self._lock.close()
+
+    # -- the log --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _temp(final: Path) -> Path:
+        return final.with_name(f".{final.name}.tmp")  # a dot-name: Spark and pyarrow skip it
+
+    def _finish_commit(self, finals: list[Path]) -> None:
+        for final in finals:
+            temp = self._temp(final)
+            if temp.exists():
+                os.replace(temp, final)
+                _fsync_dir(final.parent)
+            elif not final.exists():
+                raise RecorderError(f"{final} is named by a commit but neither it nor its temporary file exists")
+
+    def _append(self, record: dict[str, Any]) -> None:
+        if self._wal is None:
+            raise StoreWriteError(OSError(0, "the log is not open (a write failed before): reload() first"))
+        try:
+            self._wal.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        except OSError as exc:
+            raise StoreWriteError(exc) from None
+        self._unsynced = True
+
+    def _new_generation(self) -> None:
+        """Start an empty log carrying what the next restart needs, replacing the old one atomically."""
+        self.generation += 1
+        header = {
+            "wal": WAL_FORMAT,
+            "generation": self.generation,
+            "next_arrival": self.next_arrival,
+            **self.session.snapshot(),
+        }
+        temp = self.state / "wal.log.tmp"
+        with open(temp, "wb") as f:
+            f.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self._wal is not None:
+            self._wal.close()
+        os.replace(temp, self.wal_path)
+        _fsync_dir(self.state)
+        self._wal = open(self.wal_path, "ab")
+
+    def _recover(self) -> int:
+        """Pick up after whatever happened to the last recorder; returns how many deliveries it had logged that
+        were not yet in Parquet (now written)."""
+        committed: list[str] = []
+        logged = 0
+        if self.wal_path.exists():
+            committed = self._replay()
+            logged = len(self.pending)
+            self._wal = open(self.wal_path, "ab")
+        else:
+            # A folder whose log was removed (or one that already holds files): number the files after the
+            # ones there, so that no commit ever replaces an existing file.
+            existing = telemetry.committed_files(self.out)
+            self.generation = max((int(f.name.split("-")[1]) for f in existing), default=0)
+            self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
+        named = {self._temp(self.out / name) for name in committed}
+        for stray in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*/.*.tmp"):
+            if stray not in named:
+                stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
+        if committed:
+            self._finish_commit([self.out / name for name in committed])
+            self.pending = []
+            logged = 0
+        if self.pending:
+            self.commit()
+        else:
+            self._new_generation()
+        return logged
+
+    def _replay(self) -> list[str]:
+        """Read the log back into memory; returns the files its commit record names (none without one)."""
+        data = self.wal_path.read_bytes()
+        first = data.find(b"\n") + 1
+        try:
+            header = json.loads(data[:first])
+            if header.get("wal") != WAL_FORMAT:
+                raise ValueError(f"log format {header.get('wal')!r}")
+        except ValueError as exc:
+            raise RecorderError(
+                f"{self.wal_path} is not a recorder log this version reads ({exc}); move it away to start afresh"
+            ) from None
+        self.generation = header["generation"]
+        self.next_arrival = header["next_arrival"]
+        self.session = ReceiveSession.restore(header)
+        committed: list[str] = []
+        end = first
+        while end < len(data):
+            stop = data.find(b"\n", end)
+            try:
+                if stop < 0:
+                    raise ValueError("no end of line")
+                record = json.loads(data[end:stop])
+            except ValueError:
+                break  # torn by a crash mid-append: never synced, so never acknowledged
+            end = stop + 1
+            if "m" in record:
+                d = ReceivedPublish.from_log(record["m"])
+                self.pending.append(d)
+                self.next_arrival = d.arrival + 1
+                self.session.delivered(d.topic, d.qos, d.packet_id, d.payload, d.dup)
+            elif "rel" in record:
+                self.session.release(record["rel"])
+            elif "commit" in record:
+                committed = record["commit"]
+        if end < len(data):
+            os.truncate(self.wal_path, end)  # drop the torn tail so that later records follow whole ones
+        return committed
