@@ -7,7 +7,14 @@ import argparse
 from pathlib import Path
 
 from host_bridge import assets
-from host_bridge.boards.firmware_build import parse_put, romfs_build_command, romfs_image, romfs_paths, stage_firmware
+from host_bridge.boards.firmware_build import (
+    add_put_argument,
+    parse_put,
+    romfs_build_command,
+    romfs_image,
+    romfs_paths,
+    stage_firmware,
+)
 from host_bridge.boards.realboard import (
     NO_ROMFS,
     DeployError,
@@ -22,13 +29,7 @@ from host_bridge.boards.realboard import (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
     parser.add_argument("--config", type=Path, help="config.json to install on the board (checked first)")
-    parser.add_argument(
-        "--put",
-        action="append",
-        default=[],
-        metavar="FILE[:NAME]",
-        help="also copy FILE to the board's filesystem root as NAME (certificates, secrets.json); repeatable",
-    )
+    add_put_argument(parser)
     parser.add_argument("--app", type=Path, default=assets.APP, help="application folder")
     parser.add_argument("--resume", action="store_true", help="do not soft-reset on connect (mpremote resume)")
     parser.add_argument("--no-reset", action="store_true", help="do not reset the board after copying")

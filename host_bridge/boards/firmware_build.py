@@ -4,6 +4,7 @@ virtual board and by `host-bridge deploy` for real ones alike."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import re
@@ -15,6 +16,17 @@ from pathlib import Path
 
 from host_bridge import assets
 from host_bridge.errors import FirmwareBuildError
+
+
+def add_put_argument(parser: argparse.ArgumentParser) -> None:
+    """--put FILE[:NAME], repeatable: what `deploy` and `vboard` place in the board's filesystem root."""
+    parser.add_argument(
+        "--put",
+        action="append",
+        default=[],
+        metavar="FILE[:NAME]",
+        help="also place FILE in the board's filesystem root as NAME (certificates, secrets.json); repeatable",
+    )
 
 
 def parse_put(text: str) -> tuple[Path, str]:

@@ -112,10 +112,12 @@ def deploy_commands(
     files = sorted(p for p in root.rglob("*") if p.is_file())
     steps: list[list[str]] = []
     if code is not None:
-        modules = [str(p.relative_to(root)) for p in files if p.suffix == ".mpy"]
+        modules = [p.relative_to(root) for p in files if p.suffix == ".mpy"]
+        # Their packages' folders too, deepest first (left alone where something else lives in them).
+        packages = sorted({str(m.parent) for m in modules if m.parent != Path(".")}, key=lambda d: -d.count("/"))
         if isinstance(code, Path):
             steps.append(["romfs", "deploy", str(code)])
-        steps.append(["exec", _REMOVE % modules])
+        steps.append(["exec", _REMOVE % ([str(m) for m in modules], packages)])
         files = [p for p in files if p.suffix != ".mpy"]
     folders = sorted({str(p.parent.relative_to(root)) for p in files if p.parent != root})
     # Folders made by a script that tolerates them existing (`fs mkdir` fails on a second deploy, and
@@ -145,7 +147,7 @@ for f in %r:
         os.remove(f)
     except OSError:
         pass
-for d in ("dmqtt", "dlink"):
+for d in %r:
     try:
         os.rmdir(d)
     except OSError:

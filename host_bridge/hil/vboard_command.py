@@ -11,7 +11,7 @@ from pathlib import Path
 
 from host_bridge import assets
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.boards.firmware_build import parse_put
+from host_bridge.boards.firmware_build import add_put_argument, parse_put
 from host_bridge.errors import VBoardError
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
@@ -23,13 +23,7 @@ from host_bridge.vboard.serial_line import LineFaults
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flash", required=True, type=Path, help="flash image file, created erased if missing")
     parser.add_argument("--config", type=Path, help="JSON written to /flash/config.json at start")
-    parser.add_argument(
-        "--put",
-        action="append",
-        default=[],
-        metavar="FILE[:NAME]",
-        help="also place FILE in the board's filesystem root as NAME (certificates, secrets.json); repeatable",
-    )
+    add_put_argument(parser)
     parser.add_argument("--board", default="sim", help="board folder under boards/ (default: sim)")
     parser.add_argument("--flash-size", type=parse_size, help="size of a new flash file, e.g. 2M (default: board's)")
     parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")

@@ -136,8 +136,10 @@ def test_deploy_installs_onto_a_virtual_board_which_then_runs_from_it(tmp_path: 
 
 def test_deploy_romfs_writes_the_image_and_the_board_runs_it_from_flash(tmp_path: Path, broker: Mosquitto) -> None:
     with console_board(tmp_path) as (board, link):
-        mpremote(link, "resume", "fs", "mkdir", ":dmqtt")  # left by an earlier .mpy deploy: must not shadow the image
-        mpremote(link, "resume", "fs", "cp", str(APPS / "console" / "main.py"), ":dmqtt/client.mpy")
+        # Left by an earlier .mpy deploy, in each package's folder: they must not shadow the image's modules.
+        for package, module in (("dmqtt", "client"), ("dboard", "console")):
+            mpremote(link, "resume", "fs", "mkdir", f":{package}")
+            mpremote(link, "resume", "fs", "cp", str(APPS / "console" / "main.py"), f":{package}/{module}.mpy")
         result = deploy(link, config_file(tmp_path, broker, "romfs-1"), "--romfs")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "ROMFS image deployed" in result.stdout
