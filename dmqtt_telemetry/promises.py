@@ -81,11 +81,16 @@ class Delivery:
 
 @dataclass
 class Expectation:
-    """What a device is known to have accepted (from the bench or the demo): catches a lost tail, which seq
-    numbers alone cannot show."""
+    """What a device is known to have accepted: catches a lost tail, which seq numbers alone cannot show.
+
+    `messages`: its run's accepted total (the board's summary). `last_accepted`: per boot, the last seq the board
+    said it accepted, on its console, the moment publish() returned (dboard.console.ACCEPTED): a witness
+    independent of the board's journal, which a power cut can take a record and its count from. When given, the
+    tails are judged per boot from it, and the total is only reported."""
 
     messages: int
     qos: int | None = None
+    last_accepted: dict[int, int] | None = None
 
 
 def boot_rows(deliveries: Iterable[Delivery]) -> list[dict[str, Any]]:
@@ -159,6 +164,7 @@ def judge(
     verdicts: dict[int, QosVerdict] = {}
     dev_qos: dict[str, int] = {}
     dev_span: dict[str, int] = {}
+    highest: dict[tuple[str, int], int] = {}
     for b in boots:
         v = verdicts.setdefault(b["qos"], QosVerdict(b["qos"]))
         v.devices.add(b["dev"])
@@ -184,23 +190,46 @@ def judge(
             v.problems.append(f"{where}: published at more than one QoS; judged at QoS {b['qos']}")
         dev_qos[b["dev"]] = max(dev_qos.get(b["dev"], 0), b["qos"])
         dev_span[b["dev"]] = dev_span.get(b["dev"], 0) + b["highest_seq"] + 1
+        highest[(b["dev"], b["boot"])] = b["highest_seq"]
     checks = []
     for dev, want in sorted((expect or {}).items()):
         qos = want.qos if want.qos is not None else dev_qos.get(dev)
         seen = dev_span.get(dev, 0)
-        tail = want.messages - seen  # accepted by the board, beyond every seq that arrived
-        checks.append({"dev": dev, "qos": qos, "expected": want.messages, "accounted": seen, "lost_tail": max(tail, 0)})
         if qos is None:
             qos = 1  # a device of which nothing arrived, of unknown QoS: judged as a promise to deliver
         v = verdicts.setdefault(qos, QosVerdict(qos))
         v.devices.add(dev)
-        if tail > 0:
-            v.lost += tail
-            v.problems.append(
-                f"{dev}: accepted {want.messages}, what arrived accounts for {seen} (highest seq + 1 over its "
-                f"boots): {tail} lost after the last message seen of a boot"
-            )
+        if want.last_accepted is not None:
+            tails = witnessed_tails(dev, want.last_accepted, highest)
+            tail = sum(n for _, _, n in tails)
+            for boot, first, n in tails:
+                v.problems.append(
+                    f"{dev} boot {boot}: {n} accepted and never arrived (seq {format_ranges([(first, first + n - 1)])}:"
+                    f" the board said it accepted them)"
+                )
+        else:
+            tail = max(want.messages - seen, 0)  # accepted by the board, beyond every seq that arrived
+            if tail:
+                v.problems.append(
+                    f"{dev}: accepted {want.messages}, what arrived accounts for {seen} (highest seq + 1 over its "
+                    f"boots): {tail} lost after the last message seen of a boot"
+                )
+        checks.append({"dev": dev, "qos": qos, "expected": want.messages, "accounted": seen, "lost_tail": tail})
+        v.lost += tail
     return verdicts, checks
+
+
+def witnessed_tails(
+    dev: str, last_accepted: dict[int, int], highest: dict[tuple[str, int], int]
+) -> list[tuple[int, int, int]]:
+    """Per boot the board said it accepted seq 0..last: what lies beyond the highest seq that arrived of that
+    boot, as (boot, first seq missing, how many). The gaps below the highest are the boot rows' own count."""
+    tails = []
+    for boot, last in sorted(last_accepted.items()):
+        top = highest.get((dev, boot), -1)
+        if last > top:
+            tails.append((boot, top + 1, last - top))
+    return tails
 
 
 # -- a judged run, as the audit's summary.json records it --------------------------------------------------------

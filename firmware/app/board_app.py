@@ -40,11 +40,18 @@ def load_modules(cfg):
             sys.modules[name].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
 
 
+def unload(name):
+    """Drop a module the board needs once per boot (the config checker, the journal's opener, TLS's context
+    builder): on a deployed board every module's code is in the heap, and this gives it back to the run."""
+    del sys.modules[name]
+    package, _, attr = name.rpartition(".")
+    if package:
+        delattr(sys.modules[package], attr)
+
+
 def tls_context(cfg):
-    """The TLS context, built once per boot (the certificates are parsed here); then dmqtt.tls is unloaded, as
-    the config checker is: the context is all the connections need, and the module's code is 2 KB of heap on
-    a deployed board."""
-    import dmqtt
+    """The TLS context, built once per boot (the certificates are parsed here); then dmqtt.tls is unloaded: the
+    context is all the connections need, and the module's code is 2 KB of heap on a deployed board."""
     from dmqtt import tls
 
     try:
@@ -52,8 +59,7 @@ def tls_context(cfg):
     except tls.TLSConfigError as exc:
         raise BadConfig(str(exc))
     finally:
-        del sys.modules["dmqtt.tls"]
-        del dmqtt.tls
+        unload("dmqtt.tls")
 
 
 def next_boot(root):
@@ -169,8 +175,10 @@ class Board:
         self.client.on_message = self.on_message
         self.client.on_published = self.on_published
         self.client.on_disconnect = self.on_disconnect
+        unload("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
         for note in self.client.open():
             print(note)
+        print(console.BOOT % (boot, self.client.outstanding()))
 
     def on_message(self, topic, payload, qos, retain, dup):
         print(console.MESSAGE % (topic, qos, payload))
@@ -308,11 +316,18 @@ class Board:
                 client.close()  # said by on_disconnect
                 continue
             seq += 1  # counted when publish() has accepted it
-            self.heap_checkpoint(seq)
             group = cfg["group_commit"]
+            if cfg["qos"] and not group:
+                print(console.ACCEPTED % (self.boot, seq - 1))  # the witness: on the console before any cut
+            self.heap_checkpoint(seq)
             if not group or seq % group == 0 or seq == todo:
                 client.flush()  # with group commit: the group is made durable here
+                if cfg["qos"] and group:
+                    print(console.ACCEPTED % (self.boot, seq - 1))
                 self.idle(cfg["interval_ms"])
+        if cfg["qos"] and cfg["group_commit"] and seq % cfg["group_commit"] and seq != todo:
+            client.flush()  # a last group cut short by refused messages
+            print(console.ACCEPTED % (self.boot, seq - 1))
         while client.outstanding():
             self.ensure_connected()
             try:
@@ -346,6 +361,15 @@ class Board:
         print(json.dumps(summary))
 
 
+def forget_boot_code():
+    """Drop the functions only a boot runs, once it has: on a deployed board a function's bytecode is in the
+    heap for as long as the function is, and these are a kilobyte the run can use (the config checker and the
+    journal's opener go the same way, as whole modules)."""
+    g = globals()
+    for name in ("load_modules", "next_boot", "read_config", "tls_context", "forget_boot_code"):
+        del g[name]
+
+
 def read_config():
     """Load and check config.json, then unload the checker: its code is needed once per boot, and its few
     kilobytes of heap are worth more to the buffers."""
@@ -355,7 +379,7 @@ def read_config():
         cfg = config.load()
         cfg["root"] = config.root()
     finally:
-        del sys.modules["config"]
+        unload("config")
     return cfg
 
 
@@ -374,6 +398,7 @@ def main(heap_at_boot):
     load_modules(cfg)
     try:
         board = Board(cfg, next_boot(cfg["root"]))
+        forget_boot_code()
         board.heap_at_boot = heap_at_boot
         board.run()
     except BadConfig as exc:

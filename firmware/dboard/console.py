@@ -5,7 +5,14 @@
 # tests/vectors/console_lines.json holds a vector for each, run on MicroPython and CPython.
 #
 # Kept to string constants: they cost the board a few hundred bytes of heap, where functions would cost more.
+#
+# ACCEPTED is the bench's witness of what the board promised (docs/console-protocol.md): printed the moment
+# publish() returns a QoS 1/2 message (with group commit, when flush() has made its group durable), so that what
+# a power cut takes with it from the journal is still on the console. Within a boot the board numbers the
+# messages it accepts 0, 1, 2 ..., so the last seq of each boot says which it accepted.
 
+BOOT = "boot %d: %d in flight"  # after the journal is open: the boot's number, QoS 1/2 messages resumed
+ACCEPTED = "accepted %d %d"  # boot, seq: publish() accepted the message (with group commit: its group is durable)
 CONNECTED = "connected session_present=%d inflight=%d"
 CONNECT_FAILED = "connect failed (%s); retrying in %d ms"
 CONNECTION_LOST = "connection lost (%s)"

@@ -1,6 +1,8 @@
 # The signatures of dboard/console.py (the board application's console protocol: docs/console-protocol.md).
 from typing import Final
 
+BOOT: Final[str]
+ACCEPTED: Final[str]
 CONNECTED: Final[str]
 CONNECT_FAILED: Final[str]
 CONNECTION_LOST: Final[str]

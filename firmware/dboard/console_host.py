@@ -14,6 +14,8 @@ from dboard import console
 
 # The line kinds a host tells apart, by their format in dboard/console.py.
 FORMATS: dict[str, str] = {
+    "boot": console.BOOT,
+    "accepted": console.ACCEPTED,
     "connected": console.CONNECTED,
     "connect_failed": console.CONNECT_FAILED,
     "connection_lost": console.CONNECTION_LOST,
@@ -138,3 +140,18 @@ def failure(text: str) -> str | None:
 def heap_samples(text: str) -> list[dict[str, int]]:
     """The `heap` lines of a console (heap_log_every): each {"seq", "free", "block"}."""
     return [dict(zip(("seq", "free", "block"), ln.values, strict=True)) for ln in lines(text, "heap")]
+
+
+def accepted(text: str) -> dict[int, int]:
+    """The board's witness of what it accepted: per boot, the last seq of an `accepted` line (a boot numbers
+    its accepted messages 0, 1, 2 ..., so it accepted every seq up to that one)."""
+    last: dict[int, int] = {}
+    for ln in lines(text, "accepted"):
+        boot, seq = ln.values
+        last[boot] = max(seq, last.get(boot, -1))
+    return last
+
+
+def boots(text: str) -> list[tuple[int, int]]:
+    """Each boot the console shows: (the board's boot number, QoS 1/2 messages in flight when it booted)."""
+    return [(ln.values[0], ln.values[1]) for ln in lines(text, "boot")]

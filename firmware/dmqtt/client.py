@@ -36,6 +36,7 @@ CONNECTED = const(2)
 # A connection that takes no byte for this long is dead. Not shorter: a serial link on a noisy line (bit error
 # rate 1e-3) can hold its window for a second or more while it retransmits, and that is not a reason to reconnect.
 _WRITE_STALL_MS = const(10000)
+_DECODER_START = const(128)
 
 
 def _ticks_ms():
@@ -122,9 +123,11 @@ class MQTTClient:
         self.published = 0
         self.refused = 0
         self._out = bytearray(max_packet)
-        self._in = bytearray(512)
+        self._in = bytearray(256)  # a read at a time: larger packets take more reads, no more heap
         self._in_mv = memoryview(self._in)
-        self._decoder = codec.StreamDecoder(version, max_packet, max_packet)
+        # Room for what every board receives (acks, CONNACK, SUBACK); an incoming PUBLISH larger than that grows
+        # the buffer once to its size (up to max_packet), so a board that only publishes keeps the kilobyte.
+        self._decoder = codec.StreamDecoder(version, max_packet, min(max_packet, _DECODER_START))
         self._transport: Transport = None  # type: ignore[assignment]  # given to connect(); used only while connected
         self._last_tx = 0
         self._ping_at = -1
@@ -133,8 +136,12 @@ class MQTTClient:
     # -- life cycle ------------------------------------------------------------------------------------------
 
     def open(self):
-        """Replay the journal; returns what it found worth telling (torn records, foreign data)."""
-        return self.session.open()
+        """Replay the journal; returns what it found worth telling (torn records, foreign data). Incoming QoS 2
+        messages whose handler a power cut interrupted reach on_message again here (dup set): set the hooks
+        first."""
+        notes = self.session.open()
+        self.session.deliver_pending()
+        return notes
 
     @property
     def connected(self):
@@ -290,12 +297,20 @@ class MQTTClient:
                 self.session.note_mark(mark)
             return 0
         start = _ticks_ms()
-        while self.session.full():
-            if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
-                raise QueueFull("%d messages in flight and none acknowledged" % self.session.outstanding())
-            self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
         group = self.group_commit
-        pid = self.session.accept(topic, payload, qos, retain, mark, group > 0)
+        while True:
+            # Room for it: a free slot, and room in the journal (which refuses before writing anything).
+            if self.session.full():
+                full = QueueFull("%d messages in flight and none acknowledged" % self.session.outstanding())
+            else:
+                try:
+                    pid = self.session.accept(topic, payload, qos, retain, mark, group > 0)
+                    break
+                except QueueFull as exc:
+                    full = exc
+            if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
+                raise full
+            self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
         if group and self.session.staged < group:
             return pid  # staged: durable at the next flush(), poll() or full group
         self.session.sync()
@@ -387,8 +402,25 @@ class MQTTClient:
                 else:
                     self._transport.wait(1000, True)
         except OSError as exc:
+            self._salvage()
             self._lost("connection lost while sending: %s" % exc)
         self._last_tx = _ticks_ms()
+
+    def _salvage(self):
+        """The acknowledgements that arrived before a connection failed under a write. A broker that closes on
+        a message it refuses (Mosquitto 2.0 on 3.1.1, for an ACL denial) acknowledges it first, and its close
+        is a reset when our next message is unread on its side: the write fails, but the acknowledgement is
+        still there to read. Left unread, the flow would be resent, refused and lost the same way at every
+        reconnect."""
+        try:
+            got = self._transport.readinto(self._in)
+            pos = 0
+            while got and pos < got:
+                pos += self._decoder.feed(self._in_mv[:got], pos)
+                if self._decoder.ready and codec.PUBACK <= self._decoder.ptype <= codec.PUBCOMP:
+                    self.session.handle(self._decoder.ptype, self._decoder.flags, self._decoder.body)
+        except (OSError, CodecError, ProtocolError):
+            pass  # the connection is ending all the same
 
     def _receive(self):
         try:

@@ -5,7 +5,7 @@
 import os
 
 from dmqtt.errors import JournalError
-from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Framing
+from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Framing, known_format
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -40,7 +40,7 @@ class FileJournal(Framing):
             f = None
         if f is not None:
             magic = f.read(8)
-            if magic[:4] != _FILE_MAGIC or magic[4] != FORMAT:
+            if magic[:4] != _FILE_MAGIC or not known_format(magic[4]):
                 f.close()
                 f = None
                 os.rename(self.path, self.path + ".corrupt")

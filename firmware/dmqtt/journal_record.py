@@ -16,25 +16,31 @@ except ImportError:
         return x
 
 
-FORMAT = const(1)  # the layout version in every sector header and file header
+# The layout version in every sector header and file header. 2 added HANDLED and the message in RX; a reader
+# takes 1 as well (its RX records are pid-only: messages delivered before they were journaled).
+FORMAT = const(2)
+_OLDEST_FORMAT = const(1)
 
 # Record types (0x00 and 0xFF never are: erased flash and sealed padding).
 PUB = const(1)  # an accepted QoS 1/2 message: pid, flags, serial, mark, topic, payload
 REL = const(2)  # QoS 2 flow got PUBREC: pid, serial; resume by sending PUBREL
 DONE = const(3)  # flow finished (PUBACK, PUBCOMP, or refused): pid
-RX = const(4)  # incoming QoS 2 PUBLISH delivered, PUBREC owed: pid
+RX = const(4)  # incoming QoS 2 PUBLISH accepted, before the application sees it: pid, flags, topic, payload
 RXDONE = const(5)  # incoming QoS 2 released by PUBREL: pid
 META = const(6)  # snapshot: next pid, serial, mark
 MARK = const(7)  # application progress mark (QoS 0 publishes): mark
+HANDLED = const(8)  # the application's handler returned for an incoming QoS 2 message: pid
+_LAST_TYPE = const(8)
 
 OVERHEAD = const(7)  # framing around a body: type (1) + length (2) + CRC-32 (4)
 AT_TORN = const(-1)  # what a reader finds instead of a body length
 AT_ERASED = const(-2)
 
 # Bodies. PUB: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain), serial u32, mark u32, topic length u16, topic,
-# payload. REL: pid u16, serial u32. DONE, RX, RXDONE: pid u16. META: next pid u16, serial u32, mark u32.
-# MARK: mark u32.
+# payload. REL: pid u16, serial u32. RX: pid u16, flags u8, topic length u16, topic, payload (format 1: pid
+# only). DONE, RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32. MARK: mark u32.
 PUB_HEADER = const(13)
+RX_HEADER = const(5)
 _RETAIN = const(4)
 META_SIZE = const(10)
 
@@ -66,7 +72,7 @@ class Framing:
         """Validate the record in buf (header already read): -> body length, or AT_TORN."""
         rtype = buf[0]
         n = (buf[1] << 8) | buf[2]
-        if rtype < PUB or rtype > MARK or n > self.record_max or n + OVERHEAD > length_limit:
+        if rtype < PUB or rtype > _LAST_TYPE or n > self.record_max or n + OVERHEAD > length_limit:
             return AT_TORN
         want = struct.unpack_from(">I", buf, 3 + n)[0]
         if crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF != want:
@@ -125,6 +131,34 @@ def pub_payload(body):
 def serial_of(rtype, body):
     """The acceptance serial a PUB or REL carries (it tells a flow from a later one reusing its packet id)."""
     return struct.unpack_from(">I", body, 3 if rtype == PUB else 2)[0]
+
+
+def known_format(version):
+    """Whether a sector or file header's format is one this firmware reads."""
+    return _OLDEST_FORMAT <= version <= FORMAT
+
+
+def rx_size(topic_len, payload_len):
+    return RX_HEADER + topic_len + payload_len
+
+
+def put_rx(body, pid, qos, retain, topic, payload):
+    """Fill an RX body: the incoming message itself, so that it reaches the application after a power cut."""
+    tlen = len(topic)
+    struct.pack_into(">HBH", body, 0, pid, qos | (_RETAIN if retain else 0), tlen)
+    body[RX_HEADER : RX_HEADER + tlen] = topic
+    n = RX_HEADER + tlen + len(payload)
+    body[RX_HEADER + tlen : n] = payload
+    return n
+
+
+def rx_message(body):
+    """-> (topic bytes, payload, qos, retain) of an RX body, or None for a format 1 RX (pid only)."""
+    if len(body) < RX_HEADER:
+        return None
+    tlen = (body[3] << 8) | body[4]
+    end = RX_HEADER + tlen
+    return body[RX_HEADER:end], body[end:], body[2] & 0x03, bool(body[2] & _RETAIN)
 
 
 def put_rel(body, pid, serial):

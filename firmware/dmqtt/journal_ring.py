@@ -14,8 +14,8 @@ import struct
 from array import array
 from binascii import crc32
 
-from dmqtt.errors import JournalError
-from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, OVERHEAD, Framing
+from dmqtt.errors import JournalError, QueueFull
+from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, META_SIZE, OVERHEAD, PUB, Framing, known_format
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -36,10 +36,13 @@ _SECTOR_MAGIC = b"DMQJ"
 _ERASED = const(0xFF)
 _PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
 _AT_PAD = const(-3)
-# Group commit: at most this many bytes of records programmed at once (6 records of a 100-byte message); a
-# group that is larger syncs early, in more than one program, durable all the same. 1 KB of heap, where 2 KB
-# put group commit under the heap budget on a deployed board (docs/install-paths.md).
-_STAGE = const(1024)
+# Room a new message must leave in the head it lands in, for the records that end flows (DONE, REL: 9 to 13
+# bytes each): acknowledgements must always be writable, or a full journal could never empty.
+_RESERVE = const(128)
+# Group commit: at most this many bytes of records programmed at once (three records of a 100-byte message); a
+# group that is larger syncs early, in more than one program, durable all the same. Half a kilobyte of heap,
+# where more put group commit under the heap budget on a deployed board (docs/install-paths.md).
+_STAGE = const(512)
 
 
 class RingJournal(Framing):
@@ -140,7 +143,7 @@ class RingJournal(Framing):
         return last + 1
 
     def _header_seq(self, hdr):
-        if hdr[0:4] != _SECTOR_MAGIC or hdr[4] != FORMAT:
+        if hdr[0:4] != _SECTOR_MAGIC or not known_format(hdr[4]):
             return 0
         if crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF != struct.unpack_from(">I", hdr, 12)[0]:
             return 0
@@ -189,7 +192,9 @@ class RingJournal(Framing):
         defer=True (group commit) only stages the record in RAM at the address it will have; sync() programs
         every staged record in one operation. Any record committed without defer syncs first."""
         total = self._seal(self._buf, rtype, n)
-        if not defer:
+        if rtype == PUB and not self._room_for(total + self._staged):
+            raise QueueFull("the journal has no room for a message of %d bytes until acknowledgements free some" % n)
+        if not defer or total > _STAGE:  # (a record larger than the stage goes to flash at once: more durable)
             self.sync()
             return self._program(self._mv[:total])
         if self._stage is None:
@@ -211,6 +216,30 @@ class RingJournal(Framing):
             self._staged = 0
             self._write(self._head, self._stage_mv[:n], self._offset)
             self._offset += n
+
+    def _room_for(self, needed):
+        """Whether `needed` more bytes of records fit, nothing written to find out: in the head, or in a fresh
+        one. A fresh head when no other sector is free means reclaiming the oldest, whose live records (a full
+        offline queue: all of them) move into it first; the message must fit beside them and the reserve."""
+        if self._offset + needed <= _SECTOR or self._free() > 1:
+            return True
+        order = self._by_age()
+        if len(order) < 2:
+            return False
+        oldest = order[0]
+        live = 0
+        off = _SECTOR_HEADER
+        while off + OVERHEAD <= _SECTOR:
+            n = self._read_at(oldest, off, _SECTOR - off)
+            if n == _AT_PAD:
+                off += 1
+                continue
+            if n < 0:
+                break
+            if self._owner.is_live(self._rbuf[0], self._rmv[3 : 3 + n], oldest * _SECTOR + off):
+                live += n + OVERHEAD
+            off += n + OVERHEAD
+        return _SECTOR_HEADER + META_SIZE + OVERHEAD + live + needed + _RESERVE <= _SECTOR
 
     def _program(self, record):
         if self._offset + len(record) > _SECTOR:

@@ -68,7 +68,10 @@ class Session:
         self._addr = array("I", bytes(4 * n))  # the PUB record: topic and payload
         self._rel_addr = array("I", bytes(4 * n))  # the REL record, once PUBREC came
         self._serial = array("I", bytes(4 * n))
-        self._rx_pid = array("H", bytes(2 * rx_max))  # incoming QoS 2 ids awaiting PUBREL; 0: free
+        # Incoming QoS 2 messages, from PUBLISH to PUBREL: the packet id (0: free), whether the application's
+        # handler has returned for it, and the one record that keeps it (RX while not handled, HANDLED after).
+        self._rx_pid = array("H", bytes(2 * rx_max))
+        self._rx_handled = bytearray(rx_max)
         self._rx_addr = array("I", bytes(4 * rx_max))
         self._ctl_type = bytearray(_CONTROL_MAX)  # acks we owe the broker, in order
         self._ctl_pid = array("H", bytes(2 * _CONTROL_MAX))
@@ -133,13 +136,17 @@ class Session:
             i = self._find(rec.pid_of(body))
             if i >= 0:
                 self._state[i] = FREE
-        elif rtype == rec.RX:
+        elif rtype == rec.RX or rtype == rec.HANDLED:
             pid = rec.pid_of(body)
-            if self._rx_find(pid) < 0:
+            j = self._rx_find(pid)
+            if j < 0:
                 j = self._rx_find(0)
-                if j >= 0:
-                    self._rx_pid[j] = pid
-                    self._rx_addr[j] = addr
+                if j < 0:
+                    return
+                self._rx_pid[j] = pid
+            # A format 1 RX (pid only) was delivered before it was journaled: handled.
+            self._rx_handled[j] = 1 if rtype == rec.HANDLED or rec.rx_message(body) is None else 0
+            self._rx_addr[j] = addr
         elif rtype == rec.RXDONE:
             j = self._rx_find(rec.pid_of(body))
             if j >= 0:
@@ -161,14 +168,14 @@ class Session:
             if rtype == rec.PUB:
                 return self._addr[i] == addr
             return self._state[i] == WAIT_COMP and self._rel_addr[i] == addr
-        if rtype == rec.RX:
+        if rtype == rec.RX or rtype == rec.HANDLED:
             j = self._rx_find(rec.pid_of(body))
             return j >= 0 and self._rx_addr[j] == addr
         return False  # DONE, RXDONE, META, MARK: superseded by the snapshot written with every compaction
 
     def moved(self, rtype, body, old, new):
         pid = rec.pid_of(body)
-        if rtype == rec.RX:
+        if rtype == rec.RX or rtype == rec.HANDLED:
             j = self._rx_find(pid)
             if j >= 0 and self._rx_addr[j] == old:
                 self._rx_addr[j] = new
@@ -203,6 +210,9 @@ class Session:
         n = rec.pub_size(len(topic), len(payload))
         if n > len(body):
             raise ValueError("message of %d bytes exceeds the journal record size" % n)
+        # journal.body is about to hold this record: the last one's send can no longer read it from there (and
+        # if the journal refuses this one, neither will this one's).
+        self._fresh = -1
         rec.put_pub(body, pid, qos, retain, serial, mark, topic, payload)
         addr = self.journal.commit(rec.PUB, n, defer)  # the durability point of publish() (or of sync())
         self.staged = self.staged + 1 if defer else 0
@@ -275,7 +285,10 @@ class Session:
             # broker that forgets its sessions; this keeps "never lost".
             if self._state[i] == WAIT_ACK or self._state[i] == WAIT_COMP:
                 self._state[i] = QUEUED
+        # What the application has not had yet (a hook set after open(), a handler that raised), it gets now.
+        self.deliver_pending()
         if not session_present:
+            # The broker forgot its incoming flows: their packet ids are free again, on both sides.
             for j in range(len(self._rx_pid)):
                 if self._rx_pid[j]:
                     self._journal_pid(rec.RXDONE, self._rx_pid[j])
@@ -430,6 +443,8 @@ class Session:
             pid = codec.check_ack(ptype, body, self.version)
             j = self._rx_find(pid)
             if j >= 0:
+                if not self._rx_handled[j]:
+                    self._deliver_journaled(j)  # (a handler that raised earlier): the application first
                 self._journal_pid(rec.RXDONE, pid)  # before PUBCOMP lets the broker reuse the id
                 self._rx_pid[j] = 0
                 self._owe(codec.PUBCOMP, pid, codec.SUCCESS)
@@ -443,22 +458,55 @@ class Session:
         retain = bool(flags & 1)
         dup = bool(flags & 8)
         if qos == 2:
-            if self._rx_find(pid) >= 0:
-                self._owe(codec.PUBREC, pid, codec.SUCCESS)  # already delivered: acknowledge, do not deliver
-                return
-            j = self._rx_find(0)
+            # Exactly once to the application (docs/client.md): the message and its id go to the journal
+            # together before anyone sees it; the handler gets it (again after a reboot) until it has returned,
+            # and its return is journaled. PUBREC follows; a resend of a message already had is only
+            # acknowledged.
+            j = self._rx_find(pid)
             if j < 0:
-                raise ProtocolError(
-                    "more incoming QoS 2 messages than our Receive Maximum", codec.RECEIVE_MAXIMUM_EXCEEDED
-                )
-            self._rx_addr[j] = self._journal_pid(rec.RX, pid)  # before delivery: never delivered twice
-            self._rx_pid[j] = pid
+                j = self._rx_find(0)
+                if j < 0:
+                    raise ProtocolError(
+                        "more incoming QoS 2 messages than our Receive Maximum", codec.RECEIVE_MAXIMUM_EXCEEDED
+                    )
+                wire = topic.encode()
+                body = self.journal.body
+                if rec.rx_size(len(wire), len(payload)) > len(body):
+                    raise ProtocolError("an incoming QoS 2 message larger than the journal's records")
+                self._fresh = -1  # journal.body is about to hold another record
+                n = rec.put_rx(body, pid, qos, retain, wire, payload)
+                self._rx_addr[j] = self.journal.commit(rec.RX, n)
+                self._rx_pid[j] = pid
+                self._rx_handled[j] = 0
+            if not self._rx_handled[j]:
+                self._handle(j, topic, payload, retain, dup)
+            self._owe(codec.PUBREC, pid, codec.SUCCESS)
+            return
         if self.on_message is not None:
             self.on_message(topic, bytes(payload), qos, retain, dup)
         if qos == 1:
             self._owe(codec.PUBACK, pid, codec.SUCCESS)
-        elif qos == 2:
-            self._owe(codec.PUBREC, pid, codec.SUCCESS)
+
+    def deliver_pending(self):
+        """Hand the application the incoming QoS 2 messages its handler has not returned from (a power cut or
+        an exception came first), from the journal, flagged dup: the client calls this when the journal is open
+        and at every connect."""
+        for j in range(len(self._rx_pid)):
+            if self._rx_pid[j] and not self._rx_handled[j]:
+                self._deliver_journaled(j)
+
+    def _deliver_journaled(self, j):
+        _rtype, body = self.journal.read(self._rx_addr[j])
+        topic, payload, _qos, retain = rec.rx_message(body)
+        self._handle(j, codec.decode_utf8(topic), payload, retain, True)
+
+    def _handle(self, j, topic, payload, retain, dup):
+        """The handler, then its return journaled. A cut between the two is the one window no journal closes:
+        the message comes again after the reboot (dup set), which an idempotent handler takes in its stride."""
+        if self.on_message is not None:
+            self.on_message(topic, bytes(payload), 2, retain, dup)
+        self._rx_addr[j] = self._journal_pid(rec.HANDLED, self._rx_pid[j])
+        self._rx_handled[j] = 1
 
     # -- helpers ---------------------------------------------------------------------------------------------
 

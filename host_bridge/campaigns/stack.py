@@ -176,10 +176,16 @@ class BoardRun:
         self.dut.close()
 
     def _run(self) -> None:
-        # Every other cut lands on a flash operation (journal writes included), the rest at a random moment
-        # within the time the run takes (about 10 ms per message), so that it lands mid-run.
+        # Every other cut lands on a flash operation (journal writes included), the rest right after an accepted
+        # message (flows in flight); each within a share of the run that leaves the run longer than its cuts,
+        # so that every cut wanted is given. QoS 0 accepts nothing it journals as a message: all its cuts go
+        # into flash operations (its progress marks).
+        share = max(6, self.messages // (self.cuts_wanted + 1))
         plan = CutPlan(
-            self.cuts_wanted, inside_flash=0.5, flash_ops=(5, 150), window=(0.2, max(0.4, self.messages * 0.01))
+            self.cuts_wanted,
+            inside_flash=0.5 if self.spec.qos else 1.0,
+            flash_ops=(5, max(6, share)),
+            accepted=(5, share),
         )
 
         def progress(_result: CycleResult, state: str) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from dboard import console, console_host
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 
 
@@ -21,13 +22,17 @@ class CutPlan:
     cuts: power cuts wanted at most (None: every boot gets one, the run completes when a boot outruns it).
     inside_flash: the share of cuts made inside a flash program or erase (boards that allow it; others get a
     cut at a random moment instead). flash_ops: the range the operation is drawn from (1-based, per boot).
-    window: seconds after boot within which a cut at a random moment falls."""
+    window: seconds after boot within which a cut at a random moment falls; accepted: see below."""
 
     cuts: int | None = 3
     inside_flash: float = 0.5
     flash_ops: tuple[int, int] = (5, 150)
     window: tuple[float, float] = (0.2, 1.0)
     max_boots: int = 400
+    # Instead of a random moment: right after the board says it accepted a message drawn from this range (its
+    # `accepted` lines, counted from 1 in each boot), so that the cut lands with flows in flight and before the
+    # run can complete (a run longer than cuts x the range's top cannot outrun them).
+    accepted: tuple[int, int] | None = None
 
     @classmethod
     def none(cls) -> CutPlan:
@@ -42,21 +47,76 @@ class CycleResult:
     summary: dict[str, object] | None = None
     last: BootEnd | None = None
     ends: list[str] = field(default_factory=list)
+    # What the board said of each boot it made (its `boot` lines): its own boot number and the QoS 1/2 messages
+    # it resumed in flight. A boot cut before it could say so is missing here.
+    board_boots: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def resumed_in_flight(self) -> int:
+        """Boots after the first that found messages in flight: cuts that landed while flows were open."""
+        return sum(1 for _, in_flight in self.board_boots[1:] if in_flight)
 
 
-def boot_once(dut: Dut, cut_after: float | None = None, cut_at_op: int = 0, timeout: float = 300) -> BootEnd:
-    """One boot (machine.reset() included), optionally cut `cut_after` seconds in or at flash operation
-    `cut_at_op`."""
+def check_reboots(dut: Dut, result: CycleResult, end: BootEnd) -> None:
+    """Every boot the bench made is one the board made: the board application numbers its boots in flash, so a
+    power switch that does nothing (the board ran on: no new boot line, its old number in the summary) fails
+    here rather than passing for a power cut. Only for the board application's console protocol."""
+    if dut.summary_keys != console.SUMMARY_KEYS:
+        return
+    numbers = [n for n, _ in result.board_boots]
+    if any(b <= a for a, b in zip(numbers, numbers[1:], strict=False)):
+        raise DutError(
+            f"{dut.name}: the board's boot numbers {numbers} do not increase; console log {dut.console.path}"
+        )
+    this_boot = console_host.boots(end.console)
+    assert end.summary is not None
+    if not this_boot or this_boot[-1][0] != end.summary["boot"]:
+        raise DutError(
+            f"{dut.name}: the run completed in the bench's boot {result.boots}, but the board did not boot then "
+            f"(its summary is of boot {end.summary['boot']}): did the power switch cut the power? console log "
+            f"{dut.console.path}"
+        )
+
+
+def boot_once(
+    dut: Dut, cut_after: float | None = None, cut_at_op: int = 0, timeout: float = 300, cut_accepted: int = 0
+) -> BootEnd:
+    """One boot (machine.reset() included), optionally cut `cut_after` seconds in, at flash operation
+    `cut_at_op`, or right after the board's `cut_accepted`th accepted message of this boot."""
     dut.start(cut_at_op=cut_at_op)
-    timer = threading.Timer(cut_after, dut.power_cut) if cut_after is not None else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
+    done = threading.Event()  # this boot has ended: a watcher must not cut the next one
+    watcher: threading.Thread | None = None
+    if cut_after is not None:
+        watcher = threading.Timer(cut_after, dut.power_cut)
+    elif cut_accepted:
+        watcher = threading.Thread(target=_cut_when_accepted, args=(dut, cut_accepted, done))
+    if watcher is not None:
+        watcher.daemon = True
+        watcher.start()
     try:
         return dut.wait_boot(timeout)
     finally:
-        if timer is not None:
-            timer.cancel()
+        done.set()
+        if isinstance(watcher, threading.Timer):
+            watcher.cancel()
+        elif watcher is not None:
+            watcher.join()
+
+
+def _cut_when_accepted(dut: Dut, n: int, done: threading.Event) -> None:
+    """Cut the power once this boot's console shows `n` accepted messages (read every 5 ms, only what is new:
+    a few more may be accepted meanwhile); nothing if the boot ends first."""
+    seen = 0
+    read = 0
+    partial = ""
+    while not done.wait(0.005):
+        text = dut.console.text()
+        new, read = partial + text[read:], len(text)
+        *whole, partial = new.split("\n")
+        seen += len(console_host.lines("\n".join(whole), "accepted"))
+        if seen >= n:
+            dut.power_cut()
+            return
 
 
 def run_to_completion(
@@ -72,19 +132,22 @@ def run_to_completion(
     result = CycleResult()
     while stop is None or not stop.is_set():
         cut_after: float | None = None
-        cut_at_op = 0
+        cut_at_op = cut_accepted = 0
         if plan.cuts is None or result.cuts < plan.cuts:
             if dut.flash_cuts and rng.random() < plan.inside_flash:
                 cut_at_op = rng.randrange(*plan.flash_ops)
+            elif plan.accepted is not None:
+                cut_accepted = rng.randrange(*plan.accepted)
             else:
                 cut_after = rng.uniform(*plan.window)
         if on_boot is not None:
             on_boot(result, f"boot {result.boots + 1} running")
         started = time.monotonic()
-        end = boot_once(dut, cut_after, cut_at_op, timeout)
+        end = boot_once(dut, cut_after, cut_at_op, timeout, cut_accepted)
         result.boots += 1
         result.last = end
         result.ends.append(end.kind)
+        result.board_boots += console_host.boots(end.console)
         if end.kind == "power-cut":
             result.cuts += 1
             result.cuts_in_flash += 1 if cut_at_op else 0
@@ -97,6 +160,7 @@ def run_to_completion(
             continue
         if end.kind == "done":
             result.summary = end.summary
+            check_reboots(dut, result, end)
             if on_boot is not None:
                 on_boot(result, f"done after {result.boots} boots")
             return result

@@ -57,10 +57,18 @@ class ConsoleLog:
 
     def text(self) -> str:
         """This boot's console so far."""
+        return self._read(self.boot_offset)
+
+    def all(self) -> str:
+        """Every boot's console, each after its `=== boot N ===` line: what the board printed before each cut
+        included (the bench's witness of what it accepted)."""
+        return self._read(0)
+
+    def _read(self, offset: int) -> str:
         if self.path is None:
             return ""
         with open(self.path, "rb") as f:
-            f.seek(self.boot_offset)
+            f.seek(offset)
             return f.read().decode(errors="replace")
 
 

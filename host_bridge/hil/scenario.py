@@ -45,10 +45,19 @@ def app_config(
     return config
 
 
-def run_board(dut: Dut, config: dict[str, Any], plan: CutPlan, seed: int, timeout: float = 300) -> BoardRun:
-    """Configure `dut`, then boot it through `plan`'s power cuts until its run completes."""
+def run_board(
+    dut: Dut, config: dict[str, Any], plan: CutPlan, seed: int, timeout: float = 300, refused: int = 0
+) -> BoardRun:
+    """Configure `dut`, then boot it through `plan`'s power cuts until its run completes: every message of the
+    run accepted (its total the configured count) and `refused` of them refused, or DutError."""
     dut.configure(config)
     result = run_to_completion(dut, plan, random.Random(seed), timeout)
-    if result.summary is None:
-        raise DutError(f"{dut.name}: the run ended without its summary line; console log {dut.console.path}")
-    return BoardRun.from_summary(result.summary, int(config["publish"]["qos"]), result.boots, result.cuts)
+    run = BoardRun.from_cycle(dut, result, int(config["publish"]["qos"]))
+    assert result.summary is not None
+    count = int(config["publish"]["count"])
+    if (run.sent, result.summary["refused"]) != (count - refused, refused):
+        raise DutError(
+            f"{dut.name}: the run accepted {run.sent} of {count} messages and refused {result.summary['refused']} "
+            f"(expected {count - refused} and {refused}); console log {dut.console.path}"
+        )
+    return run

@@ -10,7 +10,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dboard import console_host
 from dmqtt_telemetry.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
+from host_bridge.hil.cycle import CycleResult
+from host_bridge.hil.dut import Dut, DutError
 from host_bridge.hil.subscriber import Subscriber
 
 # The heap budget every run is held to (docs/install-paths.md): the lowest free heap the board saw, at the virtual
@@ -38,8 +41,10 @@ class BoardTally:
 
 @dataclass
 class BoardRun:
-    """What the bench knows of a board's run: its device id, QoS, accepted total, boots and power cuts, and the
-    lowest free heap its summary reported (heap_min plus heap_tls)."""
+    """What the bench knows of a board's run: its device id, QoS, accepted total, boots and power cuts, the
+    lowest free heap its summary reported (heap_min plus heap_tls), and the witness: per boot, the last seq the
+    board said it accepted (`accepted` lines on its console, printed when publish() returned), which the
+    verdict judges every accepted message by, whatever the journal kept."""
 
     dev: str
     qos: int
@@ -47,6 +52,8 @@ class BoardRun:
     boots: int = 1
     power_cuts: int = 0
     heap_low: int | None = None
+    last_accepted: dict[int, int] | None = None
+    resumed_in_flight: int = 0  # boots after a cut that resumed QoS 1/2 messages in flight
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any], qos: int, boots: int = 1, power_cuts: int = 0) -> BoardRun:
@@ -54,6 +61,24 @@ class BoardRun:
         low = summary.get("heap_min")
         heap_low = int(low) + int(summary.get("heap_tls", 0)) if isinstance(low, int) else None
         return cls(str(summary["dev"]), qos, int(str(summary["total"])), boots, power_cuts, heap_low)
+
+    @classmethod
+    def from_cycle(cls, dut: Dut, result: CycleResult, qos: int) -> BoardRun:
+        """From a run to completion (run_to_completion): see witnessed()."""
+        if result.summary is None:
+            raise DutError(f"{dut.name}: the run ended without its summary line; console log {dut.console.path}")
+        run = cls.witnessed(dut, result.summary, qos, result.boots, result.cuts)
+        run.resumed_in_flight = result.resumed_in_flight
+        return run
+
+    @classmethod
+    def witnessed(cls, dut: Dut, summary: dict[str, Any], qos: int, boots: int, power_cuts: int) -> BoardRun:
+        """From the summary, and the witness read from the board's whole console (every boot's, what it printed
+        before each cut included)."""
+        run = cls.from_summary(summary, qos, boots, power_cuts)
+        if qos and dut.console.path is not None:
+            run.last_accepted = console_host.accepted(dut.console.all())
+        return run
 
 
 class Verdict:
@@ -139,7 +164,7 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
             pass  # judged below: the verdict says what was lost
     wanted = {r.dev for r in runs}
     rows = [b for b in boot_rows(subscriber.deliveries()) if b["dev"] in wanted]
-    per_qos, checks = judge(rows, {r.dev: Expectation(r.sent, r.qos) for r in runs})
+    per_qos, checks = judge(rows, {r.dev: Expectation(r.sent, r.qos, r.last_accepted) for r in runs})
     tails = {c["dev"]: c["lost_tail"] for c in checks}
     tallies = []
     for run in runs:

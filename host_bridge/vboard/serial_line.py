@@ -26,6 +26,10 @@ class LineFaults:
     seed: int = 0
 
 
+# Behind schedule by more than this, the line was idle rather than late.
+_IDLE_S = 0.05
+
+
 class _Direction(threading.Thread):
     """Copies bytes from one pty master to another, paced at baud/10 bytes per second (8N1: ten bit times
     per byte) and with the configured faults."""
@@ -79,12 +83,16 @@ class _Direction(threading.Thread):
         if not self.rate:
             self._write(data)
             return
-        # Bytes leave in slices of about 5 ms of line time, each written when its last bit would arrive.
+        # Bytes leave in slices of about 5 ms of line time, each written when its last bit would arrive. A sleep
+        # that wakes late (a loaded host) is caught up on the next slices, so the rate holds over a burst; only a
+        # line idle for longer than a few slices starts afresh (an idle line gives no credit).
         step = max(1, int(self.rate / 200))
         for i in range(0, len(data), step):
             piece = data[i : i + step]
             now = time.monotonic()
-            self.due = max(self.due, now) + len(piece) / self.rate
+            if now - self.due > _IDLE_S:
+                self.due = now
+            self.due += len(piece) / self.rate
             delay = self.due - now
             if delay > 0:
                 time.sleep(delay)

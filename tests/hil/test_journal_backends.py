@@ -68,7 +68,7 @@ def test_power_cuts_lose_nothing_and_qos2_delivers_once(
         finally:
             dut.close()
         assert result.summary is not None and result.summary["total"] == COUNT, result.last
-        runs.append(BoardRun.from_summary(result.summary, qos, result.boots, result.cuts))
+        runs.append(BoardRun.from_cycle(dut, result, qos))
     verdict: Verdict = judge_runs(f"journal-{board_name}-g{group}-q{qos}", subscriber, runs)
     verdict.save(hil_log)
     verdict.assert_kept()

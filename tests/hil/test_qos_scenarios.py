@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from dboard import console_host
 from dboard.console_host import summary as parse_summary
 from host_bridge.hil.cycle import CutPlan, run_to_completion
 from host_bridge.hil.dut import Dut
@@ -98,29 +99,50 @@ def test_power_cuts_during_flows(
     prepare(dut, bridge, transport)
     version = VERSIONS[(hil_cycle + qos) % 3]
     dev = device_id(request, "cuts", transport, qos, hil_cycle)
-    # Half the cuts land inside a flash operation (the journal's writes from the 5th operation of a boot on, a
-    # few per message), half at a random moment; the run is long enough (about 3 s) to take all five.
-    plan = CutPlan(cuts=5, inside_flash=0.5, flash_ops=(5, 120), window=(0.1, 0.6))
-    config = app_config(dut, dev, broker.address, qos, 250, version, transport, publish={"interval_ms": 10})
+    # Half the cuts land inside a flash operation (the journal's writes from the 5th operation of a boot on, one
+    # to two per message), half right after the board accepted its 5th to 40th message of the boot; published
+    # back to back, so that flows are in flight at every cut. Five cuts of at most 60 messages cannot outrun 400.
+    plan = CutPlan(cuts=5, inside_flash=0.5, flash_ops=(5, 60), accepted=(5, 40))
+    config = app_config(dut, dev, broker.address, qos, 400, version, transport, publish={"interval_ms": 0})
     run = run_board(dut, config, plan, seed=hil_cycle * 97 + qos)
     result = verdict([run])
     result.assert_kept()
     assert run.power_cuts == 5, f"the dose was not given: {run.power_cuts} cuts"
     assert run.boots == run.power_cuts + 1
+    assert run.resumed_in_flight >= 1, "no cut landed while messages were in flight"
 
 
-def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], after: float, seed: int = 0) -> BoardRun:
-    """Run the board to completion (no power cuts) and call disturb() `after` seconds into the run."""
+def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], accepted: int) -> BoardRun:
+    """Run the board to completion (no power cuts), and call disturb() once the board has said it accepted
+    `accepted` messages: mid-run by what the board did, not by the clock."""
     dut.configure(config)
-    timer = threading.Timer(after, disturb)
-    timer.start()
+    ended = threading.Event()
+
+    def when_accepted() -> None:
+        while len(console_host.lines(dut.console.text(), "accepted")) < accepted:
+            if ended.wait(0.01):
+                return
+        disturb()
+
+    dut.start()
+    watcher = threading.Thread(target=when_accepted, daemon=True)
+    watcher.start()
     try:
-        result = run_to_completion(dut, CutPlan.none(), random.Random(seed), timeout=180)
+        end = dut.wait_boot(180)
     finally:
-        timer.cancel()
-        timer.join()
-    assert result.summary is not None
-    return BoardRun.from_summary(result.summary, config["publish"]["qos"], result.boots, result.cuts)
+        ended.set()
+        watcher.join(60)
+    assert end.kind == "done" and end.summary is not None, end.console[-2000:]
+    assert (end.summary["total"], end.summary["refused"]) == (config["publish"]["count"], 0), end.summary
+    return BoardRun.witnessed(dut, end.summary, config["publish"]["qos"], dut.boots, dut.cuts)
+
+
+def reconnected(dut: Dut, before: int, timeout: float = 30) -> None:
+    """Until the board's console shows more connections than `before`."""
+    deadline = time.monotonic() + timeout
+    while len(console_host.lines(dut.console.text(), "connected")) <= before:
+        assert time.monotonic() < deadline, f"the board did not reconnect; console log {dut.console.path}"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize(("qos", "transport"), [(1, "tcp"), (2, "tcp"), (1, "serial")])
@@ -134,11 +156,12 @@ def test_broker_restarted_with_persistence(
     config = app_config(dut, dev, broker.address, qos, 150, "3.1.1", transport, publish={"interval_ms": 10})
 
     def restart_twice() -> None:
+        connections = len(console_host.lines(dut.console.text(), "connected"))
         broker.restart()
-        time.sleep(0.6)
+        reconnected(dut, connections)  # the second restart comes after the board is back, not after a delay
         broker.restart()
 
-    run = run_while(dut, config, restart_twice, after=0.6)
+    run = run_while(dut, config, restart_twice, accepted=30)
     verdict([run]).assert_kept()
     # It came back to its session (how it noticed the broker going differs: a TCP reset, or the bridge's notice).
     assert dut.console.text().count("connected session_present=1") >= 1, dut.console.text()
@@ -158,11 +181,11 @@ def disturbed_serial_run(
     version: str,
     disturb: Callable[[], None],
 ) -> None:
-    """150 QoS 2 messages through the bridge, disturb() a second into the run; the promises must hold."""
+    """150 QoS 2 messages through the bridge, disturb() after the board accepted 40; the promises must hold."""
     bridge.start([dut])
     dev = device_id(request, name)
     config = app_config(dut, dev, broker.address, 2, 150, version, "serial", publish={"interval_ms": 5})
-    run = run_while(dut, config, disturb, after=1.0)
+    run = run_while(dut, config, disturb, accepted=40)
     verdict([run]).assert_kept()
 
 
@@ -231,16 +254,20 @@ def test_board_and_broker_restarted_together(
     dut.configure(config)
     dut.start()
     dut.expect(r"connected session_present", timeout=30)
-    time.sleep(0.4)
+    dut.expect(r"^accepted \d+ 9$", timeout=30)  # ten messages on their way
     broker.stop()
     dut.expect(r"connection lost|connect failed", timeout=10)
-    time.sleep(0.6)  # about 30 messages journaled while the broker is away, none of them sent
+    away = len(console_host.lines(dut.console.text(), "accepted"))
+    deadline = time.monotonic() + 30
+    while len(console_host.lines(dut.console.text(), "accepted")) < away + 20:  # journaled while it is away
+        assert time.monotonic() < deadline, dut.console.text()[-2000:]
+        time.sleep(0.01)
     dut.power_cut()
     assert dut.wait_boot(30).kind == "power-cut"
     broker.start()
     result = run_to_completion(dut, CutPlan.none(), random.Random(qos), timeout=180)
     assert result.summary is not None
-    run = BoardRun.from_summary(result.summary, qos, dut.boots, dut.cuts)
+    run = BoardRun.witnessed(dut, result.summary, qos, dut.boots, dut.cuts)
     verdict([run]).assert_kept()
     assert run.boots == 2 and run.power_cuts == 1
     assert re.search(r"connected session_present=\d inflight=([1-9]\d*)", dut.console.text()), "nothing was queued"

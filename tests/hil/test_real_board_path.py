@@ -20,6 +20,7 @@ from host_bridge.boards.definition import BOARDS_DIR, CHIPS, BoardDefinition, Bo
 from host_bridge.boards.realboard import DeployError, check_image, flash_commands
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import DutError
 from host_bridge.hil.power import CommandSwitch, PowerError, RtsEnSwitch
 from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.scenario import app_config
@@ -129,7 +130,7 @@ def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_
             dut.close()
         assert result.summary is not None and result.cuts == 2 and result.boots == 3
         assert dut.port_losses >= 3, "every power cycle takes the port away"
-        run = BoardRun.from_summary(result.summary, 2, result.boots, result.cuts)
+        run = BoardRun.from_cycle(dut, result, 2)
         verdict = judge_runs("pty-board", subscriber, [run])
         subscriber.close()
     verdict.assert_kept()
@@ -265,3 +266,48 @@ def test_a_real_board_boots_and_reports_its_reset_cause(dut: SerialDut) -> None:
     """On hardware: a reset through the power switch brings the board back with MicroPython's banner."""
     dut.start()
     dut.expect(r"MicroPython v\d", timeout=20)
+
+
+class DeadSwitch:
+    """A power switch that switches nothing (a relay on the wrong port, a hub without per-port power)."""
+
+    kind = "dead"
+
+    def cut(self) -> None:
+        pass
+
+    def restore(self) -> None:
+        pass
+
+
+def test_a_power_switch_that_does_nothing_fails_loudly(tmp_path: Path, pty_board: tuple[Path, Path]) -> None:
+    """The bench asks for power cuts that never happen: the board runs on through them. Its own boot counter
+    says so (no `boot` line after the bench's boots, its summary of the first boot), and the run fails naming
+    the switch, instead of passing for a run through power cuts."""
+    link, state_dir = pty_board
+    power_cmd = f"{sys.executable} {REPO / 'tests' / 'hil' / 'pty_board_power.py'} {state_dir}"
+    board = BoardDefinition.load("esp32-c3-devkitm-1")
+    with Mosquitto(tmp_path / "broker", persistence=True) as broker:
+        config = {
+            "client_id": "dead-switch-1",
+            "broker": broker.address,
+            "mqtt_version": "5",
+            "publish": {"qos": 1, "count": 200, "interval_ms": 10},
+        }
+        config_path = tmp_path / "config.json"
+        config_path.write_text(json.dumps(config))  # the pty board reads it at boot
+        subprocess.run(power_cmd.split(), check=True, timeout=30)  # powered once, for good: it boots now
+        dut = SerialDut(
+            "dead0",
+            board,
+            tmp_path / "logs",
+            str(link),
+            lambda _lines: DeadSwitch(),
+            deploy=lambda _port, path: config_path.write_text(path.read_text()),
+        )
+        try:
+            dut.configure(config)
+            with pytest.raises(DutError, match="did the power switch cut the power"):
+                run_to_completion(dut, CutPlan(cuts=2, inside_flash=0.0, window=(0.3, 0.6)), random.Random(1), 60)
+        finally:
+            dut.close()

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +39,30 @@ def start_board(workdir: Path, config: dict[str, Any], **kwargs: Any) -> Virtual
     return board
 
 
-def finish(board: VirtualBoard, timeout: float = 60) -> tuple[int, str]:
+def read_until(board: VirtualBoard, done: Callable[[str], bool], timeout: float = 30) -> str:
+    """Read the board's piped console until done(what was read) (or `timeout`): a wait on what the board says,
+    not on the clock. finish() returns the rest; give it what this read (`before=`)."""
+    assert board.process is not None and board.process.stdout is not None
+    out = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(board.process.stdout, selectors.EVENT_READ)
+        while not done(out.decode(errors="replace")):
+            left = deadline - time.monotonic()
+            assert left > 0, f"the board never said what the test waits for; it said:\n{out.decode()[-2000:]}"
+            if sel.select(left):
+                chunk = os.read(board.process.stdout.fileno(), 4096)
+                assert chunk, f"the board ended first:\n{out.decode()[-2000:]}"
+                out += chunk
+    return out.decode(errors="replace")
+
+
+def finish(board: VirtualBoard, timeout: float = 60, before: str = "") -> tuple[int, str]:
     assert board.process is not None
     out, _ = board.process.communicate(timeout=timeout)
     code = board.wait()
     board.close()
-    return code, out.decode(errors="replace")
+    return code, before + out.decode(errors="replace")
 
 
 def summary(out: str, keys: tuple[str, ...] = console.SUMMARY_KEYS) -> dict[str, Any]:

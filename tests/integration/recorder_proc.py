@@ -17,10 +17,19 @@ class RecorderProcess(ManagedProcess):
     def __init__(self, out: Path, broker: str, *extra: str, log_dir: Path | None = None) -> None:
         args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out)]
         args += ["--flush-seconds", "0.3", "--stats-every", "1", *extra]
+        self.out = out
         super().__init__(args, (log_dir or out.parent) / f"recorder-{time.monotonic_ns()}.log", cwd=REPO)
 
     def wait_connected(self) -> None:
         self.wait_for("event=connected")
+
+    def wait_rows(self, count: int, timeout: float = 30) -> None:
+        """Until `count` rows are committed to Parquet (the recorder commits every 0.3 s here)."""
+        deadline = time.monotonic() + timeout
+        while len(read_rows(self.out)) < count:
+            assert time.monotonic() < deadline, f"fewer than {count} rows committed within {timeout:.0f} s"
+            assert self.running, f"the recorder exited; see {self.log_path}"
+            time.sleep(0.05)
 
 
 def read_rows(out: Path) -> list[dict[str, Any]]:

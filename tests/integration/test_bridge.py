@@ -5,7 +5,9 @@ killed bridge, a restarted broker and a pulled cable are scenarios of the HIL be
 from __future__ import annotations
 
 import json
+import os
 import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -72,13 +74,30 @@ def broker(tmp_path: Path) -> Iterator[Mosquitto]:
         yield b
 
 
-def console_for(board: VirtualBoard, seconds: float) -> str:
-    """Start the board, cut its power after `seconds`, and return what it printed meanwhile."""
+def console_until(board: VirtualBoard, pattern: str, timeout: float = 30) -> str:
+    """Start the board, read its console until `pattern` shows (or `timeout` passes), then cut its power; what
+    it printed."""
     board.start()
-    time.sleep(seconds)
-    board.power_cut()
     assert board.process is not None
-    return board.process.communicate()[0].decode()
+    out = read_until(board.process, pattern, timeout)
+    board.power_cut()
+    return out + board.process.communicate()[0].decode(errors="replace")
+
+
+def read_until(process: subprocess.Popen[bytes], marker: str, timeout: float = 30) -> str:
+    """What `process` writes on its piped stdout until `marker` shows (or `timeout` passes)."""
+    assert process.stdout is not None
+    out = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(process.stdout, selectors.EVENT_READ)
+        while marker.encode() not in out and time.monotonic() < deadline:
+            if sel.select(max(0.0, deadline - time.monotonic())):
+                chunk = os.read(process.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                out += chunk
+    return out.decode(errors="replace")
 
 
 def run_board(board: VirtualBoard, timeout: float = 120) -> tuple[int, str]:
@@ -140,7 +159,7 @@ def test_destination_not_allowed_is_refused(tmp_path: Path, broker: Mosquitto) -
     board = serial_board(tmp_path / "b", "ser-evil", 1, 1, broker=f"127.0.0.1:{port}")
     bridge = BridgeProcess(tmp_path, {"evil": str(board.serial_link)}, broker.address)
     try:
-        out = console_for(board, 4)
+        out = console_until(board, "not allowed")
     finally:
         board.close()
         bridge.stop()
@@ -200,14 +219,13 @@ def test_toml_config_921600_baud_counters_on_sigusr1_and_no_secrets_in_logs(tmp_
         code, out = run_board(board)
         assert code == 0, out
         check_promises(observer, "ser-fast", 2, 200)
-        time.sleep(0.5)
         bridge.send_signal(signal.SIGUSR1)  # counters now, not in ten minutes
-        time.sleep(0.5)
+        early = read_until(bridge, "event=counters")
     finally:
         observer.close()
         board.close()
         bridge.send_signal(signal.SIGTERM)
-        log = bridge.communicate(timeout=15)[0].decode()
+    log = early + bridge.communicate(timeout=15)[0].decode()
     counters = [line for line in log.splitlines() if "event=counters" in line]
     assert len(counters) >= 2 and "board=fast" in counters[0]  # SIGUSR1, then at exit
     assert "baud=921600" in log
@@ -243,7 +261,7 @@ def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
             tmp_path, {"tls2": str(board2.serial_link)}, broker.address, "--tls", "--cafile", str(other_ca)
         )
         try:
-            out2 = console_for(board2, 3)
+            out2 = console_until(board2, "SSLCertVerificationError")
         finally:
             board2.close()
             board.close()
@@ -327,8 +345,9 @@ def test_a_broker_that_stops_reading_for_ten_seconds(tmp_path: Path, broker: Mos
     bridge = BridgeProcess(tmp_path, {"stall": str(board.serial_link)}, proxy.address)
     try:
         board.start()
-        time.sleep(1.0)
+        observer.wait_for("ser-stall", 30, timeout=30)  # the flow is up before the stall
         proxy.reading.clear()
+        stalled = time.monotonic()
         time.sleep(10)
         proxy.reading.set()
         assert board.process is not None
@@ -337,6 +356,11 @@ def test_a_broker_that_stops_reading_for_ten_seconds(tmp_path: Path, broker: Mos
         result = summary(out)
         assert (result["total"], result["reconnects"], result["connect_failures"]) == (300, 0, 0), out
         check_promises(observer, "ser-stall", 2, 300)
+        # The stall was felt end to end: nothing arrived for most of it, and the board's flow was held (the
+        # run took the stall longer than its 3 s of messages).
+        arrivals = sorted(r.arrived for r in observer.records)
+        assert max(b - a for a, b in zip(arrivals, arrivals[1:], strict=False)) > 8, "no gap: the stall was not felt"
+        assert result["ms"] > 10_000 and time.monotonic() - stalled > 10, result
     finally:
         observer.close()
         board.close()

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from dboard import console_host
 from dmqtt import codec_host as codec
 from dmqtt import journal_ring
 from dmqtt.session import Session
-from tests.integration.boards import MQTTLOG, board_config, finish, start_board, summary
+from tests.integration.boards import MQTTLOG, board_config, finish, read_until, start_board, summary
 from tests.integration.scripted_broker import ScriptedBroker
 
 
@@ -255,7 +256,8 @@ def test_connect_carries_credentials_will_and_keep_alive(tmp_path: Path, broker:
     conn.ack(codec.PUBACK, pub.pid)
     start = time.monotonic()
     conn.recv_type(codec.PINGREQ, timeout=3)  # idle: a PINGREQ within the keep-alive period
-    assert time.monotonic() - start < 1.2
+    # Before the broker would give up on it: 1.5 times the keep-alive [MQTT-3.1.2-24] (the board aims at one).
+    assert time.monotonic() - start < 1.5
     conn.send(codec.encode_empty(codec.PINGRESP))
     conn.recv_type(codec.PINGREQ, timeout=3)
     # No PINGRESP this time: the board gives the connection up, telling why (Keep Alive timeout); its run is
@@ -273,7 +275,8 @@ def test_offline_queue_is_sent_when_the_broker_appears(tmp_path: Path) -> None:
 
     port = free_port()
     board = start_board(tmp_path, board_config("wire-offline", f"127.0.0.1:{port}", 2, 5, publish={"interval_ms": 100}))
-    time.sleep(2.0)  # no broker yet: connection refused, messages go into the journal
+    # No broker yet: connection refused, the five messages go into the journal (the board says it accepted them).
+    before = read_until(board, lambda out: len(console_host.lines(out, "accepted")) == 5)
     broker = ScriptedBroker(port)
     try:
         conn = broker.accept(timeout=40)
@@ -289,9 +292,9 @@ def test_offline_queue_is_sent_when_the_broker_appears(tmp_path: Path) -> None:
         conn.recv_type(codec.DISCONNECT)
     finally:
         broker.close()
-    code, out = finish(board)
+    code, out = finish(board, before=before)
     assert code == 0, out
-    assert out.count("connect failed") >= 2 and summary(out)["total"] == 5
+    assert out.count("connect failed") >= 1 and summary(out)["total"] == 5
 
 
 HOOKS_APP = """

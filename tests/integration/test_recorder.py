@@ -114,7 +114,7 @@ def test_unparsable_payloads_are_kept_with_the_reason(tmp_path: Path, mosquitto:
         pub.publish("odd/t", payload, qos=1).wait_for_publish()
     pub.loop_stop()
     pub.disconnect()
-    time.sleep(0.5)
+    recorder.wait_rows(3)
     assert recorder.stop() == 0
     rows = read_rows(out)
     assert [r["payload"] for r in rows] == [b"\xff\x01binary", b'{"dev": "x"}', telemetry(0, "ok")]
@@ -205,11 +205,11 @@ def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
             pub.publish("sensors/tls/telemetry", telemetry(seq, "tls"), qos=2).wait_for_publish(10)
         pub.loop_stop()
         pub.disconnect()
-        time.sleep(0.6)
+        good.wait_rows(3)
         assert good.stop() == 0
         assert [r["seq"] for r in read_rows(tmp_path / "rec")] == [0, 1, 2]
         bad = RecorderProcess(tmp_path / "rec2", broker.address, "--tls", "--cafile", str(other_ca))
-        time.sleep(2)
+        bad.wait_for("CERTIFICATE_VERIFY_FAILED")
         assert bad.stop() == 0
     assert "CERTIFICATE_VERIFY_FAILED" in bad.text() and "event=connected" not in bad.text()
 

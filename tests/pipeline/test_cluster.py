@@ -59,5 +59,6 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
     for table in ("minute", "hour"):
         assert rollup_rows(tmp_path / "remote" / "rollup" / table) == rollup_rows(tmp_path / "local" / "rollup" / table)
     assert (tmp_path / "remote" / "report" / "index.html").exists()
+    assert len(pids) >= 3, f"the check below needs the master and both workers: found {pids}"
     for pid in pids:  # master, workers and their executors: all gone
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], pid

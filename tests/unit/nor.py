@@ -1,6 +1,7 @@
 """An in-memory NOR flash partition with esp32.Partition's block interface, for fast journal tests on CPython:
 program clears bits only (violations raise), erase sets a sector to 0xFF, and a power cut can be armed at the
-Nth program/erase, leaving that operation half done and raising PowerCut."""
+Nth program/erase, leaving that operation half done (a program: an arbitrary subset of the bits it was
+clearing; an erase: part of the sector) and raising PowerCut."""
 
 from __future__ import annotations
 
@@ -35,9 +36,12 @@ class NorPartition:
         assert start + len(data) <= (block + 1) * SECTOR or len(data) <= SECTOR
         self._tick()
         if self.ops == self.cut_at:
-            done = self.rng.randrange(len(data)) if data else 0
-            self._program(start, data[:done])
-            raise PowerCut(f"program of {len(data)} at {start}, {done} done")
+            # Cut short: each bit the program was clearing is cleared or not, at random (a page's cells are
+            # programmed in parallel, so what is left is no clean prefix).
+            old = self.data[start : start + len(data)]
+            torn = bytes(o & ~((o & ~v) & self.rng.getrandbits(8)) & 0xFF for o, v in zip(old, data, strict=True))
+            self._program(start, torn)
+            raise PowerCut(f"program of {len(data)} at {start} torn")
         self._program(start, data)
 
     def _program(self, start: int, data: bytes) -> None:
@@ -63,6 +67,12 @@ class NorPartition:
             self.data[start : start + SECTOR] = b"\xff" * SECTOR
             self.erases += 1
         return 0
+
+    def work(self, what: str) -> None:
+        """An operation of the application's own (a handler writing its effect): counted, and cut like one."""
+        self._tick()
+        if self.ops == self.cut_at:
+            raise PowerCut(what)
 
     def _tick(self) -> None:
         self.ops += 1

@@ -40,3 +40,23 @@ def test_a_lost_tail_is_caught_only_with_the_accepted_total() -> None:
     assert not verdicts[2].ok and verdicts[2].lost == 2
     assert checks[1] == {"dev": "t", "qos": 2, "expected": 5, "accounted": 3, "lost_tail": 2}
     assert checks[0]["lost_tail"] == 2 and not verdicts[1].ok  # nothing of "ghost" arrived
+
+
+def test_the_witness_catches_a_tail_the_total_hides() -> None:
+    """Boot 1 delivers seq 0-9 but accepted seq 10 too, which its journal lost in a power cut (taking its count
+    with it: the run republished it in boot 2); boot 2 delivers 0-9. The total (20) is accounted for, so judged by
+    the total the run passes; judged by what the board said it accepted, seq 10 of boot 1 is lost."""
+    rows = boot_rows(deliveries("w", 2, 1, list(range(10))) + deliveries("w", 2, 2, list(range(10))))
+    by_total, _ = judge(rows, {"w": Expectation(20, 2)})
+    assert by_total[2].ok
+    by_witness, checks = judge(rows, {"w": Expectation(20, 2, last_accepted={1: 10, 2: 9})})
+    assert not by_witness[2].ok and by_witness[2].lost == 1 and checks[0]["lost_tail"] == 1
+    assert by_witness[2].problems == [
+        "w boot 1: 1 accepted and never arrived (seq 10: the board said it accepted them)"
+    ]
+    # A boot whose accepted messages never arrived at all, and one fully delivered.
+    rows = boot_rows(deliveries("w", 1, 2, list(range(5))))
+    verdicts, _ = judge(rows, {"w": Expectation(8, 1, last_accepted={1: 2, 2: 4})})
+    assert verdicts[1].lost == 3 and verdicts[1].problems == [
+        "w boot 1: 3 accepted and never arrived (seq 0-2: the board said it accepted them)"
+    ]

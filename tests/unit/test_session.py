@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from dmqtt import codec_host as codec
+from dmqtt import journal_record as rec
 from dmqtt import journal_ring
+from dmqtt.errors import ProtocolError
 from dmqtt.journal_file import FileJournal
 from dmqtt.session import QueueFull, Session
 from tests.unit.nor import NorPartition
@@ -381,6 +383,19 @@ def test_group_commit_programs_several_messages_at_once() -> None:
     assert again.outstanding() == 5 and again.mark == 5
 
 
+def test_a_group_committed_message_larger_than_the_stage_is_programmed_at_once() -> None:
+    part = NorPartition(8)
+    s = Session(journal_ring.RingJournal(part, 1024))
+    s.open()
+    small = s.accept(b"t", b"small", 1, defer=True)
+    before = part.ops
+    large = s.accept(b"t", b"L" * 900, 1, defer=True)  # more than the 512-byte stage holds
+    assert part.ops == before + 2  # the staged one first, then this one: both on flash, in order
+    again = Session(journal_ring.RingJournal(part, 1024))
+    again.open()
+    assert again.outstanding() == 2 and {again._pid[0], again._pid[1]} == {small, large}
+
+
 def test_group_commit_on_the_file_journal(tmp_path: Path) -> None:
     path = str(tmp_path / "j")
     s = Session(FileJournal(path, 512))
@@ -400,3 +415,119 @@ def test_more_journaled_messages_than_slots_is_reported(new_store: Store) -> Non
     notes = smaller.open()
     assert smaller.outstanding() == 2
     assert sum("raise max_messages" in n for n in notes) == 2
+
+
+class Handler:
+    """An application's on_message that records what it got; `fail` makes it raise (a crash in the handler)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.got: list[tuple[str, bytes, int, bool, bool]] = []
+        self.fail = fail
+
+    def __call__(self, topic: str, payload: bytes, qos: int, retain: bool, dup: bool) -> None:
+        self.got.append((topic, payload, qos, retain, dup))
+        if self.fail:
+            raise RuntimeError("the handler failed")
+
+
+def booted_with(new_store: Store, handler: Handler) -> Session:
+    """A reboot as the client does it: hooks set, journal replayed, interrupted deliveries made."""
+    session = Session(new_store())
+    session.on_message = handler
+    session.open()
+    session.deliver_pending()
+    return session
+
+
+def test_incoming_qos2_cut_before_the_handler_returned_is_delivered_after_the_reboot(new_store: Store) -> None:
+    """The message goes to the journal with its id before the handler sees it; a cut inside the handler (here:
+    the handler raising, then the reboot) brings it back, flagged dup, until a handler returns. Then the
+    broker's resend is only acknowledged, and PUBREL releases the id."""
+    s = boot(new_store)
+    s.on_message = Handler(fail=True)
+    s.connected(True)
+    with pytest.raises(RuntimeError):
+        deliver(s, codec.encode_publish("cmd/1", b"go", 2, 9, retain=True))
+    handler = Handler()
+    booted_with(new_store, handler)
+    assert handler.got == [("cmd/1", b"go", 2, True, True)]
+    again = booted_with(new_store, Handler())  # the handler returned: nothing comes back
+    again.connected(True)
+    assert again.on_message.got == []  # type: ignore[union-attr]
+    deliver(again, codec.encode_publish("cmd/1", b"go", 2, 9, dup=True))
+    assert [(p.type, p.pid) for p in drain(again)] == [(codec.PUBREC, 9)]
+    ack(again, codec.PUBREL, 9)
+    assert [(p.type, p.pid) for p in drain(again)] == [(codec.PUBCOMP, 9)]
+    assert again.on_message.got == []  # type: ignore[union-attr]
+
+
+def test_a_handler_that_raised_gets_the_message_before_pubrel_releases_it(new_store: Store) -> None:
+    handler = Handler(fail=True)
+    s = boot(new_store)
+    s.on_message = handler
+    s.connected(True)
+    with pytest.raises(RuntimeError):
+        deliver(s, codec.encode_publish("cmd/1", b"go", 2, 4))
+    handler.fail = False
+    ack(s, codec.PUBREL, 4)  # no reboot: the same session, the handler fixed
+    assert [p[1] for p in handler.got] == [b"go", b"go"] and handler.got[1][4]
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBCOMP, 4)]
+
+
+def test_a_broker_without_the_session_clears_the_receive_set(new_store: Store) -> None:
+    """Session not present: the broker forgot its incoming flows, so their ids are free on our side too (an
+    RXDONE each), and a new message under an old id is a new message, delivered."""
+    handler = Handler()
+    s = boot(new_store)
+    s.on_message = handler
+    s.connected(True)
+    deliver(s, codec.encode_publish("cmd/1", b"one", 2, 7))
+    rebooted = booted_with(new_store, handler)
+    rebooted.connected(session_present=False)
+    deliver(rebooted, codec.encode_publish("cmd/1", b"two", 2, 7))
+    assert [p[1] for p in handler.got] == [b"one", b"two"]
+    third = booted_with(new_store, handler)  # and the clearing itself was journaled
+    third.connected(True)
+    deliver(third, codec.encode_publish("cmd/1", b"two", 2, 7, dup=True))
+    assert [p[1] for p in handler.got] == [b"one", b"two"]  # "two" is in the journal: only acknowledged
+
+
+def test_more_incoming_qos2_than_our_receive_maximum_is_a_protocol_error(new_store: Store) -> None:
+    s = Session(new_store(), rx_max=2)
+    s.open()
+    s.connected(True)
+    deliver(s, codec.encode_publish("cmd/1", b"a", 2, 1))
+    deliver(s, codec.encode_publish("cmd/1", b"b", 2, 2))
+    with pytest.raises(ProtocolError) as refused:
+        deliver(s, codec.encode_publish("cmd/1", b"c", 2, 3))
+    assert refused.value.reason_code == codec.RECEIVE_MAXIMUM_EXCEEDED  # 0x93 [MQTT-3.3.4-8]
+
+
+def test_a_format_1_receive_record_counts_as_delivered(new_store: Store) -> None:
+    """A journal written before the message went into RX (format 1: pid only) resumes as delivered: the resend
+    is acknowledged, not delivered again."""
+    store = new_store()
+    s = Session(store)
+    s.open()
+    store.commit(rec.RX, rec.put_pid(store.body, 12))
+    handler = Handler()
+    rebooted = booted_with(new_store, handler)
+    rebooted.connected(True)
+    deliver(rebooted, codec.encode_publish("cmd/1", b"x", 2, 12, dup=True))
+    assert handler.got == [] and [(p.type, p.pid) for p in drain(rebooted)] == [(codec.PUBREC, 12)]
+
+
+def test_a_message_the_journal_refuses_leaves_the_last_accepted_one_intact() -> None:
+    """The journal refuses a message when it has no room (QueueFull, nothing written) after the session has
+    laid the message's record into the journal's buffer; the message accepted before it, not sent yet, must
+    still go out with its own topic and payload (its record was in that buffer: measured, it once went out
+    with the refused message's payload, and was lost)."""
+    s = Session(journal_ring.RingJournal(NorPartition(4), 1024), window=32)
+    s.open()
+    accepted = []
+    with pytest.raises(QueueFull):
+        for i in range(40):
+            accepted.append((s.accept(b"t", b"%03d" % i + b"x" * 990, 1), b"%03d" % i))
+    s.connected(True)
+    sent = {p.pid: p.payload[:3] for p in drain(s)}
+    assert sent == dict(accepted), "a message went out with another's payload"

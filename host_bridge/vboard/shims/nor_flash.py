@@ -6,8 +6,8 @@
 # - programming can only clear bits: the cell ends as old AND new. Programming a byte that is not erased to a
 #   different value corrupts it silently on a real chip; here the damage is done the same way and then
 #   reported (stderr, a counter, OSError EIO) so a test sees it;
-# - a power cut in the middle of an operation leaves it half done: only a prefix of the bytes programmed, or
-#   only part of a sector erased.
+# - a power cut in the middle of an operation leaves it half done: a program, an arbitrary subset of the bits it
+#   was clearing; an erase, part of the sector.
 #
 # Counters per partition (blocks read, bytes programmed, program operations, blocks erased, program
 # violations) are written to a side file after every operation (once each), so they survive a SIGKILL; the
@@ -109,11 +109,11 @@ class NorFlash:
                         bad = i
                 old[i] &= value  # what a real cell keeps: bits only go 1 -> 0
         if self._ops == self._cut_at_op and not self._paused:
-            n = self._rng.randrange(n) if n else 0
-            self._write(addr, old[:n])
+            torn = self._torn(addr, old)
+            self._write(addr, torn)
             self._bump(part, 1, n)
             self._save()
-            power_cut("program of %d bytes at 0x%x, %d done" % (len(data), addr, n))
+            power_cut("program of %d bytes at 0x%x torn: an arbitrary subset of its bits cleared" % (len(data), addr))
         self._write(addr, old)
         if self._timing:
             _sleep_us(program_us(addr, n))
@@ -125,6 +125,17 @@ class NorFlash:
         if bad >= 0:
             sys.stderr.write("flash: program over non-erased byte at 0x%x\n" % (addr + bad))
             raise OSError(5)  # EIO: the data on flash is now corrupt, as on a real chip
+
+    def _torn(self, addr, target):
+        """What a program cut short leaves: each bit it was clearing cleared or not, at random (the cells of a
+        page are programmed in parallel, not byte after byte)."""
+        torn = bytearray(len(target))
+        self._file.seek(addr)
+        self._file.readinto(torn)
+        for i in range(len(torn)):
+            clearing = torn[i] & ~target[i]
+            torn[i] &= ~(clearing & self._rng.getrandbits(8)) & 0xFF
+        return torn
 
     def erase(self, part, addr):
         if addr % SECTOR:

@@ -18,6 +18,7 @@ if cfg["mode"] == "send":
     print("sent", sent)
     time.sleep_ms(cfg.get("linger_ms", 500))
 else:
+    print("listening")  # the host writes once it sees this: no bytes wait in buffers before the board reads
     buf = bytearray(256)
     got = 0
     first = last = 0

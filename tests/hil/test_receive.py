@@ -1,0 +1,113 @@
+"""Exactly once to the application, for what a board receives (docs/client.md, "Receiving"): commands sent to a
+board at QoS 2 while its power is cut again and again, some cuts inside its flash operations (the receive
+records' among them). Each command reaches the board's handler (its `message` line) exactly once, but in the
+one window no journal closes: a cut after the handler returned and before its return was journaled. Then the
+command comes again after the reboot, and the first delivery is the last thing that boot printed."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from dboard import console_host
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.scenario import app_config
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.verdict import BoardRun, judge_runs
+from host_bridge.hil.virtual_dut import VirtualDut
+
+COMMANDS = 40
+PLAN = CutPlan(cuts=5, inside_flash=0.6, flash_ops=(5, 150), accepted=(20, 60))
+
+
+def commander(broker: str, topic: str, ready: threading.Event, stop: threading.Event) -> threading.Thread:
+    """Publishes COMMANDS commands at QoS 2 to `topic` once the board has subscribed (its session keeps the
+    subscription through its reboots, so the broker queues what comes while it is down)."""
+
+    def run() -> None:
+        if not ready.wait(60):
+            return
+        host, port = broker.rsplit(":", 1)
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"commander-{time.monotonic_ns()}")
+        client.connect(host, int(port))
+        client.loop_start()
+        try:
+            for i in range(COMMANDS):
+                if stop.is_set():
+                    return
+                client.publish(topic, b"c-%03d" % i, qos=2).wait_for_publish(10)
+                time.sleep(0.03)
+        finally:
+            client.loop_stop()
+            client.disconnect()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def deliveries_per_boot(console: str, topic: str) -> list[list[bytes]]:
+    """The commands each boot's handler printed, in order, and per boot the protocol lines it printed after."""
+    return [
+        [ln.values[2] for ln in console_host.lines(boot, "message") if ln.values[0] == topic]
+        for boot in console.split("=== boot ")[1:]
+    ]
+
+
+@pytest.mark.hil_virtual("cuts power inside chosen flash operations")
+def test_commands_at_qos2_reach_the_handler_exactly_once_through_power_cuts(
+    hil_log: Path, broker: Any, subscriber: Subscriber
+) -> None:
+    dev = f"rx-{time.monotonic_ns() % 10**8}"
+    topic = f"cmd/{dev}"
+    dut = VirtualDut(dev, BoardDefinition.load("sim"), flash=hil_log / dev / "b.flash", console_log=hil_log / "c.log")
+    ready, stop = threading.Event(), threading.Event()
+    sender = commander(broker.address, topic, ready, stop)
+    watcher = threading.Thread(target=lambda: ready.set() if _subscribed(dut) else None, daemon=True)
+    try:
+        config = app_config(
+            dut, dev, broker.address, 1, 500, "5", subscribe=[{"topic": topic, "qos": 2}], publish={"interval_ms": 8}
+        )
+        dut.configure(config)
+        watcher.start()
+        result = run_to_completion(dut, PLAN, random.Random(5), timeout=120)
+    finally:
+        stop.set()
+        sender.join(15)
+        dut.close()
+    run = BoardRun.from_cycle(dut, result, 1)
+    judge_runs(dev, subscriber, [run]).assert_kept()  # what it published, through the same cuts
+    assert run.power_cuts == PLAN.cuts, run
+
+    console = dut.console.all()
+    per_boot = deliveries_per_boot(console, topic)
+    got = [c for boot in per_boot for c in boot]
+    expected = [b"c-%03d" % i for i in range(COMMANDS)]
+    assert sorted(set(got)) == expected, f"missing {sorted(set(expected) - set(got))}; console {dut.console.path}"
+    for command in set(got):
+        if got.count(command) == 1:
+            continue
+        # Twice only through the one window: its first delivery was the last line that boot printed.
+        assert got.count(command) == 2, command
+        first = next(i for i, boot in enumerate(per_boot) if command in boot)
+        segment = console.split("=== boot ")[1:][first]
+        last = [ln for ln in console_host.lines(segment) if ln.kind != "summary"][-1]
+        assert last.kind == "message" and last.values[2] == command, f"{command!r} delivered twice: {dut.console.path}"
+
+
+def _subscribed(dut: VirtualDut, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if console_host.lines(dut.console.all(), "connected"):
+            time.sleep(0.2)  # its SUBSCRIBE follows the CONNACK at once
+            return True
+        time.sleep(0.02)
+    return False
