@@ -7,6 +7,7 @@ include("$(PORT_DIR)/boards/manifest.py")
 package(
     "dmqtt",
     files=[
+        "__init__.py",
         "errors.py",
         "codec.py",
         "codec_text.py",

@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import dmqtt
 from host_bridge.errors import HostBridgeError
 
 # name -> (module with add_arguments(parser) and run(args) -> int, one-line help)
@@ -41,6 +42,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     """Every subcommand, with the arguments of `chosen` (or of all when None): a command imports only its own
     module, so that `host-bridge run` does not load the bench or the campaigns."""
     parser = argparse.ArgumentParser(prog="host-bridge", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"host-bridge {dmqtt.__version__} (dmqtt client)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)

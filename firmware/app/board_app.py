@@ -15,6 +15,7 @@ import json
 import sys
 import time
 
+import dmqtt
 from dboard import console
 from dmqtt.errors import JournalError, MQTTError, PublishRefused, QueueFull
 
@@ -178,7 +179,7 @@ class Board:
         unload("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
         for note in self.client.open():
             print(note)
-        print(console.BOOT % (boot, self.client.outstanding()))
+        print(console.BOOT % (boot, self.client.outstanding(), dmqtt.__version__))
 
     def on_message(self, topic, payload, qos, retain, dup):
         print(console.MESSAGE % (topic, qos, payload))
@@ -352,6 +353,7 @@ class Board:
             self.heap.low,
             self.heap.block,
             self.heap.tls + self.heap.tls_session,
+            dmqtt.__version__,
         )
         summary = dict(zip(console.SUMMARY_KEYS, values))
         if cfg["transport"] == "serial":

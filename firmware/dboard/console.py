@@ -11,7 +11,7 @@
 # a power cut takes with it from the journal is still on the console. Within a boot the board numbers the
 # messages it accepts 0, 1, 2 ..., so the last seq of each boot says which it accepted.
 
-BOOT = "boot %d: %d in flight"  # after the journal is open: the boot's number, QoS 1/2 messages resumed
+BOOT = "boot %d: %d in flight, dmqtt %s"  # after the journal is open: boot number, QoS 1/2 messages resumed, version
 ACCEPTED = "accepted %d %d"  # boot, seq: publish() accepted the message (with group commit: its group is durable)
 CONNECTED = "connected session_present=%d inflight=%d"
 CONNECT_FAILED = "connect failed (%s); retrying in %d ms"
@@ -24,8 +24,9 @@ HEAP = 'heap {"seq": %d, "free": %d, "block": %d}'  # with heap_log_every N, eve
 CONFIG_ERROR = "config error: %s"  # the board stops (status 3): a field of config.json, or a file it names
 JOURNAL_ERROR = "journal error: %s"  # the flash under the journal failed (status 5)
 
-# The summary: one line, a JSON object with these keys (all integers but dev; "link", the serial link's counters
-# as an object, only on the serial transport), printed once every accepted message is acknowledged.
+# The summary: one line, a JSON object with these keys (all integers but dev and version, the client's
+# dmqtt.__version__; "link", the serial link's counters as an object, only on the serial transport), printed once
+# every accepted message is acknowledged.
 SUMMARY_KEYS = (
     "dev",
     "boot",
@@ -42,4 +43,5 @@ SUMMARY_KEYS = (
     "heap_min",
     "heap_max_block",
     "heap_tls",
+    "version",
 )

@@ -106,7 +106,7 @@ def parse_summary_line(line: str, keys: tuple[str, ...] = console.SUMMARY_KEYS) 
 
 
 def _typed_as_defined(key: str, value: Any) -> bool:
-    if key == "dev":
+    if key in ("dev", "version"):
         return isinstance(value, str)
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -132,6 +132,13 @@ class MQTTClient:
         self._last_tx = 0
         self._ping_at = -1
         self._acks: dict = {}  # SUBACK/UNSUBACK by packet id
+        # Writes block until the transport has taken the whole packet (this client's API waits anyway). The
+        # asyncio face (dmqtt.aio) sets blocking False: the unsent tail of a packet [_tail, _end) then stays in
+        # the output buffer for the next poll, and nothing new is encoded before it has gone.
+        self.blocking = True
+        self._tail = self._end = 0
+        self._moved = 0  # when the transport last took a byte of the packet being sent
+        self._grant = (65535, 2, True, 0)  # what the last CONNACK allowed: Receive Maximum, QoS, retain, aliases
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
@@ -170,21 +177,26 @@ class MQTTClient:
         """CONNECT on an open transport and wait for CONNACK; returns the session-present flag. A failure
         raises MQTTError (counted in connect_failures) with the transport closed."""
         try:
-            present = self._connect(transport, timeout_ms)
+            self._send_connect(transport)
+            start = _ticks_ms()
+            present = None
+            while present is None:
+                left = timeout_ms - _elapsed(start)
+                if left <= 0 or not transport.wait(left):
+                    self._fail("no answer from the broker within %d ms" % timeout_ms, None)
+                present = self._take_connack()
         except MQTTError:
             self.connect_failures += 1
             raise
-        if self.connects:
-            self.reconnects += 1
-        self.connects += 1
-        if self.on_connect is not None:
-            self.on_connect(present)
-        self._pump()
-        return present
+        return self._establish(present)
 
-    def _connect(self, transport, timeout_ms):
+    # The connection in three steps, so that the asyncio face (dmqtt.aio) awaits where connect() waits:
+    # _send_connect, then _take_connack until it returns the session-present flag, then _establish.
+
+    def _send_connect(self, transport):
         self._transport = transport
         self.state = CONNECTING
+        self._tail = self._end = 0  # nothing of an earlier connection is left to send
         self._decoder.restart()  # the same buffer for every connection: no new allocation per reconnect
         props = None
         if self.version == codec.V5:
@@ -210,14 +222,27 @@ class MQTTClient:
             self._out,
         )
         self._write(n)
-        start = _ticks_ms()
+
+    def _take_connack(self):
+        """Read what has arrived of the CONNACK, one byte at a time (nothing read past it: what follows goes
+        through _dispatch); None until it is whole, then the session-present flag. Raises MQTTError when the
+        broker refuses or breaks the protocol."""
         while True:
-            ptype, flags, body = self._next_packet(timeout_ms - _elapsed(start))
-            if ptype == codec.CONNACK:
+            got = self._transport.readinto(self._in_mv[:1])
+            if got is None:
+                return None
+            if not got:
+                self._lost("the broker closed the connection")
+            try:
+                self._decoder.feed(self._in_mv[:1])
+            except CodecError as exc:
+                self._fail(exc.reason, exc.reason_code)
+            if self._decoder.ready:
                 break
-            self._fail("expected CONNACK, got packet type %d" % ptype, codec.PROTOCOL_ERROR)
+        if self._decoder.ptype != codec.CONNACK:
+            self._fail("expected CONNACK, got packet type %d" % self._decoder.ptype, codec.PROTOCOL_ERROR)
         try:
-            present, code, cprops = codec.decode_connack(body, self.version)
+            present, code, cprops = codec.decode_connack(self._decoder.body, self.version)
         except CodecError as exc:
             self._fail(exc.reason, exc.reason_code)
         if code:
@@ -236,9 +261,21 @@ class MQTTClient:
             self.keepalive = cprops.get(codec.SERVER_KEEP_ALIVE, self.keepalive)  # overrides ours [MQTT-3.2.2-21]
             aliases = cprops.get(codec.TOPIC_ALIAS_MAXIMUM, 0)
         self.session.max_packet = self.broker_max_packet
+        self._grant = (receive_max, max_qos, retain_ok, aliases)
+        return bool(present)
+
+    def _establish(self, present):
+        """The CONNACK accepted the connection: the session resumes its flows, the hooks and counters hear of it."""
+        receive_max, max_qos, retain_ok, aliases = self._grant
         self.session.connected(present, receive_max, max_qos, retain_ok, aliases)
         self.state = CONNECTED
         self._ping_at = -1
+        if self.connects:
+            self.reconnects += 1
+        self.connects += 1
+        if self.on_connect is not None:
+            self.on_connect(present)
+        self._pump()
         return present
 
     def close(self):
@@ -249,7 +286,9 @@ class MQTTClient:
         """A clean DISCONNECT: the broker discards the will; the session stays on both sides."""
         if self._transport is not None:
             try:
+                self._drain(True)
                 self._write(codec.encode_disconnect(codec.SUCCESS, self.version, None, self._out))
+                self._drain(True)  # whole, before the close, also when not blocking
             except (OSError, MQTTError):
                 pass
         self._drop(codec.SUCCESS)
@@ -291,6 +330,7 @@ class MQTTClient:
         if qos == 0:
             if self.state != CONNECTED:
                 raise MQTTError("not connected: QoS 0 messages are not queued")
+            self._drain(True)  # the output buffer is free (the asyncio face awaits this instead)
             wire, props = self.session.wire_topic(topic)
             self._write(codec.write_publish(wire, payload, 0, 0, retain, False, self.version, props, self._out))
             if mark is not None:
@@ -329,12 +369,18 @@ class MQTTClient:
 
     def subscribe(self, topic, qos=1, timeout_ms=10000):
         """SUBSCRIBE and wait for SUBACK; returns the granted QoS (0x80 and up: refused)."""
+        return self._await_ack(self._send_subscribe(topic, qos), timeout_ms)[0]
+
+    def _send_subscribe(self, topic, qos):
+        """SUBSCRIBE sent; its packet id, whose SUBACK's codes land in _acks (the asyncio face awaits them)."""
         pid = self.session.allocate_pid()
+        self._drain(True)
         self._write(codec.encode_subscribe(pid, [(topic, qos)], self.version, None, self._out))
-        return self._await_ack(pid, timeout_ms)[0]
+        return pid
 
     def unsubscribe(self, topic, timeout_ms=10000):
         pid = self.session.allocate_pid()
+        self._drain(True)
         self._write(codec.encode_unsubscribe(pid, [topic], self.version, None, self._out))
         self._await_ack(pid, timeout_ms)
 
@@ -375,36 +421,56 @@ class MQTTClient:
         period = self.keepalive * 1000
         if self._ping_at >= 0 and time.ticks_diff(_ticks_ms(), self._ping_at) > period:
             self._fail("no PINGRESP within the keep-alive period", codec.KEEP_ALIVE_TIMEOUT)
-        if self._ping_at < 0 and _elapsed(self._last_tx) >= period * 3 // 4:
+        if self._ping_at < 0 and _elapsed(self._last_tx) >= period * 3 // 4 and self._drain(self.blocking):
             self._write(codec.encode_empty(codec.PINGREQ, self._out))
             self._ping_at = _ticks_ms()
 
     def _pump(self):
-        while self._transport is not None:
+        while self._transport is not None and self._drain(self.blocking):
             n = self.session.next_packet(self._out)
             if not n:
                 return
             self._write(n)
 
     def _write(self, n):
+        """Send the n bytes encoded in the output buffer: all of them before returning, or (not blocking) what
+        the transport takes now, the tail going out at the next poll before anything new is encoded."""
         if n > self.broker_max_packet:
             raise MQTTError("packet of %d bytes exceeds the broker's Maximum Packet Size" % n)
-        view = memoryview(self._out)[:n]
-        start = _ticks_ms()
+        self._tail = 0
+        self._end = n
+        self._moved = _ticks_ms()
+        self._drain(self.blocking)
+
+    @property
+    def writing(self):
+        """Part of a packet is still to be sent (only when not blocking): nothing new can be encoded yet."""
+        return self._tail != self._end
+
+    def _drain(self, block):
+        """Send what is left of the output buffer; True once all of it is sent. A connection that takes no byte
+        for _WRITE_STALL_MS is dead."""
+        if self._tail == self._end:
+            return True
+        view = memoryview(self._out)[self._tail : self._end]
         try:
             while view:
                 sent = self._transport.send(view)  # usually the whole packet in one write
                 if sent:
                     view = view[sent:]
-                    start = _ticks_ms()
-                elif _elapsed(start) > _WRITE_STALL_MS:
+                    self._tail += sent
+                    self._moved = _ticks_ms()
+                elif _elapsed(self._moved) > _WRITE_STALL_MS:
                     self._fail("the connection took no data for %d s" % (_WRITE_STALL_MS // 1000), None)
-                else:
+                elif block:
                     self._transport.wait(1000, True)
+                else:
+                    return False
         except OSError as exc:
             self._salvage()
             self._lost("connection lost while sending: %s" % exc)
         self._last_tx = _ticks_ms()
+        return True
 
     def _salvage(self):
         """The acknowledgements that arrived before a connection failed under a write. A broker that closes on
@@ -440,25 +506,6 @@ class MQTTClient:
                 self._fail(exc.reason, exc.reason_code)
             if self._decoder.ready:
                 self._dispatch(self._decoder.ptype, self._decoder.flags, self._decoder.body)
-
-    def _next_packet(self, timeout_ms):
-        """Wait for one whole packet (during CONNECT only: afterwards packets go through _dispatch)."""
-        start = _ticks_ms()
-        while True:
-            left = timeout_ms - _elapsed(start)
-            if left <= 0 or not self._transport.wait(left):
-                self._fail("no answer from the broker within %d ms" % timeout_ms, None)
-            got = self._transport.readinto(self._in_mv[:1])  # one byte at a time: nothing read past CONNACK
-            if got is None:
-                continue
-            if not got:
-                self._lost("the broker closed the connection")
-            try:
-                self._decoder.feed(self._in_mv[:1])
-            except CodecError as exc:
-                self._fail(exc.reason, exc.reason_code)
-            if self._decoder.ready:
-                return self._decoder.ptype, self._decoder.flags, self._decoder.body
 
     def _dispatch(self, ptype, flags, body):
         self._ping_at = -1  # any packet from the broker shows the connection is alive

@@ -75,7 +75,9 @@ def reachable_from_main() -> set[str]:
         file = module_file(name)
         assert file is not None
         todo |= imports_of(file) - seen
-    return seen
+    # Importing a package's module runs the package's __init__ first.
+    packages = {name.split(".")[0] for name in seen if "." in name}
+    return seen | {f"{p}.__init__" for p in packages if (FIRMWARE / p / "__init__.py").exists()}
 
 
 def test_the_manifest_freezes_every_module_the_application_can_import() -> None:

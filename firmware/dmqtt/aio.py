@@ -1,0 +1,266 @@
+# The asyncio face of the durable client: the blocking client's protocol, session and journal (dmqtt.client,
+# dmqtt.session), driven by a task instead of by calls that wait, so that an application's other tasks (its
+# sensors, a web page) keep their schedule. The API follows what MicroPython users know from mqtt_as: await
+# connect(), await publish(), an async iterator of incoming messages, `up` and `down` events, reconnection with
+# backoff as a task of its own, close().
+#
+# Nothing here waits on a socket. The connection task polls the client without blocking (poll(0); writes that
+# leave the unsent tail of a packet for the next round) and sleeps between rounds: 0 ms while a packet is half
+# sent, 1 ms while flows are in flight or messages wait for the application, idle_ms otherwise. mqtt_as polls its
+# socket the same way: MicroPython's asyncio cannot wait on a TLS socket's buffered records or on the serial
+# link's timers. What still takes the CPU for a while: opening a transport (TCP connect, TLS handshake, the
+# serial link's open request) and each flash program, since publish() returns once the message is on flash.
+#
+# Incoming messages are acknowledged when the application is done with them, not when they are queued: the
+# session defers (Session.defer). A QoS 2 message is journaled on arrival, handed to the iterator, and marked
+# handled when the application comes back for the next message (the body of its `async for` has returned); a
+# power cut before that brings it again after the reboot (dup set). A QoS 1 message is acknowledged at the same
+# point (at least once). docs/client.md states the contract.
+
+import asyncio
+
+from dmqtt.client import CONNECTED, Backoff, MQTTClient, _elapsed, _ticks_ms
+from dmqtt.errors import MQTTError, QueueFull
+
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+try:
+    _sleep_ms = asyncio.sleep_ms
+except AttributeError:  # CPython's asyncio (the host's tests)
+
+    async def _sleep_ms(ms):
+        await asyncio.sleep(ms / 1000)
+
+
+_BUSY_MS = const(1)  # between polls while flows are in flight or messages wait for the application
+_ACK_TIMEOUT_MS = const(10000)  # CONNACK, SUBACK
+
+
+class AsyncClient:
+    """The durable client for asyncio apps. `options` are MQTTClient's (version, keepalive, window, ...); the
+    blocking client underneath is `client` (its counters, `mark`, `outstanding()`; leave its hooks alone).
+
+    Events (asyncio.Event, set by the client, cleared by the application, as mqtt_as has them): `up`, a
+    connection was made; `down`, one was lost."""
+
+    def __init__(self, client_id, store, idle_ms=20, queue_max=16, **options):
+        c = self.client = MQTTClient(client_id, store, **options)
+        c.blocking = False
+        c.session.defer = True
+        c.on_message = self._arrived
+        c.on_disconnect = self._lost
+        c.on_published = self._ended
+        self.idle_ms = idle_ms
+        self.queue_max = queue_max  # QoS 0 messages beyond this many waiting are dropped (counted)
+        self.dropped = 0
+        self.last_error = None  # why the last connection attempt failed or the last connection ended
+        self.up = asyncio.Event()
+        self.down = asyncio.Event()
+        self._ready = asyncio.Event()  # connected now
+        self._news = asyncio.Event()  # a message arrived, or the client closed
+        self._room = asyncio.Event()  # a flow ended: a slot may be free
+        self._inbox = []  # (topic, payload, qos, retain, dup, pid, connection)
+        self._holding = None  # the message the application was last given
+        self._subs = []  # (topic, qos): subscribed again when a connection finds no session
+        self._factory: Any = None  # opens a transport (connect())
+        self._task: Any = None
+        self._closed = False
+        self.notes = c.open()  # the journal replayed: interrupted QoS 2 messages are in the inbox already
+
+    # -- connection ------------------------------------------------------------------------------------------
+
+    @property
+    def connected(self):
+        return self.client.state == CONNECTED
+
+    async def connect(self, transport_factory):
+        """Start the connection task (it reconnects with backoff until close()) and wait until the first
+        connection is up. transport_factory() opens a transport: `lambda: TCPTransport(host, port)`."""
+        if self._task is None:
+            self._factory = transport_factory
+            self._task = asyncio.create_task(self._run())
+        await self._ready.wait()
+
+    async def close(self):
+        """Stop the connection task, send DISCONNECT, end the iterators. Messages the application still holds
+        are not marked done: they come again after the next boot."""
+        self._closed = True
+        self._news.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        c = self.client
+        c.flush()
+        if c.state == CONNECTED:
+            c.disconnect()
+        else:
+            c.close()
+
+    async def _run(self):
+        c = self.client
+        backoff = Backoff()
+        while True:
+            if c.state != CONNECTED:
+                try:
+                    await self._open()
+                    backoff.reset()
+                except (OSError, MQTTError) as exc:
+                    c.close()
+                    self.last_error = str(exc)
+                    await _sleep_ms(backoff.next_ms())
+                continue
+            try:
+                c.poll(0)
+            except (OSError, MQTTError):
+                c.close()  # told to _lost() by the client
+                continue
+            if c.writing:
+                await _sleep_ms(0)
+            elif c.outstanding() or self._inbox or self._holding is not None:
+                await _sleep_ms(_BUSY_MS)
+            else:
+                await _sleep_ms(self.idle_ms)
+
+    async def _open(self):
+        c = self.client
+        transport = self._factory()
+        try:
+            c._send_connect(transport)
+            start = _ticks_ms()
+            present = None
+            while present is None:
+                if _elapsed(start) > _ACK_TIMEOUT_MS:
+                    c._fail("no answer from the broker within %d ms" % _ACK_TIMEOUT_MS, None)
+                await _sleep_ms(_BUSY_MS)
+                c._drain(False)
+                present = c._take_connack()
+            if not present:
+                # The broker has no session: the session releases every incoming id (Session.connected). What
+                # the application holds is journaled as handled first, so that a cut cannot lose it; the broker
+                # waits for nothing meanwhile, so half its keep-alive is the limit.
+                start = _ticks_ms()
+                while c.session.holding() and _elapsed(start) < c.keepalive * 500:
+                    await _sleep_ms(_BUSY_MS)
+            c._establish(present)
+        except MQTTError:
+            c.connect_failures += 1
+            raise
+        if not present:
+            for topic, qos in self._subs:
+                await self._subscribe(topic, qos)
+        self.up.set()
+        self._ready.set()
+
+    def _lost(self, code, reason):
+        self.last_error = reason
+        self._ready.clear()
+        self.down.set()
+
+    def _ended(self, pid, code):
+        self._room.set()
+
+    # -- application -----------------------------------------------------------------------------------------
+
+    async def publish(self, topic, payload, qos=0, retain=False, mark=None):
+        """QoS 0: sent once connected. QoS 1/2: returns the packet id once the message is on flash (also while
+        disconnected: the offline queue), waiting without blocking while every slot is in flight. Raises
+        PublishRefused for a message that can never be sent."""
+        c = self.client
+        while True:
+            if qos == 0:
+                await self._writable()
+            try:
+                return c.publish(topic, payload, qos, retain, mark)
+            except QueueFull:
+                self._room.clear()
+                await self._room.wait()
+            except MQTTError:
+                c.close()  # QoS 0 met a lost connection: sent again on the next one
+
+    async def subscribe(self, topic, qos=1):
+        """Subscribe now (when connected) and again on every connection that finds no session; returns the
+        granted QoS, or None when not connected yet."""
+        self._subs = [s for s in self._subs if s[0] != topic] + [(topic, qos)]
+        if self.connected:
+            return await self._subscribe(topic, qos)
+        return None
+
+    async def _subscribe(self, topic, qos):
+        await self._writable()
+        c = self.client
+        pid = c._send_subscribe(topic, qos)
+        start = _ticks_ms()
+        while pid not in c._acks:
+            if not self.connected:
+                raise MQTTError("connection lost before SUBACK")
+            if _elapsed(start) > _ACK_TIMEOUT_MS:
+                raise MQTTError("no SUBACK within %d ms" % _ACK_TIMEOUT_MS)
+            await _sleep_ms(_BUSY_MS)
+        return c._acks.pop(pid)[0]
+
+    async def wait_idle(self):
+        """Until every QoS 1/2 message accepted so far is acknowledged."""
+        while self.client.outstanding():
+            self._room.clear()
+            await self._room.wait()
+
+    async def _writable(self):
+        c = self.client
+        while c.state != CONNECTED or c.writing:
+            if c.state != CONNECTED:
+                await self._ready.wait()
+            else:
+                await _sleep_ms(0)
+
+    # -- incoming messages -----------------------------------------------------------------------------------
+
+    def messages(self):
+        """`async for topic, payload, qos, retain, dup in client.messages():` every incoming message. One
+        message is done when the loop comes back for the next: QoS 2 is then journaled as handled, QoS 1
+        acknowledged. The loop ends at close()."""
+        return self
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        self._done()
+        while not self._inbox:
+            if self._closed:
+                raise StopAsyncIteration
+            self._news.clear()
+            await self._news.wait()
+        m = self._holding = self._inbox.pop(0)
+        return m[0], m[1], m[2], m[3], m[4]
+
+    def _arrived(self, topic, payload, qos, retain, dup):
+        if qos == 0 and len(self._inbox) >= self.queue_max:
+            self.dropped += 1  # at most once: the application is behind
+            return
+        self._inbox.append((topic, payload, qos, retain, dup, self.client.session.rx_pid, self.client.connects))
+        self._news.set()
+
+    def _done(self):
+        """The application is done with the message it was last given."""
+        m = self._holding
+        if m is None:
+            return
+        self._holding = None
+        c = self.client
+        if m[2] == 2:
+            c.session.handled(m[5])
+        elif m[2] == 1 and c.state == CONNECTED and m[6] == c.connects:
+            c.session.puback(m[5])  # on another connection the broker sends it again instead

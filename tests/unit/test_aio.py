@@ -1,0 +1,201 @@
+"""The asyncio face (dmqtt.aio) on CPython's asyncio, over a scripted peer: incoming messages are acknowledged
+when the application is done with them (QoS 2: PUBCOMP waits for the body of the `async for`; a power cut before
+that brings the message again, dup set), a transport that takes a packet in pieces never blocks the event loop,
+and a full window makes publish() wait without blocking it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from dmqtt import codec_host as codec
+from dmqtt.aio import AsyncClient
+from dmqtt.journal_ring import RingJournal
+from tests.unit.nor import NorPartition
+
+
+@pytest.fixture(autouse=True)
+def micropython_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two MicroPython time functions the client uses, on CPython."""
+    monkeypatch.setattr(time, "ticks_ms", lambda: int(time.monotonic() * 1000), raising=False)
+    monkeypatch.setattr(time, "ticks_diff", lambda a, b: a - b, raising=False)
+
+
+class Peer:
+    """The broker's side of a transport, in memory: what the client sent, decoded; what the test queues, read by
+    the client. `chunk`: the most bytes one send() takes (a slow serial link takes a packet in pieces)."""
+
+    def __init__(self, session_present: bool = False, chunk: int = 1 << 20) -> None:
+        self.inbox = bytearray(codec.encode_connack(session_present, 0, codec.V311))
+        self.sent: list[codec.Packet] = []
+        self.sends = 0
+        self.chunk = chunk
+        self.budget = chunk  # bytes send() takes until the next wait(): the line moves between polls
+        self.closed = False
+        self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
+
+    def send(self, view: memoryview) -> int:
+        if self.closed:
+            raise OSError("closed")
+        self.sends += 1
+        n = min(len(view), self.budget)
+        self.budget -= n
+        self.sent += list(self._decoder.packets(bytes(view[:n])))
+        return n
+
+    def readinto(self, buf: bytearray | memoryview) -> int | None:
+        if not self.inbox:
+            return None
+        n = min(len(buf), len(self.inbox))
+        buf[:n] = self.inbox[:n]
+        del self.inbox[:n]
+        return n
+
+    def wait(self, timeout_ms: int, writable: bool = False) -> bool:
+        self.budget = self.chunk
+        return writable or bool(self.inbox)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def of_type(self, ptype: int) -> list[codec.Packet]:
+        return [p for p in self.sent if p.type == ptype]
+
+    def publish(self, pid: int, payload: bytes, qos: int = 2) -> None:
+        self.inbox += codec.encode_publish("cmd/a", payload, qos, pid)
+
+    def ack(self, ptype: int, pid: int) -> None:
+        self.inbox += codec.encode_ack(ptype, pid, 0, codec.V311)
+
+
+async def until(condition: object, limit_s: float = 5.0) -> None:
+    """Wait on the event loop until condition() holds."""
+    deadline = time.monotonic() + limit_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.001)
+
+
+@pytest.fixture
+def flash() -> Iterator[NorPartition]:
+    yield NorPartition(8)
+
+
+def new_client(flash: NorPartition) -> AsyncClient:
+    return AsyncClient("aio", RingJournal(flash, 512), idle_ms=2, version=codec.V311, keepalive=0)
+
+
+def test_qos2_is_done_when_the_loop_body_returns_and_comes_again_after_a_cut(flash: NorPartition) -> None:
+    async def first_boot() -> list[tuple[bytes, bool]]:
+        peer = Peer()
+        client = new_client(flash)
+        await client.connect(lambda: peer)
+        peer.publish(7, b"open valve")
+        got = []
+        async for _topic, payload, _qos, _retain, dup in client.messages():
+            got.append((payload, dup))
+            await until(lambda: peer.of_type(codec.PUBREC))  # acknowledged on arrival: the broker releases it
+            peer.ack(codec.PUBREL, 7)
+            await asyncio.sleep(0.05)
+            # Still in the body: the application holds the message, so PUBCOMP waits.
+            assert not peer.of_type(codec.PUBCOMP), "PUBCOMP before the application was done"
+            break  # a power cut here: the body never came back
+        return got
+
+    assert asyncio.run(first_boot()) == [(b"open valve", False)]
+
+    async def second_boot() -> list[tuple[bytes, bool]]:
+        peer = Peer(session_present=True)
+        client = new_client(flash)  # the same flash: the journal holds the message, not handled
+        await client.connect(lambda: peer)
+        got = []
+        async for _topic, payload, _qos, _retain, dup in client.messages():
+            got.append((payload, dup))
+            if len(got) == 2:
+                break
+            peer.ack(codec.PUBREL, 7)  # the broker resends PUBREL after the reconnect [MQTT-4.4.0-1]
+            await asyncio.sleep(0.05)
+            assert not peer.of_type(codec.PUBCOMP)
+            peer.publish(8, b"close valve")
+        await until(lambda: peer.of_type(codec.PUBREC))
+        # The first message is done (the loop came back for the second): released, PUBCOMP sent.
+        assert [p.pid for p in peer.of_type(codec.PUBCOMP)] == [7]
+        await client.close()
+        return got
+
+    # Again after the cut, flagged dup; then the next message, once.
+    assert asyncio.run(second_boot()) == [(b"open valve", True), (b"close valve", False)]
+
+
+def test_qos1_is_acknowledged_only_when_the_application_is_done(flash: NorPartition) -> None:
+    async def run() -> None:
+        peer = Peer()
+        client = new_client(flash)
+        await client.connect(lambda: peer)
+        peer.publish(3, b"a", qos=1)
+        peer.publish(4, b"b", qos=1)
+        messages = client.messages()
+        topic, payload, qos, _retain, _dup = await messages.__anext__()
+        assert (topic, payload, qos) == ("cmd/a", b"a", 1)
+        await asyncio.sleep(0.05)
+        assert not peer.of_type(codec.PUBACK), "PUBACK before the application was done"
+        await messages.__anext__()
+        await until(lambda: peer.of_type(codec.PUBACK))
+        assert [p.pid for p in peer.of_type(codec.PUBACK)] == [3]
+        await client.close()
+
+    asyncio.run(run())
+
+
+def test_a_transport_that_takes_packets_in_pieces_never_blocks_the_loop(flash: NorPartition) -> None:
+    async def run() -> int:
+        peer = Peer(chunk=7)  # a few bytes per poll, as a serial link with a full window takes them
+        client = new_client(flash)
+        await client.connect(lambda: peer)
+        interleaved = 0  # ticks of another task that ran while a packet was half sent
+        stop = False
+
+        async def ticker() -> None:
+            nonlocal interleaved
+            while not stop:
+                await asyncio.sleep(0)
+                interleaved += client.client.writing
+
+        task = asyncio.create_task(ticker())
+        pids = [await client.publish(b"t/x", b"y" * 100, 1) for _ in range(5)]
+        await until(lambda: len(peer.of_type(codec.PUBLISH)) == 5)
+        for pid in pids:
+            peer.ack(codec.PUBACK, pid)
+        await client.wait_idle()
+        stop = True
+        await task
+        publishes = peer.of_type(codec.PUBLISH)
+        # Whole and in order, though each went out in 17 pieces.
+        assert [p.payload for p in publishes] == [b"y" * 100] * 5 and [p.pid for p in publishes] == pids
+        await client.close()
+        return interleaved
+
+    assert asyncio.run(run()) >= 5 * 10
+
+
+def test_publish_waits_for_a_free_slot_without_blocking_the_loop(flash: NorPartition) -> None:
+    async def run() -> None:
+        peer = Peer()
+        client = AsyncClient("aio", RingJournal(flash, 512), idle_ms=2, version=codec.V311, keepalive=0, max_messages=2)
+        await client.connect(lambda: peer)
+        await client.publish(b"t/x", b"1", 1)
+        await client.publish(b"t/x", b"2", 1)
+        third = asyncio.create_task(client.publish(b"t/x", b"3", 1))
+        await asyncio.sleep(0.05)
+        assert not third.done(), "a third message needs a free slot"
+        first = peer.of_type(codec.PUBLISH)[0].pid
+        peer.ack(codec.PUBACK, first)
+        await asyncio.wait_for(third, 5)
+        await until(lambda: len(peer.of_type(codec.PUBLISH)) == 3)
+        await client.close()
+        assert peer.of_type(codec.DISCONNECT), "close() ends with DISCONNECT"
+
+    asyncio.run(run())
