@@ -19,8 +19,11 @@
 
 import asyncio
 
+from dmqtt import codec
+from dmqtt import journal_record as rec
 from dmqtt.client import CONNECTED, Backoff, MQTTClient, _elapsed, _ticks_ms
 from dmqtt.errors import MQTTError, QueueFull
+from dmqtt.session import Session
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -43,6 +46,66 @@ except AttributeError:  # CPython's asyncio (the host's tests)
 
 _BUSY_MS = const(1)  # between polls while flows are in flight or messages wait for the application
 _ACK_TIMEOUT_MS = const(10000)  # CONNACK, SUBACK
+_HELD = const(2)  # Session._rx_handled: the application has the message and has not said it is done
+
+
+class _DeferringSession(Session):
+    """The session with deferred acknowledgement: an incoming QoS 2 message is journaled (RX) and handed to the
+    application as the blocking client does, but it is handled when the application says so (handled()), not
+    when on_message returns; a PUBREL that comes before is answered then (PUBCOMP waits). Everything else is
+    the blocking client's session, so both faces keep the same receive contract (docs/client.md)."""
+
+    def __init__(self, store, version, window, max_messages, rx_max):
+        super().__init__(store, version, window, max_messages, rx_max)
+        self.defer = True  # QoS 1: PUBACK when the application is done (puback())
+        self._rx_rel = bytearray(rx_max)  # PUBREL came while the application held the message
+
+    def _handle(self, j, topic, payload, retain, dup):
+        self.rx_pid = self._rx_pid[j]
+        if self.on_message is not None:
+            self.on_message(topic, bytes(payload), 2, retain, dup)
+        self._rx_handled[j] = _HELD
+
+    def _released(self, j):
+        if not self._rx_handled[j]:
+            self._deliver_journaled(j)
+        if self._rx_handled[j] == _HELD:
+            self._rx_rel[j] = 1  # answered once the application is done with it
+        else:
+            self._release(j)
+
+    def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True, topic_aliases=0):
+        for j in range(len(self._rx_rel)):
+            self._rx_rel[j] = 0  # a PUBREL of the last connection comes again on this one [MQTT-4.4.0-1]
+        super().connected(session_present, receive_max, max_qos, retain_available, topic_aliases)
+
+    def handled(self, pid):
+        """The application is done with incoming QoS 2 message `pid`: journaled as handled, or, when its PUBREL
+        has come already, released (RXDONE, then PUBCOMP)."""
+        j = self._rx_find(pid)
+        if j < 0 or self._rx_handled[j] != _HELD:
+            return
+        if self._rx_rel[j] and self.connected_now:
+            self._release(j)
+        else:
+            self._rx_addr[j] = self._journal_pid(rec.HANDLED, pid)
+            self._rx_handled[j] = 1  # a PUBREL (again, after a reconnect) releases it
+
+    def puback(self, pid):
+        """The application is done with incoming QoS 1 message `pid` (of the current connection)."""
+        self._owe(codec.PUBACK, pid, codec.SUCCESS)
+
+    def holding(self):
+        """Incoming QoS 2 messages the application holds."""
+        n = 0
+        for j in range(len(self._rx_pid)):
+            if self._rx_pid[j] and self._rx_handled[j] == _HELD:
+                n += 1
+        return n
+
+
+class _Client(MQTTClient):
+    _Session = _DeferringSession
 
 
 class AsyncClient:
@@ -53,9 +116,8 @@ class AsyncClient:
     connection was made; `down`, one was lost."""
 
     def __init__(self, client_id, store, idle_ms=20, queue_max=16, **options):
-        c = self.client = MQTTClient(client_id, store, **options)
+        c = self.client = _Client(client_id, store, **options)
         c.blocking = False
-        c.session.defer = True
         c.on_message = self._arrived
         c.on_disconnect = self._lost
         c.on_published = self._ended
@@ -127,7 +189,7 @@ class AsyncClient:
             except (OSError, MQTTError):
                 c.close()  # told to _lost() by the client
                 continue
-            if c.writing:
+            if c._tail != c._end:  # a packet half sent
                 await _sleep_ms(0)
             elif c.outstanding() or self._inbox or self._holding is not None:
                 await _sleep_ms(_BUSY_MS)
@@ -219,7 +281,7 @@ class AsyncClient:
 
     async def _writable(self):
         c = self.client
-        while c.state != CONNECTED or c.writing:
+        while c.state != CONNECTED or c._tail != c._end:
             if c.state != CONNECTED:
                 await self._ready.wait()
             else:

@@ -76,6 +76,8 @@ class MQTTClient:
     disconnects, received, published (QoS 1/2 flows completed), refused (publishes refused, by publish() or by
     the broker), retain_cleared (messages sent without their retain flag: the broker has no retain)."""
 
+    _Session = Session  # the asyncio face's client makes one that defers acknowledgements (dmqtt.aio)
+
     def __init__(
         self,
         client_id,
@@ -102,7 +104,7 @@ class MQTTClient:
         self.will = will  # (topic, payload, qos, retain) or None
         # window "auto": follow the broker's Receive Maximum up to max_messages (the journal's slots).
         auto = window == "auto"
-        self.session = Session(store, version, 0 if auto else window, max_messages, _RX_MAX)  # internal: use the API
+        self.session = self._Session(store, version, 0 if auto else window, max_messages, _RX_MAX)  # use the API
         self.session.on_message = self._message
         self.session.on_result = self._result
         self.max_packet = max_packet
@@ -441,11 +443,6 @@ class MQTTClient:
         self._end = n
         self._moved = _ticks_ms()
         self._drain(self.blocking)
-
-    @property
-    def writing(self):
-        """Part of a packet is still to be sent (only when not blocking): nothing new can be encoded yet."""
-        return self._tail != self._end
 
     def _drain(self, block):
         """Send what is left of the output buffer; True once all of it is sent. A connection that takes no byte

@@ -40,7 +40,6 @@ _LEGACY_WINDOW = const(8)
 # ones the alias alone (a 2-byte property instead of a 30-byte name: a quarter of a 64-byte message's line time
 # on a serial link). At most this many topics per connection: a board publishes to few, and each costs a copy.
 _ALIASES = const(4)
-_HELD = const(2)  # an incoming QoS 2 message the application has and has not said it is done with
 
 
 class Session:
@@ -72,12 +71,10 @@ class Session:
         # Incoming QoS 2 messages, from PUBLISH to PUBREL: the packet id (0: free), whether the application's
         # handler has returned for it, and the one record that keeps it (RX while not handled, HANDLED after).
         self._rx_pid = array("H", bytes(2 * rx_max))
-        self._rx_handled = bytearray(rx_max)  # 0: not yet, 1: handled (journaled), _HELD: the application has it
-        self._rx_rel = bytearray(rx_max)  # PUBREL came while the application held the message: PUBCOMP waits
-        # Deferred acknowledgement (the asyncio face, dmqtt.aio): the application is done with an incoming
-        # message not when on_message returns but when it says so (handled(pid), puback(pid)); until then a QoS 2
-        # message is _HELD (PUBCOMP waits for it) and a QoS 1 message is not acknowledged. rx_pid: the packet id
-        # of the message on_message is being given.
+        self._rx_handled = bytearray(rx_max)  # 0: not yet, 1: handled (journaled); 2: held (dmqtt.aio)
+        # Deferred acknowledgement, for the asyncio face (dmqtt.aio's session, a subclass): the application is
+        # done with an incoming message when it says so, not when on_message returns; here, QoS 1 is then not
+        # acknowledged on return. rx_pid: the packet id of the message on_message is being given.
         self.defer = False
         self.rx_pid = 0
         self._rx_addr = array("I", bytes(4 * rx_max))
@@ -295,13 +292,13 @@ class Session:
                 self._state[i] = QUEUED
         # What the application has not had yet (a hook set after open(), a handler that raised), it gets now.
         self.deliver_pending()
-        for j in range(len(self._rx_pid)):
-            self._rx_rel[j] = 0  # a PUBREL of the last connection comes again on this one [MQTT-4.4.0-1]
-            if self._rx_pid[j] and not session_present:
-                # The broker forgot its incoming flows: their packet ids are free again, on both sides. (The
-                # asyncio face lets the application finish with what it holds before it connects: dmqtt.aio.)
-                self._journal_pid(rec.RXDONE, self._rx_pid[j])
-                self._rx_pid[j] = 0
+        if not session_present:
+            # The broker forgot its incoming flows: their packet ids are free again, on both sides. (The asyncio
+            # face lets the application finish with what it holds first: dmqtt.aio.)
+            for j in range(len(self._rx_pid)):
+                if self._rx_pid[j]:
+                    self._journal_pid(rec.RXDONE, self._rx_pid[j])
+                    self._rx_pid[j] = 0
 
     def lost(self):
         self.connected_now = False
@@ -452,12 +449,7 @@ class Session:
             pid = codec.check_ack(ptype, body, self.version)
             j = self._rx_find(pid)
             if j >= 0:
-                if not self._rx_handled[j]:
-                    self._deliver_journaled(j)  # (a handler that raised earlier): the application first
-                if self._rx_handled[j] == _HELD:
-                    self._rx_rel[j] = 1  # answered once the application is done with it (handled())
-                else:
-                    self._release(j)
+                self._released(j)
             else:
                 # Unexpected PUBREL: answer so the broker's flow ends; the connection stays up.
                 self._owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
@@ -517,42 +509,20 @@ class Session:
         self.rx_pid = self._rx_pid[j]
         if self.on_message is not None:
             self.on_message(topic, bytes(payload), 2, retain, dup)
-        if self.defer:
-            self._rx_handled[j] = _HELD  # journaled as handled when the application says so (handled())
-            return
         self._rx_addr[j] = self._journal_pid(rec.HANDLED, self._rx_pid[j])
         self._rx_handled[j] = 1
 
-    def handled(self, pid):
-        """Deferred acknowledgement: the application is done with incoming QoS 2 message `pid`. Journaled as
-        handled; when its PUBREL has come already, released (RXDONE, then PUBCOMP) instead."""
-        j = self._rx_find(pid)
-        if j < 0 or self._rx_handled[j] != _HELD:
-            return
-        if self._rx_rel[j] and self.connected_now:
-            self._release(j)
-        else:
-            self._rx_addr[j] = self._journal_pid(rec.HANDLED, pid)
-            self._rx_handled[j] = 1  # a PUBREL (again, after a reconnect) releases it
-
-    def puback(self, pid):
-        """Deferred acknowledgement: the application is done with incoming QoS 1 message `pid` (of the current
-        connection: after a reconnect the broker sends it again instead)."""
-        self._owe(codec.PUBACK, pid, codec.SUCCESS)
-
-    def holding(self):
-        """Incoming QoS 2 messages the application holds (deferred acknowledgement)."""
-        n = 0
-        for j in range(len(self._rx_pid)):
-            if self._rx_pid[j] and self._rx_handled[j] == _HELD:
-                n += 1
-        return n
+    def _released(self, j):
+        """PUBREL for incoming message j: the application has it first (a handler that raised earlier), then
+        the id is released."""
+        if not self._rx_handled[j]:
+            self._deliver_journaled(j)
+        self._release(j)
 
     def _release(self, j):
         pid = self._rx_pid[j]
         self._journal_pid(rec.RXDONE, pid)  # before PUBCOMP lets the broker reuse the id
         self._rx_pid[j] = 0
-        self._rx_rel[j] = 0
         self._owe(codec.PUBCOMP, pid, codec.SUCCESS)
 
     # -- helpers ---------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ ALLOWED: dict[str, set[str]] = {
         "host_bridge.recorder",
         "host_bridge.hil",
         "host_bridge.campaigns",
+        "dmqtt",
     },
 }
 
