@@ -46,6 +46,7 @@ except AttributeError:  # CPython's asyncio (the host's tests)
 
 _BUSY_MS = const(1)  # between polls while flows are in flight or messages wait for the application
 _ACK_TIMEOUT_MS = const(10000)  # CONNACK, SUBACK
+_HOLD_MS = const(5000)  # a connection without a session waits this long for the application (_open)
 _HELD = const(2)  # Session._rx_handled: the application has the message and has not said it is done
 
 
@@ -55,9 +56,10 @@ class _DeferringSession(Session):
     when on_message returns; a PUBREL that comes before is answered then (PUBCOMP waits). Everything else is
     the blocking client's session, so both faces keep the same receive contract (docs/client.md)."""
 
+    defer = True  # QoS 1: PUBACK when the application is done (puback())
+
     def __init__(self, store, version, window, max_messages, rx_max):
         super().__init__(store, version, window, max_messages, rx_max)
-        self.defer = True  # QoS 1: PUBACK when the application is done (puback())
         self._rx_rel = bytearray(rx_max)  # PUBREL came while the application held the message
 
     def _handle(self, j, topic, payload, retain, dup):
@@ -66,13 +68,15 @@ class _DeferringSession(Session):
             self.on_message(topic, bytes(payload), 2, retain, dup)
         self._rx_handled[j] = _HELD
 
-    def _released(self, j):
-        if not self._rx_handled[j]:
-            self._deliver_journaled(j)
-        if self._rx_handled[j] == _HELD:
-            self._rx_rel[j] = 1  # answered once the application is done with it
-        else:
-            self._release(j)
+    def handle(self, ptype, flags, body):
+        if ptype == codec.PUBREL:
+            j = self._rx_find(codec.check_ack(ptype, body, self.version))
+            if j >= 0 and not self._rx_handled[j]:
+                self._deliver_journaled(j)  # (the application did not have it yet): it gets it now
+            if j >= 0 and self._rx_handled[j] == _HELD:
+                self._rx_rel[j] = 1  # answered once the application is done with it
+                return
+        Session.handle(self, ptype, flags, body)
 
     def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True, topic_aliases=0):
         for j in range(len(self._rx_rel)):
@@ -106,6 +110,7 @@ class _DeferringSession(Session):
 
 class _Client(MQTTClient):
     _Session = _DeferringSession
+    blocking = False
 
 
 class AsyncClient:
@@ -117,7 +122,6 @@ class AsyncClient:
 
     def __init__(self, client_id, store, idle_ms=20, queue_max=16, **options):
         c = self.client = _Client(client_id, store, **options)
-        c.blocking = False
         c.on_message = self._arrived
         c.on_disconnect = self._lost
         c.on_published = self._ended
@@ -166,7 +170,12 @@ class AsyncClient:
             self._task = None
         c = self.client
         c.flush()
+        c.blocking = True  # from here on every write completes: the rest of a packet, then DISCONNECT
         if c.state == CONNECTED:
+            try:
+                c._drain(True)
+            except MQTTError:
+                return  # the connection ended under it: closed already
             c.disconnect()
         else:
             c.close()
@@ -211,10 +220,11 @@ class AsyncClient:
                 present = c._take_connack()
             if not present:
                 # The broker has no session: the session releases every incoming id (Session.connected). What
-                # the application holds is journaled as handled first, so that a cut cannot lose it; the broker
-                # waits for nothing meanwhile, so half its keep-alive is the limit.
+                # the application holds is journaled as handled first, so that a cut cannot lose it, if the
+                # application finishes with it within _HOLD_MS (an application that awaits connect() before it
+                # iterates cannot: then the ids are released, and the messages stay in the inbox).
                 start = _ticks_ms()
-                while c.session.holding() and _elapsed(start) < c.keepalive * 500:
+                while c.session.holding() and _elapsed(start) < _HOLD_MS:
                     await _sleep_ms(_BUSY_MS)
             c._establish(present)
         except MQTTError:
@@ -263,7 +273,8 @@ class AsyncClient:
     async def _subscribe(self, topic, qos):
         await self._writable()
         c = self.client
-        pid = c._send_subscribe(topic, qos)
+        pid = c.session.allocate_pid()
+        c._write(codec.encode_subscribe(pid, [(topic, qos)], c.version, None, c._out))
         start = _ticks_ms()
         while pid not in c._acks:
             if not self.connected:

@@ -77,6 +77,10 @@ class MQTTClient:
     the broker), retain_cleared (messages sent without their retain flag: the broker has no retain)."""
 
     _Session = Session  # the asyncio face's client makes one that defers acknowledgements (dmqtt.aio)
+    # Writes block until the transport has taken the whole packet (this client's API waits anyway). The asyncio
+    # face's client does not block: the unsent tail of a packet then stays in the output buffer for the next poll,
+    # and the asyncio face encodes nothing new (QoS 0, SUBSCRIBE, DISCONNECT) before it has gone.
+    blocking = True
 
     def __init__(
         self,
@@ -131,15 +135,10 @@ class MQTTClient:
         # the buffer once to its size (up to max_packet), so a board that only publishes keeps the kilobyte.
         self._decoder = codec.StreamDecoder(version, max_packet, min(max_packet, _DECODER_START))
         self._transport: Transport = None  # type: ignore[assignment]  # given to connect(); used only while connected
-        self._last_tx = 0
+        self._last_tx = 0  # when a packet began to be sent, or the transport last took a byte of it
         self._ping_at = -1
         self._acks: dict = {}  # SUBACK/UNSUBACK by packet id
-        # Writes block until the transport has taken the whole packet (this client's API waits anyway). The
-        # asyncio face (dmqtt.aio) sets blocking False: the unsent tail of a packet [_tail, _end) then stays in
-        # the output buffer for the next poll, and nothing new is encoded before it has gone.
-        self.blocking = True
-        self._tail = self._end = 0
-        self._moved = 0  # when the transport last took a byte of the packet being sent
+        self._tail = self._end = 0  # the packet being sent: [_tail, _end) of the output buffer is not sent yet
         self._grant = (65535, 2, True, 0)  # what the last CONNACK allowed: Receive Maximum, QoS, retain, aliases
 
     # -- life cycle ------------------------------------------------------------------------------------------
@@ -288,9 +287,7 @@ class MQTTClient:
         """A clean DISCONNECT: the broker discards the will; the session stays on both sides."""
         if self._transport is not None:
             try:
-                self._drain(True)
                 self._write(codec.encode_disconnect(codec.SUCCESS, self.version, None, self._out))
-                self._drain(True)  # whole, before the close, also when not blocking
             except (OSError, MQTTError):
                 pass
         self._drop(codec.SUCCESS)
@@ -332,7 +329,6 @@ class MQTTClient:
         if qos == 0:
             if self.state != CONNECTED:
                 raise MQTTError("not connected: QoS 0 messages are not queued")
-            self._drain(True)  # the output buffer is free (the asyncio face awaits this instead)
             wire, props = self.session.wire_topic(topic)
             self._write(codec.write_publish(wire, payload, 0, 0, retain, False, self.version, props, self._out))
             if mark is not None:
@@ -371,18 +367,12 @@ class MQTTClient:
 
     def subscribe(self, topic, qos=1, timeout_ms=10000):
         """SUBSCRIBE and wait for SUBACK; returns the granted QoS (0x80 and up: refused)."""
-        return self._await_ack(self._send_subscribe(topic, qos), timeout_ms)[0]
-
-    def _send_subscribe(self, topic, qos):
-        """SUBSCRIBE sent; its packet id, whose SUBACK's codes land in _acks (the asyncio face awaits them)."""
         pid = self.session.allocate_pid()
-        self._drain(True)
         self._write(codec.encode_subscribe(pid, [(topic, qos)], self.version, None, self._out))
-        return pid
+        return self._await_ack(pid, timeout_ms)[0]
 
     def unsubscribe(self, topic, timeout_ms=10000):
         pid = self.session.allocate_pid()
-        self._drain(True)
         self._write(codec.encode_unsubscribe(pid, [topic], self.version, None, self._out))
         self._await_ack(pid, timeout_ms)
 
@@ -441,7 +431,7 @@ class MQTTClient:
             raise MQTTError("packet of %d bytes exceeds the broker's Maximum Packet Size" % n)
         self._tail = 0
         self._end = n
-        self._moved = _ticks_ms()
+        self._last_tx = _ticks_ms()
         self._drain(self.blocking)
 
     def _drain(self, block):
@@ -456,8 +446,8 @@ class MQTTClient:
                 if sent:
                     view = view[sent:]
                     self._tail += sent
-                    self._moved = _ticks_ms()
-                elif _elapsed(self._moved) > _WRITE_STALL_MS:
+                    self._last_tx = _ticks_ms()
+                elif _elapsed(self._last_tx) > _WRITE_STALL_MS:
                     self._fail("the connection took no data for %d s" % (_WRITE_STALL_MS // 1000), None)
                 elif block:
                     self._transport.wait(1000, True)
@@ -466,7 +456,6 @@ class MQTTClient:
         except OSError as exc:
             self._salvage()
             self._lost("connection lost while sending: %s" % exc)
-        self._last_tx = _ticks_ms()
         return True
 
     def _salvage(self):

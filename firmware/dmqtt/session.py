@@ -43,6 +43,11 @@ _ALIASES = const(4)
 
 
 class Session:
+    # Deferred acknowledgement, for the asyncio face (dmqtt.aio's session, a subclass): the application is done
+    # with an incoming message when it says so, not when on_message returns; here, QoS 1 is then not acknowledged
+    # on return.
+    defer = False
+
     def __init__(self, store, version=codec.V311, window=8, max_messages=32, rx_max=16):
         self.journal = store
         self.version = version
@@ -72,11 +77,7 @@ class Session:
         # handler has returned for it, and the one record that keeps it (RX while not handled, HANDLED after).
         self._rx_pid = array("H", bytes(2 * rx_max))
         self._rx_handled = bytearray(rx_max)  # 0: not yet, 1: handled (journaled); 2: held (dmqtt.aio)
-        # Deferred acknowledgement, for the asyncio face (dmqtt.aio's session, a subclass): the application is
-        # done with an incoming message when it says so, not when on_message returns; here, QoS 1 is then not
-        # acknowledged on return. rx_pid: the packet id of the message on_message is being given.
-        self.defer = False
-        self.rx_pid = 0
+        self.rx_pid = 0  # the packet id of the message on_message is being given
         self._rx_addr = array("I", bytes(4 * rx_max))
         self._ctl_type = bytearray(_CONTROL_MAX)  # acks we owe the broker, in order
         self._ctl_pid = array("H", bytes(2 * _CONTROL_MAX))
@@ -449,7 +450,9 @@ class Session:
             pid = codec.check_ack(ptype, body, self.version)
             j = self._rx_find(pid)
             if j >= 0:
-                self._released(j)
+                if not self._rx_handled[j]:
+                    self._deliver_journaled(j)  # (a handler that raised earlier): the application first
+                self._release(j)
             else:
                 # Unexpected PUBREL: answer so the broker's flow ends; the connection stays up.
                 self._owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
@@ -506,18 +509,10 @@ class Session:
     def _handle(self, j, topic, payload, retain, dup):
         """The handler, then its return journaled. A cut between the two is the one window no journal closes:
         the message comes again after the reboot (dup set), which an idempotent handler takes in its stride."""
-        self.rx_pid = self._rx_pid[j]
         if self.on_message is not None:
             self.on_message(topic, bytes(payload), 2, retain, dup)
         self._rx_addr[j] = self._journal_pid(rec.HANDLED, self._rx_pid[j])
         self._rx_handled[j] = 1
-
-    def _released(self, j):
-        """PUBREL for incoming message j: the application has it first (a handler that raised earlier), then
-        the id is released."""
-        if not self._rx_handled[j]:
-            self._deliver_journaled(j)
-        self._release(j)
 
     def _release(self, j):
         pid = self._rx_pid[j]
