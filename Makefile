@@ -51,12 +51,18 @@ mpy: $(STAMP)
 	done
 
 # Host code strictly (the firmware modules it calls through the .pyi stubs beside them); the stubs against the
-# modules (stubtest); the firmware against the ESP32 stubs (MicroPython's typeshed and the esp32 port's modules).
+# modules (stubtest); the firmware and the examples against the ESP32 stubs (MicroPython's typeshed and the esp32
+# port's modules).
 typecheck: $(STAMP)
 	$(BIN)/mypy
 	MYPYPATH=firmware $(BIN)/stubtest --mypy-config-file pyproject.toml $(STUBBED)
 	@$(BIN)/python tools/esp32_stubs.py build/stubs-esp32
 	MYPYPATH=build/stubs-esp32 $(BIN)/mypy --config-file tools/mypy-firmware.ini --custom-typeshed-dir $(SITE) firmware
+	@# The examples against the same stubs, one at a time (each is a main.py).
+	@for example in examples/*/main.py; do \
+		MYPYPATH=build/stubs-esp32 $(BIN)/mypy --config-file tools/mypy-firmware.ini --custom-typeshed-dir $(SITE) \
+			--no-error-summary firmware $$example || exit 1; \
+	done; echo "examples: type-checked against the ESP32 stubs"
 
 # Formatting and lint rules (ruff, configured in pyproject.toml: 120 columns, stale noqa comments are errors).
 style: $(STAMP)

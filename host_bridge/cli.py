@@ -25,6 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "host_bridge.boards.firmware_image",
         "build a MicroPython image with the firmware frozen in, for a real board (ESP-IDF or its container)",
     ),
+    "package": (
+        "host_bridge.boards.mip_package",
+        "the client library as mip packages of .mpy files, for your own application (mpremote mip install)",
+    ),
     "run": ("host_bridge.bridge.command", "relay boards on serial ports to a TCP broker (the serial-to-TCP bridge)"),
     "demo": ("host_bridge.campaigns.demo", "the whole story end to end: boards, power cuts, bridge, recorder, audit"),
     "chaos": (

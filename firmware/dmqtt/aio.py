@@ -122,6 +122,7 @@ class AsyncClient:
 
     def __init__(self, client_id, store, idle_ms=20, queue_max=16, **options):
         c = self.client = _Client(client_id, store, **options)
+        self._session: _DeferringSession = c.session  # type: ignore[assignment]  # what _Client makes
         c.on_message = self._arrived
         c.on_disconnect = self._lost
         c.on_published = self._ended
@@ -224,7 +225,7 @@ class AsyncClient:
                 # application finishes with it within _HOLD_MS (an application that awaits connect() before it
                 # iterates cannot: then the ids are released, and the messages stay in the inbox).
                 start = _ticks_ms()
-                while c.session.holding() and _elapsed(start) < _HOLD_MS:
+                while self._session.holding() and _elapsed(start) < _HOLD_MS:
                     await _sleep_ms(_BUSY_MS)
             c._establish(present)
         except MQTTError:
@@ -323,7 +324,7 @@ class AsyncClient:
         if qos == 0 and len(self._inbox) >= self.queue_max:
             self.dropped += 1  # at most once: the application is behind
             return
-        self._inbox.append((topic, payload, qos, retain, dup, self.client.session.rx_pid, self.client.connects))
+        self._inbox.append((topic, payload, qos, retain, dup, self._session.rx_pid, self.client.connects))
         self._news.set()
 
     def _done(self):
@@ -334,6 +335,6 @@ class AsyncClient:
         self._holding = None
         c = self.client
         if m[2] == 2:
-            c.session.handled(m[5])
+            self._session.handled(m[5])
         elif m[2] == 1 and c.state == CONNECTED and m[6] == c.connects:
-            c.session.puback(m[5])  # on another connection the broker sends it again instead
+            self._session.puback(m[5])  # on another connection the broker sends it again instead

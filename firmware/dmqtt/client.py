@@ -76,7 +76,8 @@ class MQTTClient:
     disconnects, received, published (QoS 1/2 flows completed), refused (publishes refused, by publish() or by
     the broker), retain_cleared (messages sent without their retain flag: the broker has no retain)."""
 
-    _Session = Session  # the asyncio face's client makes one that defers acknowledgements (dmqtt.aio)
+    # The session class: the asyncio face's client makes one that defers acknowledgements (dmqtt.aio).
+    _Session: "type[Session]" = Session
     # Writes block until the transport has taken the whole packet (this client's API waits anyway). The asyncio
     # face's client does not block: the unsent tail of a packet then stays in the output buffer for the next poll,
     # and the asyncio face encodes nothing new (QoS 0, SUBSCRIBE, DISCONNECT) before it has gone.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -71,17 +72,35 @@ def frozen_modules(firmware: Path = assets.FIRMWARE) -> list[str]:
     return packages + modules
 
 
-def stage_firmware(app: Path = assets.APP, firmware: Path = assets.FIRMWARE, build_root: Path | None = None) -> Path:
+# The client library's mip packages (firmware/<package>/package.json): what `mpremote mip install` puts in a
+# board's lib/ folder for an application of its own.
+LIBRARY_PACKAGES = ("dmqtt", "dlink")
+
+
+def library_modules(firmware: Path = assets.FIRMWARE) -> list[str]:
+    """The modules the mip packages install (dotted names, e.g. dmqtt.aio), from their package.json files: the
+    one list of the library, which `host-bridge package` compiles and the virtual board stages in lib/."""
+    names = []
+    for package in LIBRARY_PACKAGES:
+        spec = json.loads((firmware / package / "package.json").read_text())
+        names += [target[: -len(".py")].replace("/", ".") for target, _url in spec["urls"]]
+    return names
+
+
+def stage_firmware(
+    app: Path = assets.APP, firmware: Path = assets.FIRMWARE, build_root: Path | None = None, library: bool = False
+) -> Path:
     """Lay out the board's filesystem root as a real board gets it: the manifest's package modules and every
     module of the application folder compiled to .mpy by mpy-cross (compiling source on the board needs more
-    heap than an ESP32 has), boot.py and main.py as source. Staged once per content, in a folder named by its
-    hash, so concurrent boards share it safely."""
+    heap than an ESP32 has), boot.py and main.py as source. `library`: an application of the user's own (the
+    examples) with the client library as mip installs it, in lib/. Staged once per content, in a folder named by
+    its hash, so concurrent boards share it safely."""
     build_root = build_root or assets.build_dir() / "vboard"
     sources: list[tuple[Path, Path]] = []
-    packages, _modules = board_modules(firmware)
+    packages = library_modules(firmware) if library else board_modules(firmware)[0]
     for name in packages:
         rel = Path(*name.split(".")).with_suffix(".py")
-        sources.append((firmware / rel, rel))
+        sources.append((firmware / rel, Path("lib") / rel if library else rel))
     for path in sorted(app.glob("*.py")):
         sources.append((path, Path(path.name)))
     digest = hashlib.sha256()

@@ -29,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
     parser.add_argument("--app", type=Path, default=assets.APP, help="folder with boot.py/main.py")
     parser.add_argument(
+        "--library",
+        action="store_true",
+        help="--app is an application of your own (examples/): install the client library in lib/, as "
+        "`mpremote mip install` does, instead of the board application's modules",
+    )
+    parser.add_argument(
         "--install",
         choices=INSTALL_PATHS,
         default="deployed",
@@ -92,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         flash_size=args.flash_size,
         heap=args.heap,
         app=args.app,
+        library=args.library,
         flash_timing=args.flash_timing,
         install=args.install,
         deploy=not args.no_deploy,

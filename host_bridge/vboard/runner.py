@@ -127,6 +127,7 @@ class VirtualBoard:
     flash_timing: bool = False  # programs and erases take a real chip's time (docs/virtual-board.md)
     install: str = "deployed"  # where the firmware's code lives: "deployed", "romfs" or "frozen"
     deploy: bool = True  # install `app` and the firmware at each boot (False: run what the flash holds)
+    library: bool = False  # `app` is an application of the user's own, with the client library in lib/ (mip)
     console_pty: bool | Path = False  # a console port with the REPL (a Path: also reachable at that fixed path)
     seed: int = 0
     uid: str = "24d7eb000001"
@@ -151,7 +152,9 @@ class VirtualBoard:
         self.partitions = self.board.data_partitions(actual)
         if self.install not in INSTALL_PATHS:
             raise VBoardError(f"install must be one of {', '.join(INSTALL_PATHS)}, not {self.install!r}")
-        self.root = stage_firmware(Path(self.app), Path(self.firmware))
+        self.root = stage_firmware(Path(self.app), Path(self.firmware), library=self.library)
+        if self.library and self.install != "deployed":
+            raise VBoardError("an application with the client library in lib/ (library) is installed deployed only")
         self._romfs = next((p for p in self.partitions if p.label == "romfs"), None)
         if self.install == "romfs" and self._romfs is None:
             raise VBoardError(
