@@ -116,6 +116,7 @@ class Runner:
             flash=folder / "b.flash",
             console_log=folder / "console.log",
             app=self.app,
+            library=True,  # the client library in lib/, as mip installs it (the asyncio face is not the board's)
             heap=str(heap),
             flash_timing=flash_timing,
         )
@@ -185,10 +186,31 @@ def figure(quick: bool) -> dict[str, Any]:
                         heap.append({"client": client, "window": window, "size": size, "heap": got["heap"]})
             where = profile(broker.address, 500 if quick else 2000)
             paired = interleaved(runner, broker.address, 1 if quick else 3)
+            faces = asyncio_face(runner, broker.address, quick)
     return {
         "umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed,
-        "profile": where, "interleaved": paired,
+        "profile": where, "interleaved": paired, "asyncio": faces,
     }  # fmt: skip
+
+
+def asyncio_face(runner: Runner, address: str, quick: bool) -> list[dict[str, Any]]:
+    """The asyncio face (dmqtt.aio) against the blocking API on the same flash, broker and window, loopback and a
+    10 ms round trip, in interleaved pairs: its cost per message (the polling task's rounds and the event loop)
+    and its heap (the client, its tasks and events)."""
+    out: list[dict[str, Any]] = []
+    for path, one_way in PATHS.items():
+        if path == "rtt 50 ms" or (quick and one_way):
+            continue
+        with DelayProxy(address, one_way) as proxy:
+            target = proxy.address if one_way else address
+            for qos in (1, 2):
+                for client in ("dmqtt", "dmqtt-aio"):
+                    got = runner.run(target, client, qos, 64, "auto")
+                    out.append({"path": path, "client": client, "qos": qos, **got})
+                    print(
+                        f"  {path} {client:<10} qos {qos}: {got['rate']:>7.0f} msg/s, heap {got['heap']} B", flush=True
+                    )
+    return out
 
 
 def interleaved(runner: Runner, address: str, rounds: int) -> dict[str, Any]:

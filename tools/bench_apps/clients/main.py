@@ -1,9 +1,11 @@
 # The benchmark workload on a virtual board: one MQTT client publishes to a broker for a while and reports its
 # rate and its heap. /flash/config.json says which client and how:
-#   {"client": "dmqtt" | "dmqtt-ram" | "umqtt", "host", "port", "qos", "size", "window" (dmqtt: "auto" or N),
+#   {"client": "dmqtt" | "dmqtt-ram" | "dmqtt-aio" | "umqtt", "host", "port", "qos", "size",
+#    "window" (dmqtt: "auto" or N),
 #    "seconds", "max", "nodelay" (umqtt: set TCP_NODELAY, which umqtt.simple does not), "version" (dmqtt: 4 or 5)}
 # "dmqtt" journals on the emulated flash partition (the emulator's Python flash costs time a real chip's does
-# not); "dmqtt-ram" journals on a RAM partition with the same block interface, to take that cost out.
+# not); "dmqtt-ram" journals on a RAM partition with the same block interface, to take that cost out;
+# "dmqtt-aio" is the asyncio face (dmqtt.aio) on the emulated flash, each publish awaited in one task.
 # umqtt.simple (micropython-lib, fetched from PyPI at bench time, compiled to .mpy like the firmware) is
 # stop-and-wait: each QoS 1 publish waits for its PUBACK; it has no QoS 2 and no journal.
 import gc
@@ -75,5 +77,38 @@ def run_dmqtt():
     return n, ms, heap, window
 
 
-n, ms, heap, window = run_umqtt() if cfg["client"] == "umqtt" else run_dmqtt()
+def run_aio():
+    import asyncio
+
+    from dmqtt.aio import AsyncClient
+    from dmqtt.journal import open_journal
+    from dmqtt.transport import TCPTransport
+
+    record = cfg["size"] + 64
+    gc.collect()
+    base = gc.mem_alloc()
+    client = AsyncClient(
+        "bench-a", open_journal(record_max=record), version=cfg["version"], window=cfg["window"], max_packet=record
+    )
+
+    async def run():
+        await client.connect(lambda: TCPTransport(cfg["host"], cfg["port"]))
+        start = time.ticks_ms()
+        n = 0
+        while n < cfg["max"] and time.ticks_diff(time.ticks_ms(), start) < limit_ms:
+            await client.publish(topic, payload, qos)
+            n += 1
+        await client.wait_idle()  # the rate counts only completed flows
+        ms = time.ticks_diff(time.ticks_ms(), start)
+        gc.collect()
+        heap = gc.mem_alloc() - base
+        window = client.client.window
+        await client.close()
+        return n, ms, heap, window
+
+    return asyncio.run(run())
+
+
+runs = {"umqtt": run_umqtt, "dmqtt-aio": run_aio}
+n, ms, heap, window = runs.get(cfg["client"], run_dmqtt)()
 print(json.dumps({"total": n, "ms": ms, "heap": heap, "window": window}))
