@@ -306,8 +306,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a short dose of each case")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--asyncio-only", action="store_true", help="only the asyncio face against the blocking API")
     args = parser.parse_args()
-    results = figure(args.quick)
+    if args.asyncio_only:
+        with tempfile.TemporaryDirectory() as tmp, Mosquitto(Path(tmp) / "broker") as broker:
+            shutil.copytree(APP, Path(tmp) / "app")
+            runner = Runner(Path(tmp), Path(tmp) / "app", 0.4 if args.quick else 1.5)
+            results: dict[str, Any] = {"asyncio": asyncio_face(runner, broker.address, args.quick)}
+    else:
+        results = figure(args.quick)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
