@@ -37,6 +37,8 @@ CONNECTED = const(2)
 # rate 1e-3) can hold its window for a second or more while it retransmits, and that is not a reason to reconnect.
 _WRITE_STALL_MS = const(10000)
 _DECODER_START = const(128)
+# Bytes taken from the transport at a time: a window's worth of acknowledgements (20 of 4 to 6 bytes) in one read.
+_READ = const(128)
 
 
 def _ticks_ms():
@@ -130,7 +132,7 @@ class MQTTClient:
         self.published = 0
         self.refused = 0
         self._out = bytearray(max_packet)
-        self._in = bytearray(256)  # a read at a time: larger packets take more reads, no more heap
+        self._in = bytearray(_READ)  # a read at a time: larger packets take more reads, no more heap
         self._in_mv = memoryview(self._in)
         # Room for what every board receives (acks, CONNACK, SUBACK); an incoming PUBLISH larger than that grows
         # the buffer once to its size (up to max_packet), so a board that only publishes keeps the kilobyte.

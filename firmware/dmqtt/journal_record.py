@@ -134,8 +134,12 @@ def serial_of(rtype, body):
 
 
 def known_format(version):
-    """Whether a sector or file header's format is one this firmware reads."""
-    return _OLDEST_FORMAT <= version <= FORMAT
+    """Whether a (valid) sector or file header's format is one this firmware reads. A newer format is refused
+    with JournalError rather than taken for foreign data and erased: its messages are a newer firmware's to
+    resume (CHANGELOG.md)."""
+    if version > FORMAT:
+        raise JournalError("format %d is newer than %d: flash newer firmware or erase it" % (version, FORMAT))
+    return version >= _OLDEST_FORMAT
 
 
 def rx_size(topic_len, payload_len):

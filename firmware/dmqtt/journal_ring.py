@@ -143,9 +143,13 @@ class RingJournal(Framing):
         return last + 1
 
     def _header_seq(self, hdr):
-        if hdr[0:4] != _SECTOR_MAGIC or not known_format(hdr[4]):
+        # The CRC first: a header torn mid-program can hold any format byte.
+        if (
+            hdr[0:4] != _SECTOR_MAGIC
+            or crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF != struct.unpack_from(">I", hdr, 12)[0]
+        ):
             return 0
-        if crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF != struct.unpack_from(">I", hdr, 12)[0]:
+        if not known_format(hdr[4]):
             return 0
         return struct.unpack_from(">I", hdr, 8)[0]
 
