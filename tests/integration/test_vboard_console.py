@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import dmqtt
 from dboard.console_host import summary as parse_summary
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
@@ -120,6 +121,8 @@ def test_deploy_installs_onto_a_virtual_board_which_then_runs_from_it(tmp_path: 
     summary = parse_summary(out)
     assert summary is not None and (summary["sent"], summary["total"]) == (20, 20), out[-2000:]
     assert 32 * 1024 <= summary["heap_min"] < 48 * 1024, summary  # the code is in the heap: deployed
+    # The version it runs, in its boot line and its summary: the one this host has.
+    assert summary["version"] == dmqtt.__version__ and f"in flight, dmqtt {dmqtt.__version__}" in out, out[-2000:]
     # The files are on the board's filesystem: booted again (without the runner installing anything), it
     # runs the same firmware and finds its run complete.
     again = subprocess.run(
