@@ -14,22 +14,18 @@ import pytest
 from dmqtt import codec_host as codec
 from dmqtt.aio import AsyncClient
 from dmqtt.journal_ring import RingJournal
+from tests.unit.host_client import ScriptedInbox
 from tests.unit.nor import NorPartition
 
-
-@pytest.fixture(autouse=True)
-def micropython_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two MicroPython time functions the client uses, on CPython."""
-    monkeypatch.setattr(time, "ticks_ms", lambda: int(time.monotonic() * 1000), raising=False)
-    monkeypatch.setattr(time, "ticks_diff", lambda a, b: a - b, raising=False)
+pytestmark = pytest.mark.usefixtures("micropython_time")
 
 
-class Peer:
+class Peer(ScriptedInbox):
     """The broker's side of a transport, in memory: what the client sent, decoded; what the test queues, read by
     the client. `chunk`: the most bytes one send() takes (a slow serial link takes a packet in pieces)."""
 
     def __init__(self, session_present: bool = False, chunk: int = 1 << 20) -> None:
-        self.inbox = bytearray(codec.encode_connack(session_present, 0, codec.V311))
+        super().__init__(codec.encode_connack(session_present, 0, codec.V311))
         self.sent: list[codec.Packet] = []
         self.sends = 0
         self.chunk = chunk
@@ -44,14 +40,6 @@ class Peer:
         n = min(len(view), self.budget)
         self.budget -= n
         self.sent += list(self._decoder.packets(bytes(view[:n])))
-        return n
-
-    def readinto(self, buf: bytearray | memoryview) -> int | None:
-        if not self.inbox:
-            return None
-        n = min(len(buf), len(self.inbox))
-        buf[:n] = self.inbox[:n]
-        del self.inbox[:n]
         return n
 
     def wait(self, timeout_ms: int, writable: bool = False) -> bool:

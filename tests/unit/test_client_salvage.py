@@ -7,22 +7,24 @@ resent, refused and lost again at every reconnect: a board that never completes 
 from __future__ import annotations
 
 import errno
-import time
 
 import pytest
 
 from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
 from dmqtt.journal_ring import RingJournal
+from tests.unit.host_client import ScriptedInbox
 from tests.unit.nor import NorPartition
 
+pytestmark = pytest.mark.usefixtures("micropython_time")
 
-class ResetAfterAck:
+
+class ResetAfterAck(ScriptedInbox):
     """A transport whose peer answers CONNACK, then PUBACKs the first PUBLISH and resets: every later write
     fails with ECONNRESET, the PUBACK waiting to be read."""
 
     def __init__(self) -> None:
-        self.inbox = bytearray(codec.encode_connack(False, 0, codec.V311))
+        super().__init__(codec.encode_connack(False, 0, codec.V311))
         self.publishes = 0
         self.reset = False
 
@@ -38,26 +40,11 @@ class ResetAfterAck:
                 self.reset = True
         return len(data)
 
-    def readinto(self, buf: bytearray | memoryview) -> int | None:
-        if not self.inbox:
-            return None
-        n = min(len(buf), len(self.inbox))
-        buf[:n] = self.inbox[:n]
-        del self.inbox[:n]
-        return n
-
     def wait(self, timeout_ms: int, writable: bool = False) -> bool:
         return writable or bool(self.inbox)
 
     def close(self) -> None:
         pass
-
-
-@pytest.fixture(autouse=True)
-def micropython_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two MicroPython time functions the client uses, on CPython."""
-    monkeypatch.setattr(time, "ticks_ms", lambda: int(time.monotonic() * 1000), raising=False)
-    monkeypatch.setattr(time, "ticks_diff", lambda a, b: a - b, raising=False)
 
 
 def test_an_acknowledgement_that_arrived_before_the_reset_is_not_lost() -> None:
