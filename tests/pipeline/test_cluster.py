@@ -10,10 +10,8 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
 
 from dmqtt_pipeline.cluster import LocalCluster
-from dmqtt_pipeline.jobs import run_job
 from tests.pipeline.datasets import Msg, write_dataset
 
 
@@ -22,27 +20,38 @@ def rollup_rows(folder: Path) -> list[tuple[object, ...]]:
     return sorted(tuple(sorted(row.items())) for row in table)
 
 
-def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Path, spark: SparkSession) -> None:
+def pipeline(master: str, rec: Path, out: Path) -> subprocess.Popen[str]:
+    """`python -m dmqtt_pipeline all` as a user runs it, on `master`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dmqtt_pipeline", "all", "--master", master, "--input", str(rec), "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )  # fmt: skip
+
+
+def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Path) -> None:
     msgs = [Msg(f"dev-{d}", 1, s, s * 1000, qos=1 + d % 2, reading=float(s % 7)) for d in range(4) for s in range(300)]
     msgs += [Msg("dev-0", 1, 17, 17500)]  # delivered twice: allowed at QoS 1
     msgs = [m for m in msgs if not (m.dev == "dev-1" and m.seq == 40)]  # lost at QoS 2: the audit fails
     write_dataset(tmp_path / "rec", msgs, commit_every=97)
-    local = run_job(spark, "all", str(tmp_path / "rec"), str(tmp_path / "local"))
+    # The reference: the same jobs on local[2], in a process of their own while the cluster starts (not in the
+    # tests' shared Spark session, whose worker would otherwise run this test after all the others).
+    local = pipeline("local[2]", tmp_path / "rec", tmp_path / "local")
 
     cluster = LocalCluster(workers=2, cores=1, memory="1g", log_dir=tmp_path / "cluster")
     try:
         cluster.start()
         assert cluster.registered() == 2
-        run = subprocess.run(
-            [sys.executable, "-m", "dmqtt_pipeline", "all", "--master", cluster.url, "--input", str(tmp_path / "rec"),
-             "--out", str(tmp_path / "remote")],
-            capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        )  # fmt: skip
+        remote = pipeline(cluster.url, tmp_path / "rec", tmp_path / "remote")
+        out, _ = remote.communicate(timeout=600)
+        run = subprocess.CompletedProcess(remote.args, remote.returncode, out, "")
         worker_logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "cluster").glob("worker-*.log"))
     finally:
         pids = cluster.pids()
         cluster.stop()
-    assert run.returncode == local.exit_code == 1, run.stdout + run.stderr
+        local_out, _ = local.communicate(timeout=600)
+    assert local.returncode == 1, local_out
+    assert run.returncode == 1, run.stdout + run.stderr
     assert f"starting Spark ({cluster.url})" in run.stdout
     # The work ran on the workers' executors, not in the driver.
     assert "Launching executor" in worker_logs or "Asked to launch executor" in worker_logs, worker_logs[-2000:]
