@@ -15,9 +15,24 @@ MPY_DIR := build/mpy
 # Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
 ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
 
-.PHONY: all demo test lint style mpy typecheck venv system-deps bench soak hil firmware clean
+.PHONY: help demo test lint style mpy typecheck venv system-deps bench soak hil firmware clean
 
-all: test
+# A bare `make` prints this list and installs nothing.
+.DEFAULT_GOAL := help
+help:
+	@echo "make demo        boards -> serial bridge -> Mosquitto -> recorder -> Spark audit, through power cuts"
+	@echo "make test        the whole suite: lint, then every test (installs what it needs first)"
+	@echo "make lint        style, mpy and typecheck:"
+	@echo "make style       ruff format --check and ruff check"
+	@echo "make mpy         every firmware file compiled by mpy-cross for every board's architecture"
+	@echo "make typecheck   mypy on the host (strict), stubtest, mypy on the firmware and examples (ESP32 stubs)"
+	@echo "make bench       BENCHMARKS.md and bench/results.json (BENCH_QUICK=1: a short dose)"
+	@echo "make soak        the long campaigns: thousands of power cuts, hours of messages"
+	@echo "make hil         the HIL bench's scenarios (PORT=... BOARD=... for a real board)"
+	@echo "make firmware    a MicroPython image with the firmware frozen in (BOARD=..., MICROPY_DIR=...)"
+	@echo "make venv        the virtual environment in .venv with the pinned pip packages"
+	@echo "make system-deps mosquitto, socat, openssl and a Java runtime, with apt-get when missing (sudo if not root)"
+	@echo "make clean       remove build output"
 
 # mosquitto (the broker of the tests and the demo), socat (a pty-backed MicroPython for mpremote), openssl (the
 # demo's and the tests' certificates), and a Java runtime for Spark (the telemetry pipeline), each only when missing.

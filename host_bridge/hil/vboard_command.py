@@ -15,7 +15,7 @@ from host_bridge.boards.firmware_build import add_put_argument, parse_put
 from host_bridge.errors import VBoardError
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
-from host_bridge.vboard.flash_image import parse_size
+from host_bridge.vboard.flash_image import parse_size, size_argument
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
 
@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="JSON written to /flash/config.json at start")
     add_put_argument(parser)
     parser.add_argument("--board", default="sim", help="board folder under boards/ (default: sim)")
-    parser.add_argument("--flash-size", type=parse_size, help="size of a new flash file, e.g. 2M (default: board's)")
-    parser.add_argument("--heap", help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
+    parser.add_argument("--flash-size", type=size_argument, help="size of a new flash file, e.g. 2M (default: board's)")
+    parser.add_argument("--heap", type=size_argument, help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
     parser.add_argument("--app", type=Path, default=assets.APP, help="folder with boot.py/main.py")
     parser.add_argument(
         "--library",
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         console=sys.stdout,
         config=args.config,
         put=tuple(parse_put(p) for p in args.put),
-        flash_size=args.flash_size,
+        flash_size=parse_size(args.flash_size) if args.flash_size else None,
         heap=args.heap,
         app=args.app,
         library=args.library,

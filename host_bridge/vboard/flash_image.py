@@ -4,6 +4,7 @@ board (FLASH.owner names the holder)."""
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import os
 import struct
@@ -45,11 +46,23 @@ def read_stats(flash: Path, partitions: list[Partition]) -> dict[str, dict[str, 
 
 
 def parse_size(text: str) -> int:
+    """Bytes from "4096", "110k" or "4M"; ValueError saying what a size looks like for anything else."""
     units = {"k": 1024, "m": 1024 * 1024}
-    text = text.strip().lower()
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
+    value = text.strip().lower()
+    scale = units.get(value[-1:], 1)
+    digits = value[:-1] if scale != 1 else value
+    if not digits.isdigit() or int(digits) == 0:
+        raise ValueError(f"{text!r} is not a size: give bytes, or a number with k or M (110k, 4M)")
+    return int(digits) * scale
+
+
+def size_argument(text: str) -> str:
+    """An argparse type for a size: the text as given, once it reads as one (the board takes sizes as text)."""
+    try:
+        parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 class FlashLock:
