@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "host_bridge.boards.mip_package",
         "the client library as mip packages of .mpy files, for your own application (mpremote mip install)",
     ),
+    "broker": (
+        "host_bridge.broker.command",
+        "run Mosquitto as the project's tests use it (nodelay, persistence; --tls: CA, passwords, per-board ACL)",
+    ),
     "run": ("host_bridge.bridge.command", "relay boards on serial ports to a TCP broker (the serial-to-TCP bridge)"),
     "demo": ("host_bridge.campaigns.demo", "the whole story end to end: boards, power cuts, bridge, recorder, audit"),
     "chaos": (

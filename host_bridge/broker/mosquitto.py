@@ -56,9 +56,12 @@ class Mosquitto:
         tls: tuple[Path, Path] | None = None,
         options: tuple[str, ...] = (),
         allow_anonymous: bool = True,
+        host: str = "127.0.0.1",
     ) -> None:
-        """`options`: further mosquitto.conf lines (e.g. "max_packet_size 200", "password_file PATH")."""
+        """`options`: further mosquitto.conf lines (e.g. "max_packet_size 200", "password_file PATH"); `host`: the
+        address it listens on (127.0.0.1; 0.0.0.0 only for boards on a real network, never in tests)."""
         self.workdir = Path(workdir)
+        self.host = host
         self.options = options
         self.allow_anonymous = allow_anonymous
         self.port = port or free_port()
@@ -70,12 +73,12 @@ class Mosquitto:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{'127.0.0.1' if self.host == '0.0.0.0' else self.host}:{self.port}"
 
     def write_config(self) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
         lines = [
-            f"listener {self.port} 127.0.0.1",
+            f"listener {self.port} {self.host}",
             f"allow_anonymous {'true' if self.allow_anonymous else 'false'}",
             "log_dest stderr",
             "log_type error",
@@ -140,7 +143,7 @@ class Mosquitto:
                 self.process = None
                 raise BrokerError(f"mosquitto exited at start; see {self.log_path}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((self.address.rsplit(":", 1)[0], self.port), timeout=0.2):
                     time.sleep(0.05 if self.tls else 0)  # let a TLS listener finish its set-up
                     return
             except OSError:
