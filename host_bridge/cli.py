@@ -46,6 +46,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """--help says each option's default (where it has one and its help does not say it already)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return text + " (default: %(default)s)"
+
+
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     """Every subcommand, with the arguments of `chosen` (or of all when None): a command imports only its own
     module, so that `host-bridge run` does not load the bench or the campaigns."""
@@ -53,7 +63,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"host-bridge {dmqtt.__version__} (dmqtt client)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, description=help_text)
+        command = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsShown)
         if chosen in (None, name):
             module = importlib.import_module(module_name)
             module.add_arguments(command)

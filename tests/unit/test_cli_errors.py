@@ -3,6 +3,7 @@ and nothing created (no flash file for a board that never starts)."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +32,19 @@ def test_a_size_that_is_not_one_is_refused_before_anything_runs(tmp_path: Path, 
     )
     assert run.returncode == 2 and message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and not flash.exists()
+
+
+def test_every_subcommand_has_a_help_that_shows_its_defaults() -> None:
+    from host_bridge.cli import COMMANDS, build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) == set(COMMANDS)
+    for name, sub in commands.choices.items():
+        text = sub.format_help()
+        assert text.startswith(f"usage: host-bridge {name}"), name
+        for action in sub._actions:
+            if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS):
+                assert "default" in (sub._get_formatter()._get_help_string(action) or ""), (name, action.dest)
+    run = subprocess.run([sys.executable, "-m", "host_bridge", "--help"], capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0 and all(name in run.stdout for name in COMMANDS)
