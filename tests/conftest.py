@@ -73,19 +73,26 @@ def spark_tests() -> set[str]:
     return found
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+class SparkOnOneWorker:
     """Under pytest-xdist with --dist loadgroup (make test), the tests that use the Spark session run on one
     worker: one JVM, started once, rather than one per worker on a 2-core machine. The scheduler groups them
     itself: xdist 3.8 groups by renaming a marked item's node id in the worker, which pytest 9 ignores (its
     node ids come from Node._id), so `xdist_group` marks group nothing (measured: every worker started Spark)."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
 
-    spark = spark_tests()
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadGroupScheduling
 
-    class SparkOnOneWorker(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return "spark" if nodeid.split("[")[0] in spark else nodeid
+        spark = spark_tests()
 
-    return SparkOnOneWorker(config, log)
+        class Scheduling(LoadGroupScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return "spark" if nodeid.split("[")[0] in spark else nodeid
+
+        return Scheduling(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):  # its hook exists only then (pytest -p no:xdist runs without it)
+        config.pluginmanager.register(SparkOnOneWorker(), "spark-on-one-worker")
