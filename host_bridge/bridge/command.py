@@ -16,7 +16,7 @@ from typing import Any
 import serial
 
 from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
-from host_bridge.logs import log_to_stdout
+from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.net import Destination, TLSConfig
 
 
@@ -43,13 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keyfile", help="client certificate's key")
     parser.add_argument("--stats-every", type=float, default=60.0, metavar="S", help="print counters every S seconds")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
-
-
-class _BoardField(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not hasattr(record, "board"):
-            record.board = "-"
-        return True
+    add_log_format_argument(parser)
 
 
 def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, list[Destination], TLSConfig | None]:
@@ -120,7 +114,7 @@ def preflight(boards: list[BoardPort], broker: Destination) -> None:
 
 def run(args: argparse.Namespace) -> int:
     level = logging.DEBUG if args.verbose else logging.INFO
-    log_to_stdout("host_bridge", "%(asctime)s %(levelname)s board=%(board)s %(message)s", level, _BoardField())
+    log_to_stdout("host_bridge", args.log_format, level)
     root = logging.getLogger("host_bridge")
     boards, broker, allow, tls = _config(args)
     bridge = Bridge(boards, broker, allow, tls)
@@ -135,12 +129,14 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, on_signal)
-    root.info(
-        "event=start boards=%d broker=%s allowed=%s tls=%s",
-        len(boards),
-        broker,
-        ",".join(str(a) for a in allow) or "-",
-        bool(tls),
+    event(
+        root,
+        logging.INFO,
+        "start",
+        boards=len(boards),
+        broker=broker,
+        allowed=",".join(str(a) for a in allow) or "-",
+        tls=bool(tls),
     )
     bridge.start()
     while not done.wait(args.stats_every):

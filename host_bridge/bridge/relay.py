@@ -19,13 +19,16 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from logging import INFO, WARNING
 from typing import Any
 
 import serial
 
 from dlink import control, frame
 from dlink.link import Link
+from host_bridge import logs
 from host_bridge.errors import HostBridgeError
+from host_bridge.logs import event
 from host_bridge.net import AddressError, Destination, TLSConfig
 
 log = logging.getLogger("host_bridge")
@@ -83,7 +86,7 @@ class BoardSession:
         self._link: Link | None = None
         self._ser: serial.Serial | None = None
         self._resets = 0
-        self._log = logging.LoggerAdapter(log, {"board": self.board.name})
+        self._log = logs.Board(log, self.board.name)
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
@@ -92,17 +95,17 @@ class BoardSession:
             try:
                 self._ser = serial.Serial(self.board.path, self.board.baud, timeout=0, exclusive=True)
             except (serial.SerialException, OSError) as exc:
-                self._log.warning("event=port_unavailable path=%s error=%r; retrying", self.board.path, str(exc))
+                event(self._log, WARNING, "port_unavailable", path=self.board.path, error=str(exc), retry_in="1s")
                 self.stop.wait(1.0)
                 continue
-            self._log.info("event=port_open path=%s baud=%d", self.board.path, self.board.baud)
+            event(self._log, INFO, "port_open", path=self.board.path, baud=self.board.baud)
             self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
             self._resets = 0
             self._control_out.clear()
             try:
                 self._serve()
             except (serial.SerialException, OSError) as exc:
-                self._log.warning("event=port_lost path=%s error=%r", self.board.path, str(exc))
+                event(self._log, WARNING, "port_lost", path=self.board.path, error=str(exc))
                 self.counters["port_reopens"] += 1
             finally:
                 self._account()
@@ -111,7 +114,7 @@ class BoardSession:
                     self._ser.close()
                 except (serial.SerialException, OSError):
                     pass
-        self._log.info("event=stopped %s", self.format_counters())
+        event(self._log, INFO, "stopped", **self.counters_now())
 
     def _serve(self) -> None:
         assert self._ser is not None and self._link is not None
@@ -133,17 +136,17 @@ class BoardSession:
                     raise serial.SerialException("device vanished")
                 link.feed(data, now)
             for line in link.lines:
-                self._log.info("console=%r", line)  # the board's own output, outside frames
+                event(self._log, INFO, "console", text=line)  # the board's own output, outside frames
             link.lines.clear()
             for n in link.noise:
                 # Damaged frames, not text: their bytes may hold payloads or credentials, so only the length.
                 self.counters["noise_bytes"] += n
-                self._log.info("event=line_noise bytes=%d", n)
+                event(self._log, INFO, "line_noise", bytes=n)
             link.noise.clear()
             if link.peer_resets != self._resets:
                 self._resets = link.peer_resets
                 self.counters["board_restarts"] += 1
-                self._log.info("event=board_restarted epoch=%d", link.peer_epoch)
+                event(self._log, INFO, "board_restarted", epoch=link.peer_epoch)
                 self._close_tcp("the board restarted", notify=False)
                 self._control.reset()
                 self._control_out.clear()
@@ -177,14 +180,14 @@ class BoardSession:
         try:
             kind, text = control.decode(line)
         except control.ControlError as exc:
-            self._log.warning("event=bad_control error=%r", str(exc))
+            event(self._log, WARNING, "bad_control", error=str(exc))
             return
         if kind == control.OPEN:
             self._open(text.strip())
         elif kind == control.CLOSE:
             self._close_tcp("closed by the board", notify=False)
         else:
-            self._log.warning("event=bad_control message=%r", kind)
+            event(self._log, WARNING, "bad_control", message=kind)
 
     def _open(self, requested: str) -> None:
         self._close_tcp("the board opened a new connection", notify=False)
@@ -195,7 +198,7 @@ class BoardSession:
             return
         if dest not in self.allowed:
             self.counters["refused"] += 1
-            self._log.warning("event=refused destination=%s reason=not_allowed", dest)
+            event(self._log, WARNING, "refused", destination=dest, reason="not_allowed")
             self._reply(control.REFUSED, "not allowed")
             return
         try:
@@ -205,12 +208,12 @@ class BoardSession:
                 sock = self.tls.context().wrap_socket(sock, server_hostname=dest.host)
             sock.setblocking(False)
         except (OSError, ssl.SSLError) as exc:
-            self._log.warning("event=connect_failed destination=%s error=%r", dest, str(exc))
+            event(self._log, WARNING, "connect_failed", destination=dest, error=str(exc))
             self._reply(control.REFUSED, f"cannot reach {dest}: {exc.__class__.__name__}")
             return
         self._tcp = sock
         self.counters["connects"] += 1
-        self._log.info("event=connected destination=%s", dest)
+        event(self._log, INFO, "connected", destination=dest)
         self._reply(control.OPENED)
 
     def _reply(self, kind: str, text: str = "") -> None:
@@ -235,7 +238,7 @@ class BoardSession:
         self._pending_up = b""
         self._pending_down.clear()
         self._stalled = False
-        self._log.info("event=disconnected reason=%r", why)
+        event(self._log, INFO, "disconnected", reason=why)
         if notify and self._link is not None and self._link.up:
             self._reply(control.CLOSE, why)
 
@@ -266,12 +269,11 @@ class BoardSession:
         if not self._stalled and len(self._pending_down) >= DOWN_QUEUE_MAX:
             self._stalled = True
             self.counters["broker_stalls"] += 1
-            self._log.warning(
-                "event=broker_stalled queued=%d: holding the board back until the broker reads", len(self._pending_down)
-            )
+            # The board is held back (its link window closes) until the broker reads again.
+            event(self._log, WARNING, "broker_stalled", queued=len(self._pending_down), board_held=True)
         elif self._stalled and not self._pending_down:
             self._stalled = False
-            self._log.info("event=broker_resumed")
+            event(self._log, INFO, "broker_resumed")
 
     def _upstream(self) -> None:
         """Broker -> board."""
@@ -309,9 +311,9 @@ class BoardSession:
         link.decoder.frames = link.frames_out = link.retransmissions = 0
         link.decoder.crc_errors = link.decoder.overflows = 0
 
-    def format_counters(self) -> str:
+    def counters_now(self) -> dict[str, int]:
         """The counters as of the board thread's last loop (at most about 50 ms old); read-only here."""
-        return " ".join(f"{k}={v}" for k, v in dict(self.counters).items())
+        return dict(self.counters)
 
 
 def _now_ms() -> int:
@@ -341,7 +343,7 @@ class Bridge:
 
     def report(self) -> None:
         for session in self.sessions:
-            log.info("event=counters %s", session.format_counters(), extra={"board": session.board.name})
+            event(logs.Board(log, session.board.name), INFO, "counters", **session.counters_now())
             sys.stdout.flush()
 
     def stop(self) -> None:

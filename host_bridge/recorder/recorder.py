@@ -15,13 +15,14 @@ import signal
 import socket
 import ssl
 import time
+from logging import ERROR, INFO, WARNING
 from pathlib import Path
 from types import FrameType
 
 from dmqtt import codec
 from dmqtt.codec_host import NAMES, Packet, PacketDecoder
 from dmqtt.errors import CodecError
-from host_bridge.logs import log_to_stdout
+from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.net import AddressError, Destination, TLSConfig
 from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
 
@@ -35,6 +36,7 @@ _MAX_PACKET = 16 * 1024 * 1024
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker to subscribe to")
+    add_log_format_argument(parser)
     parser.add_argument(
         "--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)"
     )
@@ -115,9 +117,8 @@ class BrokerLink:
             raise RecorderError(f"the broker refused the subscription to {', '.join(refused)}; check its ACL")
         lower = [t for t, code in zip(topics, suback.codes, strict=False) if code < 2]
         if lower:
-            log.warning(
-                "event=subscribed-below-qos2 topics=%s (QoS 2 promises cannot be audited for them)", ",".join(lower)
-            )
+            # QoS 2 promises cannot be audited for them.
+            event(log, WARNING, "subscribed-below-qos2", topics=",".join(lower), audit="qos2-impossible")
 
     def expect(self, ptype: int, timeout: float = 10) -> Packet:
         """Wait for a CONNACK or SUBACK. A kept session's queued PUBLISH packets may come first, or right behind
@@ -247,13 +248,11 @@ class Recorder:
             self.link.close(polite=False)
             self.link = None
         if self.store_broken != str(exc):
-            log.error(
-                "event=store-failed error=%r: nothing is acknowledged that is not stored; the broker keeps the "
-                "session's messages meanwhile. Free space in %s (or make it writable); retrying every %.0f s",
-                str(exc),
-                self.store.out,
-                self.RELOAD_EVERY,
-            )
+            # Nothing is acknowledged that is not stored; the broker keeps the session's messages meanwhile.
+            event(
+                log, ERROR, "store-failed", error=str(exc), fix=f"free space in {self.store.out} (or make it writable)",
+                retry_every=f"{self.RELOAD_EVERY:.0f}s",
+            )  # fmt: skip
         self.store_broken = str(exc)
         self.reload_at = time.monotonic() + self.RELOAD_EVERY
 
@@ -266,13 +265,11 @@ class Recorder:
             self.reload_at = time.monotonic() + self.RELOAD_EVERY
             why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
             if why != self.store_broken:
-                log.warning("event=store-still-failing error=%r", why)
+                event(log, WARNING, "store-still-failing", error=why)
                 self.store_broken = why
             return
-        log.info(
-            "event=store-recovered: storing and acknowledging again (%d logged deliveries committed)",
-            self.store.recovered,
-        )
+        # Storing and acknowledging again.
+        event(log, INFO, "store-recovered", committed=self.store.recovered)
         self.store_broken = None
         self.commit_failing = None
         self.retry_at = 0.0
@@ -297,16 +294,19 @@ class Recorder:
                 raise
             self.link = link
             self.connected_once = True
-            log.info("event=connected broker=%s client_id=%s session_present=%d", self.broker, self.client_id, present)
+            event(log, INFO, "connected", broker=self.broker, client_id=self.client_id, session_present=int(present))
             self.backoff = 0.5
         except (OSError, CodecError) as exc:
             self.retry_at = time.monotonic() + self.backoff
             # Retried for ever (a broker that restarts must not stop the recording), but a recorder that has
             # never connected says what to check.
-            hint = "" if self.connected_once else " (is the broker running, and is --broker right? Ctrl-C to stop)"
-            log.warning(
-                "event=connect-failed broker=%s error=%r retry_in=%.1fs%s", self.broker, str(exc), self.backoff, hint
+            hint = (
+                {} if self.connected_once else {"check": "is the broker running, and is --broker right? Ctrl-C stops"}
             )
+            event(
+                log, WARNING, "connect-failed", broker=self.broker, error=str(exc), retry_in=f"{self.backoff:.1f}s",
+                **hint,
+            )  # fmt: skip
             self.backoff = min(self.backoff * 2, 10.0)
 
     def _subscriptions(self, link: BrokerLink, present: bool) -> None:
@@ -322,14 +322,14 @@ class Recorder:
             link.expect(codec.UNSUBACK)
         link.subscribe(self.topics)
         path.write_text("\n".join(sorted(self.topics)))
-        log.info("event=subscribed topics=%s unsubscribed=%s", ",".join(self.topics), ",".join(gone) or "-")
+        event(log, INFO, "subscribed", topics=",".join(self.topics), unsubscribed=",".join(gone) or "-")
 
     def _drop(self, why: str) -> None:
         assert self.link is not None
         self.link.close(polite=False)
         self.link = None
         self.retry_at = time.monotonic() + 0.2
-        log.warning("event=disconnected error=%r (the persistent session keeps what arrives meanwhile)", why)
+        event(log, WARNING, "disconnected", error=why)  # the persistent session keeps what arrives meanwhile
 
     def _serve(self, timeout: float) -> None:
         link = self.link
@@ -371,31 +371,22 @@ class Recorder:
         except OSError as exc:
             # The deliveries are still in the log (and acknowledged from there); the next commit writes them.
             if self.commit_failing != str(exc):
-                log.error(
-                    "event=commit-failed error=%r: deliveries stay in the log until Parquet can be written; free "
-                    "space in %s",
-                    str(exc),
-                    self.store.out,
-                )
+                # Deliveries stay in the log until Parquet can be written.
+                event(log, ERROR, "commit-failed", error=str(exc), fix=f"free space in {self.store.out}")
                 self.commit_failing = str(exc)
         else:
             if self.commit_failing is not None:
-                log.info("event=commit-recovered")
+                event(log, INFO, "commit-recovered")
                 self.commit_failing = None
         self.last_commit = time.monotonic()
 
     def report(self) -> None:
         s = self.store
-        log.info(
-            "event=progress received=%d rows_written=%d files=%d logged_not_written=%d recorder_duplicates=%d "
-            "connected=%d",
-            self.received,
-            s.rows_committed,
-            s.files_committed,
-            len(s.pending),
-            s.recorder_dups,
-            self.link is not None,
-        )
+        event(
+            log, INFO, "progress", received=self.received, rows_written=s.rows_committed, files=s.files_committed,
+            logged_not_written=len(s.pending), recorder_duplicates=s.recorder_dups,
+            connected=int(self.link is not None),
+        )  # fmt: skip
 
 
 def _client_id(store: TelemetryStore, requested: str | None) -> str:
@@ -403,11 +394,8 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
     path = store.state / "client_id"
     kept = path.read_text().strip() if path.exists() else None
     if requested and kept and requested != kept:
-        log.warning(
-            "event=client-id-changed old=%s new=%s (the old session's queued messages stay with the old id)",
-            kept,
-            requested,
-        )
+        # The old session's queued messages stay with the old id.
+        event(log, WARNING, "client-id-changed", old=kept, new=requested)
     client_id = requested or kept or "recorder-" + hashlib.sha1(str(store.out.resolve()).encode()).hexdigest()[:10]
     if client_id != kept:
         try:
@@ -421,7 +409,7 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    log_to_stdout("host_bridge.recorder.recorder", "%(asctime)s %(levelname)s record %(message)s")
+    log_to_stdout("host_bridge.recorder.recorder", args.log_format)
     try:
         broker = Destination.parse(args.broker)
     except AddressError as exc:
@@ -435,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
     store = TelemetryStore(args.out)
     try:
         if store.recovered:
-            log.info("event=recovered rows=%d (logged by the previous run, now in Parquet)", store.recovered)
+            event(log, INFO, "recovered", rows=store.recovered)  # logged by the previous run, now in Parquet
         recorder = Recorder(args, broker, store, _client_id(store, args.client_id), password)
 
         def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -443,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, on_signal)
-        log.info("event=start broker=%s topics=%s out=%s", args.broker, ",".join(recorder.topics), args.out)
+        event(log, INFO, "start", broker=args.broker, topics=",".join(recorder.topics), out=args.out)
         recorder.run()
     finally:
         store.close()

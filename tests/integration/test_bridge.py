@@ -254,7 +254,7 @@ def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
             assert code == 0 and summary(out)["total"] == 10, out
         finally:
             good.stop()
-        assert "event=connected destination=127.0.0.1" in good.text() and "tls=True" in good.text()
+        assert "event=connected destination=127.0.0.1" in good.text() and "tls=true" in good.text()
         # A broker whose certificate the CA does not sign: the bridge refuses to connect, the board is told.
         board2 = serial_board(tmp_path / "b2", "ser-tls2", 1, 1)
         bad = BridgeProcess(

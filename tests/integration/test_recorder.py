@@ -327,7 +327,7 @@ def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(
     assert code == 0
     log = recorder.text()
     assert log.count("event=store-failed") == 1, log  # once per condition, not once per retry
-    assert "No space left on device" in log and "Free space in" in log
+    assert "No space left on device" in log and "free space in" in log
     rows = read_rows(out)
     for dev in ("f1", "f2"):
         seqs = [r["seq"] for r in rows if r["dev"] == dev and not r["recorder_dup"]]
