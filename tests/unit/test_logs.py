@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -45,8 +45,8 @@ def test_logfmt_quotes_what_must_be_and_keeps_the_board_and_the_time_in_utc(
     assert first["board"] == "b1" and first["event"] == "port_lost" and first["level"] == "warning"
     assert first["error"] == '[Errno 5] I/O "error"\nnext'  # quoted and escaped, read back whole
     assert (second["boards"], second["tls"], second["allowed"]) == ("2", "true", "-")
-    when = datetime.strptime(first["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
-    assert abs((datetime.now(timezone.utc) - when).total_seconds()) < 60  # UTC, not local time
+    when = datetime.strptime(first["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    assert abs((datetime.now(UTC) - when).total_seconds()) < 60  # UTC, not local time
 
 
 def test_json_lines_for_a_log_collector(logger: logging.Logger, capsys: pytest.CaptureFixture[str]) -> None:
