@@ -155,8 +155,6 @@ def _terminated(signum: int, _frame: object) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminated)
     config.addinivalue_line("markers", "hil_real: needs a real board (skipped, with the reason, on --dut sim)")
     config.addinivalue_line(
         "markers", "hil_virtual(why): needs what only a virtual board offers (skipped on real boards)"
@@ -222,6 +220,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def hil_config(pytestconfig: pytest.Config) -> HilConfig:
+    """The bench's options, resolved once (boards, broker, install path, cycles, log folder). Every bench fixture
+    takes it, so a test session that uses the bench, and only such a session, gets a SIGTERM handler that unwinds
+    like Ctrl-C (fixtures then stop the boards, brokers and bridges they started)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     return pytestconfig.stash[_CONFIG]
 
 
@@ -259,6 +262,8 @@ class ExternalBroker:
 def broker(
     request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path
 ) -> Iterator[Mosquitto | ExternalBroker]:
+    """The broker of the test: --broker's, or a Mosquitto on loopback of the test's own (persistence on, unless
+    the test is marked broker(persistence=False)), stopped after it."""
     if hil_config.broker:
         yield ExternalBroker(hil_config.broker)
         return
@@ -309,6 +314,8 @@ class Bridge:
 
 @pytest.fixture
 def bridge(broker: Mosquitto | ExternalBroker, hil_log: Path) -> Iterator[Bridge]:
+    """`host-bridge run` for the boards on a serial link, started by the scenario (bridge.start(duts)), stopped
+    after it."""
     b = Bridge(broker, hil_log)
     try:
         yield b
@@ -326,6 +333,8 @@ def make_switch(spec: DutSpec, power_cmd: str | None) -> Callable[[ModemLines], 
 
 @pytest.fixture
 def duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -> Iterator[list[Dut]]:
+    """The boards under test, one per --dut (a virtual board by default), each with its power switch and
+    console log; every one closed (and a virtual one's process ended) after the test."""
     made: list[Dut] = []
     try:
         for i, spec in enumerate(hil_config.duts):
@@ -365,6 +374,7 @@ def duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -
 
 @pytest.fixture
 def dut(duts: list[Dut]) -> Dut:
+    """The first board under test."""
     return duts[0]
 
 
@@ -372,6 +382,8 @@ def dut(duts: list[Dut]) -> Dut:
 def subscriber(
     request: pytest.FixtureRequest, broker: Mosquitto | ExternalBroker, hil_log: Path
 ) -> Iterator[Subscriber]:
+    """The witness: a paho subscriber at QoS 2 on sensors/# with a persistent session, recording every
+    delivery; its deliveries are saved in the test's log folder."""
     client_id = (
         "hil-"
         + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[-40:]
