@@ -17,6 +17,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--board", default="esp32-devkitc", help="board folder under boards/ (default: esp32-devkitc)")
     parser.add_argument("--image", required=True, type=Path, help="MicroPython firmware image (.bin) for the chip")
     parser.add_argument("--baud", type=int, default=460800)
+    parser.add_argument(
+        "--erase-all",
+        action="store_true",
+        help="erase the whole chip first: the journal (messages not yet acknowledged), the boot counter, config.json "
+        "and deployed files go with it",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the esptool commands, run nothing")
 
 
@@ -34,4 +40,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"partition table for {board.name}: {table}", flush=True)
     for part in board.partitions:
         print(f"  {part.label:<10} {part.type}/{part.subtype:<10} 0x{part.offset:06x} {part.size // 1024} KiB")
-    return run_commands(flash_commands(args.port, board, args.image, table, args.baud), args.dry_run, "esptool")
+    if args.erase_all:
+        print(
+            "erasing the whole chip first: journal, boot counter, config.json and deployed files included", flush=True
+        )
+    else:
+        print(
+            "keeping the journal (mqttlog) and the filesystem (vfs: boot counter, config.json, deployed files): "
+            "--erase-all erases them",
+            flush=True,
+        )
+    commands = flash_commands(args.port, board, args.image, table, args.baud, args.erase_all)
+    return run_commands(commands, args.dry_run, "esptool")

@@ -66,13 +66,18 @@ def check_image(board: BoardDefinition, image: bytes, name: str) -> None:
         )
 
 
-def flash_commands(port: str, board: BoardDefinition, image: Path, table: Path, baud: int) -> list[list[str]]:
+def flash_commands(
+    port: str, board: BoardDefinition, image: Path, table: Path, baud: int, erase_all: bool = False
+) -> list[list[str]]:
+    """esptool's commands: MicroPython's image and our partition table, which erases only the sectors they are
+    written to, so that the journal (mqttlog) and the filesystem (vfs: the boot counter, config.json, deployed
+    files) keep what they hold across an upgrade; `erase_all` erases the whole chip first."""
     chip = board.chip_info
     esptool = [sys.executable, "-m", "esptool", "--chip", chip.name, "--port", port, "--baud", str(baud)]
     # Two writes: the MicroPython image carries a stock partition table at 0x8000, which ours (with the journal
     # partition) replaces; in one write-flash call esptool would refuse the overlap.
     return [
-        [*esptool, "erase-flash"],
+        *([[*esptool, "erase-flash"]] if erase_all else []),
         [*esptool, "write-flash", "-z", hex(chip.bootloader_offset), str(image)],
         [*esptool, "write-flash", hex(partitions.TABLE_OFFSET), str(table)],
     ]

@@ -50,12 +50,20 @@ def test_flash_dry_run_prints_the_esptool_commands(tmp_path: Path) -> None:
     commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("$ ")]
     esptool = f"{sys.executable} -m esptool --chip esp32 --port /dev/ttyUSB0 --baud 460800"
     table = REPO / "build" / "partitions-esp32-devkitc.bin"
-    assert commands == [
-        f"{esptool} erase-flash",
-        f"{esptool} write-flash -z 0x1000 mp.bin",
-        f"{esptool} write-flash 0x8000 {table}",
-    ]
+    # The image and the table only: the journal and the filesystem keep what they hold (an upgrade).
+    assert commands == [f"{esptool} write-flash -z 0x1000 mp.bin", f"{esptool} write-flash 0x8000 {table}"]
+    assert "keeping the journal (mqttlog)" in result.stdout
     assert partitions.parse(table.read_bytes())[-1].label == "mqttlog"
+    erased = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "flash", "--port", "/dev/ttyUSB0", "--image", "mp.bin", "--dry-run"]
+        + ["--erase-all"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    first = next(line[2:] for line in erased.stdout.splitlines() if line.startswith("$ "))
+    assert first == f"{esptool} erase-flash" and "journal, boot counter" in erased.stdout
 
 
 def test_flash_reports_a_missing_image_plainly() -> None:
