@@ -18,8 +18,10 @@ from host_bridge.boards.firmware_build import (
 from host_bridge.boards.realboard import (
     NO_ROMFS,
     DeployError,
+    add_port_argument,
     check_config,
     deploy_commands,
+    find_port,
     has_romfs,
     romfs_query_command,
     run_commands,
@@ -27,7 +29,7 @@ from host_bridge.boards.realboard import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
+    add_port_argument(parser)
     parser.add_argument("--config", type=Path, help="config.json to install on the board (checked first)")
     add_put_argument(parser)
     parser.add_argument("--app", type=Path, default=assets.APP, help="application folder")
@@ -54,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.port = find_port(args.port, args.dry_run)
     puts = [parse_put(p) for p in args.put]
     if args.config is not None:
         check_config(args.config, next((source for source, name in puts if name == "secrets.json"), None))

@@ -9,11 +9,18 @@ from pathlib import Path
 from host_bridge import assets
 from host_bridge.boards import partitions
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.boards.realboard import DeployError, check_image, flash_commands, run_commands
+from host_bridge.boards.realboard import (
+    DeployError,
+    add_port_argument,
+    check_image,
+    find_port,
+    flash_commands,
+    run_commands,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
+    add_port_argument(parser)
     parser.add_argument("--board", default="esp32-devkitc", help="board folder under boards/ (default: esp32-devkitc)")
     parser.add_argument("--image", required=True, type=Path, help="MicroPython firmware image (.bin) for the chip")
     parser.add_argument("--baud", type=int, default=460800)
@@ -28,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     board = BoardDefinition.load(args.board)
+    args.port = find_port(args.port, args.dry_run)
     if args.image.is_file():
         check_image(board, args.image.read_bytes()[:64], str(args.image))
     elif not args.dry_run:

@@ -4,6 +4,7 @@ table, and for copying the compiled firmware and config.json onto it; run (or on
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import shlex
@@ -195,3 +196,36 @@ def run_commands(commands: list[list[str]], dry_run: bool, what: str) -> int:
                 "'Failed to connect': hold BOOT while it starts."
             )
     return 0
+
+
+# USB vendor ids of what a board's USB serial port is: Espressif's own USB (S3, C3, C6), and the USB-UART bridges
+# of common boards (Silicon Labs CP210x on the DevKitC, WCH CH34x, FTDI).
+BOARD_VENDORS = {0x303A: "Espressif", 0x10C4: "Silicon Labs", 0x1A86: "WCH", 0x0403: "FTDI"}
+
+
+def add_port_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--port",
+        "-p",
+        default="auto",
+        help="serial port of the board, e.g. /dev/ttyUSB0; auto: the one board plugged in (by its USB vendor)",
+    )
+
+
+def find_port(requested: str, dry_run: bool = False) -> str:
+    """`requested`, or for "auto" the one serial port whose USB vendor is a board's (as mpremote and esptool find
+    a board); DeployError naming what was found when there is none or more than one."""
+    if requested != "auto":
+        return requested
+    from serial.tools import list_ports
+
+    found = [p for p in list_ports.comports() if p.vid in BOARD_VENDORS]
+    if len(found) == 1:
+        print(f"port: {found[0].device} ({BOARD_VENDORS[found[0].vid]} {found[0].description})", flush=True)
+        return str(found[0].device)
+    if not found and dry_run:
+        return "PORT"  # a dry run shows the commands without a board
+    if not found:
+        raise DeployError("no board found on USB: plug one in, or give --port PATH (e.g. /dev/ttyUSB0)")
+    names = ", ".join(f"{p.device} ({BOARD_VENDORS[p.vid]})" for p in found)
+    raise DeployError(f"{len(found)} boards found ({names}): choose one with --port PATH")

@@ -4,6 +4,7 @@ and nothing created (no flash file for a board that never starts)."""
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,36 @@ def test_every_subcommand_has_a_help_that_shows_its_defaults() -> None:
                 assert "default" in (sub._get_formatter()._get_help_string(action) or ""), (name, action.dest)
     run = subprocess.run([sys.executable, "-m", "host_bridge", "--help"], capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0 and all(name in run.stdout for name in COMMANDS)
+
+
+class FakePort:
+    def __init__(self, device: str, vid: int | None, description: str = "USB serial") -> None:
+        self.device, self.vid, self.description = device, vid, description
+
+
+@pytest.mark.parametrize(
+    ("ports", "expected"),
+    [
+        ([FakePort("/dev/ttyUSB0", 0x10C4), FakePort("/dev/ttyS0", None)], "/dev/ttyUSB0"),  # a DevKitC's CP2102
+        ([FakePort("/dev/ttyACM0", 0x303A), FakePort("/dev/ttyACM1", 0x2341)], "/dev/ttyACM0"),  # not an Arduino's
+        ([], "no board found on USB: plug one in, or give --port PATH"),
+        (
+            [FakePort("/dev/ttyUSB0", 0x1A86), FakePort("/dev/ttyUSB1", 0x0403)],
+            "2 boards found (/dev/ttyUSB0 (WCH), /dev/ttyUSB1 (FTDI)): choose one with --port PATH",
+        ),
+    ],
+)
+def test_port_auto_finds_the_one_board_plugged_in(
+    monkeypatch: pytest.MonkeyPatch, ports: list[FakePort], expected: str
+) -> None:
+    from serial.tools import list_ports
+
+    from host_bridge.boards.realboard import DeployError, find_port
+
+    monkeypatch.setattr(list_ports, "comports", lambda: ports)
+    assert find_port("/dev/ttyUSB7") == "/dev/ttyUSB7"  # a port given is used as it is
+    if expected.startswith("/dev/"):
+        assert find_port("auto") == expected
+    else:
+        with pytest.raises(DeployError, match=re.escape(expected)):
+            find_port("auto")
