@@ -414,6 +414,11 @@ def run(args: argparse.Namespace) -> int:
         broker = Destination.parse(args.broker)
     except AddressError as exc:
         raise RecorderError(str(exc)) from None
+    for topic in args.topic or []:
+        try:
+            codec.check_filter(topic.encode())  # before any connection: a broker would only close on it
+        except CodecError as exc:
+            raise RecorderError(f"--topic {topic}: {exc.reason}") from None
     password = None
     if args.password_file is not None:
         try:

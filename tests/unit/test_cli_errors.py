@@ -82,3 +82,20 @@ def test_port_auto_finds_the_one_board_plugged_in(
     else:
         with pytest.raises(DeployError, match=re.escape(expected)):
             find_port("auto")
+
+
+@pytest.mark.parametrize(
+    ("topic", "message"),
+    [("a/#/b", "'#' must be a whole last level [MQTT-4.7.1-2]"), ("a/b+", "'+' must be a whole level [MQTT-4.7.1-3]")],
+)
+def test_record_refuses_a_topic_filter_the_broker_would_close_on(tmp_path: Path, topic: str, message: str) -> None:
+    out = tmp_path / "rec"
+    run = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "record", "--broker", "127.0.0.1:1", "--out", str(out), "--topic", topic],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert run.returncode == 2 and f"--topic {topic}: {message}" in run.stderr, run.stderr
+    assert not out.exists() and "Traceback" not in run.stderr
