@@ -11,10 +11,11 @@ import threading
 import tomllib
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import serial
 
+from host_bridge.bridge.config import BridgeConfig, TLSSection
+from host_bridge.bridge.config import load as load_config
 from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.net import Destination, TLSConfig
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, list[Destination], TLSConfig | None]:
-    raw: dict[str, Any] = {}
+    conf = BridgeConfig()
     if args.config is not None:
         try:
             raw = tomllib.loads(args.config.read_text())
@@ -55,30 +56,23 @@ def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, lis
             raise BridgeError(f"config file {args.config} does not exist") from None
         except tomllib.TOMLDecodeError as exc:
             raise BridgeError(f"{args.config}: {exc}") from None
-    broker_text = args.broker or raw.get("broker")
+        conf = load_config(args.config, raw)  # every key and type checked before anything runs
+    broker_text = args.broker or conf.broker
     if not broker_text:
         raise BridgeError('no broker: give --broker HOST:PORT or broker = "HOST:PORT" in the config')
-    baud = int(args.baud or raw.get("baud", 115200))
-    boards = []
-    for entry in raw.get("board", []):
-        if "port" not in entry:
-            raise BridgeError(f"{args.config}: every [[board]] needs a port")
-        boards.append(
-            BoardPort(str(entry.get("name") or Path(entry["port"]).name), entry["port"], int(entry.get("baud", baud)))
-        )
+    baud = args.baud or conf.baud
+    boards = [BoardPort(entry.name or Path(entry.port).name, entry.port, entry.baud or baud) for entry in conf.board]
     for spec in args.port:
         name, sep, path = spec.partition("=")
         if not sep:
             name, path = Path(spec).name, spec
         boards.append(BoardPort(name, path, baud))
-    allow = [Destination.parse(a) for a in [*raw.get("allow", []), *args.allow]]
-    tls_raw = raw.get("tls", {})
+    allow = [Destination.parse(a) for a in [*conf.allow, *args.allow]]
     tls = None
-    if args.tls or tls_raw:
+    if args.tls or conf.tls is not None:
+        section = conf.tls or TLSSection()
         tls = TLSConfig(
-            args.cafile or tls_raw.get("cafile"),
-            args.certfile or tls_raw.get("certfile"),
-            args.keyfile or tls_raw.get("keyfile"),
+            args.cafile or section.cafile, args.certfile or section.certfile, args.keyfile or section.keyfile
         )
     return boards, Destination.parse(broker_text), allow, tls
 

@@ -99,3 +99,35 @@ def test_record_refuses_a_topic_filter_the_broker_would_close_on(tmp_path: Path,
     )
     assert run.returncode == 2 and f"--topic {topic}: {message}" in run.stderr, run.stderr
     assert not out.exists() and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('broker = "127.0.0.1:1883"\nbaud = "fast"\n', "baud = 'fast': expected `int`, got `str`"),
+        ("broker = 1883\n", "broker = 1883: expected `str | null`, got `int`"),
+        ('broker = "127.0.0.1:1883"\ntls = true\n', "tls = True: expected `object | null`, got `bool`"),
+        ('broker = "127.0.0.1:1883"\nbaud = 0\n', "baud = 0: expected `int` >= 1"),
+        (
+            'broker = "127.0.0.1:1883"\n[[boards]]\nport = "/dev/ttyUSB0"\n',
+            "unknown key boards (known: broker, baud, allow, tls, board)",
+        ),
+        (
+            'broker = "127.0.0.1:1883"\n[[board]]\nprot = "/dev/ttyUSB0"\n',
+            "unknown key board[1].prot (known: port, name, baud)",
+        ),
+        ('broker = "127.0.0.1:1883"\n[[board]]\nname = "a"\n', "board[1]: object missing required field `port`"),
+    ],
+)
+def test_run_checks_its_toml_against_the_schema(tmp_path: Path, toml: str, message: str) -> None:
+    config = tmp_path / "bridge.toml"
+    config.write_text(toml)
+    run = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert run.returncode == 2 and f"{config}: {message}" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
