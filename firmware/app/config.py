@@ -12,6 +12,28 @@ class ConfigError(Exception):
     pass
 
 
+# Every key config.json may hold (a dotted name per nested key): any other is refused, so that a misspelt "qso"
+# does not leave QoS at its default without a word.
+KEYS = (
+    "client_id mqtt_version transport broker uart wifi will username password publish subscribe tls keepalive_s"
+    " session_expiry_s window group_commit heap_log_every publish.topic publish.qos publish.count"
+    " publish.interval_ms publish.payload_bytes uart.id uart.baud uart.tx uart.rx wifi.ssid wifi.password"
+    " will.topic will.payload will.qos will.retain tls.ca tls.cert tls.key tls.server_hostname tls.insecure"
+    " subscribe.topic subscribe.qos"
+).split()
+
+
+def _known(obj, where):
+    for key in obj:
+        name = where + key
+        if name not in KEYS:
+            raise ConfigError("unknown key %s" % name)
+        value = obj[key]
+        for item in value if isinstance(value, list) else (value,):
+            if isinstance(item, dict):
+                _known(item, name + ".")
+
+
 def root():
     """Where the filesystem is: /flash on the virtual board (and pyboard-style ports), / on an ESP32."""
     import os
@@ -127,6 +149,7 @@ def _topic(topic, what, is_filter):
 def check(raw):
     if not isinstance(raw, dict):
         raise ConfigError("config.json must hold a JSON object")
+    _known(raw, "")
     cid = raw.get("client_id")
     if not isinstance(cid, str) or not cid:
         raise ConfigError("client_id must be a non-empty string")

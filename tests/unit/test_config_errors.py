@@ -47,6 +47,11 @@ ROWS: list[tuple[str, Any, str]] = [
     ("uart id", {"uart": {"id": 3}}, r"id must be an integer from 0 to 2"),
     ("uart baud", {"uart": {"baud": 300}}, r"baud must be an integer from 1200 to 5000000"),
     ("count negative", {"publish": {"count": -1}}, r"count must be an integer from 0 to 2147483647"),
+    ("a misspelt key", {"publsh": {}}, r"unknown key publsh$"),
+    ("a misspelt publish key", {"publish": {"qso": 2}}, r"unknown key publish.qso$"),
+    ("a misspelt tls key", {"tls": {"ca": "c", "cafile": "x"}}, r"unknown key tls.cafile$"),
+    ("a misspelt subscription key", {"subscribe": [{"topic": "a", "qso": 1}]}, r"unknown key subscribe.qso$"),
+    ("a misspelt uart key", {"uart": {"pins": 1}}, r"unknown key uart.pins$"),
 ]
 
 
