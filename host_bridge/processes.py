@@ -26,6 +26,18 @@ def dies_with_parent(signal_name: str = "TERM") -> list[str]:
     return [setpriv, "--pdeathsig", signal_name, "--"]
 
 
+def sigterm_as_ctrl_c() -> None:
+    """From now on SIGTERM (a harness, systemd, `kill`) unwinds this program as Ctrl-C does, so that what it
+    started is stopped by the code that started it (context managers, fixtures). Main thread only, as Python
+    allows; elsewhere nothing changes."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @dataclass(frozen=True)
 class Started:
     pid: int

@@ -112,7 +112,7 @@ def stage_firmware(
     build_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=build_root))  # renamed into place when complete
     try:
-        _compile(sources, tmp)
+        compile_sources(sources, tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -161,7 +161,9 @@ def romfs_image(staged: Path) -> Path:
     return image
 
 
-def _compile(sources: list[tuple[Path, Path]], into: Path) -> None:
+def compile_sources(sources: list[tuple[Path, Path]], into: Path) -> None:
+    """Each (source, relative path) compiled by mpy-cross to into/<relative path>.mpy, named by its relative path
+    in tracebacks; boot.py and main.py copied as they are (the port runs them as source)."""
     compiler = mpy_cross_executable()
     for path, rel in sources:
         target = into / rel

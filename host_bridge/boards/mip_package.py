@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from host_bridge import assets
-from host_bridge.boards.firmware_build import LIBRARY_PACKAGES, mpy_cross_executable
-from host_bridge.errors import FirmwareBuildError
+from host_bridge.boards.firmware_build import LIBRARY_PACKAGES, compile_sources
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,27 +33,19 @@ def build(out: Path, firmware: Path = assets.FIRMWARE) -> list[Path]:
     """Compile each library package into out/<package>/ (its .mpy files and a package.json naming them, with the
     source package's version and dependencies); returns the package.json files written. The folder is replaced
     whole, so nothing of an older build stays beside it."""
-    compiler = mpy_cross_executable()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".mip-", dir=out.parent))
     written = []
     try:
         for package in LIBRARY_PACKAGES:
             spec = json.loads((firmware / package / "package.json").read_text())
-            (work / package).mkdir()
-            urls = []
-            for target, url in spec["urls"]:
-                mpy = Path(url).with_suffix(".mpy").name
-                result = subprocess.run(
-                    [compiler, "-o", str(work / package / mpy), "-s", target, str(firmware / package / url)],
-                    capture_output=True,
-                    text=True,
-                )
-                if result.returncode:
-                    raise FirmwareBuildError(f"mpy-cross failed on {package}/{url}: {result.stderr.strip()}")
-                urls.append([str(Path(target).with_suffix(".mpy")), mpy])
+            # Each target (dmqtt/client.py) compiled to work/dmqtt/client.mpy, the .mpy package's own layout.
+            compile_sources([(firmware / package / url, Path(target)) for target, url in spec["urls"]], work)
             compiled = {key: value for key, value in spec.items() if key != "urls"}
-            compiled["urls"] = urls
+            compiled["urls"] = [
+                [str(Path(target).with_suffix(".mpy")), Path(url).with_suffix(".mpy").name]
+                for target, url in spec["urls"]
+            ]
             (work / package / "package.json").write_text(json.dumps(compiled, indent=2) + "\n")
             written.append(out / package / "package.json")
         if out.exists():

@@ -13,12 +13,12 @@ it listens on the network (--host 0.0.0.0)."""
 from __future__ import annotations
 
 import argparse
-import signal
 from pathlib import Path
 
 from host_bridge.broker.mosquitto import Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority, stamp
 from host_bridge.errors import BrokerError
+from host_bridge.processes import sigterm_as_ctrl_c
 
 ACL = "user recorder\ntopic read sensors/#\ntopic write cmd/#\n\npattern write sensors/%c/#\npattern read cmd/%c\n"
 
@@ -46,8 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def secured(args: argparse.Namespace) -> tuple[tuple[Path, Path], tuple[str, ...]]:
-    """The TLS files and the mosquitto.conf lines for --tls: a CA, the broker's certificate, passwords, the ACL."""
+def secured(args: argparse.Namespace) -> tuple[Path, tuple[Path, Path], tuple[str, ...]]:
+    """For --tls: the CA (the boards' tls.ca), the broker's certificate and key, and the mosquitto.conf lines for
+    the passwords and the ACL."""
     users = {}
     for entry in args.user:
         name, sep, password = entry.partition(":")
@@ -62,23 +63,23 @@ def secured(args: argparse.Namespace) -> tuple[tuple[Path, Path], tuple[str, ...
     passwords = write_password_file(args.dir / "passwords", users)
     acl = args.dir / "acl"
     acl.write_text(ACL)
-    return cert, (f"password_file {passwords}", f"acl_file {acl}")
+    return ca.ca, cert, (f"password_file {passwords}", f"acl_file {acl}")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.user and not args.tls:
         raise BrokerError("--user goes with --tls (without it the broker takes anonymous clients)")
-    cert, options = secured(args) if args.tls else (None, ())
+    ca, cert, options = secured(args) if args.tls else (None, None, ())
     broker = Mosquitto(
         args.dir, args.port, persistence=True, tls=cert, options=options, allow_anonymous=not args.tls, host=args.host
     )
-    signal.signal(signal.SIGTERM, _terminated)
+    sigterm_as_ctrl_c()
     broker.start()
     try:
         print(f"broker: listening on {args.host}:{broker.port}{' (TLS)' if args.tls else ''}", flush=True)
         print(f"broker: config, log and persistence in {args.dir}", flush=True)
-        if args.tls:
-            print(f"broker: the boards' CA is {args.dir / 'tls' / 'ca.pem'}", flush=True)
+        if ca is not None:
+            print(f"broker: the boards' CA is {ca}", flush=True)
         print("broker: Ctrl-C stops it", flush=True)
         assert broker.process is not None
         code = broker.process.wait()
@@ -87,7 +88,3 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         broker.stop()
-
-
-def _terminated(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM stops the broker as Ctrl-C does

@@ -72,8 +72,13 @@ class Mosquitto:
         self.log_path = self.workdir / "mosquitto.log"
 
     @property
+    def client_host(self) -> str:
+        """Where a client on this machine reaches it (loopback when it listens on every interface)."""
+        return "127.0.0.1" if self.host == "0.0.0.0" else self.host
+
+    @property
     def address(self) -> str:
-        return f"{'127.0.0.1' if self.host == '0.0.0.0' else self.host}:{self.port}"
+        return f"{self.client_host}:{self.port}"
 
     def write_config(self) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -143,7 +148,7 @@ class Mosquitto:
                 self.process = None
                 raise BrokerError(f"mosquitto exited at start; see {self.log_path}")
             try:
-                with socket.create_connection((self.address.rsplit(":", 1)[0], self.port), timeout=0.2):
+                with socket.create_connection((self.client_host, self.port), timeout=0.2):
                     time.sleep(0.05 if self.tls else 0)  # let a TLS listener finish its set-up
                     return
             except OSError:

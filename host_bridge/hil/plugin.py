@@ -21,9 +21,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,7 +39,7 @@ from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs, write_csv
 from host_bridge.hil.virtual_dut import VirtualDut
-from host_bridge.processes import ManagedProcess, still_running
+from host_bridge.processes import ManagedProcess, sigterm_as_ctrl_c, still_running
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
 
@@ -150,10 +148,6 @@ def resolve(config: pytest.Config) -> HilConfig:
     )
 
 
-def _terminated(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt  # so that fixtures tear down and stop what they started, as on Ctrl-C
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "hil_real: needs a real board (skipped, with the reason, on --dut sim)")
     config.addinivalue_line(
@@ -223,8 +217,7 @@ def hil_config(pytestconfig: pytest.Config) -> HilConfig:
     """The bench's options, resolved once (boards, broker, install path, cycles, log folder). Every bench fixture
     takes it, so a test session that uses the bench, and only such a session, gets a SIGTERM handler that unwinds
     like Ctrl-C (fixtures then stop the boards, brokers and bridges they started)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminated)
+    sigterm_as_ctrl_c()
     return pytestconfig.stash[_CONFIG]
 
 

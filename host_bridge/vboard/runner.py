@@ -152,9 +152,9 @@ class VirtualBoard:
         self.partitions = self.board.data_partitions(actual)
         if self.install not in INSTALL_PATHS:
             raise VBoardError(f"install must be one of {', '.join(INSTALL_PATHS)}, not {self.install!r}")
-        self.root = stage_firmware(Path(self.app), Path(self.firmware), library=self.library)
         if self.library and self.install != "deployed":
             raise VBoardError("an application with the client library in lib/ (library) is installed deployed only")
+        self.root = stage_firmware(Path(self.app), Path(self.firmware), library=self.library)
         self._romfs = next((p for p in self.partitions if p.label == "romfs"), None)
         if self.install == "romfs" and self._romfs is None:
             raise VBoardError(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.command import ACL
 from host_bridge.broker.mosquitto import Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority, stamp
 from host_bridge.hil.cycle import CutPlan, boot_once, run_to_completion
@@ -61,9 +62,7 @@ def secured_broker(workdir: Path, pki: Pki, cert: tuple[Path, Path], client_cert
     workdir.mkdir(parents=True, exist_ok=True)
     passwords = write_password_file(workdir / "passwords", {"tls-board": PASSWORD, "recorder": PASSWORD})
     acl = workdir / "acl"
-    acl.write_text(
-        "user recorder\ntopic read sensors/#\ntopic write cmd/#\n\npattern write sensors/%c/#\npattern read cmd/%c\n"
-    )
+    acl.write_text(ACL)  # the one `host-bridge broker --tls` writes
     options = [f"acl_file {acl}"]
     if client_certs:
         options += [f"cafile {pki.ca.ca}", "require_certificate true", "use_identity_as_username true"]
