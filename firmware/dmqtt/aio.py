@@ -147,7 +147,7 @@ class AsyncClient:
 
     @property
     def connected(self):
-        return self.client.state == CONNECTED
+        return self.client.connected
 
     async def connect(self, transport_factory):
         """Start the connection task (it reconnects with backoff until close()) and wait until the first
