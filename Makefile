@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # The install is redone when the dependencies or the version (read by setuptools from dmqtt) change.
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml firmware/dmqtt/__init__.py | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml firmware/dmqtt/__init__.py tests/hil/neighbours.txt | cksum | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SITE = $(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 FIRMWARE := $(shell find firmware -name '*.py' ! -name manifest.py | sort)
@@ -49,9 +49,13 @@ system-deps:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml firmware/dmqtt/__init__.py
+$(STAMP): pyproject.toml firmware/dmqtt/__init__.py tests/hil/neighbours.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@# pytest-embedded apart (its plugin would load into every run): a test puts it beside the bench.
+	@rm -rf $(VENV)/neighbours
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --target $(VENV)/neighbours \
+		-r tests/hil/neighbours.txt
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -107,8 +111,9 @@ bench: system-deps $(STAMP)
 # The HIL bench's scenario suite: virtual boards by default; a real one with
 #   make hil PORT=/dev/serial/by-id/usb-Silicon_Labs_CP2102... BOARD=esp32-devkitc [LINK_PORT=...] [POWER_CMD='uhubctl -a cycle -p {port}']
 # HIL_CYCLES=N repeats the power-cut scenarios N times; every table lands in build/hil/results.csv.
-HIL_ARGS = $(if $(PORT),--dut $(PORT) --board $(or $(BOARD),esp32-devkitc)) $(if $(LINK_PORT),--link-port $(LINK_PORT)) \
-	$(if $(POWER_CMD),--power-cmd '$(POWER_CMD)') $(if $(BROKER),--broker $(BROKER))
+HIL_ARGS = $(if $(PORT),--hil-dut $(PORT) --hil-board $(or $(BOARD),esp32-devkitc)) \
+	$(if $(LINK_PORT),--hil-link-port $(LINK_PORT)) $(if $(POWER_CMD),--hil-power-cmd '$(POWER_CMD)') \
+	$(if $(BROKER),--hil-broker $(BROKER))
 hil: system-deps $(STAMP)
 	$(BIN)/python -m pytest tests/hil -rs $(HIL_ARGS) --junitxml=build/hil/junit.xml
 

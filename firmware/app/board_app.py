@@ -142,7 +142,6 @@ class Board:
         self.boot = boot
         self.backoff = Backoff()
         self.retry_at = time.ticks_ms()
-        self.connect_failures = 0  # attempts that failed, the client's (refused, no CONNACK) and the network's
         self.heap_at_boot = 0
         self.heap = HeapWatch()
         self.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
@@ -217,8 +216,12 @@ class Board:
             client.close()
             delay = self.backoff.next_ms()  # capped exponential with jitter
             self.retry_at = time.ticks_add(time.ticks_ms(), delay)
-            self.connect_failures += 1
-            print(console.CONNECT_FAILED % (exc, delay))
+            if isinstance(exc, OSError):
+                client.connect_failures += 1  # the network's: the client counts its own (refused, no CONNACK)
+            # Failures since the last connection: the 1st, 2nd, 4th, 8th... are said, so a board that cannot
+            # reach its broker says so at once, then ever more quietly.
+            if not self.backoff.attempt & (self.backoff.attempt - 1):
+                print(console.CONNECT_FAILED % (exc, delay))
             return False
 
     def open_transport(self):
@@ -346,7 +349,7 @@ class Board:
             cfg["count"],
             client.refused,
             client.reconnects,
-            self.connect_failures,
+            client.connect_failures,
             time.ticks_diff(time.ticks_ms(), start),
             self.heap_at_boot,
             gc.mem_free(),

@@ -12,19 +12,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from host_bridge import assets
 from host_bridge.errors import HostBridgeError
+from host_bridge.schema import SchemaError, convert
 
 BOARDS_DIR = assets.BOARDS
 SECTOR = 4096
 APP_ALIGN = 0x10000
 TABLE_OFFSET = 0x8000
 FIRST_PARTITION = 0x9000  # the 3 KiB table occupies 0x8000..0x8BFF; partitions start at the next 4 KiB
-
-CONSOLES = ("usb-uart", "usb-serial-jtag", "virtual")
-MPY_ARCHS = ("xtensawin", "rv32imc", None)  # None: the virtual board runs architecture-neutral bytecode
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,47 @@ VIRTUAL_CHIP = "virtual"
 
 class BoardError(HostBridgeError):
     """A board definition is missing, malformed or inconsistent."""
+
+
+Offset = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class PartitionFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """partitions[]: one entry of the ESP-IDF partition table (offsets and sizes in bytes)."""
+
+    label: str
+    type: Literal["app", "data"]
+    subtype: str
+    offset: Offset
+    size: Annotated[int, msgspec.Meta(gt=0)]
+
+
+class UartFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """uart: the UART of the serial link to the bridge (its pins are checked against the chip's)."""
+
+    id: Annotated[int, msgspec.Meta(ge=0, le=2)]
+    tx: Offset
+    rx: Offset
+    baud: Annotated[int, msgspec.Meta(gt=0)]
+
+
+class BoardFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """boards/NAME/board.json, key by key (docs/partition-layout.md describes each)."""
+
+    name: str
+    chip: str  # one of CHIPS, or "virtual"
+    flash_size: Annotated[int, msgspec.Meta(gt=0)]
+    erase_block: Literal[4096] = 4096  # SECTOR: every chip here erases 4 KiB sectors; the journal is laid out on them
+    partitions: Annotated[list[PartitionFile], msgspec.Meta(min_length=1)]
+    heap: str = "110k"
+    heap_without_wifi: str | None = None
+    description: str = ""
+    console: Literal["usb-uart", "usb-serial-jtag", "virtual"] | None = None
+    mpy_arch: Literal["xtensawin", "rv32imc"] | None = None  # None: the virtual board runs portable bytecode
+    uart: UartFile | None = None
+    led: Offset | None = None
+    micropython_board: str | None = None
+    firmware_image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,39 +193,31 @@ class BoardDefinition:
 
     @classmethod
     def from_json(cls, raw: Any, path: Path | None = None) -> BoardDefinition:
+        """A board.json's contents, checked against its schema (BoardFile), then for what a schema cannot say
+        (pins, partition alignment and overlaps)."""
         where = str(path) if path else "board definition"
-        f = _Fields(raw, where)
-        chip = f.text("chip")
-        if chip != VIRTUAL_CHIP and chip not in CHIPS:
-            raise BoardError(f"{where}: chip {chip!r} is not one of {', '.join([*CHIPS, VIRTUAL_CHIP])}")
-        parts = []
-        for i, entry in enumerate(f.list("partitions")):
-            p = _Fields(entry, f"{where}: partitions[{i}]")
-            parts.append(Partition(p.text("label"), p.text("type"), p.text("subtype"), p.int("offset"), p.int("size")))
-        uart = None
-        if "uart" in raw:
-            u = _Fields(raw["uart"], f"{where}: uart")
-            uart = LinkUart(u.int("id"), u.int("tx"), u.int("rx"), u.int("baud"))
-        console = f.text("console", "virtual" if chip == VIRTUAL_CHIP else None)
-        if console not in CONSOLES:
-            raise BoardError(f"{where}: console must be one of {', '.join(CONSOLES)}, not {console!r}")
-        arch = f.optional_text("mpy_arch")
-        if arch not in MPY_ARCHS:
-            raise BoardError(f"{where}: mpy_arch must be one of xtensawin, rv32imc, not {arch!r}")
+        try:
+            f = convert(where, raw, BoardFile)
+        except SchemaError as exc:
+            raise BoardError(str(exc)) from None
+        if f.chip != VIRTUAL_CHIP and f.chip not in CHIPS:
+            raise BoardError(f"{where}: chip {f.chip!r} is not one of {', '.join([*CHIPS, VIRTUAL_CHIP])}")
+        if f.console is None and f.chip != VIRTUAL_CHIP:
+            raise BoardError(f"{where}: console is required for a real chip (usb-uart or usb-serial-jtag)")
         definition = cls(
-            name=f.text("name"),
-            chip=chip,
-            flash_size=f.int("flash_size"),
-            heap=f.text("heap", "110k"),
-            heap_without_wifi=f.optional_text("heap_without_wifi"),
-            micropython_board=f.optional_text("micropython_board"),
-            partitions=tuple(parts),
-            description=f.text("description", ""),
-            console=console,
-            mpy_arch=arch,
-            uart=uart,
-            led=raw.get("led") if isinstance(raw.get("led"), int) else None,
-            firmware_image=f.optional_text("firmware_image"),
+            name=f.name,
+            chip=f.chip,
+            flash_size=f.flash_size,
+            heap=f.heap,
+            heap_without_wifi=f.heap_without_wifi,
+            micropython_board=f.micropython_board,
+            partitions=tuple(Partition(p.label, p.type, p.subtype, p.offset, p.size) for p in f.partitions),
+            description=f.description,
+            console=f.console or "virtual",
+            mpy_arch=f.mpy_arch,
+            uart=LinkUart(f.uart.id, f.uart.tx, f.uart.rx, f.uart.baud) if f.uart else None,
+            led=f.led,
+            firmware_image=f.firmware_image,
             path=path,
         )
         definition.validate(where)
@@ -248,46 +281,6 @@ class BoardDefinition:
         if end > flash_size:
             raise BoardError(f"data partitions need {end} bytes of flash, the flash file has {flash_size}")
         return rebased
-
-
-class _Fields:
-    """Typed access to one JSON object, each failure naming the field."""
-
-    def __init__(self, raw: Any, where: str) -> None:
-        if not isinstance(raw, dict):
-            raise BoardError(f"{where}: expected a JSON object")
-        self.raw, self.where = raw, where
-
-    def _get(self, key: str, default: Any) -> Any:
-        if key not in self.raw:
-            if default is None:
-                raise BoardError(f"{self.where}: field {key!r} is missing")
-            return default
-        return self.raw[key]
-
-    def text(self, key: str, default: str | None = None) -> str:
-        value = self._get(key, default)
-        if not isinstance(value, str):
-            raise BoardError(f"{self.where}: field {key!r} must be a string")
-        return value
-
-    def optional_text(self, key: str) -> str | None:
-        value = self.raw.get(key)
-        if value is not None and not isinstance(value, str):
-            raise BoardError(f"{self.where}: field {key!r} must be a string")
-        return value
-
-    def int(self, key: str) -> int:
-        value = self._get(key, None)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise BoardError(f"{self.where}: field {key!r} must be a non-negative integer")
-        return value
-
-    def list(self, key: str) -> list[Any]:
-        value = self._get(key, None)
-        if not isinstance(value, list) or not value:
-            raise BoardError(f"{self.where}: field {key!r} must be a non-empty list")
-        return value
 
 
 def available() -> list[str]:

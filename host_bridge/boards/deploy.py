@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from host_bridge import assets
+from host_bridge.boards.board_config import check_file
 from host_bridge.boards.firmware_build import (
     add_put_argument,
     parse_put,
@@ -19,7 +20,6 @@ from host_bridge.boards.realboard import (
     NO_ROMFS,
     DeployError,
     add_port_argument,
-    check_config,
     deploy_commands,
     find_port,
     has_romfs,
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     args.port = find_port(args.port, args.dry_run)
     puts = [parse_put(p) for p in args.put]
     if args.config is not None:
-        check_config(args.config, next((source for source, name in puts if name == "secrets.json"), None))
+        check_file(args.config, next((source for source, name in puts if name == "secrets.json"), None))
     root = stage_firmware(args.app)
     files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
     print(f"firmware: {len(files)} files from {root}", flush=True)

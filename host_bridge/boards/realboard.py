@@ -5,15 +5,11 @@ table, and for copying the compiled firmware and config.json onto it; run (or on
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
-from host_bridge import assets
 from host_bridge.boards import partitions
 from host_bridge.boards.definition import CHIPS, BoardDefinition, image_chip_id
 from host_bridge.errors import HostBridgeError
@@ -21,34 +17,6 @@ from host_bridge.errors import HostBridgeError
 
 class DeployError(HostBridgeError):
     """Flashing or deploying to a real board failed."""
-
-
-def board_config_module() -> ModuleType:
-    """The firmware's own config checker (firmware/app/config.py), so a bad file is caught before it ships."""
-    spec = importlib.util.spec_from_file_location("board_config", assets.APP / "config.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def check_config(path: Path, secrets: Path | None = None) -> None:
-    """The board's own checks on config.json, with secrets.json merged as the board merges it. Messages name
-    fields, never secret values."""
-    module = board_config_module()
-    try:
-        raw = json.loads(path.read_text())
-        if secrets is not None:
-            module.merge_secrets(raw, json.loads(secrets.read_text()))
-        module.check(raw)
-    except FileNotFoundError as exc:
-        raise DeployError(f"{exc.filename} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise DeployError(
-            f"{path if secrets is None else 'config.json or secrets.json'} is not valid JSON: {exc}"
-        ) from None
-    except module.ConfigError as exc:
-        raise DeployError(f"{path}: {exc}") from None
 
 
 def check_image(board: BoardDefinition, image: bytes, name: str) -> None:

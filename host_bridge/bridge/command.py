@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import socket
 import sys
 import threading
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -18,7 +18,7 @@ from host_bridge.bridge.config import BridgeConfig, TLSSection
 from host_bridge.bridge.config import load as load_config
 from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
-from host_bridge.net import Destination, TLSConfig
+from host_bridge.net import Destination, TLSConfig, add_wait_argument, await_broker
 
 
 def command(broker: str, baud: int, ports: dict[str, str], stats_every: float = 60.0, *extra: str) -> list[str]:
@@ -31,7 +31,9 @@ def command(broker: str, baud: int, ports: dict[str, str], stats_every: float = 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", action="append", default=[], metavar="[NAME=]PATH", help="a board's serial port")
+    parser.add_argument(
+        "-p", "--port", action="append", default=[], metavar="[NAME=]PATH", help="a board's serial port"
+    )
     parser.add_argument("--broker", metavar="HOST:PORT", help="where boards' MQTT connections go")
     parser.add_argument("--baud", type=int, help="serial speed (default 115200)")
     parser.add_argument(
@@ -43,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--certfile", help="client certificate (mutual TLS)")
     parser.add_argument("--keyfile", help="client certificate's key")
     parser.add_argument("--stats-every", type=float, default=60.0, metavar="S", help="print counters every S seconds")
-    parser.add_argument("--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_wait_argument(parser)
     add_log_format_argument(parser)
 
 
@@ -77,9 +80,10 @@ def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, lis
     return boards, Destination.parse(broker_text), allow, tls
 
 
-def preflight(boards: list[BoardPort], broker: Destination) -> None:
-    """Fail at once, saying what to do, on what waiting will not fix: a port that exists but cannot be opened,
-    a broker that does not answer. A port that does not exist yet is waited for (a board not plugged in)."""
+def preflight(boards: list[BoardPort], broker: Destination, wait: float | None, say: Callable[[str], None]) -> None:
+    """Fail at once, saying what to do, on what waiting will not fix: a port that exists but cannot be opened.
+    A port that does not exist yet is waited for (a board not plugged in); a broker that does not answer is
+    waited for as --wait says (the same in every subcommand)."""
     for board in boards:
         if not Path(board.path).exists():
             continue
@@ -98,12 +102,7 @@ def preflight(boards: list[BoardPort], broker: Destination) -> None:
                     "(screen, minicom, mpremote, another bridge); close it"
                 ) from None
             raise BridgeError(f"cannot open {board.path}: {text}") from None
-    try:
-        socket.create_connection((broker.host, broker.port), timeout=5).close()
-    except OSError as exc:
-        raise BridgeError(
-            f"broker {broker} unreachable ({exc.strerror or exc}): is it running, and is --broker right?"
-        ) from None
+    await_broker(broker, wait, say, "is it running (host-bridge broker starts one), and is --broker right?")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     root = logging.getLogger("host_bridge")
     boards, broker, allow, tls = _config(args)
     bridge = Bridge(boards, broker, allow, tls)
-    preflight(boards, broker)
+    preflight(boards, broker, args.wait, lambda text: event(root, logging.WARNING, "broker-unreachable", why=text))
     done = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

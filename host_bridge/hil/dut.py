@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dboard import console
+from host_bridge.boards.board_config import check_value
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.errors import HostBridgeError
 
@@ -92,8 +93,16 @@ class Dut(ABC):
 
     # -- to be provided --------------------------------------------------------------------------------------
 
+    def configure(self, config: dict[str, Any], *, check: bool = True) -> None:
+        """config.json for the boots to come, checked first by the board's own rules (BoardConfigError names the
+        key and what is expected); check=False hands the board a bad one on purpose, to see what it says."""
+        if check:
+            check_value(config, f"{self.name}'s config")
+        self.config = config
+        self._install_config(config)
+
     @abstractmethod
-    def configure(self, config: dict[str, Any]) -> None: ...
+    def _install_config(self, config: dict[str, Any]) -> None: ...
 
     @abstractmethod
     def start(self, cut_at_op: int = 0) -> None: ...

@@ -1,12 +1,14 @@
 """The HIL bench's pytest plugin, registered once through the package's `pytest11` entry point: the same
-scenario tests run on virtual boards (the default, `--dut sim`) and on real boards (`--dut /dev/ttyUSB0 --board
-esp32-devkitc`). Options are resolved once into a HilConfig; each concern is one fixture:
+scenario tests run on virtual boards (the default, `--hil-dut sim`) and on real boards (`--hil-dut /dev/ttyUSB0
+--hil-board esp32-devkitc`). Every option is also an ini option (`hil_dut = /dev/ttyUSB0` in pytest.ini).
+Options are resolved once into a HilConfig; each concern is one fixture:
 
   broker      Mosquitto on a free loopback port (persistence on; `@pytest.mark.broker(persistence=False)`),
-              restart()/stop()/start(); or the external broker of --broker HOST:PORT (no restarts)
+              restart()/stop()/start(); or the external broker of --hil-broker HOST:PORT (no restarts)
   bridge      the serial bridge (`host-bridge run`) for boards on the link: start(duts), kill(), restart(), stop()
-  duts / dut  the boards under test, one per --dut: configure(), start(), expect(), power_cut(), reset(),
-              unplug()/replug() where the board allows, stats() where it has flash counters
+  hil_duts / hil_dut  the boards under test, one per --hil-dut: configure(), start(), expect(), power_cut(),
+              reset(), unplug()/replug() where the board allows, stats() where it has flash counters (not
+              named `dut`, which is pytest-embedded's: both plugins can share one environment)
   subscriber  a QoS 2 persistent-session witness recording every delivery
   verdict     judge(runs) -> Verdict: sent, received, lost, duplicated, boots, power cuts per board, with the
               promises the Spark audit uses; printed and saved in the test's log folder
@@ -73,83 +75,87 @@ class HilConfig:
         return all(d.virtual for d in self.duts)
 
 
+# Every option of the bench: on the command line as --hil-NAME, in pytest.ini/pyproject.toml as hil_NAME (the
+# command line wins). One prefix, so that the bench sits beside other plugins (pytest-embedded has --port,
+# --baud, --target...) without a clash.
+_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dut": (
+        "device under test: 'sim' (a virtual board, the default) or a real board's console port; repeatable",
+        {"action": "append", "metavar": "sim|PORT"},
+    ),
+    "board": (
+        "board definition (boards/NAME) for each --hil-dut, in order (default: sim for sim)",
+        {"action": "append", "metavar": "NAME"},
+    ),
+    "link-port": (
+        "host end of each real board's link UART, in --hil-dut order ('-' for none)",
+        {"action": "append", "metavar": "PORT"},
+    ),
+    "broker": ("an external broker instead of a Mosquitto per test", {"metavar": "HOST:PORT"}),
+    "power-cmd": (
+        "command that power-cycles a real board, e.g. 'uhubctl -a cycle -p {port}' ({port}, {board})",
+        {"metavar": "CMD"},
+    ),
+    "log-dir": ("one log folder per test under DIR (default build/hil/logs)", {"metavar": "DIR"}),
+    "install": (
+        "how the firmware's code is installed: deployed (.mpy files on the filesystem, in the heap; the default, "
+        "as `host-bridge deploy` leaves a stock image), romfs (a ROMFS image) or frozen (in the image)",
+        {"choices": INSTALL_PATHS},
+    ),
+    "cycles": (
+        "repeat the power-cut scenarios N times and write their tables as CSV (default: $HIL_CYCLES or 1)",
+        {"type": int, "metavar": "N"},
+    ),
+}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hil", "hardware-in-the-loop bench (host_bridge.hil)")
-    group.addoption(
-        "--dut",
-        action="append",
-        default=None,
-        metavar="sim|PORT",
-        help="device under test: 'sim' (a virtual board, the default) or a real board's console port; repeatable",
-    )
-    group.addoption(
-        "--board",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help="board definition (boards/NAME) for each --dut, in order (default: sim for sim)",
-    )
-    group.addoption(
-        "--link-port",
-        action="append",
-        default=None,
-        metavar="PORT",
-        help="host end of each real board's link UART, in --dut order ('-' for none)",
-    )
-    group.addoption(
-        "--broker", default=None, metavar="HOST:PORT", help="an external broker instead of a Mosquitto per test"
-    )
-    group.addoption(
-        "--power-cmd",
-        default=None,
-        metavar="CMD",
-        help="command that power-cycles a real board, e.g. 'uhubctl -a cycle -p {port}' ({port}, {board})",
-    )
-    group.addoption(
-        "--hil-log-dir", default=None, metavar="DIR", help="one log folder per test under DIR (default build/hil/logs)"
-    )
-    group.addoption(
-        "--hil-install",
-        choices=INSTALL_PATHS,
-        default="deployed",
-        help="how the firmware's code is installed: deployed (.mpy files on the filesystem, in the heap; the "
-        "default, as `host-bridge deploy` leaves a stock image), romfs (a ROMFS image) or frozen (in the image)",
-    )
-    group.addoption(
-        "--hil-cycles",
-        type=int,
-        default=None,
-        metavar="N",
-        help="repeat the power-cut scenarios N times and write their tables as CSV (default: $HIL_CYCLES or 1)",
-    )
+    for name, (help_text, kwargs) in _OPTIONS.items():
+        group.addoption(f"--hil-{name}", default=None, help=help_text, **kwargs)
+        if kwargs.get("action") == "append":
+            parser.addini(f"hil_{name.replace('-', '_')}", f"{help_text} (--hil-{name}; several: spaces)", "args", [])
+        else:
+            parser.addini(f"hil_{name.replace('-', '_')}", f"{help_text} (--hil-{name})", "string", "")
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    """--hil-NAME from the command line, else hil_NAME from the ini file, else None."""
+    value = config.getoption(f"--hil-{name}")
+    if value is None:
+        value = config.getini("hil_" + name.replace("-", "_")) or None
+        choices = _OPTIONS[name][1].get("choices")
+        if value is not None and choices is not None and value not in choices:
+            raise pytest.UsageError(f"hil_{name.replace('-', '_')} = {value}: expected one of {', '.join(choices)}")
+    return value
 
 
 def resolve(config: pytest.Config) -> HilConfig:
-    ports: list[str] = config.getoption("--dut") or [SIM]
-    boards: list[str] = config.getoption("--board") or []
-    links: list[str] = config.getoption("--link-port") or []
+    ports: list[str] = _option(config, "dut") or [SIM]
+    boards: list[str] = _option(config, "board") or []
+    links: list[str] = _option(config, "link-port") or []
     specs = []
     for i, port in enumerate(ports):
         board = boards[i] if i < len(boards) else (SIM if port == SIM else None)
         if board is None:
-            raise pytest.UsageError(f"--dut {port}: give its --board (one of the folders under boards/)")
+            raise pytest.UsageError(f"--hil-dut {port}: give its --hil-board (one of the folders under boards/)")
         link = links[i] if i < len(links) and links[i] != "-" else None
         specs.append(DutSpec(None if port == SIM else port, board, link))
         BoardDefinition.load(board)  # a wrong name fails here, once, with the list of boards
-    cycles = config.getoption("--hil-cycles") or int(os.environ.get("HIL_CYCLES", "1") or 1)
-    log_dir = Path(config.getoption("--hil-log-dir") or Path(str(config.rootpath)) / "build" / "hil" / "logs")
+    cycles = int(_option(config, "cycles") or os.environ.get("HIL_CYCLES", "1") or 1)
+    log_dir = Path(_option(config, "log-dir") or Path(str(config.rootpath)) / "build" / "hil" / "logs")
     return HilConfig(
         specs,
-        config.getoption("--broker"),
-        config.getoption("--power-cmd"),
+        _option(config, "broker"),
+        _option(config, "power-cmd"),
         log_dir.resolve(),
         max(1, cycles),
-        config.getoption("--hil-install"),
+        _option(config, "install") or "deployed",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "hil_real: needs a real board (skipped, with the reason, on --dut sim)")
+    config.addinivalue_line("markers", "hil_real: needs a real board (skipped, with the reason, on --hil-dut sim)")
     config.addinivalue_line(
         "markers", "hil_virtual(why): needs what only a virtual board offers (skipped on real boards)"
     )
@@ -176,7 +182,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     hil = config.stash[_CONFIG]
     for item in items:
         if item.get_closest_marker("hil_real") and hil.virtual:
-            item.add_marker(pytest.mark.skip(reason="needs a real board: run with --dut PORT --board NAME"))
+            item.add_marker(pytest.mark.skip(reason="needs a real board: run with --hil-dut PORT --hil-board NAME"))
         marker = item.get_closest_marker("hil_virtual")
         if marker and not hil.virtual:
             why = marker.args[0] if marker.args else "needs a virtual board"
@@ -232,14 +238,14 @@ def hil_log(request: pytest.FixtureRequest, hil_config: HilConfig) -> Path:
 
 
 class ExternalBroker:
-    """A broker the bench does not run (--broker): it cannot be restarted from here."""
+    """A broker the bench does not run (--hil-broker): it cannot be restarted from here."""
 
     def __init__(self, address: str) -> None:
         self.address = address
         self.log_path: Path | None = None
 
     def _refuse(self) -> None:
-        pytest.skip("this scenario restarts the broker: not possible with --broker (an external broker)")
+        pytest.skip("this scenario restarts the broker: not possible with --hil-broker (an external broker)")
 
     def restart(self) -> None:
         self._refuse()
@@ -255,7 +261,7 @@ class ExternalBroker:
 def broker(
     request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path
 ) -> Iterator[Mosquitto | ExternalBroker]:
-    """The broker of the test: --broker's, or a Mosquitto on loopback of the test's own (persistence on, unless
+    """The broker of the test: --hil-broker's, or a Mosquitto on loopback of the test's own (persistence on, unless
     the test is marked broker(persistence=False)), stopped after it."""
     if hil_config.broker:
         yield ExternalBroker(hil_config.broker)
@@ -279,7 +285,7 @@ class Bridge:
     def start(self, duts: list[Dut] | None = None) -> None:
         for d in duts or []:
             if d.link_port is None:
-                pytest.skip(f"{d.name} has no link port: give --link-port for a real board on the serial link")
+                pytest.skip(f"{d.name} has no link port: give --hil-link-port for a real board on the serial link")
             self.ports[d.name] = d.link_port
         args = bridge_command(self.broker.address, LINK_BAUD, self.ports, 5)
         self.starts += 1
@@ -325,8 +331,8 @@ def make_switch(spec: DutSpec, power_cmd: str | None) -> Callable[[ModemLines], 
 
 
 @pytest.fixture
-def duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -> Iterator[list[Dut]]:
-    """The boards under test, one per --dut (a virtual board by default), each with its power switch and
+def hil_duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -> Iterator[list[Dut]]:
+    """The boards under test, one per --hil-dut (a virtual board by default), each with its power switch and
     console log; every one closed (and a virtual one's process ended) after the test."""
     made: list[Dut] = []
     try:
@@ -366,9 +372,9 @@ def duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -
 
 
 @pytest.fixture
-def dut(duts: list[Dut]) -> Dut:
+def hil_dut(hil_duts: list[Dut]) -> Dut:
     """The first board under test."""
-    return duts[0]
+    return hil_duts[0]
 
 
 @pytest.fixture

@@ -91,14 +91,14 @@ class CommandSwitch:
     def __init__(self, template: str, port: str, board: str, timeout: float = 60) -> None:
         self.argv = [part.format(port=port, board=board) for part in shlex.split(template)]
         if not self.argv:
-            raise PowerError("--power-cmd is empty")
+            raise PowerError("--hil-power-cmd is empty")
         self.timeout = timeout
 
     def cut(self) -> None:
         try:
             result = subprocess.run(self.argv, capture_output=True, text=True, timeout=self.timeout)
         except FileNotFoundError:
-            raise PowerError(f"power command {self.argv[0]!r} not found: check --power-cmd") from None
+            raise PowerError(f"power command {self.argv[0]!r} not found: check --hil-power-cmd") from None
         except subprocess.TimeoutExpired:
             raise PowerError(f"power command {shlex.join(self.argv)} did not finish in {self.timeout:.0f} s") from None
         if result.returncode:

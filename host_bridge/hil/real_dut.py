@@ -101,8 +101,7 @@ class SerialDut(Dut):
                 with open(self.console.path, "ab") as log:
                     log.write(data.replace(b"\r\n", b"\n"))
 
-    def configure(self, config: dict[str, Any]) -> None:
-        self.config = config
+    def _install_config(self, config: dict[str, Any]) -> None:
         path = self.log_dir / f"{self.name}.config.json"
         path.write_text(json.dumps(config))
         with self._lock:  # mpremote needs the port to itself
@@ -173,10 +172,11 @@ class _Lines:
 
 
 def _mpremote_deploy(port: str, config: Path, install: str) -> None:
+    from host_bridge.boards.board_config import check_file
     from host_bridge.boards.firmware_build import romfs_image, stage_firmware
-    from host_bridge.boards.realboard import check_config, deploy_commands, run_commands
+    from host_bridge.boards.realboard import deploy_commands, run_commands
 
-    check_config(config)
+    check_file(config)
     root = stage_firmware()
     code = romfs_image(root) if install == "romfs" else install if install == "frozen" else None
     cmd = deploy_commands(port, root, config, resume=False, reset=False, code=code)

@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 from host_bridge import assets
+from host_bridge.boards.board_config import check_file
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.boards.firmware_build import add_put_argument, parse_put
 from host_bridge.errors import VBoardError
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
+from host_bridge.net import Destination, add_wait_argument, await_broker
 from host_bridge.vboard.flash_image import parse_size, size_argument
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
@@ -72,14 +74,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flash-timing", action="store_true", help="programs and erases take a real SPI NOR chip's time (W25Q32JV)"
     )
+    add_wait_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     for name in ("noise", "drop", "garbage"):
         if not 0.0 <= getattr(args, name) < 1.0:
             raise VBoardError(f"--{name} must be a probability in [0, 1)")
-    if args.config is not None and not args.config.is_file():
-        raise VBoardError(f"config file {args.config} does not exist")
+    if args.config is not None:
+        # The board's own rules, before a flash file is created or anything boots.
+        config = check_file(args.config)
+        if config["transport"] == "tcp":
+            await_broker(
+                Destination(config["host"], config["port"]),
+                args.wait,
+                lambda text: print(f"vboard: {text}", file=sys.stderr, flush=True),
+                f"is it running (host-bridge broker starts one), and is the broker in {args.config} right?",
+            )
     faults = None if args.no_serial else LineFaults(args.baud, args.noise, args.drop, args.garbage, args.seed)
     # Ended by SIGTERM (a harness, systemd, `kill`): unwind, so that the board and its serial line go with us.
     # SIGKILL cannot be caught: then the kernel's parent-death signal takes the board down (see runner.py).

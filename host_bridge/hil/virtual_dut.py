@@ -55,8 +55,7 @@ class VirtualDut(Dut):
         self._seeds = random.Random(seed)
         self.pids: list[int] = []  # every boot's process, so a harness can show they all ended
 
-    def configure(self, config: dict[str, Any]) -> None:
-        self.config = config
+    def _install_config(self, config: dict[str, Any]) -> None:
         path = self.flash.with_name(self.flash.stem + ".config.json")
         path.write_text(json.dumps(config))
         self.vboard.config = path

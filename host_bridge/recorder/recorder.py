@@ -15,7 +15,7 @@ import signal
 import socket
 import ssl
 import time
-from logging import ERROR, INFO, WARNING
+from logging import DEBUG, ERROR, INFO, WARNING
 from pathlib import Path
 from types import FrameType
 
@@ -23,7 +23,7 @@ from dmqtt import codec
 from dmqtt.codec_host import NAMES, Packet, PacketDecoder
 from dmqtt.errors import CodecError
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
-from host_bridge.net import AddressError, Destination, TLSConfig
+from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker
 from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
 
 log = logging.getLogger("host_bridge.recorder.recorder")
@@ -36,14 +36,17 @@ _MAX_PACKET = 16 * 1024 * 1024
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker to subscribe to")
+    add_wait_argument(parser)
     add_log_format_argument(parser)
     parser.add_argument(
-        "--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)"
+        "-t", "--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)"
     )
     parser.add_argument(
         "--out", required=True, type=Path, metavar="DIR", help="output folder (Parquet under date=YYYY-MM-DD/)"
     )
-    parser.add_argument("--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)")
+    parser.add_argument(
+        "-i", "--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)"
+    )
     parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), default="3.1.1")
     parser.add_argument("--keepalive", type=int, default=30, metavar="S")
     parser.add_argument(
@@ -56,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
     parser.add_argument("--stats-every", type=float, default=10.0, metavar="S", help="print progress every S seconds")
-    parser.add_argument("--username")
+    parser.add_argument("-u", "--username")
     parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
     parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
     parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
@@ -298,14 +301,12 @@ class Recorder:
             self.backoff = 0.5
         except (OSError, CodecError) as exc:
             self.retry_at = time.monotonic() + self.backoff
-            # Retried for ever (a broker that restarts must not stop the recording), but a recorder that has
-            # never connected says what to check.
-            hint = (
-                {} if self.connected_once else {"check": "is the broker running, and is --broker right? Ctrl-C stops"}
-            )
+            # Retried for ever (a broker that restarts must not stop the recording). Before the first connection
+            # quietly: the start said once what to check (await_broker); after it each outage is a warning
+            # (repeats folded by the log).
             event(
-                log, WARNING, "connect-failed", broker=self.broker, error=str(exc), retry_in=f"{self.backoff:.1f}s",
-                **hint,
+                log, WARNING if self.connected_once else DEBUG, "connect-failed", broker=self.broker, error=str(exc),
+                retry_in=f"{self.backoff:.1f}s",
             )  # fmt: skip
             self.backoff = min(self.backoff * 2, 10.0)
 
@@ -425,6 +426,12 @@ def run(args: argparse.Namespace) -> int:
             password = args.password_file.read_bytes().rstrip(b"\r\n")
         except OSError as exc:
             raise RecorderError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
+    await_broker(
+        broker,
+        args.wait,
+        lambda text: event(log, WARNING, "broker-unreachable", why=text),
+        "is it running (host-bridge broker starts one), and is --broker right? Ctrl-C stops",
+    )
     store = TelemetryStore(args.out)
     try:
         if store.recovered:

@@ -1,4 +1,4 @@
-"""A stand-in for a USB hub's port power (`--power-cmd` in the tests): power-cycles a pty-backed board.
+"""A stand-in for a USB hub's port power (`--hil-power-cmd` in the tests): power-cycles a pty-backed board.
 
 The board is MicroPython running the firmware behind socat, its console on a pty reached through a fixed link
 path, like a real board's /dev/serial/by-id name. Cutting power ends socat (the pty, and with it the port,

@@ -209,16 +209,16 @@ def collected(pytester: pytest.Pytester, *args: str) -> list[str]:
 
 def test_a_real_board_run_collects_the_same_scenarios(pytester: pytest.Pytester) -> None:
     sim = collected(pytester)
-    real = collected(pytester, "--dut", "/dev/ttyUSB0", "--board", "esp32-devkitc")
+    real = collected(pytester, "--hil-dut", "/dev/ttyUSB0", "--hil-board", "esp32-devkitc")
     assert real == sim and len(sim) > 30
 
 
 def test_options_are_checked_once_with_a_plain_message(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("--dut", "/dev/ttyUSB0", "--collect-only", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--hil-dut", "/dev/ttyUSB0", "--collect-only", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--dut /dev/ttyUSB0: give its --board*"])
+    result.stderr.fnmatch_lines(["*--hil-dut /dev/ttyUSB0: give its --hil-board*"])
     result = pytester.runpytest_subprocess(
-        "--dut", "/dev/ttyUSB0", "--board", "esp99", "--collect-only", "-p", "no:cacheprovider"
+        "--hil-dut", "/dev/ttyUSB0", "--hil-board", "esp99", "--collect-only", "-p", "no:cacheprovider"
     )
     result.stderr.fnmatch_lines(["*no board definition at*esp99*esp32-devkitc*"])
 
@@ -229,10 +229,10 @@ def test_real_board_tests_are_skipped_with_a_reason_on_sim(pytester: pytest.Pyte
         import pytest
 
         @pytest.mark.hil_real
-        def test_needs_hardware(dut):
+        def test_needs_hardware(hil_dut):
             raise AssertionError("must not run on sim")
         """
     )
     result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*needs a real board: run with --dut PORT --board NAME*"])
+    result.stdout.fnmatch_lines(["*needs a real board: run with --hil-dut PORT --hil-board NAME*"])

@@ -1,8 +1,8 @@
 """The bench's scenario suite: every QoS promise on every protocol version, over TCP and over the serial link,
 through power cuts (at random moments and, on virtual boards, inside flash programs and erases), broker and
 bridge restarts, a USB port that vanishes and comes back, a noisy line, and a board and broker restarted
-together. The same tests run on virtual boards (`--dut sim`, the default) and on real ones (`--dut PORT --board
-NAME`); each prints and saves its table per board (sent, received, lost, duplicated, boots, power cuts).
+together. The same tests run on virtual boards (`--hil-dut sim`, the default) and on real ones (`--hil-dut PORT
+--hil-board NAME`); each prints and saves its table per board (sent, received, lost, duplicated, boots, power cuts).
 
 `make test` runs one cycle of each; `make hil HIL_CYCLES=N` repeats the power-cut scenarios N times and writes
 every table to build/hil/results.csv."""
@@ -50,7 +50,7 @@ def prepare(dut: Dut, bridge: Bridge, transport: str) -> None:
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_qos_flow(
     request: pytest.FixtureRequest,
-    dut: Dut,
+    hil_dut: Dut,
     broker: Any,
     bridge: Bridge,
     subscriber: Subscriber,
@@ -61,14 +61,14 @@ def test_qos_flow(
 ) -> None:
     """A clean run: every message accepted arrives once, in order, on its topic, at the QoS it was published
     with, neither DUP nor retained, padded to its size (nothing disturbs QoS 0 here either)."""
-    prepare(dut, bridge, transport)
+    prepare(hil_dut, bridge, transport)
     dev = device_id(request, "flow", transport, version.replace(".", ""), qos)
-    config = app_config(dut, dev, broker.address, qos, 20, version, transport, publish={"payload_bytes": 200})
-    run = run_board(dut, config, CutPlan.none(), seed=qos)
+    config = app_config(hil_dut, dev, broker.address, qos, 20, version, transport, publish={"payload_bytes": 200})
+    run = run_board(hil_dut, config, CutPlan.none(), seed=qos)
     result = verdict([run])
     result.assert_kept()
     assert (run.sent, result.tallies[0].received, result.tallies[0].duplicated) == (20, 20, 0)
-    summary = parse_summary(dut.console.text())
+    summary = parse_summary(hil_dut.console.text())
     assert summary is not None and (summary["dev"], summary["sent"], summary["boot"], summary["refused"]) == (
         dev,
         20,
@@ -85,7 +85,7 @@ def test_qos_flow(
 @pytest.mark.parametrize("qos", [1, 2])
 def test_power_cuts_during_flows(
     request: pytest.FixtureRequest,
-    dut: Dut,
+    hil_dut: Dut,
     broker: Any,
     bridge: Bridge,
     verdict: Judge,
@@ -96,15 +96,15 @@ def test_power_cuts_during_flows(
     """Power cut at random moments and (virtual boards) inside flash programs and erases, while QoS 1/2 flows are
     in flight; the board boots again on the same flash until its run completes. QoS 1 loses nothing, QoS 2
     delivers everything exactly once."""
-    prepare(dut, bridge, transport)
+    prepare(hil_dut, bridge, transport)
     version = VERSIONS[(hil_cycle + qos) % 3]
     dev = device_id(request, "cuts", transport, qos, hil_cycle)
     # Half the cuts land inside a flash operation (the journal's writes from the 5th operation of a boot on, one
     # to two per message), half right after the board accepted its 5th to 40th message of the boot; published
     # back to back, so that flows are in flight at every cut. Five cuts of at most 60 messages cannot outrun 400.
     plan = CutPlan(cuts=5, inside_flash=0.5, flash_ops=(5, 60), accepted=(5, 40))
-    config = app_config(dut, dev, broker.address, qos, 400, version, transport, publish={"interval_ms": 0})
-    run = run_board(dut, config, plan, seed=hil_cycle * 97 + qos)
+    config = app_config(hil_dut, dev, broker.address, qos, 400, version, transport, publish={"interval_ms": 0})
+    run = run_board(hil_dut, config, plan, seed=hil_cycle * 97 + qos)
     result = verdict([run])
     result.assert_kept()
     assert run.power_cuts == 5, f"the dose was not given: {run.power_cuts} cuts"
@@ -147,24 +147,24 @@ def reconnected(dut: Dut, before: int, timeout: float = 30) -> None:
 
 @pytest.mark.parametrize(("qos", "transport"), [(1, "tcp"), (2, "tcp"), (1, "serial")])
 def test_broker_restarted_with_persistence(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int, transport: str
+    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int, transport: str
 ) -> None:
     """The broker (persistence on) restarts twice mid-run; board (straight or through the bridge) and
     subscriber resume their sessions."""
-    prepare(dut, bridge, transport)
+    prepare(hil_dut, bridge, transport)
     dev = device_id(request, "broker", qos, transport)
-    config = app_config(dut, dev, broker.address, qos, 150, "3.1.1", transport, publish={"interval_ms": 10})
+    config = app_config(hil_dut, dev, broker.address, qos, 150, "3.1.1", transport, publish={"interval_ms": 10})
 
     def restart_twice() -> None:
-        connections = len(console_host.lines(dut.console.text(), "connected"))
+        connections = len(console_host.lines(hil_dut.console.text(), "connected"))
         broker.restart()
-        reconnected(dut, connections)  # the second restart comes after the board is back, not after a delay
+        reconnected(hil_dut, connections)  # the second restart comes after the board is back, not after a delay
         broker.restart()
 
-    run = run_while(dut, config, restart_twice, accepted=30)
+    run = run_while(hil_dut, config, restart_twice, accepted=30)
     verdict([run]).assert_kept()
     # It came back to its session (how it noticed the broker going differs: a TCP reset, or the bridge's notice).
-    assert dut.console.text().count("connected session_present=1") >= 1, dut.console.text()
+    assert hil_dut.console.text().count("connected session_present=1") >= 1, hil_dut.console.text()
     if transport == "serial":
         # The bridge sees the broker go (an end of stream or a reset, as the timing falls) and tells the board.
         gone = ("the broker closed the connection", "broker connection failed")
@@ -190,7 +190,7 @@ def disturbed_serial_run(
 
 
 def test_bridge_killed_and_restarted(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
+    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
 ) -> None:
     """The serial bridge is SIGKILLed mid-run and started again: the board resumes its session through it."""
 
@@ -199,24 +199,24 @@ def test_bridge_killed_and_restarted(
         time.sleep(0.5)
         bridge.start()
 
-    disturbed_serial_run(request, dut, broker, bridge, verdict, "bridge", "5", kill_and_restart)
-    assert "connected session_present=1" in dut.console.text()
+    disturbed_serial_run(request, hil_dut, broker, bridge, verdict, "bridge", "5", kill_and_restart)
+    assert "connected session_present=1" in hil_dut.console.text()
     assert bridge.starts == 2
 
 
 @pytest.mark.hil_virtual("unplugs the serial adapter from the host")
 def test_usb_port_vanishes_and_comes_back(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
+    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
 ) -> None:
     """The host end of the board's serial line disappears for 1.5 s (a USB adapter pulled and plugged back in
     under the same /dev/serial/by-id name); the bridge reopens it and nothing is lost."""
 
     def pull_cable() -> None:
-        dut.unplug()
+        hil_dut.unplug()
         time.sleep(1.5)
-        dut.replug()
+        hil_dut.replug()
 
-    disturbed_serial_run(request, dut, broker, bridge, verdict, "usb", "3.1.1", pull_cable)
+    disturbed_serial_run(request, hil_dut, broker, bridge, verdict, "usb", "3.1.1", pull_cable)
     log = bridge.text()
     assert "event=port_lost" in log and log.count("event=port_open") >= 2
 
@@ -224,50 +224,52 @@ def test_usb_port_vanishes_and_comes_back(
 @pytest.mark.hil_virtual("injects bit errors and dropped bytes on the line")
 @pytest.mark.parametrize("qos", [1, 2])
 def test_noisy_line(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int
+    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int
 ) -> None:
     """1000 messages at 115200 baud with bit error rate 1e-4 and dropped bytes: retransmissions, nothing lost,
     QoS 2 not duplicated, and the broker never sees a malformed packet."""
-    assert isinstance(dut, VirtualDut)
-    dut.set_line(LineFaults(baud=115200, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos))
-    bridge.start([dut])
+    assert isinstance(hil_dut, VirtualDut)
+    hil_dut.set_line(LineFaults(baud=115200, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos))
+    bridge.start([hil_dut])
     dev = device_id(request, "noisy", qos)
-    run = run_board(dut, app_config(dut, dev, broker.address, qos, 1000, "3.1.1", "serial"), CutPlan.none(), seed=qos)
+    run = run_board(
+        hil_dut, app_config(hil_dut, dev, broker.address, qos, 1000, "3.1.1", "serial"), CutPlan.none(), seed=qos
+    )
     verdict([run]).assert_kept()
     bridge.stop()
     counters = [line for line in bridge.text().splitlines() if "event=counters" in line][-1]
     stats = dict(field.split("=", 1) for field in counters.split() if "=" in field)
     assert int(stats["crc_errors"]) > 0 and int(stats["retransmissions"]) > 0, counters  # the noise was real
-    if broker.log_path is not None:  # an external broker (--broker) keeps its log elsewhere
+    if broker.log_path is not None:  # an external broker (--hil-broker) keeps its log elsewhere
         broker_log = broker.log_path.read_text().lower()
         assert "malformed" not in broker_log and "protocol error" not in broker_log
 
 
 @pytest.mark.parametrize("qos", [1, 2])
 def test_board_and_broker_restarted_together(
-    request: pytest.FixtureRequest, dut: Dut, broker: Any, verdict: Judge, qos: int
+    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, verdict: Judge, qos: int
 ) -> None:
     """The broker goes down; the board keeps accepting messages into its journal (the offline queue) and then
     loses power; both come back, and the queued flows resume from flash alone."""
     dev = device_id(request, "together", qos)
-    config = app_config(dut, dev, broker.address, qos, 80, "5", publish={"interval_ms": 10})
-    dut.configure(config)
-    dut.start()
-    dut.expect(r"connected session_present", timeout=30)
-    dut.expect(r"^accepted \d+ 9$", timeout=30)  # ten messages on their way
+    config = app_config(hil_dut, dev, broker.address, qos, 80, "5", publish={"interval_ms": 10})
+    hil_dut.configure(config)
+    hil_dut.start()
+    hil_dut.expect(r"connected session_present", timeout=30)
+    hil_dut.expect(r"^accepted \d+ 9$", timeout=30)  # ten messages on their way
     broker.stop()
-    dut.expect(r"connection lost|connect failed", timeout=10)
-    away = len(console_host.lines(dut.console.text(), "accepted"))
+    hil_dut.expect(r"connection lost|connect failed", timeout=10)
+    away = len(console_host.lines(hil_dut.console.text(), "accepted"))
     deadline = time.monotonic() + 30
-    while len(console_host.lines(dut.console.text(), "accepted")) < away + 20:  # journaled while it is away
-        assert time.monotonic() < deadline, dut.console.text()[-2000:]
+    while len(console_host.lines(hil_dut.console.text(), "accepted")) < away + 20:  # journaled while it is away
+        assert time.monotonic() < deadline, hil_dut.console.text()[-2000:]
         time.sleep(0.01)
-    dut.power_cut()
-    assert dut.wait_boot(30).kind == "power-cut"
+    hil_dut.power_cut()
+    assert hil_dut.wait_boot(30).kind == "power-cut"
     broker.start()
-    result = run_to_completion(dut, CutPlan.none(), random.Random(qos), timeout=180)
+    result = run_to_completion(hil_dut, CutPlan.none(), random.Random(qos), timeout=180)
     assert result.summary is not None
-    run = BoardRun.witnessed(dut, result.summary, qos, dut.boots, dut.cuts)
+    run = BoardRun.witnessed(hil_dut, result.summary, qos, hil_dut.boots, hil_dut.cuts)
     verdict([run]).assert_kept()
     assert run.boots == 2 and run.power_cuts == 1
-    assert re.search(r"connected session_present=\d inflight=([1-9]\d*)", dut.console.text()), "nothing was queued"
+    assert re.search(r"connected session_present=\d inflight=([1-9]\d*)", hil_dut.console.text()), "nothing was queued"

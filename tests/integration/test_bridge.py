@@ -130,6 +130,30 @@ def test_every_qos_through_one_bridge(tmp_path: Path, broker: Mosquitto) -> None
     assert "event=refused" not in log and log.count("event=connected") >= 3
 
 
+def test_a_bridge_started_before_its_broker_says_so_once_and_relays_when_it_comes(tmp_path: Path) -> None:
+    """Without --wait the bridge starts anyway: one line says what to check, the boards' sessions are retried
+    quietly, and once the broker is there every QoS 1 message is acknowledged."""
+    from host_bridge.broker.mosquitto import free_port
+
+    port = free_port()
+    board = serial_board(tmp_path / "b", "ser-early", 1, 10)
+    bridge = BridgeProcess(tmp_path, {"early": str(board.serial_link)}, f"127.0.0.1:{port}")
+    try:
+        bridge.wait_for("event=broker-unreachable")
+        board.start()
+        assert board.process is not None
+        with Mosquitto(tmp_path / "broker", persistence=True, port=port):
+            # The board ends only when the broker has acknowledged every message, which it reaches through the
+            # bridge alone.
+            out, _ = board.process.communicate(timeout=120)
+            assert board.wait() == 0, out.decode()
+            assert summary(out.decode())["total"] == 10
+    finally:
+        board.close()
+        bridge.stop()
+    assert bridge.text().count("event=broker-unreachable") == 1, bridge.text()
+
+
 def test_sixteen_boards_on_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:
     observer = Subscriber(broker.address, "sixteen-observer")
     boards = {f"b{i:02d}": serial_board(tmp_path / f"b{i}", f"ser-16-{i:02d}", 1 + i % 2, 20) for i in range(16)}
@@ -185,8 +209,9 @@ def test_bridge_says_what_to_do_when_it_cannot_start(tmp_path: Path, broker: Mos
         with serial.Serial(board.serial_port, exclusive=True):  # someone else has the port
             busy = run_bridge_once("--port", board.serial_port, "--broker", broker.address)
         assert busy.returncode == 2 and "is busy: another program has it open" in busy.stderr
-        dead = run_bridge_once("--port", board.serial_port, "--broker", "127.0.0.1:1")
+        dead = run_bridge_once("--port", board.serial_port, "--broker", "127.0.0.1:1", "--wait", "0")
         assert dead.returncode == 2 and "broker 127.0.0.1:1 unreachable" in dead.stderr
+        assert "is it running (host-bridge broker starts one)" in dead.stderr and "Traceback" not in dead.stderr
         empty = run_bridge_once("--broker", broker.address)
         assert empty.returncode == 2 and "no serial ports" in empty.stderr
     finally:

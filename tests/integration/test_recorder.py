@@ -7,6 +7,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from dmqtt_pipeline.spark import read_telemetry
 from dmqtt_telemetry import format as telemetry_format
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.campaigns import chaos
+from tests.conftest import REPO
 from tests.integration.certificates import make_certificates
 from tests.integration.recorder_proc import RecorderProcess, read_rows
 from tests.integration.scripted_broker import Connection, ScriptedBroker
@@ -263,13 +265,42 @@ def test_subscribes_only_when_the_session_or_the_topics_are_new(tmp_path: Path) 
         broker.close()
 
 
-def test_an_unreachable_broker_is_retried_with_a_hint(tmp_path: Path) -> None:
+def test_an_unreachable_broker_is_said_once_then_retried_quietly_until_it_comes(tmp_path: Path) -> None:
     from host_bridge.broker.mosquitto import free_port
 
-    recorder = RecorderProcess(tmp_path / "rec", f"127.0.0.1:{free_port()}")
-    recorder.wait_for("event=connect-failed")
-    assert recorder.stop() == 0  # stopped while retrying: a clean exit
-    assert "is the broker running, and is --broker right?" in recorder.text()
+    port = free_port()
+    recorder = RecorderProcess(tmp_path / "rec", f"127.0.0.1:{port}")
+    try:
+        recorder.wait_for("event=broker-unreachable")
+        # Retried with backoff from a quarter of a second: several attempts within three seconds, no new line.
+        time.sleep(3)
+        assert recorder.running
+        assert recorder.text().count("broker-unreachable") == 1, recorder.text()
+        assert "connect-failed" not in recorder.text(), recorder.text()
+        assert "is it running (host-bridge broker starts one), and is --broker right?" in recorder.text()
+        with Mosquitto(tmp_path / "broker", port=port) as broker:
+            recorder.wait_connected()
+            assert broker.address.endswith(f":{port}")
+            assert recorder.stop() == 0
+    finally:
+        recorder.stop()
+
+
+@pytest.mark.parametrize("wait", ["0", "1.5"])
+def test_wait_gives_up_on_an_unreachable_broker_with_exit_2_before_creating_anything(tmp_path: Path, wait: str) -> None:
+    from host_bridge.broker.mosquitto import free_port
+
+    out = tmp_path / "rec"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "record", "--broker", f"127.0.0.1:{free_port()}", "--out", str(out),
+         "--wait", wait],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert "unreachable (Connection refused): is it running" in done.stderr and f"--wait {wait}" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert time.monotonic() - started >= float(wait) and not out.exists()
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from host_bridge import assets
-from host_bridge.boards.realboard import board_config_module
+from host_bridge.boards.board_config import checker
 
-config = board_config_module()
+config = checker()
 GOOD: dict[str, Any] = {"client_id": "b1", "broker": "127.0.0.1:1883"}
 
 # (what trips it, the config (merged over GOOD unless it is not a dict), the message, as a regular expression)

@@ -1,0 +1,66 @@
+"""The board's config.json on the host. Its rules have one owner, the firmware's checker (firmware/app/config.py,
+which the board runs at boot); the host runs that very file before anything is written, flashed or booted
+(`deploy`, `vboard`, the bench's virtual boards), so a bad file is reported with its path, line and column
+instead of by a board that has already started. docs/config.schema.json describes the same file for editors."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from host_bridge import assets
+from host_bridge.errors import HostBridgeError
+
+
+class BoardConfigError(HostBridgeError):
+    """A config.json (or its secrets.json) the board would refuse."""
+
+
+@functools.cache
+def checker() -> ModuleType:
+    """The firmware's own config checker, loaded from its source once per process."""
+    spec = importlib.util.spec_from_file_location("board_config", assets.APP / "config.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BoardConfigError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise BoardConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise BoardConfigError(
+            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+
+
+def check_value(raw: Any, where: str = "config.json") -> dict[str, Any]:
+    """`raw` (a parsed config.json) as the board reads it; BoardConfigError naming the key and what is expected.
+    Messages name fields, never secret values."""
+    module = checker()
+    try:
+        checked: dict[str, Any] = module.check(raw)
+    except module.ConfigError as exc:
+        raise BoardConfigError(f"{where}: {exc}") from None
+    return checked
+
+
+def check_file(path: Path, secrets: Path | None = None) -> dict[str, Any]:
+    """config.json, with secrets.json merged as the board merges it, checked by the board's rules."""
+    raw = _read_json(path)
+    if secrets is not None:
+        module = checker()
+        try:
+            module.merge_secrets(raw, _read_json(secrets))
+        except module.ConfigError as exc:
+            raise BoardConfigError(f"{path} with {secrets}: {exc}") from None
+    return check_value(raw, str(path))
