@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: make `dmqtt_pipeline` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,21 +27,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dmqtt_pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = parser.add_subparsers(dest="job", required=True, metavar="JOB")
-    for name, help_text in (
-        ("audit", "check every QoS promise; exit 1 when one is broken"),
-        ("rollup", "per device per 1-minute and 1-hour window: count, min, max, mean"),
-        ("report", "an HTML page with PNG plots, readable without a server"),
-        ("all", "audit, rollup and report in one Spark session"),
-    ):
-        job = sub.add_parser(name, help=help_text, description=help_text)
+    add_jobs(parser.add_subparsers(dest="job", required=True, metavar="JOB"))
+    return parser
+
+
+def add_jobs(sub: argparse._SubParsersAction[argparse.ArgumentParser], **parser_options: Any) -> None:
+    """The jobs and their arguments, as subcommands of `sub` (this module's parser, or `host-bridge pipeline`)."""
+    for name, help_text in JOBS.items():
+        job = sub.add_parser(name, help=help_text, description=help_text, **parser_options)
         job.add_argument(
+            "-i",
             "--input",
             required=True,
             metavar="PATH[,PATH...]",
             help="the recorder's --out folder (a Hadoop path); several recorders' folders separated by commas",
         )
-        job.add_argument("--out", required=True, metavar="PATH", help="where results go (a Hadoop path)")
+        job.add_argument("-o", "--out", required=True, metavar="PATH", help="where results go (a Hadoop path)")
         job.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
         if name in ("audit", "report", "all"):
             job.add_argument(
@@ -60,7 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
                 "--until-idle", type=float, metavar="S", help="stop after S seconds without new rows (--stream)"
             )
             job.add_argument("--once", action="store_true", help="process what is there now, then stop (--stream)")
-    return parser
+
+
+JOBS = {
+    "audit": "check every QoS promise; exit 1 when one is broken",
+    "rollup": "per device per 1-minute and 1-hour window: count, min, max, mean",
+    "report": "an HTML page with PNG plots, readable without a server",
+    "all": "audit, rollup and report in one Spark session",
+}
 
 
 def _master(requested: str | None) -> str | None:

@@ -174,17 +174,15 @@ def _exit(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="2g", help="memory per worker")
-    args = parser.parse_args()
-    try:
-        cluster = LocalCluster(args.workers, args.cores, args.memory).start()
-    except PipelineError as exc:
-        print(f"cluster: {exc}", file=sys.stderr)
-        return 2
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Start the cluster, print its master URL, run until Ctrl-C or SIGTERM, then stop every process of it."""
+    cluster = LocalCluster(args.workers, args.cores, args.memory).start()
     print(f"Spark master {cluster.url} with {args.workers} workers; logs in {cluster.log_dir}; Ctrl-C stops it")
     signal.signal(signal.SIGTERM, _exit)  # a SIGTERM stops the cluster too, not only this process
     try:
@@ -194,6 +192,16 @@ def main() -> int:
     finally:
         cluster.stop()
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    try:
+        return serve(parser.parse_args())
+    except PipelineError as exc:
+        print(f"cluster: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -43,6 +43,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "host_bridge.recorder.recorder",
         "subscribe at QoS 2 and keep every delivery in Parquet (the telemetry recorder)",
     ),
+    "pipeline": (
+        "dmqtt_pipeline.command",
+        "the Spark jobs on what record stored: audit (the promises), rollup, report, all; and a local cluster",
+    ),
 }
 
 

@@ -5,7 +5,7 @@ run completes) and the serial bridge for the boards on serial lines: started in 
 reverse one (boards first, so that no traffic is left; then the recorder, which commits what it holds; then the
 bridge and the broker). Every process started is stopped here, by its pid, and listed in `pids`.
 
-The Spark jobs are run as the user runs them, `python -m dmqtt_pipeline all ...`, and their verdict is read back
+The Spark jobs are run as the user runs them, `host-bridge pipeline all ...`, and their verdict is read back
 from the summary they write: the campaigns sit above the pipeline and never import it."""
 
 from __future__ import annotations
@@ -348,7 +348,8 @@ def pipeline_command(recorded: Path, results: Path, expect_file: Path) -> list[s
     return [
         sys.executable,
         "-m",
-        "dmqtt_pipeline",
+        "host_bridge",
+        "pipeline",
         "all",
         "--input",
         str(recorded),

@@ -1,6 +1,6 @@
 """`make demo` end to end, at a smaller dose: virtual boards through power cuts, a noisy serial line, the
 bridge and a recorder that gets SIGKILLed, to the audit's verdict (the Spark jobs run as a user runs them,
-`python -m dmqtt_pipeline all`)."""
+`host-bridge pipeline all`)."""
 
 from __future__ import annotations
 

@@ -256,7 +256,8 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "dmqtt_pipeline",
+            "host_bridge",
+            "pipeline",
             "audit",
             "--input",
             str(tmp_path / "rec"),
@@ -274,7 +275,8 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "dmqtt_pipeline",
+            "host_bridge",
+            "pipeline",
             "rollup",
             "--input",
             str(tmp_path / "nope"),
@@ -286,7 +288,8 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
         cwd=REPO,
         timeout=300,
     )
-    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    assert missing.returncode == 2 and "host-bridge pipeline rollup: input" in missing.stderr
+    assert "does not exist" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_stream_audit_updates_verdicts_as_files_arrive(tmp_path: Path, spark: SparkSession) -> None:

@@ -35,16 +35,51 @@ def test_a_size_that_is_not_one_is_refused_before_anything_runs(tmp_path: Path, 
     assert "Traceback" not in run.stderr and not flash.exists()
 
 
+@pytest.mark.parametrize(
+    ("config", "args", "message"),
+    [
+        ('{"client_id": "b", "broker": "127.0.0.1:1", "publish": {"qso": 2}}', [], "c.json: unknown key publish.qso"),
+        ('{"client_id": "b",\n "broker": "127.0.0.1:1"\n "publish": {}}', [], "c.json:3:2: not valid JSON"),
+        ('{"client_id": "b", "broker": "localhost"}', [], "c.json: broker must be host:port, got 'localhost'"),
+        ('{"client_id": "b", "publish": {"qos": 3}}', [], "c.json: broker must be host:port"),
+        (
+            '{"client_id": "b", "broker": "127.0.0.1:1"}',
+            ["--wait", "0"],
+            "broker 127.0.0.1:1 unreachable (Connection refused): is it running (host-bridge broker starts one), "
+            "and is the broker in",
+        ),
+        ('{"client_id": "b", "broker": "127.0.0.1:1"}', ["--wait", "soon"], "'soon' is not a number of seconds"),
+    ],
+)
+def test_vboard_checks_the_config_and_the_broker_before_creating_a_flash_file(
+    tmp_path: Path, config: str, args: list[str], message: str
+) -> None:
+    flash = tmp_path / "b.flash"
+    (tmp_path / "c.json").write_text(config)
+    run = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(flash), "--config", "c.json", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and not flash.exists()
+
+
 def test_every_subcommand_has_a_help_that_shows_its_defaults() -> None:
     from host_bridge.cli import COMMANDS, build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert set(commands.choices) == set(COMMANDS)
-    for name, sub in commands.choices.items():
+    parsers = list(commands.choices.items())
+    for name, sub in parsers:
         text = sub.format_help()
         assert text.startswith(f"usage: host-bridge {name}"), name
         for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):  # host-bridge pipeline JOB
+                parsers += [(f"{name} {job}", nested) for job, nested in action.choices.items()]
             if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS):
                 assert "default" in (sub._get_formatter()._get_help_string(action) or ""), (name, action.dest)
     run = subprocess.run([sys.executable, "-m", "host_bridge", "--help"], capture_output=True, text=True, cwd=REPO)
