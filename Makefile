@@ -15,7 +15,7 @@ MPY_DIR := build/mpy
 # Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
 ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
 
-.PHONY: help demo test lint style mpy typecheck venv system-deps bench soak hil firmware clean
+.PHONY: help demo test lint style mpy typecheck venv system-deps test-deps bench soak hil firmware clean
 
 # A bare `make` prints this list and installs nothing.
 .DEFAULT_GOAL := help
@@ -32,6 +32,7 @@ help:
 	@echo "make firmware    a MicroPython image with the firmware frozen in (BOARD=..., MICROPY_DIR=...)"
 	@echo "make venv        the virtual environment in .venv with the pinned pip packages"
 	@echo "make system-deps mosquitto, socat, openssl and a Java runtime, with apt-get when missing (sudo if not root)"
+	@echo "make test-deps   system-deps and Chromium (headless, for the report test), with apt-get when missing"
 	@echo "make clean       remove build output"
 
 # mosquitto (the broker of the tests and the demo), socat (a pty-backed MicroPython for mpremote), openssl (the
@@ -45,6 +46,15 @@ system-deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (apt-get)"; \
 		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+
+# The tests also look at the report in a real headless browser: Chromium from Debian's packages (its headless
+# shell where the distribution has one, else chromium), only when missing.
+test-deps: system-deps
+	@if ! command -v chromium-headless-shell >/dev/null && ! command -v chromium >/dev/null; then \
+		pkg=chromium; apt-cache show chromium-headless-shell >/dev/null 2>&1 && pkg=chromium-headless-shell; \
+		echo "installing $$pkg (apt-get)"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$pkg; \
 	fi
 
 venv: $(STAMP)
@@ -95,7 +105,7 @@ lint: style mpy typecheck
 # (2 workers kept 2 cores about a third busy), so 4 finish sooner on 2 cores; the Spark tests share one worker's
 # session.
 TEST_WORKERS ?= 4
-test: system-deps $(STAMP) lint
+test: test-deps $(STAMP) lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 demo: system-deps $(STAMP)

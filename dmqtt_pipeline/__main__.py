@@ -48,6 +48,12 @@ def add_jobs(sub: argparse._SubParsersAction[argparse.ArgumentParser], **parser_
             job.add_argument(
                 "--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail'
             )
+        if name in ("report", "all"):
+            job.add_argument(
+                "--timeline",
+                metavar="FILE",
+                help="a campaign's timeline (JSON Lines: power cuts, kills, link counters) drawn in the report",
+            )
         if name == "audit":
             job.add_argument(
                 "--stream", action="store_true", help="Structured Streaming: verdicts updated as files arrive"
@@ -82,6 +88,7 @@ def _master(requested: str | None) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from dmqtt_pipeline import audit, jobs, stream
     from dmqtt_pipeline.spark import require_input, session
+    from dmqtt_telemetry import timeline
 
     expect = None
     if getattr(args, "expect", None):
@@ -90,6 +97,15 @@ def run(args: argparse.Namespace) -> int:
                 expect = audit.load_expectations(f.read())
         except OSError as exc:
             raise PipelineError(f"cannot read --expect {args.expect}: {exc.strerror}") from None
+    events = None
+    if getattr(args, "timeline", None):
+        try:
+            with open(args.timeline) as f:
+                events = timeline.read(f.read(), args.timeline)
+        except OSError as exc:
+            raise PipelineError(f"cannot read --timeline {args.timeline}: {exc.strerror}") from None
+        except timeline.TimelineError as exc:
+            raise PipelineError(str(exc)) from None
     require_input(None, args.input)
     started = time.monotonic()
     master = _master(args.master)
@@ -101,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once
             )
             return 0 if result.ok else 1
-        code = jobs.run_job(spark, args.job, args.input, args.out, expect).exit_code
+        code = jobs.run_job(spark, args.job, args.input, args.out, expect, events).exit_code
         print(f"[pipeline] {args.job} done in {time.monotonic() - started:.1f} s", flush=True)
         return code
     finally:

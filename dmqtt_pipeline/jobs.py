@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from dmqtt_pipeline import audit, report, rollup
 from dmqtt_pipeline.audit import AuditResult, Expectation
 from dmqtt_pipeline.spark import publish_files, read_telemetry
+from dmqtt_telemetry.timeline import Event
 
 
 @dataclass
@@ -20,7 +21,12 @@ class JobOutcome:
 
 
 def run_job(
-    spark: SparkSession, job: str, input_path: str, out: str, expect: dict[str, Expectation] | None = None
+    spark: SparkSession,
+    job: str,
+    input_path: str,
+    out: str,
+    expect: dict[str, Expectation] | None = None,
+    events: list[Event] | None = None,
 ) -> JobOutcome:
     """audit | rollup | report | all. `all` puts the audit in OUT, the rollups in OUT/rollup, the report in
     OUT/report; the single jobs put theirs in OUT."""
@@ -51,7 +57,7 @@ def run_job(
         if result is not None:
             target = out if job == "report" else f"{out}/report"
             print("[pipeline] report", flush=True)
-            publish_files(spark, report.build(df, result, tables["minute"], input_path, counts), target)
+            publish_files(spark, report.build(df, result, tables["minute"], input_path, counts, events), target)
             outcome.report_path = f"{target}/index.html"
             print(f"[pipeline] report: {outcome.report_path}", flush=True)
     df.unpersist()

@@ -1,5 +1,7 @@
-"""`python -m dmqtt_pipeline report`: one HTML page with PNG plots beside it (delivery per device, latency
-distribution, readings over time), opened straight from the file system: no server, no script, no network."""
+"""`host-bridge pipeline report`: one HTML page with PNG plots beside it (delivery per device, a timeline of the
+boots with the campaign's power cuts and kills, latency distribution, readings over time), opened straight from
+the file system: no server, no script, no network. Up to FLEET_LISTED devices each gets its own row, bar and
+line; a larger fleet is summarized (totals per QoS, the devices with findings, fleet-wide curves)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,26 @@ from pyspark.sql import functions as F
 
 from dmqtt_pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages
 from dmqtt_telemetry.promises import format_ranges
+from dmqtt_telemetry.timeline import Event
 
 LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message
 READINGS_SAMPLE = 100_000  # readings plotted at most (the first ones); the rollups use every message
+FLEET_LISTED = 40  # devices drawn and listed one by one; above, the report summarizes the fleet
+FINDINGS_LISTED = 100  # boots with a finding listed in a fleet's table (all are in the audit's boots/)
+# The campaign's events on the timeline: (colour, line style, label).
+SYSTEM_STYLE = {
+    "recorder-kill": ("#6a1b9a", "--", "recorder SIGKILL"),
+    "broker-kill": ("#000000", "-", "broker SIGKILL"),
+    "broker-restart": ("#000000", ":", "broker restart"),
+    "bridge-kill": ("#1565c0", "-.", "bridge SIGKILL"),
+    "disk-full": ("#8d6e63", ":", "recorder's disk full"),
+}
+
+
+def _legend_outside(ax: Any) -> None:
+    """The legend right of the plot, never over the data."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", borderaxespad=0.0)
 
 
 def _png(fig: Any) -> bytes:
@@ -32,6 +51,7 @@ def _png(fig: Any) -> bytes:
 
 
 def delivery_plot(result: AuditResult) -> bytes:
+    """Delivered, lost and duplicated messages per device; for a fleet, per QoS over every device."""
     per_dev: dict[str, dict[str, int]] = defaultdict(lambda: {"delivered": 0, "lost": 0, "duplicates": 0})
     for b in result.boots:
         d = per_dev[f"{b['dev']} (QoS {b['qos']})"]
@@ -42,18 +62,103 @@ def delivery_plot(result: AuditResult) -> bytes:
         for label in per_dev:
             if label.startswith(check["dev"] + " "):
                 per_dev[label]["lost"] += check["lost_tail"]
+    title = "Delivery per device"
+    if len(per_dev) > FLEET_LISTED:
+        fleet: dict[str, dict[str, int]] = defaultdict(lambda: {"delivered": 0, "lost": 0, "duplicates": 0})
+        devices: dict[str, int] = defaultdict(int)
+        for label, counts in per_dev.items():
+            qos = label.rsplit("(", 1)[1].rstrip(")")
+            devices[qos] += 1
+            for key, value in counts.items():
+                fleet[qos][key] += value
+        per_dev = {f"{qos}: {devices[qos]} devices": counts for qos, counts in fleet.items()}
+        title = f"Delivery per QoS over the fleet ({len(result.boots)} boots)"
     names = sorted(per_dev)
-    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * max(len(names), 2)))
+    fig, ax = plt.subplots(figsize=(9, 0.8 + 0.45 * max(len(names), 2)))
     left = [0] * len(names)
     for key, colour in (("delivered", "#4c9a2a"), ("lost", "#c0392b"), ("duplicates", "#e67e22")):
         values = [per_dev[n][key] for n in names]
         ax.barh(names, values, left=left, color=colour, label=key)
         left = [a + b for a, b in zip(left, values, strict=False)]
     ax.set_xlabel("messages")
-    ax.set_title("Delivery per device")
+    ax.set_title(title)
     ax.invert_yaxis()
-    ax.legend(loc="lower right")
+    _legend_outside(ax)
     return _png(fig)
+
+
+def timeline_plot(result: AuditResult, events: list[Event]) -> bytes:
+    """Each boot of each device as a bar from its first to its last delivery (a reboot starts a new bar), power
+    cuts as red crosses on their device's row, and the campaign's kills as vertical lines across all rows. For a
+    fleet: boots starting and power cuts per minute."""
+    devices = sorted({b["dev"] for b in result.boots})
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.35 * min(max(len(devices), 2), FLEET_LISTED)))
+    cuts = [e for e in events if e.event == "power-cut"]
+    if len(devices) <= FLEET_LISTED:
+        row = {dev: i for i, dev in enumerate(devices)}
+        for b in result.boots:
+            start, end = b["first_received_at"], b["last_received_at"]
+            if start is None or end is None:
+                continue
+            width = max((end - start).total_seconds(), 0.05) / 86400  # matplotlib dates are days
+            ax.broken_barh(
+                [(_days(start), width)],
+                (row[b["dev"]] - 0.3, 0.6),
+                facecolors="#4c9a2a" if b["boot"] % 2 else "#81c784",
+            )
+        marked = [e for e in cuts if e.dev in row]
+        if marked:
+            ax.plot(
+                [_days(e.at) for e in marked], [row[e.dev] for e in marked], "x", color="#c62828", markersize=8,
+                label=f"power cut ({len(cuts)})",
+            )  # fmt: skip
+        ax.set_yticks(range(len(devices)), devices)
+        ax.set_ylim(len(devices) - 0.5, -0.5)
+        ax.set_title("Boots over time (a bar per boot, first to last delivery)")
+    else:
+        per_minute: dict[datetime, int] = defaultdict(int)
+        for b in result.boots:
+            if b["first_received_at"] is not None:
+                per_minute[b["first_received_at"].replace(second=0, microsecond=0)] += 1
+        cut_minutes: dict[datetime, int] = defaultdict(int)
+        for e in cuts:
+            cut_minutes[e.at.replace(second=0, microsecond=0)] += 1
+        for series, colour, label in (
+            (per_minute, "#4c9a2a", "boots starting"),
+            (cut_minutes, "#c62828", "power cuts"),
+        ):
+            times = sorted(series)
+            ax.plot(
+                [_days(t) for t in times], [series[t] for t in times], "o-", color=colour, label=f"{label} per minute"
+            )
+        ax.set_ylabel("per minute")
+        ax.set_title(f"Boots and power cuts over time ({len(devices)} devices)")
+    for kind, (colour, style, label) in SYSTEM_STYLE.items():
+        times = [e.at for e in events if e.event == kind]
+        for i, at in enumerate(times):
+            ax.axvline(
+                _days(at),
+                color=colour,
+                linestyle=style,
+                linewidth=1.5,
+                label=f"{label} ({len(times)})" if i == 0 else None,
+            )
+    _time_axis(ax)
+    _legend_outside(ax)
+    return _png(fig)
+
+
+def _days(at: datetime) -> float:
+    """matplotlib's date number (days); a naive time, as Spark hands them over, is UTC (the session's zone)."""
+    days: float = mdates.date2num(at)  # type: ignore[no-untyped-call]  # untyped in matplotlib 3.11
+    return days
+
+
+def _time_axis(ax: Any) -> None:
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]  # untyped in matplotlib 3.11
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    ax.set_xlabel("received (UTC)")
 
 
 def latency_plot(df: DataFrame) -> bytes:
@@ -69,49 +174,94 @@ def latency_plot(df: DataFrame) -> bytes:
     ax.set_ylabel("messages")
     ax.set_yscale("log")
     ax.set_title("Latency distribution")
-    ax.legend()
+    _legend_outside(ax)
     return _png(fig)
 
 
 def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
-    """Each message's reading (first delivery) against the time it arrived, per device; with the one-minute
-    mean drawn over it once a run spans several minutes."""
-    points = messages(df).filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
-    by_dev: dict[str, list[Any]] = defaultdict(list)
-    for row in points.orderBy("received_at").limit(READINGS_SAMPLE).collect():
-        by_dev[row["dev"]].append(row)
+    """Each message's reading (first delivery) against the time it arrived, per device, with the one-minute mean
+    drawn over it once a run spans several minutes. For a fleet: the one-minute mean over every device, between
+    the lowest and the highest reading of that minute."""
+    fig, ax = plt.subplots(figsize=(9, 4))
     means: dict[str, list[Any]] = defaultdict(list)
     for row in minute.collect():
         means[row["dev"]].append(row)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for dev, rows in sorted(by_dev.items()):
-        line = ax.plot([r["received_at"] for r in rows], [r["reading"] for r in rows], ".", markersize=3, label=dev)[0]
-        if len(means[dev]) > 1:
-            ax.step(
-                [m["window_start"] for m in means[dev]],
-                [m["mean"] for m in means[dev]],
-                where="post",
-                color=line.get_color(),
-                linewidth=2,
-            )
-    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]  # untyped in matplotlib 3.11
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
-    ax.set_xlabel("received (UTC)")
+    title = "Readings over time"
+    if len(means) > FLEET_LISTED:
+        windows: dict[Any, list[Any]] = defaultdict(list)
+        for rows in means.values():
+            for m in rows:
+                windows[m["window_start"]].append(m)
+        times = sorted(windows)
+        ax.fill_between(
+            times,
+            [min(m["min"] for m in windows[t]) for t in times],
+            [max(m["max"] for m in windows[t]) for t in times],
+            step="post", alpha=0.3, color="#4c9a2a", label="lowest to highest",
+        )  # fmt: skip
+        ax.step(
+            times,
+            [sum(m["mean"] * m["count"] for m in windows[t]) / sum(m["count"] for m in windows[t]) for t in times],
+            where="post", color="#1b5e20", linewidth=2, label="mean",
+        )  # fmt: skip
+        title = f"Readings over time, one-minute windows over {len(means)} devices"
+    else:
+        points = messages(df).filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
+        by_dev: dict[str, list[Any]] = defaultdict(list)
+        for row in points.orderBy("received_at").limit(READINGS_SAMPLE).collect():
+            by_dev[row["dev"]].append(row)
+        stepped = False
+        for dev, rows in sorted(by_dev.items()):
+            line = ax.plot(
+                [r["received_at"] for r in rows], [r["reading"] for r in rows], ".", markersize=3, label=dev
+            )[0]
+            if len(means[dev]) > 1:
+                stepped = True
+                ax.step(
+                    [m["window_start"] for m in means[dev]],
+                    [m["mean"] for m in means[dev]],
+                    where="post",
+                    color=line.get_color(),
+                    linewidth=2,
+                )
+        if stepped:
+            title += " (thick steps: one-minute means)"
+    _time_axis(ax)
     ax.set_ylabel("reading")
-    ax.set_title("Readings over time (thick steps: one-minute means)")
-    if by_dev:
-        ax.legend(fontsize="small")
+    ax.set_title(title)
+    _legend_outside(ax)
     return _png(fig)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    """An HTML table; a cell given as Verdict(text) is coloured by its verdict."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int]) -> str:
+class Verdict(str):
+    """PASS or FAIL, shown on green or red."""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, Verdict):
+        return f'<td class="verdict {"pass" if value == "PASS" else "fail"}">{html.escape(value)}</td>'
+    return f"<td>{html.escape(str(value))}</td>"
+
+
+def link_rows(events: list[Event]) -> tuple[list[str], list[list[Any]]]:
+    """The link counters per serial board, as the campaign's timeline gives them (the keys the bridge counts)."""
+    counted = [e for e in events if e.event == "link-counters"]
+    keys = sorted({k for e in counted for k in e.counters})
+    return ["device", *keys], [[e.dev, *(e.counters.get(k, 0) for k in keys)] for e in sorted(counted, key=_dev)]
+
+
+def _dev(event: Event) -> str:
+    return event.dev or ""
+
+
+def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int], events: list[Event]) -> str:
     verdict_rows = [
         [
             q,
@@ -123,7 +273,7 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int]) ->
             v.duplicates,
             v.out_of_order,
             f"{v.latency_p99_ms:.1f}",
-            "PASS" if v.ok else "FAIL",
+            Verdict("PASS" if v.ok else "FAIL"),
         ]
         for q, v in sorted(result.verdicts.items())
     ]
@@ -142,7 +292,17 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int]) ->
             format_ranges(b["missing_ranges"]) + (" (absurd seq: a device's claim)" if b.get("absurd_seq") else ""),
         ]
         for b in result.boots
+        if len(result.boots) <= FLEET_LISTED or b["lost"] or b["duplicates"] or b["out_of_order"]
     ]
+    boots_note = ""
+    if len(result.boots) > FLEET_LISTED:
+        first = f" (the first {FINDINGS_LISTED})" if len(boot_rows) > FINDINGS_LISTED else ""
+        devices = len({b["dev"] for b in result.boots})
+        boots_note = (
+            f"<p>{len(result.boots)} boots of {devices} devices; the {len(boot_rows)} with a finding are "
+            f"listed{first}, every boot is in the audit's <code>boots/</code> output.</p>"
+        )
+        boot_rows = boot_rows[:FINDINGS_LISTED]
     problems = [p for v in result.verdicts.values() for p in v.problems]
     quarantine = [
         [dev, sum(reasons.values()), "; ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))]
@@ -169,6 +329,18 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int]) ->
         + ["missing seq"],
         boot_rows,
     )
+    link = ""
+    headers, rows = link_rows(events)
+    if rows:
+        link = (
+            "<h2>Serial link per board</h2><p>The bridge's counters for each board on a serial line, over the "
+            "campaign (summed over the bridge's restarts).</p>" + _table(headers, rows)
+        )
+    timeline_note = (
+        "Power cuts and kills as the campaign wrote them down (<code>--timeline</code>)."
+        if events
+        else "No <code>--timeline</code> given: boots only (a campaign's power cuts and kills are not in the data)."
+    )
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Telemetry audit: {status}</title>
@@ -178,6 +350,8 @@ table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
 th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
 .ok {{ color: #2e7d32; }} .fail {{ color: #c62828; }} img {{ max-width: 100%; }}
+td.verdict {{ font-weight: bold; text-align: center; color: #fff; }}
+td.pass {{ background: #2e7d32; }} td.fail {{ background: #c62828; color: #fff; }}
 </style></head><body>
 <h1>Telemetry audit: <span class="{"ok" if result.ok else "fail"}">{status}</span></h1>
 <p>Input <code>{html.escape(input_path)}</code>: {result.rows} rows, {result.parse_errors} unparsable payloads,
@@ -188,22 +362,32 @@ Rollups: {rollup_counts.get("minute", 0)} one-minute and {rollup_counts.get("hou
 {verdict_table}
 {findings}
 <h2>Delivery per device</h2><img src="delivery.png" alt="delivered, lost and duplicated messages per device">
+<h2>Timeline</h2><p>{timeline_note}</p><img src="timeline.png" alt="boots, power cuts and kills over time">
 <h2>Latency</h2><p>{html.escape(CLOCK_NOTE)}.</p><img src="latency.png" alt="latency histogram per QoS">
 <h2>Readings</h2><img src="readings.png" alt="each message's reading over time, per device">
+{link}
 {quarantined}
 <h2>Per device and boot</h2>
+{boots_note}
 {boot_table}
 </body></html>
 """
 
 
 def build(
-    df: DataFrame, result: AuditResult, minute: DataFrame, input_path: str, rollup_counts: dict[str, int]
+    df: DataFrame,
+    result: AuditResult,
+    minute: DataFrame,
+    input_path: str,
+    rollup_counts: dict[str, int],
+    events: list[Event] | None = None,
 ) -> dict[str, bytes]:
-    """The report's files: index.html and the PNGs it shows."""
+    """The report's files: index.html and the PNGs it shows. `events`: the campaign's timeline, when given."""
+    events = events or []
     return {
         "delivery.png": delivery_plot(result),
+        "timeline.png": timeline_plot(result, events),
         "latency.png": latency_plot(df),
         "readings.png": readings_plot(df, minute),
-        "index.html": page(result, input_path, rollup_counts).encode(),
+        "index.html": page(result, input_path, rollup_counts, events).encode(),
     }

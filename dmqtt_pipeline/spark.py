@@ -3,11 +3,14 @@ paths (a local folder, or hdfs://, s3a:// ... on a cluster), and one error type 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -22,6 +25,37 @@ LOG4J = Path(__file__).with_name("log4j2.properties")
 
 class PipelineError(Exception):
     """A job cannot run (no Spark, no input, unreadable data); the CLI prints it and exits 2."""
+
+
+# Spark's launcher starts every JVM with --add-modules=jdk.incubator.vector (hard-coded in spark-launcher's
+# JavaModuleOptions), and the JVM then prints this line on its stderr, which no option turns off.
+INCUBATOR_WARNING = b"WARNING: Using incubator modules: "
+
+
+@contextlib.contextmanager
+def _jvm_stderr_without(noise: bytes) -> Iterator[None]:
+    """While Spark starts its JVM, file descriptor 2 is a pipe: the JVM inherits it for its whole life, and a
+    thread copies what it writes to the real stderr, less the lines that start with `noise`. Everything else
+    (errors included) still reaches the user."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as lines:
+            for line in lines:  # until the JVM (the last holder of the write end) exits
+                if not line.startswith(noise):
+                    os.write(saved, line)
+        os.close(saved)
+
+    threading.Thread(target=forward, name="jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
 
 
 def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline") -> SparkSession:
@@ -52,7 +86,8 @@ def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline") -> Spa
     if local:
         builder = builder.config("spark.sql.shuffle.partitions", "4")  # a handful suits one machine
     try:
-        spark = builder.getOrCreate()
+        with _jvm_stderr_without(INCUBATOR_WARNING):
+            spark = builder.getOrCreate()
     except (PySparkException, OSError) as exc:
         raise PipelineError(
             f"Spark did not start ({exc}). It needs a Java runtime: `make system-deps` installs "

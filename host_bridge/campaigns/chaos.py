@@ -160,18 +160,22 @@ def run_campaign(
                     broker.kill()
                 else:
                     broker.stop()
+                stack.timeline.note("broker-kill" if broker_fault == "kill" else "broker-restart")
                 time.sleep(rng.uniform(0.2, 1.0))
                 stack.start_broker()
             elif kind == "bridge":
                 assert stack.bridge is not None
                 stack.bridge.kill()
+                stack.timeline.note("bridge-kill")
                 time.sleep(rng.uniform(0.2, 1.0))
                 stack.start_bridge()
             elif kind == "recorder":
                 assert stack.recorder is not None
                 stack.recorder.kill()
+                stack.timeline.note("recorder-kill")
                 stack.start_recorder()
             elif filler.fill():
+                stack.timeline.note("disk-full")
                 disk_freed_at = now + rng.uniform(2.0, 4.0)
         result.failures += stack.failures()
         stack.drain(lambda text: say(f"[chaos] {text.strip()}"), timeout=120)
@@ -181,7 +185,7 @@ def run_campaign(
     result.power_cuts = sum(r.cuts for r in stack.runs)
     result.boots = sum(r.boots for r in stack.runs)
     result.pids = stack.pids
-    result.audit = run_pipeline(stack.recorded, out / "results", stack.write_expected())
+    result.audit = run_pipeline(stack.recorded, out / "results", stack.write_expected(), stack.timeline.path)
     if disk is not None:
         subprocess.run(["umount", "-l", str(disk)], check=False)
     (out / "figures.json").write_text(json.dumps(result.figures(), indent=2))

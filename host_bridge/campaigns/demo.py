@@ -83,6 +83,7 @@ def run_demo(out: Path, messages: int = 200, cuts: int = 3, seed: int = 2026, ki
             if kill_at is not None and time.monotonic() >= kill_at:
                 assert stack.recorder is not None
                 stack.recorder.kill()
+                stack.timeline.note("recorder-kill")
                 kills += 1
                 say("      recorder SIGKILLed mid-run; starting it again (its session and log carry on)")
                 stack.start_recorder()
@@ -100,8 +101,9 @@ def run_demo(out: Path, messages: int = 200, cuts: int = 3, seed: int = 2026, ki
         stack.stop()
     expected = stack.write_expected()
     results = out / "results"
-    say(f"[4/5] Spark: audit, rollup, report ({' '.join(pipeline_command(stack.recorded, results, expected)[1:])})")
-    audit = run_pipeline(stack.recorded, results, expected)
+    command = pipeline_command(stack.recorded, results, expected, stack.timeline.path)
+    say(f"[4/5] Spark: audit, rollup, report ({' '.join(command[1:])})")
+    audit = run_pipeline(stack.recorded, results, expected, stack.timeline.path)
     say(f"[5/5] report: {audit.report}")
     say(
         f"      QoS 1 lost nothing and QoS 2 delivered exactly once through "

@@ -24,6 +24,7 @@ from typing import Any
 
 from dmqtt_telemetry.format import read_committed
 from dmqtt_telemetry.promises import AuditSummary
+from dmqtt_telemetry.timeline import TimelineWriter
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.bridge.command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto, write_password_file
@@ -103,6 +104,7 @@ class BoardRun:
     result: CycleResult | None = None
     thread: threading.Thread | None = field(default=None, repr=False)
     security: Security | None = None
+    timeline: TimelineWriter | None = None
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True)
@@ -190,6 +192,8 @@ class BoardRun:
 
         def progress(_result: CycleResult, state: str) -> None:
             self.state = state
+            if self.timeline is not None and state.startswith("power cut"):
+                self.timeline.note("power-cut", self.spec.client_id)
 
         try:
             self.result = run_to_completion(self.dut, plan, self.rng, timeout=300, on_boot=progress, stop=self._stop)
@@ -248,6 +252,8 @@ class Stack:
         self.bridge: ManagedProcess | None = None
         self.runs: list[BoardRun] = []
         self.bridge_starts = 0
+        # What the campaign does to the system, for the report (dmqtt_telemetry.timeline).
+        self.timeline = TimelineWriter(out / "timeline.jsonl")
         self._specs, self._messages, self._cuts, self._rng = specs, messages, cuts, rng
 
     def start(self) -> None:
@@ -263,6 +269,7 @@ class Stack:
                 self._cuts,
                 random.Random(self._rng.random()),
                 security=self.security,
+                timeline=self.timeline,
             )
             for spec in self._specs
         ]
@@ -286,12 +293,13 @@ class Stack:
 
     def start_bridge(self) -> None:
         tls = ("--tls", "--cafile", str(self.security.ca)) if self.security else ()
-        args = bridge_command(self.broker.address, BAUD, self.serial_ports, 10, *tls)
+        # JSON logs: its counters per board are read back for the timeline (link_counters).
+        args = bridge_command(self.broker.address, BAUD, self.serial_ports, 10, *tls, "--log-format", "json")
         self.bridge_starts += 1
         name = "bridge.log" if self.bridge_starts == 1 else f"bridge-{self.bridge_starts}.log"
         self.bridge = ManagedProcess(args, self.logs / name)
         self.pids.append(self.bridge.process.pid)
-        self.bridge.wait_for("event=start")
+        self.bridge.wait_for('"event": "start"')
 
     @property
     def boards_finished(self) -> bool:
@@ -336,6 +344,28 @@ class Stack:
             self.bridge = None
         self.broker.stop()
         self.pids += [pid for r in self.runs for pid in r.pids]
+        for dev, counters in self.link_counters().items():
+            self.timeline.note("link-counters", dev, **counters)
+
+    def link_counters(self) -> dict[str, dict[str, int]]:
+        """Each serial board's link counters over the campaign: the last `counters` event each bridge process
+        logged for it (every 10 s, and at a clean stop), summed over the bridges a campaign started."""
+        total: dict[str, dict[str, int]] = {}
+        for number in range(1, self.bridge_starts + 1):
+            path = self.logs / ("bridge.log" if number == 1 else f"bridge-{number}.log")
+            last: dict[str, dict[str, int]] = {}
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a SIGKILL
+                if isinstance(record, dict) and record.get("event") == "counters":
+                    last[record["board"]] = {k: v for k, v in record.items() if type(v) is int}
+            for dev, counters in last.items():
+                mine = total.setdefault(dev, {})
+                for key, value in counters.items():
+                    mine[key] = mine.get(key, 0) + value
+        return total
 
     def write_expected(self) -> Path:
         path = self.out / "expected.json"
@@ -343,8 +373,9 @@ class Stack:
         return path
 
 
-def pipeline_command(recorded: Path, results: Path, expect_file: Path) -> list[str]:
-    """The Spark jobs as a user runs them (README, docs/pipeline.md)."""
+def pipeline_command(recorded: Path, results: Path, expect_file: Path, timeline: Path | None = None) -> list[str]:
+    """The Spark jobs as a user runs them (README, docs/pipeline.md); with the campaign's timeline for the
+    report."""
     return [
         sys.executable,
         "-m",
@@ -357,13 +388,14 @@ def pipeline_command(recorded: Path, results: Path, expect_file: Path) -> list[s
         str(results),
         "--expect",
         str(expect_file),
+        *(("--timeline", str(timeline)) if timeline is not None else ()),
     ]
 
 
-def run_pipeline(recorded: Path, results: Path, expect_file: Path) -> AuditSummary:
+def run_pipeline(recorded: Path, results: Path, expect_file: Path, timeline: Path | None = None) -> AuditSummary:
     """Audit, rollup and report in one Spark session (a process of its own, its output on ours); the audit's
     verdict as its summary.json has it. HostBridgeError when the jobs could not run."""
-    done = subprocess.run(pipeline_command(recorded, results, expect_file), check=False)
+    done = subprocess.run(pipeline_command(recorded, results, expect_file, timeline), check=False)
     if done.returncode not in (0, 1):  # 1: a broken promise, which the summary says
         raise HostBridgeError(f"the Spark jobs exited {done.returncode} (see their output above)")
     try:
