@@ -30,7 +30,8 @@ def checker() -> ModuleType:
     return module
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """A JSON file's value; BoardConfigError with the path, line and column of a syntax error."""
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -43,24 +44,19 @@ def _read_json(path: Path) -> Any:
         ) from None
 
 
-def check_value(raw: Any, where: str = "config.json") -> dict[str, Any]:
-    """`raw` (a parsed config.json) as the board reads it; BoardConfigError naming the key and what is expected.
-    Messages name fields, never secret values."""
+def check_value(raw: Any, where: str = "config.json", secrets: Path | None = None) -> dict[str, Any]:
+    """`raw` (a parsed config.json), with `secrets` (a secrets.json) merged as the board merges it, as the board
+    reads it; BoardConfigError naming the key and what is expected. Messages name fields, never secret values."""
     module = checker()
     try:
+        if secrets is not None:
+            module.merge_secrets(raw, read_json(secrets))
         checked: dict[str, Any] = module.check(raw)
     except module.ConfigError as exc:
-        raise BoardConfigError(f"{where}: {exc}") from None
+        raise BoardConfigError(f"{where}{'' if secrets is None else f' with {secrets}'}: {exc}") from None
     return checked
 
 
 def check_file(path: Path, secrets: Path | None = None) -> dict[str, Any]:
     """config.json, with secrets.json merged as the board merges it, checked by the board's rules."""
-    raw = _read_json(path)
-    if secrets is not None:
-        module = checker()
-        try:
-            module.merge_secrets(raw, _read_json(secrets))
-        except module.ConfigError as exc:
-            raise BoardConfigError(f"{path} with {secrets}: {exc}") from None
-    return check_value(raw, str(path))
+    return check_value(read_json(path), str(path), secrets)

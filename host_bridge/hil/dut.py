@@ -13,6 +13,7 @@ with mpremote; the board's link UART reaches the host through a second adapter (
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from abc import ABC, abstractmethod
@@ -96,13 +97,24 @@ class Dut(ABC):
     def configure(self, config: dict[str, Any], *, check: bool = True) -> None:
         """config.json for the boots to come, checked first by the board's own rules (BoardConfigError names the
         key and what is expected); check=False hands the board a bad one on purpose, to see what it says."""
-        if check:
-            check_value(config, f"{self.name}'s config")
+        if check and self.runs_firmware:
+            check_value(json.loads(json.dumps(config)), f"{self.name}'s config", self.secrets)
         self.config = config
         self._install_config(config)
 
     @abstractmethod
     def _install_config(self, config: dict[str, Any]) -> None: ...
+
+    @property
+    def secrets(self) -> Path | None:
+        """The secrets.json this board gets beside its config (merged by the board), if any."""
+        return None
+
+    @property
+    def runs_firmware(self) -> bool:
+        """The board runs the project's application (whose config.json rules configure() checks), not one of
+        the user's own."""
+        return True
 
     @abstractmethod
     def start(self, cut_at_op: int = 0) -> None: ...

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from host_bridge import assets
-from host_bridge.boards.board_config import check_file
+from host_bridge.boards.board_config import check_file, read_json
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.boards.firmware_build import add_put_argument, parse_put
 from host_bridge.errors import VBoardError
@@ -81,9 +81,12 @@ def run(args: argparse.Namespace) -> int:
     for name in ("noise", "drop", "garbage"):
         if not 0.0 <= getattr(args, name) < 1.0:
             raise VBoardError(f"--{name} must be a probability in [0, 1)")
-    if args.config is not None:
+    if args.config is not None and Path(args.app).resolve() != assets.APP.resolve():
+        read_json(args.config)  # an application of one's own reads its own keys: valid JSON is all we know
+    elif args.config is not None:
         # The board's own rules, before a flash file is created or anything boots.
-        config = check_file(args.config)
+        puts = [parse_put(p) for p in args.put]
+        config = check_file(args.config, next((Path(src) for src, name in puts if name == "secrets.json"), None))
         if config["transport"] == "tcp":
             await_broker(
                 Destination(config["host"], config["port"]),

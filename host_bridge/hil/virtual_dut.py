@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dboard import console_host
+from host_bridge import assets
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.power import PowerSwitch, SigkillSwitch
@@ -54,6 +55,14 @@ class VirtualDut(Dut):
         self._cut_requested = False
         self._seeds = random.Random(seed)
         self.pids: list[int] = []  # every boot's process, so a harness can show they all ended
+
+    @property
+    def runs_firmware(self) -> bool:
+        return Path(self.vboard.app).resolve() == assets.APP.resolve()
+
+    @property
+    def secrets(self) -> Path | None:
+        return next((Path(source) for source, name in self.vboard.put if name == "secrets.json"), None)
 
     def _install_config(self, config: dict[str, Any]) -> None:
         path = self.flash.with_name(self.flash.stem + ".config.json")

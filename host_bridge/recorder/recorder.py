@@ -301,11 +301,13 @@ class Recorder:
             self.backoff = 0.5
         except (OSError, CodecError) as exc:
             self.retry_at = time.monotonic() + self.backoff
-            # Retried for ever (a broker that restarts must not stop the recording). Before the first connection
-            # quietly: the start said once what to check (await_broker); after it each outage is a warning
-            # (repeats folded by the log).
+            # Retried for ever (a broker that restarts must not stop the recording). A broker not there before the
+            # first connection is retried quietly (the start said once what to check: await_broker); anything
+            # else (refused credentials, a certificate) and every outage after a connection is a warning, its
+            # repeats folded by the log.
+            unreachable = isinstance(exc, (ConnectionRefusedError, TimeoutError)) and not self.connected_once
             event(
-                log, WARNING if self.connected_once else DEBUG, "connect-failed", broker=self.broker, error=str(exc),
+                log, DEBUG if unreachable else WARNING, "connect-failed", broker=self.broker, error=str(exc),
                 retry_in=f"{self.backoff:.1f}s",
             )  # fmt: skip
             self.backoff = min(self.backoff * 2, 10.0)

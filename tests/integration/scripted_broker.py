@@ -101,9 +101,21 @@ class ScriptedBroker:
         return f"127.0.0.1:{self.port}"
 
     def accept(self, timeout: float = 15.0) -> Connection:
-        self.listener.settimeout(timeout)
-        sock, _ = self.listener.accept()
-        return Connection(sock)
+        """The next client that says something: a connection closed before its first byte is a reachability
+        probe (the host tools' await_broker, a load balancer's health check), not a client, and is skipped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.listener.settimeout(max(0.01, deadline - time.monotonic()))
+            sock, _ = self.listener.accept()
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                first = sock.recv(1, socket.MSG_PEEK)
+            except TimeoutError:
+                first = b"?"  # silent so far: a client that has yet to write is still a client
+            if first:
+                sock.settimeout(None)
+                return Connection(sock)
+            sock.close()
 
     def close(self) -> None:
         self.listener.close()

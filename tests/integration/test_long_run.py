@@ -102,7 +102,9 @@ def test_a_long_run_keeps_the_heap_flat(tmp_path: Path, broker: Mosquitto) -> No
     verdict.assert_kept()  # nothing lost, and the budget held at the lowest point of every boot
     assert (done["reconnects"], done["cuts"], result.cuts) == (RECONNECTS, CUTS, CUTS), done
     console = (tmp_path / "console.log").read_text(errors="replace")
-    assert console.count("connection lost") >= RECONNECTS, "the board did not feel the drops"
+    # A drop lands on an open connection ("connection lost") or on one still connecting ("connect failed").
+    felt = console.count("connection lost") + console.count("connect failed")
+    assert felt >= RECONNECTS, "the board did not feel the drops"
 
     samples = [s for boot in heap_samples(console) for s in boot]
     assert len(samples) >= SAMPLES // 2, f"{len(samples)} heap lines"

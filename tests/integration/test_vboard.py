@@ -312,7 +312,7 @@ def test_cli_reports_a_missing_config_plainly(tmp_path: Path) -> None:
         timeout=30,
     )
     assert result.returncode == 2
-    assert "config file /nonexistent does not exist" in result.stderr
+    assert "host-bridge vboard: /nonexistent does not exist" in result.stderr
 
 
 def test_flash_timing_makes_programs_and_erases_take_a_real_chips_time(tmp_path: Path) -> None:

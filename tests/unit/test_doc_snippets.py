@@ -60,7 +60,7 @@ def test_snippet_runs(where: str, code: str, tmp_path: Path, mosquitto: Mosquitt
             library=True,
         )
         try:
-            dut.configure({"client_id": "doc"}, check=False)  # read by the snippet, not by the firmware
+            dut.configure({"client_id": "doc"})
             end = boot_once(dut, timeout=60)
         finally:
             dut.close()
