@@ -166,3 +166,20 @@ def test_run_checks_its_toml_against_the_schema(tmp_path: Path, toml: str, messa
     )
     assert run.returncode == 2 and f"{config}: {message}" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_virtual_board_stopped_by_its_config_says_how_to_run_it_again(tmp_path: Path) -> None:
+    """The board's own words say "reset the board"; `host-bridge vboard` adds what that means for a virtual one."""
+    (tmp_path / "c.json").write_text('{"client_id": "b", "broker": "127.0.0.1:1", "tls": {"ca": "missing.pem"}}')
+    run = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", "b.flash", "--config", "c.json", "--no-serial"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert run.returncode == 3 and "config error: tls.ca: cannot read /flash/missing.pem" in run.stdout, run
+    assert (
+        "vboard: the board stopped on its config: fix c.json (or the files it names), then run host-bridge "
+        "vboard again" in run.stderr
+    )
