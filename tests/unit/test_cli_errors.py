@@ -23,12 +23,18 @@ from tests.conftest import REPO
     ],
 )
 def test_a_size_that_is_not_one_is_refused_before_anything_runs(tmp_path: Path, args: list[str], message: str) -> None:
-    flash = tmp_path / "b.flash"
+    vboard_refuses(tmp_path, args, message)
+
+
+def vboard_refuses(folder: Path, args: list[str], message: str) -> None:
+    """`host-bridge vboard --flash b.flash ARGS`, run in `folder`, ends with exit 2 and `message`, no traceback,
+    and no flash file."""
+    flash = folder / "b.flash"
     run = subprocess.run(
         [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(flash), *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=folder,
         timeout=60,
     )
     assert run.returncode == 2 and message in run.stderr, run.stderr
@@ -54,17 +60,8 @@ def test_a_size_that_is_not_one_is_refused_before_anything_runs(tmp_path: Path, 
 def test_vboard_checks_the_config_and_the_broker_before_creating_a_flash_file(
     tmp_path: Path, config: str, args: list[str], message: str
 ) -> None:
-    flash = tmp_path / "b.flash"
     (tmp_path / "c.json").write_text(config)
-    run = subprocess.run(
-        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(flash), "--config", "c.json", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert run.returncode == 2 and message in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr and not flash.exists()
+    vboard_refuses(tmp_path, ["--config", "c.json", *args], message)
 
 
 def test_every_subcommand_has_a_help_that_shows_its_defaults() -> None:
