@@ -101,11 +101,11 @@ class LinkTransport:
 
     # -- transport interface ---------------------------------------------------------------------------------
 
-    def send(self, view):
+    def send(self, buf, start, end):
         self._service()
         if self._closed:
             raise OSError("serial link: connection closed (%s)" % self._reason)
-        n = self._link.send(frame.MQTT, view)
+        n = self._link.send(frame.MQTT, memoryview(buf)[start:end])
         self._service()  # put it on the line now: one MQTT packet, as few frames as possible
         return n
 

@@ -332,7 +332,8 @@ class MQTTClient:
         if qos == 0:
             if self.state != CONNECTED:
                 raise MQTTError("not connected: QoS 0 messages are not queued")
-            wire, props = self.session.wire_topic(topic)
+            wire = self.session.wire_topic(topic)
+            props = self.session.wire_props
             self._write(codec.write_publish(wire, payload, 0, 0, retain, False, self.version, props, self._out))
             if mark is not None:
                 self.session.note_mark(mark)
@@ -442,12 +443,10 @@ class MQTTClient:
         for _WRITE_STALL_MS is dead."""
         if self._tail == self._end:
             return True
-        view = memoryview(self._out)[self._tail : self._end]
         try:
-            while view:
-                sent = self._transport.send(view)  # usually the whole packet in one write
+            while self._tail < self._end:
+                sent = self._transport.send(self._out, self._tail, self._end)  # usually the whole packet at once
                 if sent:
-                    view = view[sent:]
                     self._tail += sent
                     self._last_tx = _ticks_ms()
                 elif _elapsed(self._last_tx) > _WRITE_STALL_MS:
@@ -522,7 +521,7 @@ class MQTTClient:
         if self.version == codec.V5 and code is not None and code >= 0x80 and self._transport is not None:
             try:
                 n = codec.encode_disconnect(code, codec.V5, None, self._out)
-                self._transport.send(memoryview(self._out)[:n])
+                self._transport.send(self._out, 0, n)
             except (OSError, CodecError):
                 pass
         self._lost(reason, code)

@@ -24,8 +24,9 @@ Props = dict[int, Any] | None  # MQTT 5.0 properties by id, or none
 class Transport(Protocol):
     """A byte stream to the broker, non-blocking once open."""
 
-    def send(self, view: memoryview) -> int:
-        """Write what the stream takes now (0 when it takes nothing yet); OSError when it is closed."""
+    def send(self, buf: bytearray, start: int, end: int) -> int:
+        """Write what the stream takes now of buf[start:end] (0 when it takes nothing yet); OSError when it is
+        closed. Offsets rather than a slice: the client sends every packet from one buffer, allocating nothing."""
         ...
 
     def readinto(self, buf: bytearray | memoryview) -> int | None:

@@ -84,10 +84,10 @@ class FileJournal(Framing):
             return AT_TORN
         if f.readinto(self._rmv[3 : n + OVERHEAD]) != n + 4:
             return AT_TORN
-        return self._check(self._rbuf, n + OVERHEAD)
+        return self._check(n + OVERHEAD)
 
     def commit(self, rtype, n, defer=False):
-        total = self._seal(self._buf, rtype, n)
+        total = self._seal(self._mv, rtype, n)
         if self._size + total > self._compact_bytes:
             self.compact()  # before the append: the owner has not yet recorded where this record lives
         addr = self._size
@@ -134,7 +134,7 @@ class FileJournal(Framing):
                 pos += n + OVERHEAD
             off += n + OVERHEAD
         # Built in the read buffer: self._buf may hold the record whose commit started this compaction.
-        total = self._seal(self._rbuf, META, owner.snapshot(self._rmv[3 : 3 + self.record_max]))
+        total = self._seal(self._rmv, META, owner.snapshot(self._rmv[3 : 3 + self.record_max]))
         out.seek(pos)
         out.write(self._rmv[:total])
         out.flush()

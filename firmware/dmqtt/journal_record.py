@@ -58,24 +58,29 @@ class Framing:
         self._rmv = memoryview(self._rbuf)
         self.notes = []  # what open() found and repaired, for the console
 
-    def _seal(self, buf, rtype, n):
-        """Frame a body already in buf[3:3+n]; returns the record's total length."""
+    def _seal(self, view, rtype, n):
+        """Frame a body already in view[3:3+n] (view: _mv or _rmv, so that the CRC's slice is the only object
+        made); returns the record's total length."""
         if n > self.record_max:
             raise JournalError("record of %d bytes exceeds the journal's %d" % (n, self.record_max))
-        buf[0] = rtype
-        buf[1] = n >> 8
-        buf[2] = n & 0xFF
-        struct.pack_into(">I", buf, 3 + n, crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF)
+        view[0] = rtype
+        view[1] = n >> 8
+        view[2] = n & 0xFF
+        # binascii.crc32 is unsigned on both interpreters: no mask (on a chip a value of 2^30 and up is a heap
+        # integer, and a mask would make a second one).
+        struct.pack_into(">I", view, 3 + n, crc32(view[: 3 + n]))
         return n + OVERHEAD
 
-    def _check(self, buf, length_limit):
-        """Validate the record in buf (header already read): -> body length, or AT_TORN."""
+    def _check(self, length_limit):
+        """Validate the record in the read buffer (header already read): -> body length, or AT_TORN."""
+        buf = self._rbuf
         rtype = buf[0]
         n = (buf[1] << 8) | buf[2]
         if rtype < PUB or rtype > _LAST_TYPE or n > self.record_max or n + OVERHEAD > length_limit:
             return AT_TORN
-        want = struct.unpack_from(">I", buf, 3 + n)[0]
-        if crc32(memoryview(buf)[: 3 + n]) & 0xFFFFFFFF != want:
+        k = 3 + n
+        want = (buf[k] << 24) | (buf[k + 1] << 16) | (buf[k + 2] << 8) | buf[k + 3]  # no unpack_from tuple
+        if crc32(self._rmv[:k]) != want:
             return AT_TORN
         return n
 

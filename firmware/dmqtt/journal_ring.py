@@ -176,8 +176,8 @@ class RingJournal(Framing):
     def _read_at(self, sector, off, room):
         """Read the record at (sector, off) into _rbuf: its body length, or AT_TORN, AT_ERASED, _AT_PAD."""
         buf = self._rbuf
-        head = self._rmv[0:3]
-        self._read(sector, head, off)
+        # One read of as much as a record can take (a slice is a heap object: only where the sector ends first).
+        self._read(sector, buf if room >= len(buf) else self._rmv[:room], off)
         if buf[0] == _PAD:
             return _AT_PAD
         if buf[0] == _ERASED and buf[1] == _ERASED and buf[2] == _ERASED:
@@ -185,8 +185,7 @@ class RingJournal(Framing):
         n = (buf[1] << 8) | buf[2]
         if n > self.record_max or n + OVERHEAD > room:
             return AT_TORN
-        self._read(sector, self._rmv[3 : n + OVERHEAD], off + 3)
-        return self._check(buf, room)
+        return self._check(room)
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -195,7 +194,7 @@ class RingJournal(Framing):
         NOR flash has no write cache, the program completes before writeblocks returns.
         defer=True (group commit) only stages the record in RAM at the address it will have; sync() programs
         every staged record in one operation. Any record committed without defer syncs first."""
-        total = self._seal(self._buf, rtype, n)
+        total = self._seal(self._mv, rtype, n)
         if rtype == PUB and not self._room_for(total + self._staged):
             raise QueueFull("the journal has no room for a message of %d bytes until acknowledgements free some" % n)
         if not defer or total > _STAGE:  # (a record larger than the stage goes to flash at once: more durable)
@@ -285,7 +284,7 @@ class RingJournal(Framing):
         self._head = sector
         self._offset = _SECTOR_HEADER
         # Built in the read buffer: self._buf may hold the owner's record whose commit opened this sector.
-        total = self._seal(self._rbuf, META, self._owner.snapshot(self._rmv[3 : 3 + self.record_max]))
+        total = self._seal(self._rmv, META, self._owner.snapshot(self._rmv[3 : 3 + self.record_max]))
         self._append(self._rmv[:total])
         if not self._free():
             self._reclaim_oldest()

@@ -98,7 +98,7 @@ class Session:
         self._window_used = 0
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
-        self._alias_props = {codec.TOPIC_ALIAS: 0}
+        self.wire_props = {}  # the properties of the PUBLISH wire_topic() named last: its Topic Alias, or none
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
@@ -355,16 +355,15 @@ class Session:
             retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
             self.retain_cleared += 1
         pid = self._pid[i]
-        topic, props = self.wire_topic(rec.pub_topic(body))
         n = codec.write_publish(
-            topic,
+            self.wire_topic(rec.pub_topic(body)),
             rec.pub_payload(body),
             qos,
             pid if qos else 0,
             retain,
             resend and qos > 0,
             self.version,
-            props,
+            self.wire_props,
             buf,
         )
         if n > self.max_packet:
@@ -378,22 +377,23 @@ class Session:
         return n
 
     def wire_topic(self, topic):
-        """(topic, props) for a PUBLISH of `topic` on this connection: with a topic alias when the broker grants
-        them (1 .. its Topic Alias Maximum, never 0 nor above [MQTT-3.3.2-8] [MQTT-3.3.2-9]); once the broker
-        knows the alias, a zero-length name stands for the topic (MQTT 5.0 section 3.3.2.3.4)."""
+        """The topic for a PUBLISH of `topic` on this connection, its properties left in wire_props (one dict,
+        reused: nothing allocated per message): a Topic Alias when the broker grants them (1 .. its Topic Alias
+        Maximum, never 0 nor above [MQTT-3.3.2-8] [MQTT-3.3.2-9]); once the broker knows the alias, a
+        zero-length name stands for the topic (MQTT 5.0 section 3.3.2.3.4)."""
+        props = self.wire_props
+        props.pop(codec.TOPIC_ALIAS, None)
         if not self._alias_max:
-            return topic, None
+            return topic
         aliases = self._aliases
-        props = self._alias_props
         for i in range(len(aliases)):
             if aliases[i] == topic:
                 props[codec.TOPIC_ALIAS] = i + 1
-                return b"", props
+                return b""
         if len(aliases) < self._alias_max:
             aliases.append(bytes(topic))
             props[codec.TOPIC_ALIAS] = len(aliases)
-            return topic, props
-        return topic, None
+        return topic
 
     def _survey(self):
         """One pass over the slots for next_packet: the oldest flow owing a PUBREL (_next_rel), the flows that

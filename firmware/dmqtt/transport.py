@@ -1,5 +1,5 @@
 # Byte-stream transports for the MQTT client. Interface (duck-typed, the same for every transport):
-#   send(view) -> bytes accepted (0 when the stream cannot take more now)
+#   send(buf, start, end) -> bytes of buf[start:end] accepted (0 when the stream cannot take more now)
 #   readinto(buf) -> bytes read, None when nothing is waiting, 0 when the peer closed
 #   wait(timeout_ms, writable=False) -> True when readable (or writable) before the timeout
 #   close()
@@ -60,11 +60,14 @@ class TCPTransport:
         self._poller.register(raw, select.POLLIN)
         self._raw = raw
 
-    def send(self, view):
+    def send(self, buf, start, end):
         # write(), not send(): TLS sockets have only the stream methods. On a non-blocking stream it returns
-        # None, or raises EAGAIN, when nothing can be written now (TLS: also while a record is half sent).
+        # None, or raises EAGAIN, when nothing can be written now (TLS: also while a record is half sent). The
+        # stream's write(buf, offset, length) sends from the middle of the buffer without a slice (a slice is a
+        # heap object per packet).
         try:
-            n = self._sock.write(view)
+            # (MicroPython's stream write takes buf, offset, length; the ESP32 stubs list only buf.)
+            n = self._sock.write(buf, start, end - start)  # type: ignore[call-arg]
         except OSError as exc:
             if exc.args[0] == _EAGAIN:
                 return 0

@@ -33,13 +33,13 @@ class Peer(ScriptedInbox):
         self.closed = False
         self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
 
-    def send(self, view: memoryview) -> int:
+    def send(self, buf: bytearray, start: int, end: int) -> int:
         if self.closed:
             raise OSError("closed")
         self.sends += 1
-        n = min(len(view), self.budget)
+        n = min(end - start, self.budget)
         self.budget -= n
-        self.sent += list(self._decoder.packets(bytes(view[:n])))
+        self.sent += list(self._decoder.packets(bytes(buf[start : start + n])))
         return n
 
     def wait(self, timeout_ms: int, writable: bool = False) -> bool:

@@ -28,10 +28,10 @@ class ResetAfterAck(ScriptedInbox):
         self.publishes = 0
         self.reset = False
 
-    def send(self, view: memoryview) -> int:
+    def send(self, buf: bytearray, start: int, end: int) -> int:
         if self.reset:
             raise OSError(errno.ECONNRESET, "Connection reset by peer")
-        data = bytes(view)
+        data = bytes(buf[start:end])
         if data[0] >> 4 == codec.PUBLISH:
             self.publishes += 1
             if self.publishes == 1:

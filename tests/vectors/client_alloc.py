@@ -1,0 +1,113 @@
+# MicroPython only: heap bytes the client allocates per message, QoS 0, 1 and 2, on a whole publish flow
+# (publish(), journaling, encoding, sending, reading and handling the acknowledgements), with the collector off.
+# The flash driver and the network stack are C on a chip: their Python stand-ins here (a partition over a
+# bytearray, a transport that answers like a broker) are measured apart and left out. Prints one JSON line:
+#   {"0": bytes per message, "1": ..., "2": ...}
+#
+#   micropython -X heapsize=4M tests/vectors/client_alloc.py [MESSAGES]
+import gc
+import json
+import sys
+
+from dmqtt.client import MQTTClient
+from dmqtt.journal_ring import RingJournal
+
+MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+SECTOR = 4096
+outside = [0]  # bytes the stand-ins allocated (left out of the client's)
+
+
+class Partition:
+    """The esp32.Partition block interface over a bytearray. Each method counts what it allocates itself (a
+    wrapper would allocate for its own arguments, on the caller's side)."""
+
+    def __init__(self, sectors):
+        self.buf = bytearray(b"\xff" * (sectors * SECTOR))
+
+    def readblocks(self, block, buf, off=0):
+        before = gc.mem_alloc()
+        start = block * SECTOR + off
+        buf[:] = memoryview(self.buf)[start : start + len(buf)]
+        outside[0] += gc.mem_alloc() - before
+
+    def writeblocks(self, block, buf, off=0):
+        before = gc.mem_alloc()
+        start = block * SECTOR + off
+        self.buf[start : start + len(buf)] = buf
+        outside[0] += gc.mem_alloc() - before
+
+    def ioctl(self, op, arg):
+        before = gc.mem_alloc()
+        result = 0
+        if op == 4:
+            result = len(self.buf) // SECTOR
+        elif op == 5:
+            result = SECTOR
+        elif op == 6:
+            self.buf[arg * SECTOR : (arg + 1) * SECTOR] = b"\xff" * SECTOR
+        outside[0] += gc.mem_alloc() - before
+        return result
+
+
+class Broker:
+    """A transport that answers as a broker: CONNACK, then PUBACK or PUBREC/PUBCOMP for what is sent."""
+
+    def __init__(self):
+        self.inbox = bytearray()
+
+    def send(self, buf, start, end):
+        before = gc.mem_alloc()
+        data = bytes(buf[start:end])
+        kind = data[0] >> 4
+        if kind == 1:  # CONNECT
+            self.inbox += b"\x20\x02\x00\x00"
+        elif kind == 3 and data[0] & 0x06:  # PUBLISH at QoS 1/2: the id follows the topic
+            at = 1
+            while data[at] & 0x80:
+                at += 1
+            at += 1
+            at += 2 + (data[at] << 8 | data[at + 1])
+            ack = 0x40 if data[0] & 0x06 == 0x02 else 0x50
+            self.inbox += bytes((ack, 2, data[at], data[at + 1]))
+        elif kind == 6:  # PUBREL
+            self.inbox += bytes((0x70, 2, data[2], data[3]))
+        outside[0] += gc.mem_alloc() - before
+        return len(data)
+
+    def readinto(self, buf):
+        before = gc.mem_alloc()
+        n = None
+        if self.inbox:
+            n = min(len(buf), len(self.inbox))
+            buf[:n] = self.inbox[:n]
+            self.inbox = self.inbox[n:]
+        outside[0] += gc.mem_alloc() - before
+        return n
+
+    def wait(self, timeout_ms, writable=False):
+        return writable or bool(self.inbox)
+
+    def close(self):
+        pass
+
+
+client = MQTTClient("alloc", RingJournal(Partition(16), 128), window=8)
+client.open()
+client.connect(Broker())
+topic = b"sensors/alloc/telemetry"
+payload = b'{"dev":"alloc","boot":1,"seq":1,"t":1,"reading":21.5}'
+result = {}
+for qos in (0, 1, 2):
+    for _ in range(MESSAGES):  # warm-up: first-call caches, the journal's first sectors
+        client.publish(topic, payload, qos, timeout_ms=1000)
+    client.wait_idle(1000)
+    gc.collect()
+    gc.disable()
+    outside[0] = 0
+    before = gc.mem_alloc()
+    for _ in range(MESSAGES):
+        client.publish(topic, payload, qos, timeout_ms=1000)
+    client.wait_idle(1000)
+    result[str(qos)] = (gc.mem_alloc() - before - outside[0]) / MESSAGES
+    gc.enable()
+print(json.dumps(result))
