@@ -395,6 +395,8 @@ class MQTTClient:
         if self.state != CONNECTED:
             raise MQTTError("not connected")
         self._pump()
+        if timeout_ms:  # a caller willing to wait is idle: the journal's erase-ahead goes here, not in publish()
+            self.session.journal.tend()
         if self._transport.wait(timeout_ms):
             self._receive()
         self._keep_alive()

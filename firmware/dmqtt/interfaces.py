@@ -77,6 +77,10 @@ class Journal(Protocol):
 
     def sync(self) -> None: ...
 
+    def tend(self) -> bool:
+        """Idle-time upkeep (the ring's erase-ahead): True when it did some, which took the caller's time."""
+        ...
+
     def read(self, addr: int) -> tuple[int, memoryview]:
         """The record at `addr`: its type and body (valid until the next read)."""
         ...

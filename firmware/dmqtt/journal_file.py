@@ -147,6 +147,10 @@ class FileJournal(Framing):
             rtype, body = self.read(new)
             owner.moved(rtype, body, old, new)
 
+    def tend(self):
+        """Idle-time work: none (LittleFS erases as it sees fit)."""
+        return False
+
     def read(self, addr):
         n = self._read_at(addr)
         if n < 0:

@@ -144,10 +144,7 @@ class RingJournal(Framing):
 
     def _header_seq(self, hdr):
         # The CRC first: a header torn mid-program can hold any format byte.
-        if (
-            hdr[0:4] != _SECTOR_MAGIC
-            or crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF != struct.unpack_from(">I", hdr, 12)[0]
-        ):
+        if hdr[0:4] != _SECTOR_MAGIC or crc32(memoryview(hdr)[:12]) != struct.unpack_from(">I", hdr, 12)[0]:
             return 0
         if not known_format(hdr[4]):
             return 0
@@ -278,7 +275,7 @@ class RingJournal(Framing):
         hdr[4] = FORMAT
         hdr[5] = hdr[6] = hdr[7] = 0
         struct.pack_into(">I", hdr, 8, seq)
-        struct.pack_into(">I", hdr, 12, crc32(memoryview(hdr)[0:12]) & 0xFFFFFFFF)
+        struct.pack_into(">I", hdr, 12, crc32(memoryview(hdr)[:12]))
         self._write(sector, hdr, 0)
         self._seq[sector] = seq
         self._head = sector
@@ -317,9 +314,26 @@ class RingJournal(Framing):
             if owner.is_live(self._rbuf[0], body, old):
                 owner.moved(self._rbuf[0], body, old, self._append(self._rmv[: n + OVERHEAD]))
             off += n + OVERHEAD
-        self._erase(oldest)
+        # Its erase (tens of milliseconds) is left for tend(), off the path of the publish() that got here: until
+        # then the sector is free but not erased, and _advance() erases it itself if it comes first. A power cut
+        # meanwhile leaves both copies, which open() resolves as for a cut in the middle of a reclaim.
         self._seq[oldest] = 0
-        self._erased[oldest] = 1
+
+    def tend(self):
+        """Idle-time work: erase the sector the next head will open in (the first free one after the head, as
+        _advance() picks it) if it is not known erased since boot: the erase _advance() would do, done earlier
+        and never an extra one, so that the publish that opens the sector finds it ready. True when it erased
+        (the caller waited that long)."""
+        sector = self._head
+        for _ in range(self._count):
+            sector = (sector + 1) % self._count
+            if not self._seq[sector]:
+                if self._erased[sector]:
+                    return False
+                self._erase(sector)
+                self._erased[sector] = 1
+                return True
+        return False
 
     def read(self, addr):
         """The record at addr -> (type, body view valid until the next read)."""

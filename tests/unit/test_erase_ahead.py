@@ -1,0 +1,68 @@
+"""The ring journal's erase-ahead: the erase that opening a sector needs is done while the application waits in
+poll(), not inside a publish(). On a chip an erase takes tens of milliseconds with the flash cache off; a
+publish() that met one would stall the application that long. Counted on an in-memory NOR partition with the
+client over a broker that acknowledges at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from dmqtt import codec_host as codec
+from dmqtt.client import MQTTClient
+from dmqtt.journal_ring import RingJournal
+from tests.unit.host_client import ScriptedInbox
+from tests.unit.nor import NorPartition
+
+pytestmark = pytest.mark.usefixtures("micropython_time")
+
+
+class AckingBroker(ScriptedInbox):
+    """CONNACK, then a PUBACK for every QoS 1 PUBLISH, as soon as it is written."""
+
+    def __init__(self) -> None:
+        super().__init__(codec.encode_connack(False, 0, codec.V311))
+        self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
+
+    def send(self, buf: bytearray, start: int, end: int) -> int:
+        for packet in self._decoder.packets(bytes(buf[start:end])):
+            if packet.type == codec.PUBLISH:
+                self.inbox += codec.encode_ack(codec.PUBACK, packet.pid, 0, codec.V311)
+        return end - start
+
+    def wait(self, timeout_ms: int, writable: bool = False) -> bool:
+        return writable or bool(self.inbox)
+
+    def close(self) -> None:
+        pass
+
+
+def run(poll_ms: int, messages: int = 600) -> tuple[int, int, int]:
+    """(erases inside publish(), erases inside poll(), sectors opened) over `messages` 200-byte QoS 1 messages,
+    the application polling `poll_ms` between them (0: it never waits)."""
+    flash = NorPartition(6)
+    client = MQTTClient("ahead", RingJournal(flash, 512), codec.V311, window=8)
+    client.open()
+    client.connect(AckingBroker())
+    before = flash.erases
+    client.poll(poll_ms)  # the application waits once before its first message, as after any start-up
+    in_publish, in_poll = 0, flash.erases - before
+    for n in range(messages):
+        before = flash.erases
+        client.publish(b"sensors/ahead/t", b"%05d" % n + b"x" * 195, 1, timeout_ms=1000)
+        in_publish += flash.erases - before
+        before = flash.erases
+        client.poll(poll_ms)
+        in_poll += flash.erases - before
+    return in_publish, in_poll, flash.erases
+
+
+def test_an_application_that_waits_never_meets_an_erase_in_publish() -> None:
+    in_publish, in_poll, total = run(poll_ms=5)
+    assert total >= 20 and in_poll == total and in_publish == 0, (in_publish, in_poll, total)
+
+
+def test_erasing_ahead_erases_no_more_than_erasing_when_needed() -> None:
+    ahead = run(poll_ms=5)
+    never_idle = run(poll_ms=0)  # poll(0) is no wait: every erase falls in publish(), as before
+    assert never_idle[1] == 0 and never_idle[0] == never_idle[2]
+    assert ahead[2] <= never_idle[2] + 1, (ahead, never_idle)
