@@ -330,8 +330,21 @@ def render_profile(prof: dict[str, Any], umqtt_us: float | None) -> list[str]:
         "",
         table(["phase", "calls per message", "us per message", "share"], rows),
         "",
-        f"The path allocates {prof['bytes_per_msg']:,.0f} heap bytes per message (slices and views of buffers, "
-        f"property tuples, the poll result): a collection every {prof['heap_free'] / prof['bytes_per_msg']:.0f} "
+        *(
+            [
+                f"In units that move with the interpreter rather than the machine: a message costs "
+                f"{base / prof['ref_us']:.2f} reference units (1 unit = 1,000 iterations of profile.py's fixed "
+                f"reference loop, {prof['ref_us']:.0f} us in this run)"
+                + (f"; umqtt.simple's whole round trip {umqtt_us / prof['ref_us']:.2f} units" if umqtt_us else "")
+                + ".",
+                "",
+            ]
+            if prof.get("ref_us")
+            else []
+        ),
+        f"The path allocates {prof['bytes_per_msg']:,.0f} heap bytes per message, the RAM partition's Python "
+        "stand-in for the flash driver included (tests/unit/test_client_alloc.py counts the client's alone): "
+        f"a collection every {prof['heap_free'] / prof['bytes_per_msg']:.0f} "
         f"messages, at {prof['collect_us']:.0f} us each, about {prof['gc_us']:.1f} us per message, included in "
         "the phases above. A wrapper's correction is within the few us that runs differ by. "
         + (

@@ -6,6 +6,9 @@
 #   heap_free, collect_us, gc_us   free heap after a collection, what one collection costs, and the collector's
 #                   estimated time per message: bytes_per_msg / heap_free collections of collect_us each
 #   us_unwrapped    time per message of a run without wrappers (collector on, as on a board)
+#   ref_us          the reference workload's time (reference() below: 1,000 iterations of a fixed loop), timed
+#                   in the same process around the runs: us_unwrapped / ref_us is the message's cost in units
+#                   that move with the interpreter's speed, not with the machine's
 #   phases          {name: [calls per message, us per message in it, us per message of its run]}: one run per
 #                   phase, the phase timed by a wrapper (what the wrapper costs shows as its run's excess over
 #                   us_unwrapped); the phases do not overlap, and what us_unwrapped has beyond their sum is
@@ -43,6 +46,25 @@ def run(n):
     return time.ticks_diff(time.ticks_us(), start) / n
 
 
+def reference(rounds=20, iterations=1000):
+    """The reference unit: the best of `rounds` timings of `iterations` iterations of a fixed loop of small-int
+    arithmetic, a bytearray store and a call (what a message's path is made of, no I/O, no allocation; every
+    value stays a small int on a 32-bit chip too). Returns us per `iterations`."""
+    buf = bytearray(64)
+    best = None
+    for _ in range(rounds):
+        x = 1
+        start = time.ticks_us()
+        for i in range(iterations):
+            x = (x * 75 + 74) % 65537
+            buf[i & 63] = x & 0xFF
+            len(buf)
+        spent = time.ticks_diff(time.ticks_us(), start)
+        best = spent if best is None or spent < best else best
+    return best
+
+
+ref_before = reference()
 run(200)  # warm-up: connection, first-call caches, the journal's first sectors
 # What the path allocates: a short run with the collector off (it must fit in the board-sized heap).
 gc.collect()
@@ -136,6 +158,7 @@ print(
             "collect_us": collect_us,
             "gc_us": gc_us,
             "us_unwrapped": us_unwrapped,
+            "ref_us": min(ref_before, reference()),
             "phases": {k: [v[0] / count, v[1] / count, totals[k]] for k, v in phases.items()},
         }
     )
