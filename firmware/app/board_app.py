@@ -398,7 +398,7 @@ def main(heap_at_boot):
     except Exception as exc:  # noqa: BLE001 (ConfigError or a file system error: reported, never a crash loop)
         print(console.CONFIG_ERROR % exc)
         print("fix config.json and reset the board")
-        return 3
+        return 3  # console_host.CONFIG_ERROR_STATUS
     gc.collect()
     load_modules(cfg)
     try:
@@ -409,7 +409,7 @@ def main(heap_at_boot):
     except BadConfig as exc:
         print(console.CONFIG_ERROR % exc)  # names the field and the problem, never key material
         print("fix config.json (or the files it names) and reset the board")
-        return 3
+        return 3  # console_host.CONFIG_ERROR_STATUS
     except JournalError as exc:
         # The flash under the journal failed (or is full of live records): retrying the same program would
         # only spin. Say where, and stop; start() decides whether a reset may help.

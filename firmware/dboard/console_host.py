@@ -27,6 +27,9 @@ FORMATS: dict[str, str] = {
     "config_error": console.CONFIG_ERROR,
     "journal_error": console.JOURNAL_ERROR,
 }
+# The board's main() returns this after a config_error line (docs/console-protocol.md): a virtual board's exit
+# status. (The board writes the literal: a name there would cost a deployed board heap it does not have.)
+CONFIG_ERROR_STATUS = 3
 # What ends a run badly: the application's own failures, and MicroPython's traceback of an uncaught exception.
 TRACEBACK = "Traceback (most recent call last)"
 FAILURE_KINDS = ("config_error", "journal_error")

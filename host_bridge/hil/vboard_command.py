@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from dboard import console_host
 from host_bridge import assets
 from host_bridge.boards.board_config import check_file, read_json
 from host_bridge.boards.definition import BoardDefinition
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"vboard: resets booted the board {dut.boots - 1} more time(s)", file=sys.stderr, flush=True)
         if end.kind == "power-cut":
             print("vboard: power cut; the flash file keeps what was programmed", file=sys.stderr, flush=True)
-        if end.status == CONFIG_ERROR_STATUS:
+        if end.status == console_host.CONFIG_ERROR_STATUS:
             # The board's own words say "reset the board": on the virtual one that is running the command again.
             print(
                 f"vboard: the board stopped on its config: fix {args.config or '/flash/config.json'} (or the files "
@@ -148,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
         dut.close()
 
 
-CONFIG_ERROR_STATUS = 3  # what main.py returns on a config the board refuses (firmware/app/board_app.py)
 _NO_TIMEOUT = 10 * 365 * 24 * 3600.0  # a board on the command line runs until it ends or is ended
 
 
