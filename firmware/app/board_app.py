@@ -397,7 +397,7 @@ def main(heap_at_boot):
         cfg = read_config()
     except Exception as exc:  # noqa: BLE001 (ConfigError or a file system error: reported, never a crash loop)
         print(console.CONFIG_ERROR % exc)
-        print("fix config.json and reset the board")
+        print("fix config.json (or the files it names) and reset the board")
         return 3  # console_host.CONFIG_ERROR_STATUS
     gc.collect()
     load_modules(cfg)
