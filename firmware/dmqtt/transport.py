@@ -89,7 +89,10 @@ class TCPTransport:
         if self._more and not writable:
             return True
         self._poller.modify(self._raw, select.POLLOUT if writable else select.POLLIN)
-        return bool(self._poller.poll(timeout_ms))
+        # ipoll, not poll: it yields one tuple it reuses, where poll() builds a list of new tuples every call.
+        for _ in self._poller.ipoll(timeout_ms):
+            return True
+        return False
 
     def close(self):
         self._sock.close()
