@@ -77,8 +77,8 @@ class Journal(Protocol):
 
     def sync(self) -> None: ...
 
-    def tend(self) -> bool:
-        """Idle-time upkeep (the ring's erase-ahead): True when it did some, which took the caller's time."""
+    def tend(self) -> None:
+        """Idle-time upkeep (the ring's erase ahead), called while the application waits."""
         ...
 
     def read(self, addr: int) -> tuple[int, memoryview]:

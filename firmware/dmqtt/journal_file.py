@@ -149,7 +149,6 @@ class FileJournal(Framing):
 
     def tend(self):
         """Idle-time work: none (LittleFS erases as it sees fit)."""
-        return False
 
     def read(self, addr):
         n = self._read_at(addr)

@@ -259,16 +259,10 @@ class RingJournal(Framing):
         older sector is ever needed for them. When that leaves no sector free, the oldest one is reclaimed at
         once: its live records go into the fresh head, which has room for all of them (a sector's live bytes
         never exceed a sector less its own META), and it is erased; one spare is thus always free."""
-        if not self._free():
+        sector = self._prepare_next()
+        if sector < 0:
             raise JournalError("journal partition full of live records")
-        sector = self._head
-        for _ in range(self._count):
-            sector = (sector + 1) % self._count  # round the ring: wear is spread over every sector
-            if not self._seq[sector]:
-                break
         seq = max(self._seq) + 1
-        if not self._erased[sector]:
-            self._erase(sector)  # a free sector may hold a torn header, old records or foreign bytes
         self._erased[sector] = 0
         hdr = self._hdr
         hdr[0:4] = _SECTOR_MAGIC
@@ -319,21 +313,24 @@ class RingJournal(Framing):
         # meanwhile leaves both copies, which open() resolves as for a cut in the middle of a reclaim.
         self._seq[oldest] = 0
 
-    def tend(self):
-        """Idle-time work: erase the sector the next head will open in (the first free one after the head, as
-        _advance() picks it) if it is not known erased since boot: the erase _advance() would do, done earlier
-        and never an extra one, so that the publish that opens the sector finds it ready. True when it erased
-        (the caller waited that long)."""
+    def _prepare_next(self):
+        """The sector the next head opens in, erased: the first free one after the head, round the ring (wear is
+        spread over every sector), erased unless known erased since boot (a free sector may hold a torn header,
+        old records or foreign bytes). -1 when no sector is free."""
         sector = self._head
         for _ in range(self._count):
             sector = (sector + 1) % self._count
             if not self._seq[sector]:
-                if self._erased[sector]:
-                    return False
-                self._erase(sector)
-                self._erased[sector] = 1
-                return True
-        return False
+                if not self._erased[sector]:
+                    self._erase(sector)
+                    self._erased[sector] = 1
+                return sector
+        return -1
+
+    def tend(self):
+        """Idle-time work: the erase _advance() needs next, done now (and never an extra one), so that the
+        publish that opens that sector finds it ready."""
+        self._prepare_next()
 
     def read(self, addr):
         """The record at addr -> (type, body view valid until the next read)."""

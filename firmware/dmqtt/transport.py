@@ -62,11 +62,10 @@ class TCPTransport:
 
     def send(self, buf, start, end):
         # write(), not send(): TLS sockets have only the stream methods. On a non-blocking stream it returns
-        # None, or raises EAGAIN, when nothing can be written now (TLS: also while a record is half sent). The
-        # stream's write(buf, offset, length) sends from the middle of the buffer without a slice (a slice is a
-        # heap object per packet).
+        # None, or raises EAGAIN, when nothing can be written now (TLS: also while a record is half sent). Its
+        # MicroPython form write(buf, offset, length) sends from the middle of the buffer without a slice (a
+        # heap object per packet); the ESP32 stubs list only buf.
         try:
-            # (MicroPython's stream write takes buf, offset, length; the ESP32 stubs list only buf.)
             n = self._sock.write(buf, start, end - start)  # type: ignore[call-arg]
         except OSError as exc:
             if exc.args[0] == _EAGAIN:
