@@ -22,6 +22,12 @@ BOARDS = _ROOT / "boards"  # one folder per board, each with its board.json
 SHIMS = _PACKAGE / "vboard" / "shims"  # the virtual board's machine, esp32 and flash emulation
 
 
+def is_firmware_app(app: Path | str) -> bool:
+    """`app` is the project's board application (whose config.json rules the host checks), not one of the
+    user's own."""
+    return Path(app).resolve() == APP.resolve()
+
+
 def build_dir() -> Path:
     """Generated files (staged .mpy trees, partition tables): build/ in a checkout, else the user's cache."""
     if not INSTALLED:

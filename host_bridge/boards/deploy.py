@@ -14,6 +14,7 @@ from host_bridge.boards.firmware_build import (
     romfs_build_command,
     romfs_image,
     romfs_paths,
+    secrets_of,
     stage_firmware,
 )
 from host_bridge.boards.realboard import (
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     args.port = find_port(args.port, args.dry_run)
     puts = [parse_put(p) for p in args.put]
     if args.config is not None:
-        check_file(args.config, next((source for source, name in puts if name == "secrets.json"), None))
+        check_file(args.config, secrets_of(puts))
     root = stage_firmware(args.app)
     files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
     print(f"firmware: {len(files)} files from {root}", flush=True)

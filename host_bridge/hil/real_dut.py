@@ -172,11 +172,9 @@ class _Lines:
 
 
 def _mpremote_deploy(port: str, config: Path, install: str) -> None:
-    from host_bridge.boards.board_config import check_file
     from host_bridge.boards.firmware_build import romfs_image, stage_firmware
     from host_bridge.boards.realboard import deploy_commands, run_commands
 
-    check_file(config)
     root = stage_firmware()
     code = romfs_image(root) if install == "romfs" else install if install == "frozen" else None
     cmd = deploy_commands(port, root, config, resume=False, reset=False, code=code)

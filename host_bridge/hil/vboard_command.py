@@ -13,7 +13,7 @@ from dboard import console_host
 from host_bridge import assets
 from host_bridge.boards.board_config import check_file, read_json
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.boards.firmware_build import add_put_argument, parse_put
+from host_bridge.boards.firmware_build import add_put_argument, parse_put, secrets_of
 from host_bridge.errors import VBoardError
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
@@ -82,12 +82,11 @@ def run(args: argparse.Namespace) -> int:
     for name in ("noise", "drop", "garbage"):
         if not 0.0 <= getattr(args, name) < 1.0:
             raise VBoardError(f"--{name} must be a probability in [0, 1)")
-    if args.config is not None and Path(args.app).resolve() != assets.APP.resolve():
+    if args.config is not None and not assets.is_firmware_app(args.app):
         read_json(args.config)  # an application of one's own reads its own keys: valid JSON is all we know
     elif args.config is not None:
         # The board's own rules, before a flash file is created or anything boots.
-        puts = [parse_put(p) for p in args.put]
-        config = check_file(args.config, next((Path(src) for src, name in puts if name == "secrets.json"), None))
+        config = check_file(args.config, secrets_of([parse_put(p) for p in args.put]))
         if config["transport"] == "tcp":
             await_broker(
                 Destination(config["host"], config["port"]),

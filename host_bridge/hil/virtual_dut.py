@@ -14,6 +14,7 @@ from typing import IO, Any
 from dboard import console_host
 from host_bridge import assets
 from host_bridge.boards.definition import BoardDefinition
+from host_bridge.boards.firmware_build import secrets_of
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.power import PowerSwitch, SigkillSwitch
 from host_bridge.vboard.runner import POWER_CUT_EXIT_STATUS, VirtualBoard
@@ -58,11 +59,11 @@ class VirtualDut(Dut):
 
     @property
     def runs_firmware(self) -> bool:
-        return Path(self.vboard.app).resolve() == assets.APP.resolve()
+        return assets.is_firmware_app(self.vboard.app)
 
     @property
     def secrets(self) -> Path | None:
-        return next((Path(source) for source, name in self.vboard.put if name == "secrets.json"), None)
+        return secrets_of(self.vboard.put)
 
     def _install_config(self, config: dict[str, Any]) -> None:
         path = self.flash.with_name(self.flash.stem + ".config.json")
