@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import io
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,26 +52,30 @@ def _png(fig: Any) -> bytes:
 
 def delivery_plot(result: AuditResult) -> bytes:
     """Delivered, lost and duplicated messages per device; for a fleet, per QoS over every device."""
-    per_dev: dict[str, dict[str, int]] = defaultdict(lambda: {"delivered": 0, "lost": 0, "duplicates": 0})
+
+    def counts() -> dict[str, int]:
+        return {"delivered": 0, "lost": 0, "duplicates": 0}
+
+    by_device: dict[tuple[str, int], dict[str, int]] = defaultdict(counts)
     for b in result.boots:
-        d = per_dev[f"{b['dev']} (QoS {b['qos']})"]
+        d = by_device[b["dev"], b["qos"]]
         d["delivered"] += b["distinct"]
         d["lost"] += b["lost"]
         d["duplicates"] += b["duplicates"]
     for check in result.expectations:
-        for label in per_dev:
-            if label.startswith(check["dev"] + " "):
-                per_dev[label]["lost"] += check["lost_tail"]
+        for dev, qos in by_device:
+            if dev == check["dev"]:
+                by_device[dev, qos]["lost"] += check["lost_tail"]
+    per_dev = {f"{dev} (QoS {qos})": d for (dev, qos), d in by_device.items()}
     title = "Delivery per device"
-    if len(per_dev) > FLEET_LISTED:
-        fleet: dict[str, dict[str, int]] = defaultdict(lambda: {"delivered": 0, "lost": 0, "duplicates": 0})
-        devices: dict[str, int] = defaultdict(int)
-        for label, counts in per_dev.items():
-            qos = label.rsplit("(", 1)[1].rstrip(")")
+    if len(by_device) > FLEET_LISTED:
+        fleet: dict[int, dict[str, int]] = defaultdict(counts)
+        devices: dict[int, int] = defaultdict(int)
+        for (_dev, qos), d in by_device.items():
             devices[qos] += 1
-            for key, value in counts.items():
+            for key, value in d.items():
                 fleet[qos][key] += value
-        per_dev = {f"{qos}: {devices[qos]} devices": counts for qos, counts in fleet.items()}
+        per_dev = {f"QoS {qos}: {devices[qos]} devices": d for qos, d in fleet.items()}
         title = f"Delivery per QoS over the fleet ({len(result.boots)} boots)"
     names = sorted(per_dev)
     fig, ax = plt.subplots(figsize=(9, 0.8 + 0.45 * max(len(names), 2)))
@@ -116,13 +120,8 @@ def timeline_plot(result: AuditResult, events: list[Event]) -> bytes:
         ax.set_ylim(len(devices) - 0.5, -0.5)
         ax.set_title("Boots over time (a bar per boot, first to last delivery)")
     else:
-        per_minute: dict[datetime, int] = defaultdict(int)
-        for b in result.boots:
-            if b["first_received_at"] is not None:
-                per_minute[b["first_received_at"].replace(second=0, microsecond=0)] += 1
-        cut_minutes: dict[datetime, int] = defaultdict(int)
-        for e in cuts:
-            cut_minutes[e.at.replace(second=0, microsecond=0)] += 1
+        per_minute = Counter(_minute(b["first_received_at"]) for b in result.boots if b["first_received_at"])
+        cut_minutes = Counter(_minute(e.at) for e in cuts)
         for series, colour, label in (
             (per_minute, "#4c9a2a", "boots starting"),
             (cut_minutes, "#c62828", "power cuts"),
@@ -146,6 +145,10 @@ def timeline_plot(result: AuditResult, events: list[Event]) -> bytes:
     _time_axis(ax)
     _legend_outside(ax)
     return _png(fig)
+
+
+def _minute(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
 
 
 def _days(at: datetime) -> float:

@@ -296,8 +296,7 @@ class Stack:
         # JSON logs: its counters per board are read back for the timeline (link_counters).
         args = bridge_command(self.broker.address, BAUD, self.serial_ports, 10, *tls, "--log-format", "json")
         self.bridge_starts += 1
-        name = "bridge.log" if self.bridge_starts == 1 else f"bridge-{self.bridge_starts}.log"
-        self.bridge = ManagedProcess(args, self.logs / name)
+        self.bridge = ManagedProcess(args, self._bridge_log(self.bridge_starts))
         self.pids.append(self.bridge.process.pid)
         self.bridge.wait_for('"event": "start"')
 
@@ -347,14 +346,17 @@ class Stack:
         for dev, counters in self.link_counters().items():
             self.timeline.note("link-counters", dev, **counters)
 
+    def _bridge_log(self, number: int) -> Path:
+        """The log of the campaign's `number`th bridge process (1: bridge.log, then bridge-2.log...)."""
+        return self.logs / ("bridge.log" if number == 1 else f"bridge-{number}.log")
+
     def link_counters(self) -> dict[str, dict[str, int]]:
         """Each serial board's link counters over the campaign: the last `counters` event each bridge process
         logged for it (every 10 s, and at a clean stop), summed over the bridges a campaign started."""
         total: dict[str, dict[str, int]] = {}
         for number in range(1, self.bridge_starts + 1):
-            path = self.logs / ("bridge.log" if number == 1 else f"bridge-{number}.log")
             last: dict[str, dict[str, int]] = {}
-            for line in path.read_text(errors="replace").splitlines():
+            for line in self._bridge_log(number).read_text(errors="replace").splitlines():
                 try:
                     record = json.loads(line)
                 except ValueError:

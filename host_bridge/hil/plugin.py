@@ -114,19 +114,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, (help_text, kwargs) in _OPTIONS.items():
         group.addoption(f"--hil-{name}", default=None, help=help_text, **kwargs)
         if kwargs.get("action") == "append":
-            parser.addini(f"hil_{name.replace('-', '_')}", f"{help_text} (--hil-{name}; several: spaces)", "args", [])
+            parser.addini(_ini_name(name), f"{help_text} (--hil-{name}; several: spaces)", "args", [])
         else:
-            parser.addini(f"hil_{name.replace('-', '_')}", f"{help_text} (--hil-{name})", "string", "")
+            parser.addini(_ini_name(name), f"{help_text} (--hil-{name})", "string", "")
+
+
+def _ini_name(name: str) -> str:
+    """An option's name in pytest.ini: hil_link_port for --hil-link-port."""
+    return "hil_" + name.replace("-", "_")
 
 
 def _option(config: pytest.Config, name: str) -> Any:
     """--hil-NAME from the command line, else hil_NAME from the ini file, else None."""
     value = config.getoption(f"--hil-{name}")
     if value is None:
-        value = config.getini("hil_" + name.replace("-", "_")) or None
+        value = config.getini(_ini_name(name)) or None
         choices = _OPTIONS[name][1].get("choices")
         if value is not None and choices is not None and value not in choices:
-            raise pytest.UsageError(f"hil_{name.replace('-', '_')} = {value}: expected one of {', '.join(choices)}")
+            raise pytest.UsageError(f"{_ini_name(name)} = {value}: expected one of {', '.join(choices)}")
     return value
 
 
