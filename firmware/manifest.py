@@ -17,6 +17,7 @@ package(
         "journal_ring.py",
         "journal_file.py",
         "client.py",
+        "confirm.py",
         "transport.py",
         "tls.py",
     ],

@@ -33,6 +33,8 @@ def load_modules(cfg):
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
     else:
         names.append("dmqtt.transport")  # with TLS, dmqtt.tls is loaded only to build the context (tls_context)
+    if cfg["confirm"]:
+        names.append("dmqtt.confirm")
     for name in names:
         __import__(name)
         gc.collect()
@@ -145,6 +147,7 @@ class Board:
         self.heap_at_boot = 0
         self.heap = HeapWatch()
         self.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
+        self.said_late = False  # messages went unconfirmed for confirm.timeout_s: said once
         # The transport's code (loaded by load_modules), only the one in use.
         if cfg["transport"] == "serial":
             from dlink.transport import LinkTransport
@@ -175,6 +178,14 @@ class Board:
         self.client.on_message = self.on_message
         self.client.on_published = self.on_published
         self.client.on_disconnect = self.on_disconnect
+        self.confirm = None
+        if cfg["confirm"]:
+            from dmqtt.confirm import Confirmer
+
+            confirm = cfg["confirm"]
+            self.confirm = Confirmer(self.client.session, confirm["topic"], confirm["timeout_s"], confirm["hold"])
+            self.confirm.begin(boot)  # the telemetry's boot and seq are the confirmation's epoch and number
+            self.client.confirm = self.confirm
         unload("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
         for note in self.client.open():
             print(note)
@@ -209,6 +220,8 @@ class Board:
             print(console.CONNECTED % (present, client.outstanding()))
             for topic, qos in self.cfg["subscribe"]:
                 client.subscribe(topic, qos)
+            if self.confirm is not None:
+                client.subscribe(self.confirm.topic, 0)  # the recorder's newest is retained: it comes at once
             self.backoff.reset()
             self.heap.check()
             return True
@@ -264,6 +277,9 @@ class Board:
                     self.client.poll(max(0, min(100, left)))
                 except (OSError, MQTTError):
                     self.client.close()  # said by on_disconnect
+                if self.confirm is not None and self.confirm.late == 1 and not self.said_late:
+                    self.said_late = True
+                    print(console.UNCONFIRMED % (self.confirm.unconfirmed(), self.cfg["confirm"]["timeout_s"]))
             elif left > 0:
                 time.sleep_ms(min(left, 50))
             if time.ticks_diff(deadline, time.ticks_ms()) <= 0:
@@ -338,6 +354,12 @@ class Board:
                 client.wait_idle(60000)
             except (OSError, MQTTError):
                 client.close()  # said by on_disconnect
+        if self.confirm is not None:
+            # Until the recorder has stored every message (sending again what it lacks), for three timeouts at
+            # most: what is still unconfirmed then is counted in the summary and stays in the journal.
+            wait = time.ticks_add(time.ticks_ms(), 3000 * cfg["confirm"]["timeout_s"])
+            while (self.confirm.unconfirmed() or client.outstanding()) and time.ticks_diff(wait, time.ticks_ms()) > 0:
+                self.idle(100)
         self.heap.check()
         # The summary line: its keys in the order dboard/console.py defines them.
         values = (
@@ -361,6 +383,8 @@ class Board:
         summary = dict(zip(console.SUMMARY_KEYS, values))
         if cfg["transport"] == "serial":
             summary["link"] = self.transport_class.stats()
+        if self.confirm is not None:
+            summary["confirm"] = self.confirm.stats()
         self.finished = True
         client.disconnect()
         print(json.dumps(summary))

@@ -19,7 +19,7 @@ KEYS = (
     " session_expiry_s window group_commit heap_log_every publish.topic publish.qos publish.count"
     " publish.interval_ms publish.payload_bytes uart.id uart.baud uart.tx uart.rx wifi.ssid wifi.password"
     " will.topic will.payload will.qos will.retain tls.ca tls.cert tls.key tls.server_hostname tls.insecure"
-    " subscribe.topic subscribe.qos"
+    " subscribe.topic subscribe.qos confirm confirm.topic confirm.timeout_s confirm.hold"
 ).split()
 
 
@@ -146,6 +146,23 @@ def _topic(topic, what, is_filter):
         raise ConfigError("%s %r: %s" % (what, topic, exc))
 
 
+def _confirm(raw, cid, qos):
+    """confirm: {topic, timeout_s, hold} (end-to-end confirmation by the recorder); None without it."""
+    confirm = raw.get("confirm")
+    if confirm is None:
+        return None
+    if not isinstance(confirm, dict):
+        raise ConfigError("confirm must be {topic, timeout_s, hold}")
+    if qos == 0:
+        raise ConfigError("confirm is for publish.qos 1 and 2 (QoS 0 messages are not journaled)")
+    topic = str(confirm.get("topic", "confirm/{client_id}")).replace("{client_id}", cid)
+    _topic(topic, "confirm.topic", False)
+    hold = confirm.get("hold", False)
+    if not isinstance(hold, bool):
+        raise ConfigError("confirm.hold must be true or false")
+    return {"topic": topic, "timeout_s": _int(confirm, "timeout_s", 30, 1, 86400), "hold": hold}
+
+
 def check(raw):
     if not isinstance(raw, dict):
         raise ConfigError("config.json must hold a JSON object")
@@ -204,7 +221,9 @@ def check(raw):
     if will is not None:
         _topic(will[0], "will.topic", False)
     tls = _tls(raw, transport)
+    confirm = _confirm(raw, cid, qos)
     return {
+        "confirm": confirm,
         "client_id": cid,
         "tls": tls,
         "version": version,

@@ -23,6 +23,9 @@ MESSAGE = "message %s %d %r"  # topic, QoS, payload (bytes, as Python prints the
 HEAP = 'heap {"seq": %d, "free": %d, "block": %d}'  # with heap_log_every N, every N accepted messages
 CONFIG_ERROR = "config error: %s"  # the board stops (status 3): a field of config.json, or a file it names
 JOURNAL_ERROR = "journal error: %s"  # the flash under the journal failed (status 5)
+# With confirm: messages the broker acknowledged stayed unconfirmed by the recorder for confirm.timeout_s (said
+# once per boot; they are sent again, and counted in the summary's "confirm").
+UNCONFIRMED = "unconfirmed: %d messages not confirmed by the recorder after %d s; sending them again"
 
 # The summary: one line, a JSON object with these keys (all integers but dev and version, the client's
 # dmqtt.__version__; "link", the serial link's counters as an object, only on the serial transport), printed once

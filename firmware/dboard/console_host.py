@@ -26,6 +26,7 @@ FORMATS: dict[str, str] = {
     "heap": console.HEAP,
     "config_error": console.CONFIG_ERROR,
     "journal_error": console.JOURNAL_ERROR,
+    "unconfirmed": console.UNCONFIRMED,
 }
 # The board's main() returns this after a config_error line (docs/console-protocol.md): a virtual board's exit
 # status. (The board writes the literal: a name there would cost a deployed board heap it does not have.)

@@ -12,6 +12,7 @@ these types only in annotations and under `if False:` imports).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 # The byte and text types the codec and the client take.
@@ -79,6 +80,10 @@ class Journal(Protocol):
 
     def tend(self) -> None:
         """Idle-time upkeep (the ring's erase ahead), called while the application waits."""
+        ...
+
+    def scan(self, visit: Callable[[int, memoryview, int], None]) -> None:
+        """visit(type, body, address) for every valid record, oldest first; visit must not read the journal."""
         ...
 
     def read(self, addr: int) -> tuple[int, memoryview]:

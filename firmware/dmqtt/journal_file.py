@@ -49,7 +49,7 @@ class FileJournal(Framing):
             self._create(self.path)
             f = open(self.path, "r+b")
         self._file = f
-        end, clean = self._replay(owner)
+        end, clean = self._replay(owner.replay)
         self._size = end
         if not clean:
             self.notes.append("journal: torn record at offset %d ignored" % end)
@@ -59,7 +59,7 @@ class FileJournal(Framing):
         with open(path, "wb") as f:
             f.write(_FILE_MAGIC + bytes([FORMAT, 0, 0, 0]))
 
-    def _replay(self, owner):
+    def _replay(self, visit):
         off = 8
         while True:
             n = self._read_at(off)
@@ -67,7 +67,7 @@ class FileJournal(Framing):
                 return off, True
             if n < 0:
                 return off, False
-            owner.replay(self._rbuf[0], self._rmv[3 : 3 + n], off)
+            visit(self._rbuf[0], self._rmv[3 : 3 + n], off)
             off += n + OVERHEAD
 
     def _read_at(self, off):
@@ -149,6 +149,11 @@ class FileJournal(Framing):
 
     def tend(self):
         """Idle-time work: none (LittleFS erases as it sees fit)."""
+
+    def scan(self, visit):
+        """Call visit(type, body, offset) for every valid record, oldest first."""
+        self.sync()
+        self._replay(visit)
 
     def read(self, addr):
         n = self._read_at(addr)

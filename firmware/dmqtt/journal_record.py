@@ -16,9 +16,11 @@ except ImportError:
         return x
 
 
-# The layout version in every sector header and file header. 2 added HANDLED and the message in RX; a reader
-# takes 1 as well (its RX records are pid-only: messages delivered before they were journaled).
-FORMAT = const(2)
+# The layout version in every sector header and file header. 2 added HANDLED and the message in RX; 3 added
+# EPOCH and CONFIRMED and the confirmation's tail of META (end-to-end confirmation, docs/confirmation.md). A
+# reader takes 1 and 2 as well (format 1's RX records are pid-only: messages delivered before they were
+# journaled).
+FORMAT = const(3)
 _OLDEST_FORMAT = const(1)
 
 # Record types (0x00 and 0xFF never are: erased flash and sealed padding).
@@ -30,7 +32,9 @@ RXDONE = const(5)  # incoming QoS 2 released by PUBREL: pid
 META = const(6)  # snapshot: next pid, serial, mark
 MARK = const(7)  # application progress mark (QoS 0 publishes): mark
 HANDLED = const(8)  # the application's handler returned for an incoming QoS 2 message: pid
-_LAST_TYPE = const(8)
+EPOCH = const(9)  # the application's epoch (a board's boot) starts at an acceptance serial: epoch, serial
+CONFIRMED = const(10)  # the recorder has stored every message up to this serial (or the board gave it up): serial
+_LAST_TYPE = const(10)
 
 OVERHEAD = const(7)  # framing around a body: type (1) + length (2) + CRC-32 (4)
 AT_TORN = const(-1)  # what a reader finds instead of a body length
@@ -38,7 +42,9 @@ AT_ERASED = const(-2)
 
 # Bodies. PUB: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain), serial u32, mark u32, topic length u16, topic,
 # payload. REL: pid u16, serial u32. RX: pid u16, flags u8, topic length u16, topic, payload (format 1: pid
-# only). DONE, RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32. MARK: mark u32.
+# only). DONE, RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32, then with confirmation on:
+# confirmed serial u32, epoch count u8, that many (epoch u32, first serial u32). MARK, CONFIRMED: u32.
+# EPOCH: epoch u32, first serial u32.
 PUB_HEADER = const(13)
 RX_HEADER = const(5)
 _RETAIN = const(4)
@@ -192,3 +198,13 @@ def put_mark(body, mark):
 
 def mark_of(body):
     return struct.unpack_from(">I", body, 0)[0]
+
+
+def put_epoch(body, epoch, first):
+    struct.pack_into(">II", body, 0, epoch, first)
+    return 8
+
+
+def epoch_of(body):
+    """-> (epoch, first serial) of an EPOCH body."""
+    return struct.unpack_from(">II", body, 0)

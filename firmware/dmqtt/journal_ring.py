@@ -101,7 +101,7 @@ class RingJournal(Framing):
             self.notes.append("journal: %d sector(s) without a valid header will be erased before use" % foreign)
         order = self._by_age()
         for i in order:
-            end, clean = self._replay_sector(i, owner)
+            end, clean = self._replay_sector(i, owner.replay)
             if i == order[-1]:
                 self._head = i
                 self._offset = end
@@ -153,8 +153,9 @@ class RingJournal(Framing):
     def _by_age(self):
         return sorted([i for i in range(self._count) if self._seq[i]], key=lambda i: self._seq[i])
 
-    def _replay_sector(self, sector, owner):
-        """Call owner.replay for each valid record; -> (end offset, True if it ended on erased flash)."""
+    def _replay_sector(self, sector, visit):
+        """Call visit(type, body, address) for each valid record; -> (end offset, True if it ended on erased
+        flash)."""
         off = _SECTOR_HEADER
         buf = self._rbuf
         while off + OVERHEAD <= _SECTOR:
@@ -166,7 +167,7 @@ class RingJournal(Framing):
                 return off, True
             if n < 0:
                 return off, False  # torn: nothing after it in this sector is trusted
-            owner.replay(buf[0], self._rmv[3 : 3 + n], sector * _SECTOR + off)
+            visit(buf[0], self._rmv[3 : 3 + n], sector * _SECTOR + off)
             off += n + OVERHEAD
         return off, True
 
@@ -331,6 +332,13 @@ class RingJournal(Framing):
         """Idle-time work: the erase _advance() needs next, done now (and never an extra one), so that the
         publish that opens that sector finds it ready."""
         self._prepare_next()
+
+    def scan(self, visit):
+        """Call visit(type, body, address) for every valid record, oldest first (the confirmation's re-sends
+        look for messages this way; visit must not read the journal)."""
+        self.sync()
+        for i in self._by_age():
+            self._replay_sector(i, visit)
 
     def read(self, addr):
         """The record at addr -> (type, body view valid until the next read)."""

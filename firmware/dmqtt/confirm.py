@@ -1,0 +1,277 @@
+# End-to-end confirmation, the board's half (docs/confirmation.md): the broker's acknowledgement says the broker
+# has a message, not that it reached the store; a broker killed before its persistence saved it, or one that
+# acknowledges and discards (Mosquitto's 3.1.1 ACL refusals), loses it all the same. The recorder publishes, per
+# board, which messages it has stored durably; the board keeps every message readable in its journal until a
+# confirmation covers it, and sends again, from the journal, what the store lacks.
+#
+# Messages are named as the telemetry names them: an epoch (the board's boot) and its sequence number (0, 1, 2
+# ... the messages accepted in that epoch). The board maps them to its acceptance serials: an epoch's messages
+# hold consecutive serials from the one its EPOCH record names, so a few epochs in RAM map every message.
+#
+# The state that outlives a power cut is journaled: EPOCH records, a CONFIRMED record when the confirmed point
+# moves (at most once per confirmation, never per message), and both again in each sector's META snapshot.
+# Sans-I/O like the session: the client feeds it confirmations (take) and calls tend() when it polls.
+
+import struct
+import time
+from array import array
+
+from dmqtt import journal_record as rec
+from dmqtt.errors import JournalError, QueueFull
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+_VERSION = const(1)  # the confirmation's first byte
+_EPOCHS = const(4)  # epochs mapped at once; an older one's unconfirmed messages are given up, counted
+_BATCH = const(8)  # messages found per pass over the journal when sending again
+
+
+class Confirmer:
+    """Keeps the confirmed point (`floor`: every serial up to it is stored, or was given up) and sends again what
+    the store lacks. Counters: resent, dropped (given up unconfirmed: the journal reused their space first),
+    late (times messages stayed unconfirmed for timeout_s: sent again)."""
+
+    def __init__(self, session, topic, timeout_s=30, hold=False):
+        self.topic = topic
+        self.session = session
+        self.timeout_ms = timeout_s * 1000
+        self.hold = hold  # keep unconfirmed messages even when the journal needs room (publish() waits instead)
+        self.floor = 0
+        self.resent = 0
+        self.dropped = 0
+        self.late = 0
+        self._epoch = array("I", bytes(4 * _EPOCHS))
+        self._first = array("I", bytes(4 * _EPOCHS))
+        self._epochs = 0
+        self._current = -1  # the epoch set by begin(), journaled at its first message
+        self._stamp = -1  # the newest confirmation's stamp (-1: none since boot)
+        self._acked = -1  # the highest serial the broker acknowledged (-1: unknown, after boot)
+        self._journaled = 0  # the floor as last journaled
+        self._due = 0  # (ticks) when the messages up to _due_serial are overdue
+        self._due_serial = 0  # 0: no deadline armed
+        self._lo = 0  # messages to send again: serials lo..hi (hi 0: none)
+        self._hi = 0
+        self._sweep = False  # a sweep (everything unconfirmed after the timeout), not a listed gap
+        self._found = array("I", bytes(4 * _BATCH))  # a pass's finds: serials and addresses
+        self._found_at = array("I", bytes(4 * _BATCH))
+        self._nfound = 0
+        self._want = 0
+        self._skip = 0  # the lowest serial of the range a flow in flight carries (0: none)
+        self._counted = 0  # the highest serial counted in `dropped`
+        session.confirm = self
+
+    # -- the application's ---------------------------------------------------------------------------------
+
+    def begin(self, epoch):
+        """The application's messages from now on are numbered 0, 1, 2 ... in `epoch` (a board: its boot)."""
+        self._current = epoch
+
+    def unconfirmed(self):
+        """Messages accepted and not yet confirmed (in flight ones included)."""
+        return self.session.serial - self.floor
+
+    def stats(self):
+        return {"unconfirmed": self.unconfirmed(), "resent": self.resent, "dropped": self.dropped, "late": self.late}
+
+    # -- the session's (journal owner) -------------------------------------------------------------------------
+
+    def accepting(self, serial):
+        """Before a message's PUB record: the first of an epoch journals the epoch and its first serial."""
+        if self._current < 0 or (self._epochs and self._epoch[self._epochs - 1] == self._current):
+            return
+        journal = self.session.journal
+        self._add(self._current, serial)
+        journal.commit(rec.EPOCH, rec.put_epoch(journal.body, self._current, serial))
+
+    def acked(self, serial):
+        if serial > self._acked:
+            self._acked = serial
+
+    def holds(self, body):
+        return self.hold and rec.serial_of(rec.PUB, body) > self.floor
+
+    def replay(self, rtype, body):
+        if rtype == rec.EPOCH:
+            epoch, first = rec.epoch_of(body)
+            if not self._epochs or self._epoch[self._epochs - 1] != epoch:
+                self._add(epoch, first)
+        elif rtype == rec.CONFIRMED:
+            self.floor = max(self.floor, rec.mark_of(body))
+            self._journaled = self.floor
+        elif rtype == rec.META and len(body) > rec.META_SIZE:
+            floor, count = struct.unpack_from(">IB", body, rec.META_SIZE)
+            self.floor = max(self.floor, floor)
+            self._journaled = self.floor
+            self._epochs = 0
+            for k in range(count):
+                epoch, first = struct.unpack_from(">II", body, rec.META_SIZE + 5 + 8 * k)
+                self._add(epoch, first)
+
+    def snapshot(self, body, n):
+        struct.pack_into(">IB", body, n, self.floor, self._epochs)
+        n += 5
+        for k in range(self._epochs):
+            struct.pack_into(">II", body, n, self._epoch[k], self._first[k])
+            n += 8
+        return n
+
+    def _add(self, epoch, first):
+        if self._epochs == _EPOCHS:
+            # No room to map another epoch: the oldest one's unconfirmed messages are given up.
+            self._give_up(self._first[1] - 1)
+            self._shift()
+        self._epoch[self._epochs] = epoch
+        self._first[self._epochs] = first
+        self._epochs += 1
+
+    def _shift(self):
+        for k in range(1, self._epochs):
+            self._epoch[k - 1] = self._epoch[k]
+            self._first[k - 1] = self._first[k]
+        self._epochs -= 1
+
+    def _give_up(self, serial):
+        """Every message up to `serial` is stored or gone: the floor moves there."""
+        if serial > self.floor:
+            self._gone(self.floor + 1, serial)
+            self.floor = serial
+
+    def _gone(self, first, last):
+        """The messages first..last are no longer in the journal, unconfirmed: counted once each."""
+        first = max(first, self._counted + 1)
+        if last >= first:
+            self.dropped += last - first + 1
+            self._counted = last
+
+    # -- the confirmation ------------------------------------------------------------------------------------
+
+    def take(self, data):
+        """A confirmation from the recorder (docs/confirmation.md); an older one than the newest taken is
+        ignored, so a late one never undoes a newer one."""
+        if len(data) < 6 or data[0] != _VERSION:
+            return
+        stamp = struct.unpack_from(">I", data, 1)[0]
+        if self._stamp >= 0 and (stamp - self._stamp) & 0xFFFFFFFF >= 0x80000000:
+            return
+        self._stamp = stamp
+        off = 6
+        for _ in range(data[5]):
+            epoch, stored, _top, ranges = struct.unpack_from(">IIIB", data, off)
+            off += 13
+            k = self._find(epoch)
+            if k >= 0:
+                first = self._first[k]
+                size = (self._first[k + 1] if k + 1 < self._epochs else self.session.serial + 1) - first
+                if self.floor + 1 >= first:  # every earlier epoch is confirmed: this one extends the floor
+                    self.floor = max(self.floor, first - 1 + min(stored, size))
+                if ranges and not self._hi:
+                    a, b = struct.unpack_from(">II", data, off)
+                    if a < size:
+                        self._pass(first + a, first + min(b, size - 1), False)
+            off += 8 * ranges
+        while self._epochs > 1 and self._first[1] - 1 <= self.floor:
+            self._shift()  # fully confirmed: no longer needed to map anything
+
+    def _find(self, epoch):
+        for k in range(self._epochs):
+            if self._epoch[k] == epoch:
+                return k
+        return -1
+
+    def _pass(self, lo, hi, sweep):
+        self._lo = lo
+        self._hi = hi
+        self._sweep = sweep
+
+    # -- sending again ----------------------------------------------------------------------------------------
+
+    def tend(self):
+        """From the client's poll: journal a moved floor, send again what is overdue or reported missing."""
+        session = self.session
+        if self.floor != self._journaled:
+            journal = session.journal
+            session.sync()
+            journal.commit(rec.CONFIRMED, rec.put_mark(journal.body, self.floor))
+            self._journaled = self.floor
+        if self._acked < 0:
+            self._acked = session.serial  # after a boot: all of them may have been acknowledged before it
+        now = time.ticks_ms()
+        if self._due_serial:
+            if self.floor >= self._due_serial:
+                self._due_serial = 0
+            elif time.ticks_diff(now, self._due) >= 0:
+                self._due_serial = 0
+                self.late += 1
+                if not self._hi:
+                    self._pass(self.floor + 1, self._acked, True)
+        if not self._due_serial and self._acked > self.floor:
+            self._due_serial = self._acked
+            self._due = time.ticks_add(now, self.timeout_ms)
+        if self._hi and session.connected_now:
+            self._send_again()
+
+    def _send_again(self):
+        """One pass over the journal: the lowest serials of lo..hi it still holds, each sent again as a new flow."""
+        session = self.session
+        self._want = min(session.free_slots(), _BATCH)
+        if not self._want:
+            return
+        self._nfound = 0
+        self._skip = 0
+        session.journal.scan(self._visit)
+        lowest = self._found[0] if self._nfound else self._hi + 1
+        if self._skip and self._skip < lowest:
+            lowest = self._skip
+        if self._sweep:  # what lies below the lowest still held is gone from the journal
+            if self._lo == self.floor + 1:
+                self._give_up(lowest - 1)
+            else:
+                self._gone(self._lo, lowest - 1)
+        for k in range(self._nfound):
+            try:
+                rtype, body = session.journal.read(self._found_at[k])
+            except JournalError:
+                continue  # its sector was reused meanwhile: the next pass looks again
+            if rtype != rec.PUB or rec.serial_of(rec.PUB, body) != self._found[k]:
+                continue
+            try:
+                session.requeue(body)
+            except QueueFull:
+                return  # no room: the next poll tries again from the same place
+            self.resent += 1
+            self._lo = self._found[k] + 1
+        if self._nfound < self._want:
+            self._hi = 0  # the range is done
+
+    def _visit(self, rtype, body, addr):
+        if rtype != rec.PUB:
+            return
+        serial = rec.serial_of(rec.PUB, body)
+        if serial < self._lo or serial > self._hi:
+            return
+        if self.session.carries(serial):
+            if not self._skip or serial < self._skip:
+                self._skip = serial
+            return
+        # Keep the _want lowest serials found, each once (a message sent again has two records).
+        found = self._found
+        n = self._nfound
+        k = n
+        while k and found[k - 1] > serial:
+            k -= 1
+        if (k and found[k - 1] == serial) or k >= self._want:
+            return
+        if n == self._want:
+            n -= 1
+        for j in range(n, k, -1):
+            found[j] = found[j - 1]
+            self._found_at[j] = self._found_at[j - 1]
+        found[k] = serial
+        self._found_at[k] = addr
+        self._nfound = n + 1

@@ -1,0 +1,159 @@
+"""End-to-end confirmation, the recorder's half (docs/confirmation.md specifies the message): per board, per
+boot, which messages the store holds durably, so that the board can send again what a broker lost after
+acknowledging it. The board's half is firmware/dmqtt/confirm.py.
+
+`Ledger` is what the recorder knows: per device and boot, the first seq not yet stored (every one below it is)
+and the stored seqs above it; what it last told the board (so that a message it reported missing and then got is
+counted as repaired); which devices have news. Its state outlives the recorder's restarts in the write-ahead
+log's header (host_bridge/recorder/store.py)."""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+VERSION = 1
+BOOTS_LISTED = 4  # the newest boots of a device in one confirmation
+RANGES_LISTED = 4  # missing ranges listed per boot (the lowest first; the next confirmation lists the rest)
+BOOTS_KEPT = 16  # boots remembered per device: an older boot's re-sent message is stored again, not deduplicated
+_HEADER = struct.Struct(">BIB")
+_ENTRY = struct.Struct(">IIIB")
+_RANGE = struct.Struct(">II")
+
+
+@dataclass
+class BootLedger:
+    """One boot of one device: seqs below `stored` are all in the store; `above` holds the stored ones above it.
+    `told`: the `top` of the last confirmation sent for this boot (a seq below it that arrives later was missing
+    when the board was told)."""
+
+    stored: int = 0
+    above: set[int] = field(default_factory=set)
+    told: int = 0
+
+    @property
+    def top(self) -> int:
+        """One past the highest stored seq."""
+        return max(self.above) + 1 if self.above else self.stored
+
+    def has(self, seq: int) -> bool:
+        return seq < self.stored or seq in self.above
+
+    def add(self, seq: int) -> None:
+        if seq == self.stored:
+            self.stored += 1
+            while self.stored in self.above:
+                self.above.discard(self.stored)
+                self.stored += 1
+        elif seq > self.stored:
+            self.above.add(seq)
+
+    def missing(self, limit: int = RANGES_LISTED) -> list[tuple[int, int]]:
+        """The first `limit` ranges of seqs missing below the top, as (first, last)."""
+        ranges: list[tuple[int, int]] = []
+        expected = self.stored
+        for seq in sorted(self.above):
+            if seq > expected:
+                ranges.append((expected, seq - 1))
+                if len(ranges) == limit:
+                    break
+            expected = seq + 1
+        return ranges
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One boot in a confirmation."""
+
+    boot: int
+    stored: int
+    top: int
+    missing: tuple[tuple[int, int], ...] = ()
+
+
+def encode(stamp: int, entries: list[Entry]) -> bytes:
+    """A confirmation message (docs/confirmation.md): version, stamp, then per boot its counts and gaps."""
+    out = bytearray(_HEADER.pack(VERSION, stamp & 0xFFFFFFFF, len(entries)))
+    for e in entries:
+        out += _ENTRY.pack(e.boot, e.stored, e.top, len(e.missing))
+        for first, last in e.missing:
+            out += _RANGE.pack(first, last)
+    return bytes(out)
+
+
+def decode(data: bytes) -> tuple[int, list[Entry]]:
+    """The stamp and entries of a confirmation; ValueError when it is not one."""
+    try:
+        version, stamp, count = _HEADER.unpack_from(data, 0)
+        if version != VERSION:
+            raise ValueError(f"confirmation version {version}")
+        off = _HEADER.size
+        entries = []
+        for _ in range(count):
+            boot, stored, top, n = _ENTRY.unpack_from(data, off)
+            off += _ENTRY.size
+            ranges = tuple(_RANGE.unpack_from(data, off + _RANGE.size * k) for k in range(n))
+            off += _RANGE.size * n
+            entries.append(Entry(boot, stored, top, ranges))
+    except struct.error as exc:
+        raise ValueError(f"a truncated confirmation: {exc}") from None
+    if off != len(data):
+        raise ValueError(f"{len(data) - off} bytes after the confirmation")
+    return stamp, entries
+
+
+def stamp_now() -> int:
+    """A confirmation's stamp: the recorder's clock in tenths of a second, modulo 2^32 (a board compares stamps
+    by serial-number arithmetic: newer within 6.8 years). The wall clock rather than a counter, so that a new
+    recorder (another output folder) is newer than the one before it."""
+    return int(time.time() * 10) & 0xFFFFFFFF
+
+
+class Ledger:
+    """What the recorder has stored, per device and boot, and which devices are owed a confirmation."""
+
+    def __init__(self) -> None:
+        self.devices: dict[str, dict[int, BootLedger]] = {}
+        self.dirty: set[str] = set()
+
+    def stored(self, dev: str, boot: int, seq: int) -> tuple[bool, bool]:
+        """Note a delivery of (dev, boot, seq) -> (already stored: a re-send, repaired: stored now after the board
+        was told it was missing)."""
+        boots = self.devices.setdefault(dev, {})
+        book = boots.get(boot)
+        if book is None:
+            if boots and boot < min(boots) and len(boots) >= BOOTS_KEPT:
+                return False, False  # older than every boot kept: stored, neither deduplicated nor confirmed
+            book = boots[boot] = BootLedger()
+            while len(boots) > BOOTS_KEPT:
+                del boots[min(boots)]
+        self.dirty.add(dev)  # a re-send too: the board did not have the last confirmation
+        if book.has(seq):
+            return True, False
+        book.add(seq)
+        return False, seq < book.told
+
+    def confirmation(self, dev: str, stamp: int) -> bytes:
+        """The confirmation for `dev` (its newest boots), noting what it tells."""
+        boots = self.devices.get(dev, {})
+        entries = []
+        for boot in sorted(boots)[-BOOTS_LISTED:]:
+            book = boots[boot]
+            book.told = max(book.told, book.top)
+            entries.append(Entry(boot, book.stored, book.top, tuple(book.missing())))
+        return encode(stamp, entries)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            dev: {str(boot): [b.stored, sorted(b.above), b.told] for boot, b in boots.items()}
+            for dev, boots in self.devices.items()
+        }
+
+    @classmethod
+    def restore(cls, state: dict[str, Any]) -> Ledger:
+        ledger = cls()
+        for dev, boots in state.items():
+            ledger.devices[dev] = {int(boot): BootLedger(v[0], set(v[1]), v[2]) for boot, v in boots.items()}
+        return ledger

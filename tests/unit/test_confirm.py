@@ -1,0 +1,226 @@
+"""End-to-end confirmation on the board (dmqtt.confirm, sans-I/O on CPython over both journals): what a
+confirmation confirms, what it reports missing is sent again from the journal with its own serial, nothing before
+the timeout, the state after a reboot, the journal's cost, and the host's encoder read back (docs/confirmation.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+import pytest
+
+from dmqtt import codec_host as codec
+from dmqtt import journal_record as rec
+from dmqtt import journal_ring
+from dmqtt.confirm import Confirmer
+from dmqtt.journal_file import FileJournal
+from dmqtt.session import Session
+from host_bridge.recorder.confirmation import Entry, Ledger, decode, encode
+from tests.unit.nor import NorPartition
+from tests.unit.test_session import Store, ack, drain
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    c = Clock()
+    monkeypatch.setattr(time, "ticks_ms", lambda: c.now, raising=False)
+    monkeypatch.setattr(time, "ticks_diff", lambda a, b: a - b, raising=False)
+    monkeypatch.setattr(time, "ticks_add", lambda a, b: a + b, raising=False)
+    yield c
+
+
+@pytest.fixture(params=["ring", "file"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "ring":
+        part = NorPartition(16)
+        return lambda: journal_ring.RingJournal(part, record_max=512)
+    path = str(tmp_path / "mqtt.journal")
+    return lambda: FileJournal(path, record_max=512, compact_bytes=1 << 20)
+
+
+def boot(new_store: Store, epoch: int, timeout_s: int = 5) -> tuple[Session, Confirmer]:
+    session = Session(new_store(), codec.V311)
+    confirm = Confirmer(session, "confirm/b", timeout_s)
+    session.open()
+    confirm.begin(epoch)
+    session.connected(True)
+    return session, confirm
+
+
+def send(session: Session, epoch: int, seqs: range, qos: int = 1) -> None:
+    for seq in seqs:
+        session.accept(b"sensors/b", b'{"boot": %d, "seq": %d}' % (epoch, seq), qos)
+
+
+def ack_all(session: Session) -> list[bytes]:
+    """Acknowledge every PUBLISH the session sends now; their payloads."""
+    payloads = []
+    for packet in drain(session):
+        if packet.type == codec.PUBLISH:
+            payloads.append(bytes(packet.payload))
+            ack(session, codec.PUBACK, packet.pid)
+    return payloads
+
+
+def confirmed(*entries: Entry, stamp: int = 100) -> bytes:
+    return encode(stamp, list(entries))
+
+
+def records(session: Session, rtype: int) -> list[bytes]:
+    found: list[bytes] = []
+    session.journal.scan(lambda t, body, addr: found.append(bytes(body)) if t == rtype else None)
+    return found
+
+
+def test_a_confirmation_moves_the_floor_and_it_outlives_a_reboot(new_store: Store, clock: Clock) -> None:
+    session, confirm = boot(new_store, 7)
+    send(session, 7, range(10))
+    ack_all(session)
+    assert confirm.unconfirmed() == 10
+    confirm.take(confirmed(Entry(7, 6, 6)))
+    confirm.tend()
+    assert confirm.unconfirmed() == 4 and confirm.floor == 6
+    assert [rec.mark_of(b) for b in records(session, rec.CONFIRMED)] == [6]
+    assert [rec.epoch_of(b) for b in records(session, rec.EPOCH)] == [(7, 1)]
+    session, confirm = boot(new_store, 8)
+    assert confirm.floor == 6 and confirm.unconfirmed() == 4
+    # The old boot's numbers still map after the reboot: its last four are confirmed by name.
+    confirm.take(confirmed(Entry(7, 10, 10)))
+    assert confirm.unconfirmed() == 0
+
+
+def test_a_reported_gap_is_sent_again_from_the_journal_with_its_own_serial(new_store: Store, clock: Clock) -> None:
+    session, confirm = boot(new_store, 3)
+    send(session, 3, range(8), qos=2)
+    for packet in drain(session):
+        ack(session, codec.PUBREC, packet.pid)
+    for packet in drain(session):
+        ack(session, codec.PUBCOMP, packet.pid)
+    confirm.take(confirmed(Entry(3, 2, 8, ((2, 4),))))
+    confirm.tend()
+    again = drain(session)
+    assert [bytes(p.payload) for p in again] == [b'{"boot": 3, "seq": %d}' % s for s in (2, 3, 4)]
+    assert all(p.qos == 2 and not p.dup for p in again)
+    assert confirm.resent == 3 and confirm.floor == 2
+    # The copies are journaled flows like any other, with the serials of the messages they carry.
+    serials = [rec.serial_of(rec.PUB, b) for b in records(session, rec.PUB)]
+    assert serials == [1, 2, 3, 4, 5, 6, 7, 8, 3, 4, 5]
+
+
+def test_nothing_is_sent_again_before_the_timeout_then_everything_unconfirmed(new_store: Store, clock: Clock) -> None:
+    session, confirm = boot(new_store, 1, timeout_s=5)
+    send(session, 1, range(5))
+    ack_all(session)
+    confirm.tend()  # arms the deadline
+    clock.advance(4999)
+    confirm.tend()
+    assert drain(session) == [] and confirm.late == 0
+    clock.advance(1)
+    confirm.tend()
+    assert len(ack_all(session)) == 5 and confirm.late == 1 and confirm.resent == 5
+    # A late confirmation of the first sends still counts: the store has them, whichever copy it got.
+    confirm.take(confirmed(Entry(1, 5, 5)))
+    confirm.tend()
+    assert confirm.unconfirmed() == 0
+    clock.advance(60000)
+    confirm.tend()
+    assert drain(session) == [] and confirm.late == 1
+
+
+def test_an_older_confirmation_never_undoes_a_newer_one(new_store: Store, clock: Clock) -> None:
+    session, confirm = boot(new_store, 2)
+    send(session, 2, range(6))
+    ack_all(session)
+    confirm.take(confirmed(Entry(2, 6, 6), stamp=200))
+    confirm.take(confirmed(Entry(2, 1, 6, ((1, 5),)), stamp=199))  # late, from before
+    confirm.tend()
+    assert confirm.unconfirmed() == 0 and drain(session) == []
+    # Stamps compare modulo 2^32 (serial-number arithmetic): newer goes on past the wrap.
+    for stamp in (0x40000000, 0x80000000, 0xC0000000, 3):
+        confirm.take(confirmed(Entry(2, 6, 6), stamp=stamp))
+        assert confirm._stamp == stamp
+    confirm.take(confirmed(Entry(2, 6, 6), stamp=0xC0000001))
+    assert confirm._stamp == 3
+
+
+def test_messages_the_journal_no_longer_holds_are_given_up_and_counted(clock: Clock) -> None:
+    part = NorPartition(4)
+    session = Session(journal_ring.RingJournal(part, record_max=512), codec.V311)
+    confirm = Confirmer(session, "confirm/b", 1)
+    session.open()
+    confirm.begin(1)
+    session.connected(True)
+    for seq in range(200):  # about five sectors of records: the ring reuses the oldest
+        session.accept(b"sensors/b", b"x" * 40 + b"%d" % seq, 1)
+        ack_all(session)
+    confirm.tend()
+    clock.advance(1000)
+    while True:  # the sweep, a batch per poll
+        confirm.tend()
+        if not ack_all(session):
+            break
+    assert confirm.late == 1
+    # What the ring still held was sent again; what it had reused the space of was given up, counted.
+    assert 0 < confirm.resent < 200 and confirm.dropped == 200 - confirm.resent
+    assert 0 < confirm.floor <= confirm.dropped  # the first gap was the oldest: the floor passed it
+
+
+def test_hold_keeps_unconfirmed_messages_and_refuses_new_ones_instead(clock: Clock) -> None:
+    from dmqtt.errors import QueueFull
+
+    part = NorPartition(4)
+    session = Session(journal_ring.RingJournal(part, record_max=512), codec.V311)
+    confirm = Confirmer(session, "confirm/b", 1, hold=True)
+    session.open()
+    confirm.begin(1)
+    session.connected(True)
+    with pytest.raises(QueueFull):
+        for seq in range(400):
+            session.accept(b"sensors/b", b"x" * 40 + b"%d" % seq, 1)
+            ack_all(session)
+    accepted = session.serial
+    assert 0 < accepted < 400
+    confirm.take(confirmed(Entry(1, accepted, accepted)))
+    confirm.tend()
+    session.accept(b"sensors/b", b"after", 1)  # confirmed: the ring may reuse their space again
+    assert confirm.dropped == 0
+
+
+def test_the_recorders_ledger_and_the_encoding() -> None:
+    ledger = Ledger()
+    for seq in (0, 1, 2, 5, 6, 9):
+        assert ledger.stored("b", 4, seq) == (False, False)
+    message = ledger.confirmation("b", 77)
+    stamp, entries = decode(message)
+    assert stamp == 77 and entries == [Entry(4, 3, 10, ((3, 4), (7, 8)))]
+    assert len(message) == 6 + 13 + 16
+    assert ledger.stored("b", 4, 3) == (False, True)  # reported missing, then stored: repaired
+    assert ledger.stored("b", 4, 3) == (True, False)  # a second copy: already stored
+    assert ledger.stored("b", 4, 12) == (False, False)  # above what the board was told: new
+    restored = Ledger.restore(ledger.snapshot())
+    assert restored.devices == ledger.devices
+
+
+def test_the_board_reads_what_the_recorder_writes(new_store: Store, clock: Clock) -> None:
+    session, confirm = boot(new_store, 9)
+    send(session, 9, range(4))
+    ack_all(session)
+    ledger = Ledger()
+    for seq in (0, 1, 3):
+        ledger.stored("b", 9, seq)
+    confirm.take(ledger.confirmation("b", 5))
+    confirm.tend()
+    assert confirm.floor == 2 and [bytes(p.payload) for p in drain(session)] == [b'{"boot": 9, "seq": 2}']
+
+
