@@ -147,7 +147,6 @@ class Board:
         self.heap_at_boot = 0
         self.heap = HeapWatch()
         self.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
-        self.said_late = False  # messages went unconfirmed for confirm.timeout_s: said once
         # The transport's code (loaded by load_modules), only the one in use.
         if cfg["transport"] == "serial":
             from dlink.transport import LinkTransport
@@ -162,11 +161,17 @@ class Board:
             free = self.heap.collected()
             self.tls_ctx = tls_context(cfg)
             self.heap.tls = free - self.heap.collected()
-        self.client = MQTTClient(
+        client_class = MQTTClient
+        options = cfg["confirm"] or {}  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
+        if options:
+            from dmqtt.confirm import ConfirmingClient as client_class  # type: ignore[assignment]
+
+            options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
+        self.client = client_class(
             cfg["client_id"],
             open_journal(),
-            cfg["version"],
-            cfg["keepalive"],
+            version=cfg["version"],
+            keepalive=cfg["keepalive"],
             clean=False,
             session_expiry=cfg["session_expiry"],
             window=cfg["window"],
@@ -174,18 +179,14 @@ class Board:
             password=cfg["password"],
             will=cfg["will"],
             group_commit=cfg["group_commit"],
+            **options,
         )
         self.client.on_message = self.on_message
         self.client.on_published = self.on_published
         self.client.on_disconnect = self.on_disconnect
-        self.confirm = None
-        if cfg["confirm"]:
-            from dmqtt.confirm import Confirmer
-
-            confirm = cfg["confirm"]
-            self.confirm = Confirmer(self.client.session, confirm["topic"], confirm["timeout_s"], confirm["hold"])
-            self.confirm.begin(boot)  # the telemetry's boot and seq are the confirmation's epoch and number
-            self.client.confirm = self.confirm
+        if options:
+            self.client.session.on_late = self.on_late  # type: ignore[attr-defined]  # a ConfirmingSession
+            # (config.py subscribes to its topic with the others)
         unload("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
         for note in self.client.open():
             print(note)
@@ -199,6 +200,9 @@ class Board:
         # journaled all the same); the summary counts the reconnects. Not our own DISCONNECT at the end.
         if not self.finished:
             print(console.CONNECTION_LOST % reason)
+
+    def on_late(self, count):
+        print(console.UNCONFIRMED % (count, self.cfg["confirm"]["timeout_s"]))
 
     def on_published(self, pid, code):
         if code >= 0x80:  # counted by the client (client.refused)
@@ -220,8 +224,7 @@ class Board:
             print(console.CONNECTED % (present, client.outstanding()))
             for topic, qos in self.cfg["subscribe"]:
                 client.subscribe(topic, qos)
-            if self.confirm is not None:
-                client.subscribe(self.confirm.topic, 0)  # the recorder's newest is retained: it comes at once
+
             self.backoff.reset()
             self.heap.check()
             return True
@@ -277,9 +280,7 @@ class Board:
                     self.client.poll(max(0, min(100, left)))
                 except (OSError, MQTTError):
                     self.client.close()  # said by on_disconnect
-                if self.confirm is not None and self.confirm.late == 1 and not self.said_late:
-                    self.said_late = True
-                    print(console.UNCONFIRMED % (self.confirm.unconfirmed(), self.cfg["confirm"]["timeout_s"]))
+
             elif left > 0:
                 time.sleep_ms(min(left, 50))
             if time.ticks_diff(deadline, time.ticks_ms()) <= 0:
@@ -354,11 +355,11 @@ class Board:
                 client.wait_idle(60000)
             except (OSError, MQTTError):
                 client.close()  # said by on_disconnect
-        if self.confirm is not None:
+        if cfg["confirm"]:
             # Until the recorder has stored every message (sending again what it lacks), for three timeouts at
             # most: what is still unconfirmed then is counted in the summary and stays in the journal.
-            wait = time.ticks_add(time.ticks_ms(), 3000 * cfg["confirm"]["timeout_s"])
-            while (self.confirm.unconfirmed() or client.outstanding()) and time.ticks_diff(wait, time.ticks_ms()) > 0:
+            until = time.ticks_add(time.ticks_ms(), 3000 * cfg["confirm"]["timeout_s"])
+            while (client.unconfirmed() or client.outstanding()) and time.ticks_diff(until, time.ticks_ms()) > 0:  # type: ignore[attr-defined]
                 self.idle(100)
         self.heap.check()
         # The summary line: its keys in the order dboard/console.py defines them.
@@ -383,8 +384,8 @@ class Board:
         summary = dict(zip(console.SUMMARY_KEYS, values))
         if cfg["transport"] == "serial":
             summary["link"] = self.transport_class.stats()
-        if self.confirm is not None:
-            summary["confirm"] = self.confirm.stats()
+        if cfg["confirm"]:
+            summary["confirm"] = client.session.stats()  # type: ignore[attr-defined]
         self.finished = True
         client.disconnect()
         print(json.dumps(summary))

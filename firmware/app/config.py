@@ -160,7 +160,8 @@ def _confirm(raw, cid, qos):
     hold = confirm.get("hold", False)
     if not isinstance(hold, bool):
         raise ConfigError("confirm.hold must be true or false")
-    return {"topic": topic, "timeout_s": _int(confirm, "timeout_s", 30, 1, 86400), "hold": hold}
+    # Named as dmqtt.confirm.ConfirmingClient takes them.
+    return {"confirm_topic": topic, "timeout_s": _int(confirm, "timeout_s", 30, 1, 86400), "hold": hold}
 
 
 def check(raw):
@@ -222,6 +223,8 @@ def check(raw):
         _topic(will[0], "will.topic", False)
     tls = _tls(raw, transport)
     confirm = _confirm(raw, cid, qos)
+    if confirm:
+        subs.append((confirm["confirm_topic"], 0))  # the recorder's newest is retained: it comes at each subscribe
     return {
         "confirm": confirm,
         "client_id": cid,

@@ -28,8 +28,9 @@ JOURNAL_ERROR = "journal error: %s"  # the flash under the journal failed (statu
 UNCONFIRMED = "unconfirmed: %d messages not confirmed by the recorder after %d s; sending them again"
 
 # The summary: one line, a JSON object with these keys (all integers but dev and version, the client's
-# dmqtt.__version__; "link", the serial link's counters as an object, only on the serial transport), printed once
-# every accepted message is acknowledged.
+# dmqtt.__version__; "link", the serial link's counters as an object, only on the serial transport; "confirm",
+# the confirmation's counters as an object, only with confirm), printed once every accepted message is
+# acknowledged.
 SUMMARY_KEYS = (
     "dev",
     "boot",

@@ -11,7 +11,6 @@ import random
 import time
 
 if False:  # type checkers only: MicroPython has no typing module
-    from dmqtt.confirm import Confirmer
     from dmqtt.interfaces import OnConnect, OnDisconnect, OnMessage, OnPublished, Transport
 
 from dmqtt import codec
@@ -81,9 +80,6 @@ class MQTTClient:
 
     # The session class: the asyncio face's client makes one that defers acknowledgements (dmqtt.aio).
     _Session: "type[Session]" = Session
-    # End-to-end confirmation (dmqtt.confirm.Confirmer), set before open() when the application wants it: the
-    # client hands it the confirmations that arrive on its topic and lets it tend when polled.
-    confirm: "Confirmer | None" = None
     # Writes block until the transport has taken the whole packet (this client's API waits anyway). The asyncio
     # face's client does not block: the unsent tail of a packet then stays in the output buffer for the next poll,
     # and the asyncio face encodes nothing new (QoS 0, SUBSCRIBE, DISCONNECT) before it has gone.
@@ -398,8 +394,6 @@ class MQTTClient:
         """Send what the session has ready, wait up to timeout_ms for input, handle it, keep the link alive."""
         if self.state != CONNECTED:
             raise MQTTError("not connected")
-        if self.confirm is not None:
-            self.confirm.tend()
         self._pump()
         if timeout_ms:  # a caller willing to wait is idle: the journal's erase-ahead goes here, not in publish()
             self.session.journal.tend()
@@ -540,9 +534,6 @@ class MQTTClient:
         raise MQTTError(reason, code)
 
     def _message(self, topic, payload, qos, retain, dup):
-        if self.confirm is not None and topic == self.confirm.topic:
-            self.confirm.take(payload)
-            return
         self.received += 1
         if self.on_message is not None:
             self.on_message(topic, payload, qos, retain, dup)

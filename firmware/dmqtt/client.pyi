@@ -4,7 +4,6 @@ from typing import Final
 from dmqtt.interfaces import Bytes as _Bytes
 from dmqtt.interfaces import Journal, OnConnect, OnDisconnect, OnMessage, OnPublished, Transport
 from dmqtt.interfaces import Text as _Text
-from dmqtt.confirm import Confirmer
 from dmqtt.session import Session
 
 DISCONNECTED: Final[int]
@@ -31,7 +30,6 @@ class MQTTClient:
     password: _Bytes | None
     will: tuple[_Text, _Bytes, int, bool] | None
     session: Session
-    confirm: Confirmer | None
     max_packet: int
     group_commit: int
     broker_max_packet: int

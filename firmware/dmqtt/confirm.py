@@ -10,14 +10,21 @@
 #
 # The state that outlives a power cut is journaled: EPOCH records, a CONFIRMED record when the confirmed point
 # moves (at most once per confirmation, never per message), and both again in each sector's META snapshot.
-# Sans-I/O like the session: the client feeds it confirmations (take) and calls tend() when it polls.
+# ConfirmingSession is the session with this added (sans-I/O like it: fed confirmations by take(), tended when
+# the client polls); ConfirmingClient is the client that makes one and hands it its confirmations. Subclasses,
+# so that a board without confirmation loads none of this and its session and client pay nothing for it.
 
 import struct
 import time
 from array import array
 
 from dmqtt import journal_record as rec
+from dmqtt.client import CONNECTED, MQTTClient
 from dmqtt.errors import JournalError, QueueFull
+from dmqtt.session import FREE, QUEUED, Session
+
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
 
 try:
     from micropython import const
@@ -32,16 +39,16 @@ _EPOCHS = const(4)  # epochs mapped at once; an older one's unconfirmed messages
 _BATCH = const(8)  # messages found per pass over the journal when sending again
 
 
-class Confirmer:
-    """Keeps the confirmed point (`floor`: every serial up to it is stored, or was given up) and sends again what
-    the store lacks. Counters: resent, dropped (given up unconfirmed: the journal reused their space first),
-    late (times messages stayed unconfirmed for timeout_s: sent again)."""
+class ConfirmingSession(Session):
+    """The session that keeps the confirmed point (`floor`: every serial up to it is stored, or was given up) and
+    sends again what the store lacks. Counters: resent, dropped (given up unconfirmed: the journal reused their
+    space first), late (times messages stayed unconfirmed for timeout_s: sent again). ConfirmingClient sets
+    timeout_ms, hold and on_late."""
 
-    def __init__(self, session, topic, timeout_s=30, hold=False):
-        self.topic = topic
-        self.session = session
-        self.timeout_ms = timeout_s * 1000
-        self.hold = hold  # keep unconfirmed messages even when the journal needs room (publish() waits instead)
+    def __init__(self, store, version, window, max_messages, rx_max):
+        super().__init__(store, version, window, max_messages, rx_max)
+        self.timeout_ms = 30000
+        self.hold = False  # keep unconfirmed messages even when the journal needs room (publish() waits instead)
         self.floor = 0
         self.resent = 0
         self.dropped = 0
@@ -49,11 +56,11 @@ class Confirmer:
         self._epoch = array("I", bytes(4 * _EPOCHS))
         self._first = array("I", bytes(4 * _EPOCHS))
         self._epochs = 0
-        self._current = -1  # the epoch set by begin(), journaled at its first message
+        self._current = -1  # the application's epoch (ConfirmingClient's), journaled at its first message
         self._stamp = -1  # the newest confirmation's stamp (-1: none since boot)
         self._acked = -1  # the highest serial the broker acknowledged (-1: unknown, after boot)
         self._journaled = 0  # the floor as last journaled
-        self._due = 0  # (ticks) when the messages up to _due_serial are overdue
+        self._due: Any = 0  # (ticks) when the messages up to _due_serial are overdue
         self._due_serial = 0  # 0: no deadline armed
         self._lo = 0  # messages to send again: serials lo..hi (hi 0: none)
         self._hi = 0
@@ -64,41 +71,53 @@ class Confirmer:
         self._want = 0
         self._skip = 0  # the lowest serial of the range a flow in flight carries (0: none)
         self._counted = 0  # the highest serial counted in `dropped`
-        session.confirm = self
+        self.on_late = None  # callable(count): the first time messages stay unconfirmed for timeout_s
 
     # -- the application's ---------------------------------------------------------------------------------
 
-    def begin(self, epoch):
-        """The application's messages from now on are numbered 0, 1, 2 ... in `epoch` (a board: its boot)."""
-        self._current = epoch
-
     def unconfirmed(self):
         """Messages accepted and not yet confirmed (in flight ones included)."""
-        return self.session.serial - self.floor
+        return self.serial - self.floor
 
     def stats(self):
         return {"unconfirmed": self.unconfirmed(), "resent": self.resent, "dropped": self.dropped, "late": self.late}
 
-    # -- the session's (journal owner) -------------------------------------------------------------------------
+    # -- the session's, extended -------------------------------------------------------------------------------
 
-    def accepting(self, serial):
-        """Before a message's PUB record: the first of an epoch journals the epoch and its first serial."""
-        if self._current < 0 or (self._epochs and self._epoch[self._epochs - 1] == self._current):
-            return
-        journal = self.session.journal
-        self._add(self._current, serial)
-        journal.commit(rec.EPOCH, rec.put_epoch(journal.body, self._current, serial))
+    def accept(self, topic, payload, qos, retain=False, mark=None, defer=False):
+        """As the session's; the first message of an epoch journals the epoch and its first serial before it."""
+        if self._current >= 0 and not (self._epochs and self._epoch[self._epochs - 1] == self._current):
+            serial = self.serial + 1  # the one accept() gives it
+            self._fresh = -1  # journal.body is about to hold another record
+            self._add(self._current, serial)
+            struct.pack_into(">II", self.journal.body, 0, self._current, serial)
+            self.journal.commit(rec.EPOCH, 8)
+        return super().accept(topic, payload, qos, retain, mark, defer)
 
-    def acked(self, serial):
-        if serial > self._acked:
-            self._acked = serial
+    def _finish(self, i, reason):
+        if self._serial[i] > self._acked:
+            self._acked = self._serial[i]
+        super()._finish(i, reason)
 
-    def holds(self, body):
-        return self.hold and rec.serial_of(rec.PUB, body) > self.floor
+    def is_live(self, rtype, body, addr):
+        # A finished flow's message is kept too while it is unconfirmed, when the configuration asks to hold it.
+        if super().is_live(rtype, body, addr):
+            return True
+        return self.hold and rtype == rec.PUB and rec.serial_of(rec.PUB, body) > self.floor
 
-    def replay(self, rtype, body):
+    def snapshot(self, body):
+        n = super().snapshot(body)
+        struct.pack_into(">IB", body, n, self.floor, self._epochs)
+        n += 5
+        for k in range(self._epochs):
+            struct.pack_into(">II", body, n, self._epoch[k], self._first[k])
+            n += 8
+        return n
+
+    def replay(self, rtype, body, addr):
+        super().replay(rtype, body, addr)
         if rtype == rec.EPOCH:
-            epoch, first = rec.epoch_of(body)
+            epoch, first = struct.unpack_from(">II", body, 0)
             if not self._epochs or self._epoch[self._epochs - 1] != epoch:
                 self._add(epoch, first)
         elif rtype == rec.CONFIRMED:
@@ -112,14 +131,6 @@ class Confirmer:
             for k in range(count):
                 epoch, first = struct.unpack_from(">II", body, rec.META_SIZE + 5 + 8 * k)
                 self._add(epoch, first)
-
-    def snapshot(self, body, n):
-        struct.pack_into(">IB", body, n, self.floor, self._epochs)
-        n += 5
-        for k in range(self._epochs):
-            struct.pack_into(">II", body, n, self._epoch[k], self._first[k])
-            n += 8
-        return n
 
     def _add(self, epoch, first):
         if self._epochs == _EPOCHS:
@@ -164,10 +175,10 @@ class Confirmer:
         for _ in range(data[5]):
             epoch, stored, _top, ranges = struct.unpack_from(">IIIB", data, off)
             off += 13
-            k = self._find(epoch)
+            k = self._epoch_index(epoch)
             if k >= 0:
                 first = self._first[k]
-                size = (self._first[k + 1] if k + 1 < self._epochs else self.session.serial + 1) - first
+                size = (self._first[k + 1] if k + 1 < self._epochs else self.serial + 1) - first
                 if self.floor + 1 >= first:  # every earlier epoch is confirmed: this one extends the floor
                     self.floor = max(self.floor, first - 1 + min(stored, size))
                 if ranges and not self._hi:
@@ -178,7 +189,7 @@ class Confirmer:
         while self._epochs > 1 and self._first[1] - 1 <= self.floor:
             self._shift()  # fully confirmed: no longer needed to map anything
 
-    def _find(self, epoch):
+    def _epoch_index(self, epoch):
         for k in range(self._epochs):
             if self._epoch[k] == epoch:
                 return k
@@ -193,14 +204,13 @@ class Confirmer:
 
     def tend(self):
         """From the client's poll: journal a moved floor, send again what is overdue or reported missing."""
-        session = self.session
         if self.floor != self._journaled:
-            journal = session.journal
-            session.sync()
-            journal.commit(rec.CONFIRMED, rec.put_mark(journal.body, self.floor))
+            self.sync()
+            self._fresh = -1  # journal.body is about to hold another record
+            self.journal.commit(rec.CONFIRMED, rec.put_mark(self.journal.body, self.floor))
             self._journaled = self.floor
         if self._acked < 0:
-            self._acked = session.serial  # after a boot: all of them may have been acknowledged before it
+            self._acked = self.serial  # after a boot: all of them may have been acknowledged before it
         now = time.ticks_ms()
         if self._due_serial:
             if self.floor >= self._due_serial:
@@ -208,23 +218,24 @@ class Confirmer:
             elif time.ticks_diff(now, self._due) >= 0:
                 self._due_serial = 0
                 self.late += 1
+                if self.late == 1 and self.on_late is not None:
+                    self.on_late(self.unconfirmed())
                 if not self._hi:
                     self._pass(self.floor + 1, self._acked, True)
         if not self._due_serial and self._acked > self.floor:
             self._due_serial = self._acked
             self._due = time.ticks_add(now, self.timeout_ms)
-        if self._hi and session.connected_now:
+        if self._hi and self.connected_now:
             self._send_again()
 
     def _send_again(self):
         """One pass over the journal: the lowest serials of lo..hi it still holds, each sent again as a new flow."""
-        session = self.session
-        self._want = min(session.free_slots(), _BATCH)
+        self._want = min(self.free_slots(), _BATCH)
         if not self._want:
             return
         self._nfound = 0
         self._skip = 0
-        session.journal.scan(self._visit)
+        self.journal.scan(self._visit)
         lowest = self._found[0] if self._nfound else self._hi + 1
         if self._skip and self._skip < lowest:
             lowest = self._skip
@@ -235,13 +246,13 @@ class Confirmer:
                 self._gone(self._lo, lowest - 1)
         for k in range(self._nfound):
             try:
-                rtype, body = session.journal.read(self._found_at[k])
+                rtype, body = self.journal.read(self._found_at[k])
             except JournalError:
                 continue  # its sector was reused meanwhile: the next pass looks again
             if rtype != rec.PUB or rec.serial_of(rec.PUB, body) != self._found[k]:
                 continue
             try:
-                session.requeue(body)
+                self._requeue(body)
             except QueueFull:
                 return  # no room: the next poll tries again from the same place
             self.resent += 1
@@ -249,13 +260,41 @@ class Confirmer:
         if self._nfound < self._want:
             self._hi = 0  # the range is done
 
+    def _requeue(self, body):
+        """Send again, as a new flow, the message of a journaled PUB body: a new record with a new packet id and
+        the message's own serial, so that the flow is journaled like any other (a QoS 2 flow must be: a broker
+        that has its PUBREC holds the packet id until PUBREL) and the serial still names the message. The
+        session's slots are filled as its accept() fills them."""
+        i = self._free_slot()
+        if i < 0:
+            raise QueueFull("no free slot")
+        pid = self.allocate_pid()
+        n = len(body)
+        self._fresh = -1  # journal.body is about to hold this record
+        self.journal.body[:n] = body
+        rec.put_pid(self.journal.body, pid)
+        self._addr[i] = self.journal.commit(rec.PUB, n)
+        self._pid[i] = pid
+        self._state[i] = QUEUED
+        self._tx[i] = 0
+        self._qos[i] = rec.pub_qos(body)
+        self._serial[i] = rec.serial_of(rec.PUB, body)
+        self._work = True
+
+    def _carried(self, serial):
+        """Whether a flow in flight carries the message of this serial."""
+        for i in range(len(self._state)):
+            if self._state[i] != FREE and self._serial[i] == serial:
+                return True
+        return False
+
     def _visit(self, rtype, body, addr):
         if rtype != rec.PUB:
             return
         serial = rec.serial_of(rec.PUB, body)
         if serial < self._lo or serial > self._hi:
             return
-        if self.session.carries(serial):
+        if self._carried(serial):
             if not self._skip or serial < self._skip:
                 self._skip = serial
             return
@@ -275,3 +314,37 @@ class Confirmer:
         found[k] = serial
         self._found_at[k] = addr
         self._nfound = n + 1
+
+
+class ConfirmingClient(MQTTClient):
+    """MQTTClient with end-to-end confirmation: the recorder's confirmations arrive on `confirm_topic` (subscribe
+    to it at QoS 0 after each connect: the recorder retains its newest), never reaching on_message; messages are
+    numbered 0, 1, 2 ... within `epoch` (a board: its boot); timeout_s: how long an acknowledged message may stay
+    unconfirmed before it is sent again; hold: keep unconfirmed messages when the journal needs room (publish()
+    waits) rather than give the oldest up. The counters are the session's: session.resent, .dropped, .late."""
+
+    _Session = ConfirmingSession
+    session: "ConfirmingSession"  # (an annotation only: the client makes it from _Session)
+
+    def __init__(self, client_id, store, confirm_topic, epoch, timeout_s=30, hold=False, **options):
+        super().__init__(client_id, store, **options)
+        self.confirm_topic = confirm_topic
+        session = self.session
+        session._current = epoch
+        session.timeout_ms = timeout_s * 1000
+        session.hold = hold
+
+    def unconfirmed(self):
+        """Messages accepted and not yet confirmed by the recorder (in flight ones included)."""
+        return self.session.unconfirmed()
+
+    def poll(self, timeout_ms=0):
+        if self.state == CONNECTED:  # (else the client's poll says it is not)
+            self.session.tend()
+        super().poll(timeout_ms)
+
+    def _message(self, topic, payload, qos, retain, dup):
+        if topic == self.confirm_topic:
+            self.session.take(payload)
+        else:
+            super()._message(topic, payload, qos, retain, dup)

@@ -99,7 +99,6 @@ class Session:
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
         self.wire_props = {}  # the properties of the PUBLISH wire_topic() named last: its Topic Alias, or none
-        self.confirm = None  # end-to-end confirmation (dmqtt.confirm.Confirmer), when the application asks for it
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
@@ -164,20 +163,17 @@ class Session:
             self.mark = max(self.mark, mark)
         elif rtype == rec.MARK:
             self.mark = max(self.mark, rec.mark_of(body))
-        if self.confirm is not None:
-            self.confirm.replay(rtype, body)  # its own records, and its part of META
 
     def is_live(self, rtype, body, addr):
         if rtype == rec.PUB or rtype == rec.REL:
             # PUB stays live until the flow ends, even after PUBREC: a broker that lost the session gets the
             # message again as a new flow, and that needs the payload.
             i = self._find(rec.pid_of(body))
+            if i < 0:
+                return False
             if rtype == rec.PUB:
-                if i >= 0 and self._addr[i] == addr:
-                    return True
-                # A finished flow's message, kept only while unconfirmed and the confirmation asks to hold it.
-                return self.confirm is not None and self.confirm.holds(body)
-            return i >= 0 and self._state[i] == WAIT_COMP and self._rel_addr[i] == addr
+                return self._addr[i] == addr
+            return self._state[i] == WAIT_COMP and self._rel_addr[i] == addr
         if rtype == rec.RX or rtype == rec.HANDLED:
             j = self._rx_find(rec.pid_of(body))
             return j >= 0 and self._rx_addr[j] == addr
@@ -199,10 +195,7 @@ class Session:
             self._rel_addr[i] = new
 
     def snapshot(self, body):
-        n = rec.put_meta(body, self.next_pid, self.serial, self.mark)
-        if self.confirm is not None:
-            n = self.confirm.snapshot(body, n)
-        return n
+        return rec.put_meta(body, self.next_pid, self.serial, self.mark)
 
     # -- application side ----------------------------------------------------------------------------------
 
@@ -223,8 +216,6 @@ class Session:
         n = rec.pub_size(len(topic), len(payload))
         if n > len(body):
             raise ValueError("message of %d bytes exceeds the journal record size" % n)
-        if self.confirm is not None:
-            self.confirm.accepting(serial)  # the first message of an epoch journals where the epoch starts
         # journal.body is about to hold this record: the last one's send can no longer read it from there (and
         # if the journal refuses this one, neither will this one's).
         self._fresh = -1
@@ -245,34 +236,6 @@ class Session:
         self._fresh_len = n
         self._work = True
         return pid
-
-    def requeue(self, body):
-        """Send again, as a new flow, the message of a journaled PUB body (end-to-end confirmation found it missing
-        in the store): a new record with a new packet id and the message's own serial, so that the flow is
-        journaled like any other, and the serial still names the message. Returns the packet id."""
-        i = self._free_slot()
-        if i < 0:
-            raise QueueFull("%d messages in flight" % len(self._state))
-        pid = self.allocate_pid()
-        n = len(body)
-        self._fresh = -1  # journal.body is about to hold this record
-        self.journal.body[:n] = body
-        rec.put_pid(self.journal.body, pid)
-        self._addr[i] = self.journal.commit(rec.PUB, n)
-        self._pid[i] = pid
-        self._state[i] = QUEUED
-        self._tx[i] = 0
-        self._qos[i] = rec.pub_qos(body)
-        self._serial[i] = rec.serial_of(rec.PUB, body)
-        self._work = True
-        return pid
-
-    def carries(self, serial):
-        """Whether a flow in flight carries the message of this serial."""
-        for i in range(len(self._state)):
-            if self._state[i] != FREE and self._serial[i] == serial:
-                return True
-        return False
 
     def sync(self):
         """Make group-committed messages durable (one program for all of them)."""
@@ -584,8 +547,6 @@ class Session:
     def _finish(self, i, reason):
         pid = self._pid[i]
         self._journal_pid(rec.DONE, pid)
-        if self.confirm is not None:
-            self.confirm.acked(self._serial[i])
         self._state[i] = FREE
         self._tx[i] = 0
         self._work = True  # a place in the window is free

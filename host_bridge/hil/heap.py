@@ -27,6 +27,8 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "tcp-qos2-subscription": {"qos": 2, "subscribe": SUBSCRIPTION},
     "tcp-window-auto": {"qos": 1, "window": "auto"},
     "tcp-group-commit": {"qos": 1, "group_commit": 8},
+    # End-to-end confirmation with no recorder to confirm: the board sends everything again after the timeout.
+    "tcp-confirm": {"qos": 2, "confirm": {"timeout_s": 1}},
     "tls-qos2-subscription": {"qos": 2, "subscribe": SUBSCRIPTION, "tls": True},
     "serial-qos2-subscription": {"qos": 2, "subscribe": SUBSCRIPTION, "transport": "serial"},
 }

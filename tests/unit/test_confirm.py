@@ -5,17 +5,18 @@ the timeout, the state after a reboot, the journal's cost, and the host's encode
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
-
+from typing import Any
 
 import pytest
 
 from dmqtt import codec_host as codec
 from dmqtt import journal_record as rec
 from dmqtt import journal_ring
-from dmqtt.confirm import Confirmer
+from dmqtt.confirm import ConfirmingSession
 from dmqtt.journal_file import FileJournal
 from dmqtt.session import Session
 from host_bridge.recorder.confirmation import Entry, Ledger, decode, encode
@@ -49,13 +50,19 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return lambda: FileJournal(path, record_max=512, compact_bytes=1 << 20)
 
 
-def boot(new_store: Store, epoch: int, timeout_s: int = 5) -> tuple[Session, Confirmer]:
-    session = Session(new_store(), codec.V311)
-    confirm = Confirmer(session, "confirm/b", timeout_s)
+def confirming(store: Any, epoch: int, timeout_s: int = 5, hold: bool = False) -> ConfirmingSession:
+    """A session with confirmation, as ConfirmingClient makes it, after its journal is open and it is connected."""
+    session = ConfirmingSession(store, codec.V311, 8, 32, 16)
+    session._current = epoch
+    session.timeout_ms = timeout_s * 1000
+    session.hold = hold
     session.open()
-    confirm.begin(epoch)
     session.connected(True)
-    return session, confirm
+    return session
+
+
+def boot(new_store: Store, epoch: int, timeout_s: int = 5) -> ConfirmingSession:
+    return confirming(new_store(), epoch, timeout_s)
 
 
 def send(session: Session, epoch: int, seqs: range, qos: int = 1) -> None:
@@ -84,117 +91,107 @@ def records(session: Session, rtype: int) -> list[bytes]:
 
 
 def test_a_confirmation_moves_the_floor_and_it_outlives_a_reboot(new_store: Store, clock: Clock) -> None:
-    session, confirm = boot(new_store, 7)
+    session = boot(new_store, 7)
     send(session, 7, range(10))
     ack_all(session)
-    assert confirm.unconfirmed() == 10
-    confirm.take(confirmed(Entry(7, 6, 6)))
-    confirm.tend()
-    assert confirm.unconfirmed() == 4 and confirm.floor == 6
+    assert session.unconfirmed() == 10
+    session.take(confirmed(Entry(7, 6, 6)))
+    session.tend()
+    assert session.unconfirmed() == 4 and session.floor == 6
     assert [rec.mark_of(b) for b in records(session, rec.CONFIRMED)] == [6]
-    assert [rec.epoch_of(b) for b in records(session, rec.EPOCH)] == [(7, 1)]
-    session, confirm = boot(new_store, 8)
-    assert confirm.floor == 6 and confirm.unconfirmed() == 4
+    assert records(session, rec.EPOCH) == [struct.pack(">II", 7, 1)]
+    session = boot(new_store, 8)
+    assert session.floor == 6 and session.unconfirmed() == 4
     # The old boot's numbers still map after the reboot: its last four are confirmed by name.
-    confirm.take(confirmed(Entry(7, 10, 10)))
-    assert confirm.unconfirmed() == 0
+    session.take(confirmed(Entry(7, 10, 10)))
+    assert session.unconfirmed() == 0
 
 
 def test_a_reported_gap_is_sent_again_from_the_journal_with_its_own_serial(new_store: Store, clock: Clock) -> None:
-    session, confirm = boot(new_store, 3)
+    session = boot(new_store, 3)
     send(session, 3, range(8), qos=2)
     for packet in drain(session):
         ack(session, codec.PUBREC, packet.pid)
     for packet in drain(session):
         ack(session, codec.PUBCOMP, packet.pid)
-    confirm.take(confirmed(Entry(3, 2, 8, ((2, 4),))))
-    confirm.tend()
+    session.take(confirmed(Entry(3, 2, 8, ((2, 4),))))
+    session.tend()
     again = drain(session)
     assert [bytes(p.payload) for p in again] == [b'{"boot": 3, "seq": %d}' % s for s in (2, 3, 4)]
     assert all(p.qos == 2 and not p.dup for p in again)
-    assert confirm.resent == 3 and confirm.floor == 2
+    assert session.resent == 3 and session.floor == 2
     # The copies are journaled flows like any other, with the serials of the messages they carry.
     serials = [rec.serial_of(rec.PUB, b) for b in records(session, rec.PUB)]
     assert serials == [1, 2, 3, 4, 5, 6, 7, 8, 3, 4, 5]
 
 
 def test_nothing_is_sent_again_before_the_timeout_then_everything_unconfirmed(new_store: Store, clock: Clock) -> None:
-    session, confirm = boot(new_store, 1, timeout_s=5)
+    session = boot(new_store, 1, timeout_s=5)
     send(session, 1, range(5))
     ack_all(session)
-    confirm.tend()  # arms the deadline
+    session.tend()  # arms the deadline
     clock.advance(4999)
-    confirm.tend()
-    assert drain(session) == [] and confirm.late == 0
+    session.tend()
+    assert drain(session) == [] and session.late == 0
     clock.advance(1)
-    confirm.tend()
-    assert len(ack_all(session)) == 5 and confirm.late == 1 and confirm.resent == 5
+    session.tend()
+    assert len(ack_all(session)) == 5 and session.late == 1 and session.resent == 5
     # A late confirmation of the first sends still counts: the store has them, whichever copy it got.
-    confirm.take(confirmed(Entry(1, 5, 5)))
-    confirm.tend()
-    assert confirm.unconfirmed() == 0
+    session.take(confirmed(Entry(1, 5, 5)))
+    session.tend()
+    assert session.unconfirmed() == 0
     clock.advance(60000)
-    confirm.tend()
-    assert drain(session) == [] and confirm.late == 1
+    session.tend()
+    assert drain(session) == [] and session.late == 1
 
 
 def test_an_older_confirmation_never_undoes_a_newer_one(new_store: Store, clock: Clock) -> None:
-    session, confirm = boot(new_store, 2)
+    session = boot(new_store, 2)
     send(session, 2, range(6))
     ack_all(session)
-    confirm.take(confirmed(Entry(2, 6, 6), stamp=200))
-    confirm.take(confirmed(Entry(2, 1, 6, ((1, 5),)), stamp=199))  # late, from before
-    confirm.tend()
-    assert confirm.unconfirmed() == 0 and drain(session) == []
+    session.take(confirmed(Entry(2, 6, 6), stamp=200))
+    session.take(confirmed(Entry(2, 1, 6, ((1, 5),)), stamp=199))  # late, from before
+    session.tend()
+    assert session.unconfirmed() == 0 and drain(session) == []
     # Stamps compare modulo 2^32 (serial-number arithmetic): newer goes on past the wrap.
     for stamp in (0x40000000, 0x80000000, 0xC0000000, 3):
-        confirm.take(confirmed(Entry(2, 6, 6), stamp=stamp))
-        assert confirm._stamp == stamp
-    confirm.take(confirmed(Entry(2, 6, 6), stamp=0xC0000001))
-    assert confirm._stamp == 3
+        session.take(confirmed(Entry(2, 6, 6), stamp=stamp))
+        assert session._stamp == stamp
+    session.take(confirmed(Entry(2, 6, 6), stamp=0xC0000001))
+    assert session._stamp == 3
 
 
 def test_messages_the_journal_no_longer_holds_are_given_up_and_counted(clock: Clock) -> None:
-    part = NorPartition(4)
-    session = Session(journal_ring.RingJournal(part, record_max=512), codec.V311)
-    confirm = Confirmer(session, "confirm/b", 1)
-    session.open()
-    confirm.begin(1)
-    session.connected(True)
+    session = confirming(journal_ring.RingJournal(NorPartition(4), record_max=512), 1, timeout_s=1)
     for seq in range(200):  # about five sectors of records: the ring reuses the oldest
         session.accept(b"sensors/b", b"x" * 40 + b"%d" % seq, 1)
         ack_all(session)
-    confirm.tend()
+    session.tend()
     clock.advance(1000)
     while True:  # the sweep, a batch per poll
-        confirm.tend()
+        session.tend()
         if not ack_all(session):
             break
-    assert confirm.late == 1
+    assert session.late == 1
     # What the ring still held was sent again; what it had reused the space of was given up, counted.
-    assert 0 < confirm.resent < 200 and confirm.dropped == 200 - confirm.resent
-    assert 0 < confirm.floor <= confirm.dropped  # the first gap was the oldest: the floor passed it
+    assert 0 < session.resent < 200 and session.dropped == 200 - session.resent
+    assert 0 < session.floor <= session.dropped  # the first gap was the oldest: the floor passed it
 
 
 def test_hold_keeps_unconfirmed_messages_and_refuses_new_ones_instead(clock: Clock) -> None:
     from dmqtt.errors import QueueFull
 
-    part = NorPartition(4)
-    session = Session(journal_ring.RingJournal(part, record_max=512), codec.V311)
-    confirm = Confirmer(session, "confirm/b", 1, hold=True)
-    session.open()
-    confirm.begin(1)
-    session.connected(True)
+    session = confirming(journal_ring.RingJournal(NorPartition(4), record_max=512), 1, 1, hold=True)
     with pytest.raises(QueueFull):
         for seq in range(400):
             session.accept(b"sensors/b", b"x" * 40 + b"%d" % seq, 1)
             ack_all(session)
     accepted = session.serial
     assert 0 < accepted < 400
-    confirm.take(confirmed(Entry(1, accepted, accepted)))
-    confirm.tend()
+    session.take(confirmed(Entry(1, accepted, accepted)))
+    session.tend()
     session.accept(b"sensors/b", b"after", 1)  # confirmed: the ring may reuse their space again
-    assert confirm.dropped == 0
+    assert session.dropped == 0
 
 
 def test_the_recorders_ledger_and_the_encoding() -> None:
@@ -213,14 +210,12 @@ def test_the_recorders_ledger_and_the_encoding() -> None:
 
 
 def test_the_board_reads_what_the_recorder_writes(new_store: Store, clock: Clock) -> None:
-    session, confirm = boot(new_store, 9)
+    session = boot(new_store, 9)
     send(session, 9, range(4))
     ack_all(session)
     ledger = Ledger()
     for seq in (0, 1, 3):
         ledger.stored("b", 9, seq)
-    confirm.take(ledger.confirmation("b", 5))
-    confirm.tend()
-    assert confirm.floor == 2 and [bytes(p.payload) for p in drain(session)] == [b'{"boot": 9, "seq": 2}']
-
-
+    session.take(ledger.confirmation("b", 5))
+    session.tend()
+    assert session.floor == 2 and [bytes(p.payload) for p in drain(session)] == [b'{"boot": 9, "seq": 2}']

@@ -29,7 +29,7 @@ def check_summary(vec):
     if list(console.SUMMARY_KEYS) != vec["keys"]:
         return "the summary's keys are %r" % (console.SUMMARY_KEYS,)
     fields = json.loads(vec["line"])
-    extra = [k for k in fields if k not in console.SUMMARY_KEYS and k != "link"]
+    extra = [k for k in fields if k not in console.SUMMARY_KEYS and k not in ("link", "confirm")]
     if extra or [k for k in console.SUMMARY_KEYS if k not in fields]:
         return "the vector's summary does not have the protocol's keys"
     return None
