@@ -137,6 +137,7 @@ def boot_table(df: DataFrame) -> DataFrame:
             "qos",
             "received_at",
             "arrival",
+            "repaired",
             offset_ms().alias("offset_ms"),
         )
         .withColumn("is_first", F.coalesce(previous_seq != F.col("seq"), F.lit(True)))
@@ -160,6 +161,7 @@ def boot_table(df: DataFrame) -> DataFrame:
         F.max("received_at").alias("last_received_at"),
         F.sum(F.col("is_first").cast("int")).alias("distinct"),  # first deliveries: one per distinct seq
         F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
+        F.sum((F.col("is_first") & F.coalesce(F.col("repaired"), F.lit(False))).cast("int")).alias("repaired"),
         F.min(first_offset).alias("clock_offset_ms"),
         F.percentile(first_offset, F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("offsets"),
         F.max(first_offset).alias("offset_max"),
@@ -177,6 +179,7 @@ def boot_table(df: DataFrame) -> DataFrame:
         "last_received_at",
         "distinct",
         "out_of_order",
+        "repaired",
         "clock_offset_ms",
         (F.col("offset_max") - offset).alias("latency_max_ms"),
         F.array_sort("gaps").alias("missing_ranges"),
@@ -207,6 +210,11 @@ class AuditResult:
         return sum(sum(reasons.values()) for reasons in self.invalid.values())
 
     @property
+    def repaired(self) -> int:
+        """Messages stored only after a board sent them again from its journal (end-to-end confirmation)."""
+        return sum(b.get("repaired") or 0 for b in self.boots)
+
+    @property
     def ok(self) -> bool:
         return all(v.ok for v in self.verdicts.values())
 
@@ -224,6 +232,7 @@ class AuditResult:
             "rows": self.rows,
             "parse_errors": self.parse_errors,
             "recorder_duplicates": self.recorder_duplicates,
+            "repaired": self.repaired,
             "invalid_rows": self.invalid_rows,
             "invalid": self.invalid,
             "clock": CLOCK_NOTE,
@@ -289,7 +298,8 @@ def format_table(result: AuditResult) -> str:
         lines += [f"      {p}" for p in v.problems[:10]]
     lines.append(
         f"rows {result.rows}, unparsable payloads {result.parse_errors}, "
-        f"recorder re-stores {result.recorder_duplicates}, "
+        f"recorder re-stores {result.recorder_duplicates}, repaired {result.repaired} (a broker lost them, "
+        f"the boards gave them back), "
         f"quarantined rows {result.invalid_rows} (counted apart; they judge nobody)"
     )
     worst = sorted(result.invalid.items(), key=lambda kv: -sum(kv[1].values()))[:5]

@@ -290,12 +290,13 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int], ev
             b["lost"],
             b["duplicates"],
             b["out_of_order"],
+            b.get("repaired") or 0,
             f"{b['latency_p50_ms'] or 0:.1f}",
             f"{b['latency_p99_ms'] or 0:.1f}",
             format_ranges(b["missing_ranges"]) + (" (absurd seq: a device's claim)" if b.get("absurd_seq") else ""),
         ]
         for b in result.boots
-        if len(result.boots) <= FLEET_LISTED or b["lost"] or b["duplicates"] or b["out_of_order"]
+        if len(result.boots) <= FLEET_LISTED or b["lost"] or b["duplicates"] or b["out_of_order"] or b.get("repaired")
     ]
     boots_note = ""
     if len(result.boots) > FLEET_LISTED:
@@ -328,8 +329,8 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int], ev
             + _table(["device", "rows", "reasons"], quarantine)
         )
     boot_table = _table(
-        ["device", "boot", "QoS", "received", "highest seq", "lost", "duplicates", "out of order", "p50 ms", "p99 ms"]
-        + ["missing seq"],
+        ["device", "boot", "QoS", "received", "highest seq", "lost", "duplicates", "out of order", "repaired"]
+        + ["p50 ms", "p99 ms", "missing seq"],
         boot_rows,
     )
     link = ""
@@ -359,6 +360,8 @@ td.pass {{ background: #2e7d32; }} td.fail {{ background: #c62828; color: #fff; 
 <h1>Telemetry audit: <span class="{"ok" if result.ok else "fail"}">{status}</span></h1>
 <p>Input <code>{html.escape(input_path)}</code>: {result.rows} rows, {result.parse_errors} unparsable payloads,
 {result.recorder_duplicates} recorder re-stores, {result.invalid_rows} quarantined rows (counted apart).
+{result.repaired} messages repaired: a broker lost them after acknowledging them, and their boards sent them again
+from flash when the recorder's confirmation said the store lacked them.
 Generated {generated}.
 Rollups: {rollup_counts.get("minute", 0)} one-minute and {rollup_counts.get("hour", 0)} one-hour windows.</p>
 <h2>Verdict per QoS</h2>

@@ -54,6 +54,7 @@ class StreamState:
                 F.max("seq").alias("highest"),
                 F.max("qos").alias("qos"),
                 F.min("qos").alias("qos_min"),
+                F.sum(F.coalesce(F.col("repaired"), F.lit(False)).cast("int")).alias("repaired"),
             )
         )
         with self.lock:
@@ -63,9 +64,10 @@ class StreamState:
                 self.recorder_dups += totals["recorder_dups"]
             for row in counts.collect():
                 entry = self.deliveries.setdefault(
-                    (row["dev"], row["boot"]), {"n": 0, "highest": -1, "qos": 0, "qos_min": 2}
+                    (row["dev"], row["boot"]), {"n": 0, "highest": -1, "qos": 0, "qos_min": 2, "repaired": 0}
                 )
                 entry["n"] += row["n"]
+                entry["repaired"] += row["repaired"]
                 entry["highest"] = max(entry["highest"], row["highest"])
                 entry["qos"] = max(entry["qos"], row["qos"])
                 entry["qos_min"] = min(entry["qos_min"], row["qos_min"])
@@ -93,6 +95,7 @@ class StreamState:
                         "lost": max(lost(d["highest"], distinct), 0),
                         "duplicates": max(duplicates(d["n"], distinct), 0),
                         "out_of_order": 0,
+                        "repaired": d["repaired"],
                         "latency_p50_ms": None,
                         "latency_p99_ms": None,
                         "missing_ranges": [],

@@ -28,6 +28,9 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("retain", "bool", False),
     ("packet_id", "int32", False),  # 0 at QoS 0 [MQTT-2.3.1-5]
     ("recorder_dup", "bool", False),  # the recorder had already stored this very delivery (see the docs)
+    # Stored only after the board sent it again, the recorder having told it the message was missing (end-to-end
+    # confirmation); null in files written without confirmation (the column came with it).
+    ("repaired", "bool", True),
     ("dev", "string", True),
     ("boot", "int64", True),
     ("seq", "int64", True),
@@ -97,6 +100,7 @@ def row(
     packet_id: int,
     recorder_dup: bool,
     data: bytes,
+    repaired: bool | None = None,
 ) -> dict[str, Any]:
     """One delivery as a row of FIELDS (the payload parsed into its columns, the raw bytes kept)."""
     return {
@@ -108,6 +112,7 @@ def row(
         "retain": retain,
         "packet_id": packet_id,
         "recorder_dup": recorder_dup,
+        "repaired": repaired,
         "payload": data,
         **parse_payload(data),
     }

@@ -119,6 +119,7 @@ def boot_rows(deliveries: Iterable[Delivery]) -> list[dict[str, Any]]:
                 "missing_ranges": missing_ranges(distinct),
                 "absurd_seq": absurd(lost(highest, len(distinct)), len(distinct)),
                 "out_of_order": 0,
+                "repaired": 0,
                 "latency_p99_ms": None,
             }
         )
@@ -274,6 +275,7 @@ class AuditSummary:
     rows: int
     verdicts: dict[int, RecordedVerdict]
     folder: Path
+    repaired: int = 0  # stored only after a board sent them again (end-to-end confirmation)
 
     @classmethod
     def read(cls, folder: Path) -> AuditSummary:
@@ -282,7 +284,7 @@ class AuditSummary:
         try:
             summary = json.loads(path.read_text())
             verdicts = {int(q): RecordedVerdict.from_dict(v) for q, v in summary["qos"].items()}
-            return cls(bool(summary["ok"]), int(summary["rows"]), verdicts, folder)
+            return cls(bool(summary["ok"]), int(summary["rows"]), verdicts, folder, int(summary.get("repaired", 0)))
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path} is not an audit summary: {exc}") from None
 

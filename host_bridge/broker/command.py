@@ -6,21 +6,20 @@ sessions. It runs in the foreground until Ctrl-C (or SIGTERM), and says its addr
     host-bridge broker --tls --user board-1:SECRET --user recorder:SECRET
 
 With --tls it generates into --dir a CA (ca.pem: the boards' `tls.ca`), a broker certificate signed by it, a
-password file of the --user entries and an ACL: each client publishes only under sensors/<its client id>/ and
-reads cmd/<its client id>; the user `recorder` reads sensors/# and writes cmd/#. Boards on WiFi reach it only when
-it listens on the network (--host 0.0.0.0)."""
+password file of the --user entries and an ACL (host_bridge.broker.mosquitto.ACL): each client publishes only
+under sensors/<its client id>/ and reads cmd/<its client id> and confirm/<its client id>; the user `recorder`
+reads sensors/# and writes cmd/# and confirm/#. Boards on WiFi reach it only when it listens on the network
+(--host 0.0.0.0)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from host_bridge.broker.mosquitto import Mosquitto, write_password_file
+from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority, stamp
 from host_bridge.errors import BrokerError
 from host_bridge.processes import sigterm_as_ctrl_c
-
-ACL = "user recorder\ntopic read sensors/#\ntopic write cmd/#\n\npattern write sensors/%c/#\npattern read cmd/%c\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -29,6 +29,16 @@ def mosquitto_executable() -> str:
     return found
 
 
+# The access rules of a broker that checks identity (`host-bridge broker --tls`, the demo's): each board publishes
+# only under sensors/<its client id>/ and reads its commands and its confirmations; the user `recorder` reads
+# every board's telemetry, writes commands, and is the only one that may write confirmations (a board that forged
+# another's confirmation could make it give up messages the store never had: docs/confirmation.md).
+ACL = (
+    "user recorder\ntopic read sensors/#\ntopic write cmd/#\ntopic write confirm/#\n\n"
+    "pattern write sensors/%c/#\npattern read cmd/%c\npattern read confirm/%c\n"
+)
+
+
 def write_password_file(path: Path, users: dict[str, str]) -> Path:
     """A Mosquitto password file (hashed by mosquitto_passwd) for `users` (name -> password)."""
     tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"

@@ -61,7 +61,7 @@ def run_demo(out: Path, messages: int = 200, cuts: int = 3, seed: int = 2026, ki
 
     say(f"[1/5] Mosquitto on loopback (TLS, passwords, ACL), the recorder, the serial bridge (output in {out})")
     broker, security = secure_broker(out, [spec.client_id for spec in BOARDS])
-    stack = Stack(out, broker, BOARDS, messages, cuts, rng, security)
+    stack = Stack(out, broker, BOARDS, messages, cuts, rng, security, confirm=True)
     kills = 0
     try:
         stack.start()

@@ -27,7 +27,7 @@ from dmqtt_telemetry.promises import AuditSummary
 from dmqtt_telemetry.timeline import TimelineWriter
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.bridge.command import command as bridge_command
-from host_bridge.broker.mosquitto import Mosquitto, write_password_file
+from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.errors import HostBridgeError
 from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
@@ -37,6 +37,9 @@ from host_bridge.vboard import LineFaults
 
 BAUD = 115200
 NOISE = LineFaults(baud=BAUD, bit_error_rate=2e-5, drop_rate=1e-5)
+# End-to-end confirmation: how long a board lets an acknowledged message go unconfirmed before sending it again
+# (a gap the recorder sees is reported at once; this is for a lost tail).
+CONFIRM_TIMEOUT_S = 5
 
 Say = Callable[[str], None]
 
@@ -66,8 +69,9 @@ class Security:
 
 
 def secure_broker(out: Path, client_ids: list[str]) -> tuple[Mosquitto, Security]:
-    """Mosquitto with a TLS listener (certificate from a CA made here), a password file and an ACL: each board
-    may publish only under sensors/<its client id>/, the recorder may read sensors/#."""
+    """Mosquitto with a TLS listener (certificate from a CA made here), a password file and the ACL
+    (host_bridge.broker.mosquitto.ACL: each board publishes only under sensors/<its client id>/, only the recorder
+    confirms)."""
     pki = CertificateAuthority(out / "pki", "durable-mqtt demo CA")
     cert, key = pki.issue("broker", "localhost", dns="localhost")
     passwords = {name: secrets.token_urlsafe(18) for name in [*client_ids, "recorder"]}
@@ -75,7 +79,7 @@ def secure_broker(out: Path, client_ids: list[str]) -> tuple[Mosquitto, Security
     secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     password_file = write_password_file(secrets_dir / "mosquitto.passwd", passwords)
     acl = secrets_dir / "mosquitto.acl"
-    acl.write_text("user recorder\ntopic read sensors/#\n\npattern write sensors/%c/#\n")
+    acl.write_text(ACL)
     (secrets_dir / "recorder.password").write_text(passwords["recorder"])
     broker = Mosquitto(
         out / "broker",
@@ -105,6 +109,7 @@ class BoardRun:
     thread: threading.Thread | None = field(default=None, repr=False)
     security: Security | None = None
     timeline: TimelineWriter | None = None
+    confirm: bool = False
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True)
@@ -146,6 +151,8 @@ class BoardRun:
                 config["tls"] = {"ca": "ca.pem", "server_hostname": "localhost"}
         if self.security is not None:
             config["username"] = self.spec.client_id  # its password is in secrets.json on the board
+        if self.confirm and self.spec.qos:
+            config["confirm"] = {"timeout_s": CONFIRM_TIMEOUT_S}
         self.dut.configure(config)
         self._stop = threading.Event()
 
@@ -216,10 +223,15 @@ def distinct_messages(out: Path) -> dict[str, int]:
     return {dev: len(s) for dev, s in seen.items()}
 
 
-def start_recorder(broker: str, out: Path, logs: Path, security: Security | None = None) -> ManagedProcess:
-    """`host-bridge record` on a persistent session (client id demo-recorder), committing every second."""
+def start_recorder(
+    broker: str, out: Path, logs: Path, security: Security | None = None, confirm: bool = False
+) -> ManagedProcess:
+    """`host-bridge record` on a persistent session (client id demo-recorder), committing every second;
+    confirming to the boards what it stores with `confirm`."""
     args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out)]
     args += ["--client-id", "demo-recorder", "--flush-seconds", "1", "--stats-every", "5"]
+    if confirm:
+        args.append("--confirm")
     if security is not None:
         args += ["--tls", "--cafile", str(security.ca), "--username", "recorder"]
         args += ["--password-file", str(security.secrets_dir / "recorder.password")]
@@ -242,8 +254,10 @@ class Stack:
         rng: random.Random,
         security: Security | None = None,
         recorded: Path | None = None,
+        confirm: bool = False,
     ) -> None:
-        self.out, self.broker, self.security = out, broker, security
+        """`confirm`: end-to-end confirmation, on the boards (QoS 1/2) and in the recorder."""
+        self.out, self.broker, self.security, self.confirm = out, broker, security, confirm
         self.logs = out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.recorded = recorded or out / "recorded"
@@ -270,6 +284,7 @@ class Stack:
                 random.Random(self._rng.random()),
                 security=self.security,
                 timeline=self.timeline,
+                confirm=self.confirm,
             )
             for spec in self._specs
         ]
@@ -288,7 +303,7 @@ class Stack:
         self.pids.append(self.broker.process.pid)
 
     def start_recorder(self) -> None:
-        self.recorder = start_recorder(self.broker.address, self.recorded, self.logs, self.security)
+        self.recorder = start_recorder(self.broker.address, self.recorded, self.logs, self.security, self.confirm)
         self.pids.append(self.recorder.process.pid)
 
     def start_bridge(self) -> None:

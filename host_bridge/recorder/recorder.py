@@ -20,10 +20,11 @@ from pathlib import Path
 from types import FrameType
 
 from dmqtt import codec
-from dmqtt.codec_host import NAMES, Packet, PacketDecoder
+from dmqtt.codec_host import NAMES, Packet, PacketDecoder, encode_publish
 from dmqtt.errors import CodecError
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker
+from host_bridge.recorder.confirmation import stamp_now
 from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
 
 log = logging.getLogger("host_bridge.recorder.recorder")
@@ -59,6 +60,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
     parser.add_argument("--stats-every", type=float, default=10.0, metavar="S", help="print progress every S seconds")
+    parser.add_argument(
+        "--confirm",
+        action="store_true",
+        help="end-to-end confirmation: tell each board what is stored, so that it sends again what a broker lost "
+        "(docs/confirmation.md); the store then holds each (dev, boot, seq) once",
+    )
+    parser.add_argument(
+        "--confirm-topic",
+        default="confirm/{dev}",
+        metavar="TEMPLATE",
+        help="where a board's confirmations go ({dev}: its client id; default %(default)s)",
+    )
+    parser.add_argument(
+        "--confirm-every",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="at most one confirmation per board per S seconds (default %(default)s)",
+    )
     parser.add_argument("-u", "--username")
     parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
     parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
@@ -205,6 +225,8 @@ class Recorder:
         self.store_broken: str | None = None  # the storage condition that stopped acknowledgements, if any
         self.commit_failing: str | None = None
         self.reload_at = 0.0
+        self.confirmed_at = 0.0  # when the last round of confirmations went out
+        self.confirmations = 0
         if store.unavailable is not None:
             self._store_failed(StoreWriteError(OSError(0, store.unavailable)))
 
@@ -297,6 +319,10 @@ class Recorder:
                 raise
             self.link = link
             self.connected_once = True
+            if self.store.ledger is not None:
+                # Every board's newest confirmation again: one published before the broker lost it (a broker
+                # killed before its persistence saved the retained message) must not be missed.
+                self.store.ledger.dirty.update(self.store.ledger.devices)
             event(log, INFO, "connected", broker=self.broker, client_id=self.client_id, session_present=int(present))
             self.backoff = 0.5
         except (OSError, CodecError) as exc:
@@ -354,7 +380,24 @@ class Recorder:
         self.store.sync()
         for ack in acks:
             link.send(ack)
+        self._confirm(link)  # after the sync: a confirmation names only what is durable
         link.keep_alive()
+
+    def _confirm(self, link: BrokerLink) -> None:
+        """At most once per --confirm-every: to each board with news, what the store holds of its messages,
+        retained (QoS 0: a newer one follows whenever something changes, and a board subscribing gets the newest
+        at once)."""
+        ledger = self.store.ledger
+        now = time.monotonic()
+        if ledger is None or not ledger.dirty or now - self.confirmed_at < self.args.confirm_every:
+            return
+        self.confirmed_at = now
+        stamp = stamp_now()
+        for dev in sorted(ledger.dirty):
+            topic = self.args.confirm_topic.replace("{dev}", dev)
+            link.send(encode_publish(topic, ledger.confirmation(dev, stamp), 0, 0, True, version=link.version))
+            self.confirmations += 1
+        ledger.dirty.clear()
 
     def _on_publish(self, packet: Packet, acks: list[bytes | bytearray]) -> None:
         received_at_us = time.time_ns() // 1000
@@ -388,7 +431,7 @@ class Recorder:
         event(
             log, INFO, "progress", received=self.received, rows_written=s.rows_committed, files=s.files_committed,
             logged_not_written=len(s.pending), recorder_duplicates=s.recorder_dups,
-            connected=int(self.link is not None),
+            connected=int(self.link is not None), confirmations=self.confirmations,
         )  # fmt: skip
 
 
@@ -422,6 +465,10 @@ def run(args: argparse.Namespace) -> int:
             codec.check_filter(topic.encode())  # before any connection: a broker would only close on it
         except CodecError as exc:
             raise RecorderError(f"--topic {topic}: {exc.reason}") from None
+    try:
+        codec.check_topic(args.confirm_topic.replace("{dev}", "dev").encode())
+    except CodecError as exc:
+        raise RecorderError(f"--confirm-topic {args.confirm_topic}: {exc.reason}") from None
     password = None
     if args.password_file is not None:
         try:
@@ -434,7 +481,7 @@ def run(args: argparse.Namespace) -> int:
         lambda text: event(log, WARNING, "broker-unreachable", why=text),
         "is it running (host-bridge broker starts one), and is --broker right? Ctrl-C stops",
     )
-    store = TelemetryStore(args.out)
+    store = TelemetryStore(args.out, confirm=args.confirm)
     try:
         if store.recovered:
             event(log, INFO, "recovered", rows=store.recovered)  # logged by the previous run, now in Parquet

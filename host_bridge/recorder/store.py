@@ -9,7 +9,10 @@ a log that has none. Then a new log generation starts. docs/telemetry-parquet.md
 
 A redelivery the recorder has already stored (the broker resends, DUP set, what the recorder stored but whose
 acknowledgement never reached the broker) is stored again with recorder_dup = true: marked, not hidden. Which
-deliveries those are is the MQTT session's business (host_bridge/recorder/session.py); this module persists it."""
+deliveries those are is the MQTT session's business (host_bridge/recorder/session.py); this module persists it.
+With end-to-end confirmation (a Ledger), a message whose (dev, boot, seq) is already stored is a board's re-send
+and is marked the same way, so that the store holds each message once; one stored only after the board was told
+it was missing is marked repaired (host_bridge/recorder/confirmation.py)."""
 
 from __future__ import annotations
 
@@ -18,13 +21,14 @@ import json
 import os
 from base64 import b64decode, b64encode
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from dmqtt_telemetry import format as telemetry
 from host_bridge.errors import HostBridgeError
+from host_bridge.recorder.confirmation import Ledger
 from host_bridge.recorder.session import ReceiveSession
 
 WAL_FORMAT = 1
@@ -47,6 +51,7 @@ class ReceivedPublish:
     packet_id: int
     recorder_dup: bool
     payload: bytes
+    repaired: bool | None = None  # None: recorded without confirmation
 
     def to_log(self) -> dict[str, Any]:
         record = asdict(self)
@@ -56,6 +61,13 @@ class ReceivedPublish:
     @classmethod
     def from_log(cls, record: dict[str, Any]) -> ReceivedPublish:
         return cls(**{**record, "payload": b64decode(record["payload"])})
+
+    def identity(self) -> tuple[str, int, int] | None:
+        """(dev, boot, seq) as the telemetry names the message, or None for a payload that does not."""
+        fields = telemetry.parse_payload(self.payload)
+        if fields["parse_error"] is not None:
+            return None
+        return fields["dev"], fields["boot"], fields["seq"]
 
     @property
     def date(self) -> str:
@@ -71,8 +83,9 @@ def write_parquet(deliveries: list[ReceivedPublish], path: Path) -> None:
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     for d in deliveries:
         row = telemetry.row(
-            d.received_at_us, d.arrival, d.topic, d.qos, d.dup, d.retain, d.packet_id, d.recorder_dup, d.payload
-        )
+            d.received_at_us, d.arrival, d.topic, d.qos, d.dup, d.retain, d.packet_id, d.recorder_dup, d.payload,
+            d.repaired,
+        )  # fmt: skip
         for name in schema.names:
             columns[name].append(row[name])
     table = pa.table(columns, schema=schema)
@@ -111,8 +124,11 @@ class StoreWriteError(Exception):
 class TelemetryStore:
     """The output folder: write-ahead log, Parquet commits, and the small state a restart needs."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, confirm: bool = False) -> None:
+        """`confirm`: keep a Ledger of what is stored per (dev, boot), for end-to-end confirmation."""
         self.out = out
+        self.confirm = confirm
+        self.ledger: Ledger | None = Ledger() if confirm else None
         self.state = out / telemetry.STATE_DIR
         try:
             self.state.mkdir(parents=True, exist_ok=True)
@@ -152,6 +168,11 @@ class TelemetryStore:
         delivery = ReceivedPublish(
             received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload
         )
+        if self.ledger is not None and qos:
+            identity = delivery.identity()
+            again, repaired = self.ledger.stored(*identity) if identity else (False, False)
+            delivery = replace(delivery, recorder_dup=recorder_dup or again, repaired=repaired)
+            recorder_dup = delivery.recorder_dup
         self.next_arrival += 1
         self.recorder_dups += recorder_dup
         self.pending.append(delivery)
@@ -186,6 +207,7 @@ class TelemetryStore:
                 pass
         self.pending = []
         self.session = ReceiveSession()
+        self.ledger = Ledger() if self.confirm else None
         self._unsynced = False
         self.recovered = self._recover()
         self.unavailable = None
@@ -258,6 +280,8 @@ class TelemetryStore:
             "next_arrival": self.next_arrival,
             **self.session.snapshot(),
         }
+        if self.ledger is not None:
+            header["confirm"] = self.ledger.snapshot()
         temp = self.state / "wal.log.tmp"
         with open(temp, "wb") as f:
             f.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
@@ -313,6 +337,8 @@ class TelemetryStore:
         self.generation = header["generation"]
         self.next_arrival = header["next_arrival"]
         self.session = ReceiveSession.restore(header)
+        if self.confirm:
+            self.ledger = Ledger.restore(header.get("confirm", {}))
         committed: list[str] = []
         end = first
         while end < len(data):
@@ -329,6 +355,9 @@ class TelemetryStore:
                 self.pending.append(d)
                 self.next_arrival = d.arrival + 1
                 self.session.delivered(d.topic, d.qos, d.packet_id, d.payload, d.dup)
+                identity = d.identity() if self.ledger is not None and d.qos else None
+                if identity is not None and self.ledger is not None:
+                    self.ledger.stored(*identity)
             elif "rel" in record:
                 self.session.release(record["rel"])
             elif "commit" in record:
