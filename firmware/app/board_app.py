@@ -147,6 +147,7 @@ class Board:
         self.heap_at_boot = 0
         self.heap = HeapWatch()
         self.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
+        self.subscribed = False  # this boot has made its subscriptions
         # The transport's code (loaded by load_modules), only the one in use.
         if cfg["transport"] == "serial":
             from dlink.transport import LinkTransport
@@ -222,9 +223,14 @@ class Board:
                 realboard.join_wifi(self.cfg["wifi"])
             present = client.connect(self.open_transport())
             print(console.CONNECTED % (present, client.outstanding()))
-            for topic, qos in self.cfg["subscribe"]:
-                client.subscribe(topic, qos)
-
+            # The session keeps its subscriptions: made again only at a boot's first connection (the config may
+            # have changed; a retained confirmation comes at once) and when the broker has lost the session. Not
+            # after every reconnect: a SUBSCRIBE written behind a resent PUBLISH that the broker refuses and closes
+            # on (Mosquitto on 3.1.1, outside the ACL) draws a reset that discards its unread acknowledgement.
+            if not (present and self.subscribed):
+                for topic, qos in self.cfg["subscribe"]:
+                    client.subscribe(topic, qos)
+                self.subscribed = True
             self.backoff.reset()
             self.heap.check()
             return True
