@@ -10,14 +10,16 @@ the table, docs/install-paths.md what each path leaves). The other install paths
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.broker.pki import CertificateAuthority
-from host_bridge.hil.heap import BOARDS, CONFIGURATIONS, MESSAGES, heap_run
+from host_bridge.hil.heap import BOARDS, CONFIGURATIONS, DEPLOYED_SHORT, MESSAGES, heap_run
 from host_bridge.hil.plugin import Bridge
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import HEAP_GOAL, BoardRun, judge_runs
@@ -66,6 +68,13 @@ def test_each_configuration_keeps_the_heap_budget_deployed(
         assert summary["heap_tls"] > 0 and board_run.sent == MESSAGES  # its own broker: no subscriber there
         assert board_run.heap_low >= HEAP_GOAL, summary
         return
+    if "confirm" in CONFIGURATIONS[name]:  # the recorder confirmed everything, through the power cut
+        assert summary["confirm"]["unconfirmed"] == 0 and summary["confirm"]["dropped"] == 0, summary
+    floor = DEPLOYED_SHORT.get((name, board))
+    if floor is not None:
+        # A documented shortfall: held to the floor it keeps instead, the promises judged as for every run.
+        assert board_run.heap_low is not None and board_run.heap_low >= floor, (floor, summary)
+        board_run = replace(board_run, heap_low=None)
     verdict = judge_runs(f"heap-{name}-{board}", subscriber, [board_run])
     verdict.save(hil_log)
     verdict.assert_kept()  # the promises, and the heap budget
@@ -89,3 +98,18 @@ def test_the_other_install_paths_run_the_firmware_from_flash(
     verdict.assert_kept()
     assert deployed.heap_low is not None and flash.heap_low is not None
     assert flash.heap_low > deployed.heap_low + (40 if install == "frozen" else 20) * 1024, (deployed, flash, summary)
+
+
+@pytest.mark.parametrize("name", sorted({name for name, _ in DEPLOYED_SHORT}))
+def test_what_is_short_deployed_keeps_the_budget_from_flash(
+    hil_log: Path, broker: Any, bridge: Bridge, subscriber: Subscriber, tls_broker: tuple[str, Path], name: str
+) -> None:
+    """The configurations short of the budget in the deployed path keep it with the code in a ROMFS image, or
+    frozen where the image has no ROMFS (what docs/install-paths.md tells a board that wants them)."""
+    for board in sorted({b for n, b in DEPLOYED_SHORT if n == name}):
+        install = "romfs" if any(p.label == "romfs" for p in BoardDefinition.load(board).partitions) else "frozen"
+        board_run, summary = run(hil_log, name, board, broker, bridge, tls_broker, install)
+        verdict = judge_runs(f"heap-{name}-{board}-{install}", subscriber, [board_run])
+        verdict.save(hil_log)
+        verdict.assert_kept()  # the promises, and the heap budget
+        print(f"\n{name} on {board} ({install}): {summary['heap_min']} bytes free at the lowest")
