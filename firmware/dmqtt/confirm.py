@@ -164,8 +164,17 @@ class ConfirmingSession(Session):
 
     def take(self, data):
         """A confirmation from the recorder (docs/confirmation.md); an older one than the newest taken is
-        ignored, so a late one never undoes a newer one."""
-        if len(data) < 6 or data[0] != _VERSION:
+        ignored, so a late one never undoes a newer one, and so is one that is not exactly what the format says
+        (another version, cut short, or longer)."""
+        n = len(data)
+        if n < 6 or data[0] != _VERSION:
+            return
+        off = 6
+        for _ in range(data[5]):
+            if off + 13 > n:
+                return
+            off += 13 + 8 * data[off + 12]
+        if off != n:
             return
         stamp = struct.unpack_from(">I", data, 1)[0]
         if self._stamp >= 0 and (stamp - self._stamp) & 0xFFFFFFFF >= 0x80000000:
@@ -216,12 +225,12 @@ class ConfirmingSession(Session):
             if self.floor >= self._due_serial:
                 self._due_serial = 0
             elif time.ticks_diff(now, self._due) >= 0:
+                if not self._hi:  # (only those acknowledged when the clock started: each had its timeout)
+                    self._pass(self.floor + 1, self._due_serial, True)
                 self._due_serial = 0
                 self.late += 1
                 if self.late == 1 and self.on_late is not None:
                     self.on_late(self.unconfirmed())
-                if not self._hi:
-                    self._pass(self.floor + 1, self._acked, True)
         if not self._due_serial and self._acked > self.floor:
             self._due_serial = self._acked
             self._due = time.ticks_add(now, self.timeout_ms)

@@ -5,6 +5,7 @@ the timeout, the state after a reboot, the journal's cost, and the host's encode
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 from collections.abc import Iterator
@@ -71,10 +72,11 @@ def send(session: Session, epoch: int, seqs: range, qos: int = 1) -> None:
 
 
 def ack_all(session: Session) -> list[bytes]:
-    """Acknowledge every PUBLISH the session sends now; their payloads."""
-    payloads = []
-    for packet in drain(session):
-        if packet.type == codec.PUBLISH:
+    """Acknowledge every PUBLISH the session sends, the window's worth at a time until it sends no more; their
+    payloads."""
+    payloads: list[bytes] = []
+    while packets := [p for p in drain(session) if p.type == codec.PUBLISH]:
+        for packet in packets:
             payloads.append(bytes(packet.payload))
             ack(session, codec.PUBACK, packet.pid)
     return payloads
@@ -267,3 +269,58 @@ def test_a_power_cut_between_the_acknowledgement_and_the_confirmation(clock: Clo
         assert session.dropped == 0, cut
         session.take(confirmed(Entry(1, accepted, accepted), stamp=300))
         assert session.unconfirmed() == 0, cut
+
+
+VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "confirmation.json").read_text())
+
+
+@pytest.mark.parametrize("vector", VECTORS["messages"], ids=lambda v: v["name"])
+def test_the_vectors_encode_and_decode(vector: dict[str, Any]) -> None:
+    entries = [Entry(b, s, t, tuple((first, last) for first, last in r)) for b, s, t, r in vector["entries"]]
+    assert encode(vector["stamp"], entries).hex() == vector["hex"]
+    assert decode(bytes.fromhex(vector["hex"])) == (vector["stamp"], entries)
+
+
+@pytest.mark.parametrize("vector", VECTORS["invalid"], ids=lambda v: v["name"])
+def test_what_is_not_a_confirmation_is_refused_and_ignored(vector: dict[str, Any], clock: Clock) -> None:
+    data = bytes.fromhex(vector["hex"])
+    with pytest.raises(ValueError):
+        decode(data)
+    session = confirming(journal_ring.RingJournal(NorPartition(8), record_max=512), 1)
+    send(session, 1, range(3))
+    ack_all(session)
+    session.take(data)  # the board neither fails nor takes anything from it
+    assert session.floor == 0 and session._stamp == -1
+
+
+def test_the_board_reads_the_vectors_as_the_recorder_means_them(clock: Clock) -> None:
+    """Boots 3 and 4 with ten messages each: vector 2 confirms boot 3 and the first two of boot 4, and the board
+    sends boot 4's seq 2-4 again (the first gap listed; the next confirmation lists the rest)."""
+    part = NorPartition(8)
+    for boot in (3, 4):
+        session = confirming(journal_ring.RingJournal(part, record_max=512), boot)
+        send(session, boot, range(10))
+        ack_all(session)
+    session.take(bytes.fromhex(VECTORS["messages"][1]["hex"]))
+    assert session.floor == 12
+    session.tend()
+    assert [bytes(p.payload) for p in drain(session)] == [b'{"boot": 4, "seq": %d}' % s for s in (2, 3, 4)]
+
+
+def test_a_message_acknowledged_after_the_clock_started_gets_its_own_timeout(new_store: Store, clock: Clock) -> None:
+    session = boot(new_store, 1, timeout_s=5)
+    send(session, 1, range(5))
+    ack_all(session)
+    session.tend()  # the clock starts for these five
+    clock.advance(3000)
+    send(session, 1, range(5, 8))
+    ack_all(session)
+    clock.advance(2000)
+    session.tend()
+    assert ack_all(session) == [b'{"boot": 1, "seq": %d}' % s for s in range(5)]
+    clock.advance(4999)
+    session.tend()
+    assert ack_all(session) == []
+    clock.advance(1)
+    session.tend()  # five seconds after the clock started again: all eight are due, still unconfirmed
+    assert ack_all(session) == [b'{"boot": 1, "seq": %d}' % s for s in range(8)]
