@@ -94,18 +94,22 @@ def records(session: Session, rtype: int) -> list[bytes]:
 
 def test_a_confirmation_moves_the_floor_and_it_outlives_a_reboot(new_store: Store, clock: Clock) -> None:
     session = boot(new_store, 7)
-    send(session, 7, range(10))
-    ack_all(session)
-    assert session.unconfirmed() == 10
-    session.take(confirmed(Entry(7, 6, 6)))
+    for part in (range(30), range(30, 40)):  # (32 slots)
+        send(session, 7, part)
+        ack_all(session)
+    assert session.unconfirmed() == 40
+    session.take(confirmed(Entry(7, 20, 20)))
     session.tend()
-    assert session.unconfirmed() == 4 and session.floor == 6
-    assert [rec.mark_of(b) for b in records(session, rec.CONFIRMED)] == [6]
+    assert session.unconfirmed() == 20 and session.floor == 20
+    assert records(session, rec.CONFIRMED) == []  # a move of less than 32: not worth a record of its own
+    session.take(confirmed(Entry(7, 36, 36), stamp=101))
+    session.tend()
+    assert [rec.mark_of(b) for b in records(session, rec.CONFIRMED)] == [36]
     assert records(session, rec.EPOCH) == [struct.pack(">II", 7, 1)]
     session = boot(new_store, 8)
-    assert session.floor == 6 and session.unconfirmed() == 4
+    assert session.floor == 36 and session.unconfirmed() == 4
     # The old boot's numbers still map after the reboot: its last four are confirmed by name.
-    session.take(confirmed(Entry(7, 10, 10)))
+    session.take(confirmed(Entry(7, 40, 40)))
     assert session.unconfirmed() == 0
 
 

@@ -1,6 +1,6 @@
 """Every ```python snippet of README.md and docs/*.md runs, so that none of them rots: host snippets in CPython
 (in a temporary folder, against a Mosquitto of the test's own wherever they name a broker on 127.0.0.1:1883),
-and snippets that use the board's client (dmqtt, blocking or asyncio) as the application of a virtual board, with
+and snippets that use the board's client (dmqtt: blocking, asyncio or confirming) as the application of a virtual board, with
 the library in lib/ as mip installs it, and the documentation's example broker address replaced by that
 Mosquitto's."""
 
@@ -47,7 +47,7 @@ def test_the_docs_have_snippets_to_run() -> None:
 def test_snippet_runs(where: str, code: str, tmp_path: Path, mosquitto: Mosquitto) -> None:
     compile(code, where, "exec")  # at least valid Python everywhere
     host, port = mosquitto.address.split(":")
-    if re.search(r"dmqtt\.(client|aio)\b", code):
+    if re.search(r"dmqtt\.(client|aio|confirm)\b", code):
         app = tmp_path / "app"
         app.mkdir()
         (app / "main.py").write_text(BOARD_BROKER.sub(f'"{host}", {port}', code))
