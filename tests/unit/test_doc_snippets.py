@@ -1,8 +1,8 @@
 """Every ```python snippet of README.md and docs/*.md runs, so that none of them rots: host snippets in CPython
 (in a temporary folder, against a Mosquitto of the test's own wherever they name a broker on 127.0.0.1:1883),
-and snippets that use the board's client (dmqtt: blocking, asyncio or confirming) as the application of a virtual board, with
-the library in lib/ as mip installs it, and the documentation's example broker address replaced by that
-Mosquitto's."""
+and snippets that use the board's client (dmqtt: blocking, asyncio or confirming) as the application of a
+virtual board, with the library in lib/ as mip installs it, and the documentation's example broker address
+replaced by that Mosquitto's."""
 
 from __future__ import annotations
 
