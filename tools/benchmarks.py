@@ -23,6 +23,7 @@ from typing import Any
 import bench_boot
 import bench_bridge
 import bench_clients
+import bench_confirm
 import bench_heap
 import bench_pipeline
 import bench_recorder
@@ -42,6 +43,7 @@ FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {
     "bridge": bench_bridge.figure,
     "recorders": bench_recorder.figure,
     "heap": bench_heap.figure,
+    "confirm": bench_confirm.figure,
 }
 
 
@@ -145,6 +147,8 @@ def render(results: dict[str, Any]) -> str:
         parts += render_recorders(figures["recorders"])
     if "heap" in figures:
         parts += render_heap(figures["heap"])
+    if "confirm" in figures:
+        parts += render_confirm(figures["confirm"])
     missing = [n for n in FIGURES if n not in figures]
     if missing:
         parts += ["", f"Not measured in this run: {', '.join(missing)}."]
@@ -818,6 +822,53 @@ def render_heap(fig: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def render_confirm(fig: dict[str, Any]) -> list[str]:
+    off, on = fig["off"], fig["on"]
+    return [
+        "## 11. End-to-end confirmation: what it costs",
+        "",
+        f"{fig['boards']} boards (`sim`, ring journal, QoS 1, {fig['payload']}-byte payloads, one message every "
+        f"{fig['interval_ms']} ms, {fig['messages']} each) beside `host-bridge record`, once without confirmation "
+        f'and once with it (`--confirm`, `"confirm": {{}}`), on fresh flash (`tools/bench_confirm.py`; '
+        "docs/confirmation.md). The recorder confirms at most once per board per second, and only a board with "
+        "news; the board journals no record per message (an EPOCH per boot, a CONFIRMED per 32 messages "
+        "confirmed).",
+        "",
+        table(
+            ["", "without", "with confirmation"],
+            [
+                [
+                    "broker messages to each board per second (confirmations)",
+                    f"{off['per_board_per_second']:.2f}",
+                    f"{on['per_board_per_second']:.2f}",
+                ],
+                [
+                    "flash bytes programmed per message (ring)",
+                    f"{off['flash_bytes_per_message']:.1f}",
+                    f"{on['flash_bytes_per_message']:.1f} ({fig['flash_ratio']:.3f}x)",
+                ],
+                [
+                    "lowest free heap, deployed, 64-bit objects (KB)",
+                    f"{off['heap_min'] / 1024:.1f}",
+                    f"{on['heap_min'] / 1024:.1f} ({fig['heap_spent'] / 1024:.1f} KB spent)",
+                ],
+                ["unconfirmed at the end / sent again", "", f"{on['unconfirmed']} / {on['resent']}"],
+            ],
+        ),  # fmt: skip
+        "",
+        "| goal |  | measured |  |",
+        "|---|---|---|---|",
+        f"| flash wear with confirmation / without | <= 1.05 | {fig['flash_ratio']:.3f} | "
+        f"{verdict(fig['flash_ratio'] <= 1.05)} |",
+        f"| heap: the deployed ESP32 with WiFi keeps 32 KB | >= 32.0 KB | {on['heap_min'] / 1024:.1f} KB | "
+        f"{verdict(on['heap_min'] >= 32 * 1024)} |",
+        "",
+        "The heap is the confirmation's code on the deployed path (about 4.5 KB of .mpy bytecode and objects) and "
+        "its state: docs/install-paths.md says where it fits (ROMFS, frozen, the serial link, the S3/C3/C6).",
+        "",
+    ]
 
 
 def render_heap_32(runs32: list[dict[str, Any]], cell: Any) -> list[str]:
