@@ -51,14 +51,15 @@ def absurd(lost_count: Any, distinct: Any) -> Any:
     return (lost_count > ABSURD_LOST) & (lost_count > distinct * ABSURD_RATIO)
 
 
-def missing_ranges(sorted_distinct: list[int]) -> list[tuple[int, int]]:
-    """The first RANGES_LISTED gaps [first, last] below the highest seq, from sorted distinct seq numbers."""
+def missing_ranges(sorted_distinct: list[int], start: int = 0, limit: int = RANGES_LISTED) -> list[tuple[int, int]]:
+    """The first `limit` gaps [first, last] below the highest seq, from sorted distinct seq numbers, counting from
+    `start` (every seq below it is known to be there)."""
     ranges = []
-    expected = 0
+    expected = start
     for seq in sorted_distinct:
         if seq > expected:
             ranges.append((expected, seq - 1))
-            if len(ranges) == RANGES_LISTED:
+            if len(ranges) == limit:
                 break
         expected = seq + 1
     return ranges

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dmqtt_telemetry.promises import missing_ranges
+
 VERSION = 1
 BOOTS_LISTED = 4  # the newest boots of a device in one confirmation
 RANGES_LISTED = 4  # missing ranges listed per boot (the lowest first; the next confirmation lists the rest)
@@ -52,15 +54,7 @@ class BootLedger:
 
     def missing(self, limit: int = RANGES_LISTED) -> list[tuple[int, int]]:
         """The first `limit` ranges of seqs missing below the top, as (first, last)."""
-        ranges: list[tuple[int, int]] = []
-        expected = self.stored
-        for seq in sorted(self.above):
-            if seq > expected:
-                ranges.append((expected, seq - 1))
-                if len(ranges) == limit:
-                    break
-            expected = seq + 1
-        return ranges
+        return missing_ranges(sorted(self.above), self.stored, limit)
 
 
 @dataclass(frozen=True)
