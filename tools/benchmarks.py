@@ -88,10 +88,13 @@ def main() -> int:
         results["figures"] = {k: v for k, v in kept["figures"].items() if k in FIGURES}
         for fig in results["figures"].values():
             fig.setdefault("measured", f"{kept['date']}, {kept['command']}")
+    earlier = json.loads(previous.read_text())["figures"] if previous.exists() else {}
     for name in chosen:
         print(f"[bench] {name} ...", flush=True)
         start = time.monotonic()
         results["figures"][name] = FIGURES[name](args.quick)
+        if name == "heap":
+            carry_32_bit(results["figures"]["heap"], earlier.get("heap"))
         results["figures"][name]["seconds"] = round(time.monotonic() - start, 1)
         results["figures"][name]["measured"] = f"{results['date']}, {results['command']}"
         print(f"[bench] {name}: {results['figures'][name]['seconds']} s", flush=True)
@@ -100,6 +103,17 @@ def main() -> int:
     (args.out / "BENCHMARKS.md").write_text(render(results))
     print(f"[bench] wrote {args.out / 'BENCHMARKS.md'} and {args.out / 'bench' / 'results.json'}")
     return 0
+
+
+def carry_32_bit(heap: dict[str, Any], earlier: dict[str, Any] | None) -> None:
+    """Without a 32-bit build of the Unix port here (BENCH_MICROPYTHON_32: built by hand), the heap figure keeps the
+    32-bit rows of the run that had one, saying when they were measured, rather than drop them."""
+    if earlier is None or any(r.get("bits") == 32 for r in heap["runs"]):
+        return
+    kept = [r for r in earlier["runs"] if r.get("bits") == 32]
+    if kept:
+        heap["runs"] += kept
+        heap["measured_32_bit"] = earlier.get("measured_32_bit") or earlier.get("measured", "an earlier run")
 
 
 # -- BENCHMARKS.md -------------------------------------------------------------------------------------------
@@ -808,7 +822,7 @@ def render_heap(fig: dict[str, Any]) -> list[str]:
             [[c, *(cell(find(configuration=c, board="sim", install=i)) for i in installs)] for c in configs],
         ),
         "",
-        *(render_heap_32(runs32, cell) if runs32 else []),
+        *(render_heap_32(runs32, cell, fig.get("measured_32_bit")) if runs32 else []),
         "### Code size",
         "",
         "Each module a board may load: its .mpy bytes against the budget in firmware/code_budget.json (held by "
@@ -871,7 +885,7 @@ def render_confirm(fig: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_heap_32(runs32: list[dict[str, Any]], cell: Any) -> list[str]:
+def render_heap_32(runs32: list[dict[str, Any]], cell: Any, measured: str | None) -> list[str]:
     """The same configurations on a 32-bit build of the Unix port: a chip's object sizes (4-byte words)."""
     configs = list(dict.fromkeys(r["configuration"] for r in runs32))
     installs = list(dict.fromkeys(r["install"] for r in runs32))
@@ -879,9 +893,10 @@ def render_heap_32(runs32: list[dict[str, Any]], cell: Any) -> list[str]:
     def find(configuration: str, install: str) -> dict[str, Any] | None:
         return next((r for r in runs32 if r["configuration"] == configuration and r["install"] == install), None)
 
+    when = f" Measured {measured}, the last run with such a build (not this one's firmware)." if measured else ""
     return [
         "On a 32-bit build of the Unix port (`BENCH_MICROPYTHON_32`; built from MicroPython's source, it has no "
-        "ssl module, so no TLS rows): objects the size they are on an ESP32, the same heap at boot.",
+        "ssl module, so no TLS rows): objects the size they are on an ESP32, the same heap at boot." + when,
         "",
         table(["configuration", *installs], [[c, *(cell(find(c, i)) for i in installs)] for c in configs]),
         "",

@@ -465,6 +465,9 @@ def run(args: argparse.Namespace) -> int:
             codec.check_filter(topic.encode())  # before any connection: a broker would only close on it
         except CodecError as exc:
             raise RecorderError(f"--topic {topic}: {exc.reason}") from None
+    if args.confirm and any(t.startswith("$share/") for t in args.topic or []):
+        # Each member of the group sees a share of a board's messages, and would report the rest missing.
+        raise RecorderError("--confirm needs every message of a board in one recorder: not with a $share/ topic")
     try:
         codec.check_topic(args.confirm_topic.replace("{dev}", "dev").encode())
     except CodecError as exc:

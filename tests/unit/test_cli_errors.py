@@ -134,6 +134,24 @@ def test_record_refuses_a_topic_filter_the_broker_would_close_on(tmp_path: Path,
 
 
 @pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--confirm-topic", "confirm/+/{dev}"], "--confirm-topic confirm/+/{dev}: "),
+        (["--topic", "$share/g/sensors/#"], "--confirm needs every message of a board in one recorder"),
+    ],
+)
+def test_record_refuses_a_confirmation_it_could_not_keep(tmp_path: Path, extra: list[str], message: str) -> None:
+    out = tmp_path / "rec"
+    run = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "record", "--broker", "127.0.0.1:1", "--out", str(out), "--confirm",
+         *extra],
+        capture_output=True, text=True, cwd=REPO, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+    assert not out.exists() and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
     ("toml", "message"),
     [
         ('broker = "127.0.0.1:1883"\nbaud = "fast"\n', "baud = 'fast': expected `int`, got `str`"),
