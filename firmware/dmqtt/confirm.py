@@ -76,6 +76,9 @@ class ConfirmingSession(Session):
         self._want = 0
         self._skip = 0  # the lowest serial of the range a flow in flight carries (0: none)
         self._counted = 0  # the highest serial counted in `dropped`
+        self._sweep_to = 0  # an overdue sweep goes on, batch by batch, up to this serial (0: none)
+        self._beyond = 0  # a pass's lowest serial past its range (0: none)
+        self._sweep_next = 0  # where the next timeout's batch starts (after the last batch sent)
         self.on_late = None  # callable(count): the first time messages stay unconfirmed for timeout_s
 
     # -- the application's ---------------------------------------------------------------------------------
@@ -202,6 +205,13 @@ class ConfirmingSession(Session):
             off += 8 * ranges
         while self._epochs > 1 and self._first[1] - 1 <= self.floor:
             self._shift()  # fully confirmed: no longer needed to map anything
+        if self._sweep_to and not self._hi:
+            # The batch sent again is stored. The floor stopping right after it says the next ones are missing
+            # too (a lost tail): on with the sweep. Past it, the recorder had them: the timeout watches the rest.
+            if self.floor == self._lo - 1 and self.floor < self._sweep_to:
+                self._sweep_on()
+            elif self.floor >= self._lo - 1:
+                self._sweep_to = 0
 
     def _epoch_index(self, epoch):
         for k in range(self._epochs):
@@ -213,6 +223,12 @@ class ConfirmingSession(Session):
         self._lo = lo
         self._hi = hi
         self._sweep = sweep
+
+    def _sweep_on(self):
+        """The next batch of an overdue sweep: the lowest unconfirmed messages, a batch at a time. Not all at once:
+        a recorder that is only behind (killed, its disk full) would get each message again, and while it caught
+        up with those, more would go overdue and be sent again."""
+        self._pass(self.floor + 1, min(self._sweep_to, self.floor + _BATCH), True)
 
     # -- sending again ----------------------------------------------------------------------------------------
 
@@ -231,7 +247,11 @@ class ConfirmingSession(Session):
                 self._due_serial = 0
             elif time.ticks_diff(now, self._due) >= 0:
                 if not self._hi:  # (only those acknowledged when the clock started: each had its timeout)
-                    self._pass(self.floor + 1, self._due_serial, True)
+                    self._sweep_to = self._due_serial
+                    # A batch per timeout, each after the last one (confirmations that never come would
+                    # otherwise bring the same batch round again), from the floor once past the end.
+                    start = self._sweep_next if self.floor < self._sweep_next <= self._sweep_to else self.floor + 1
+                    self._pass(start, min(self._sweep_to, start + _BATCH - 1), True)
                 self._due_serial = 0
                 self.late += 1
                 if self.late == 1 and self.on_late is not None:
@@ -247,17 +267,19 @@ class ConfirmingSession(Session):
         self._want = min(self.free_slots(), _BATCH)
         if not self._want:
             return
+        before = self.floor
         self._nfound = 0
         self._skip = 0
+        self._beyond = 0
         self.journal.scan(self._visit)
-        lowest = self._found[0] if self._nfound else self._hi + 1
-        if self._skip and self._skip < lowest:
-            lowest = self._skip
         if self._sweep:  # what lies below the lowest still held is gone from the journal
+            lowest = self._found[0] if self._nfound else (self._beyond or self._sweep_to + 1)
+            if self._skip and self._skip < lowest:
+                lowest = self._skip
             if self._lo == self.floor + 1:
-                self._give_up(lowest - 1)
+                self._give_up(min(lowest, self._sweep_to + 1) - 1)
             else:
-                self._gone(self._lo, lowest - 1)
+                self._gone(self._lo, min(lowest, self._hi + 1) - 1)
         for k in range(self._nfound):
             try:
                 rtype, body = self.journal.read(self._found_at[k])
@@ -270,9 +292,14 @@ class ConfirmingSession(Session):
             except QueueFull:
                 return  # no room: the next poll tries again from the same place
             self.resent += 1
-            self._lo = self._found[k] + 1
+            self._lo = self._sweep_next = self._found[k] + 1
         if self._nfound < self._want:
             self._hi = 0  # the range is done
+            if self._sweep_to > self.floor > before and not self._nfound:
+                # Nothing of this batch was left to send (given up): the next batch, which starts at the lowest
+                # message still held, at once.
+                self._sweep_on()
+                self._send_again()
 
     def _requeue(self, body):
         """Send again, as a new flow, the message of a journaled PUB body: a new record with a new packet id and
@@ -285,14 +312,15 @@ class ConfirmingSession(Session):
         pid = self.allocate_pid()
         n = len(body)
         self._fresh = -1  # journal.body is about to hold this record
-        self.journal.body[:n] = body
-        rec.put_pid(self.journal.body, pid)
+        copy = self.journal.body
+        copy[:n] = body  # (body is the read buffer, which a commit that opens a sector reuses)
+        rec.put_pid(copy, pid)
+        self._qos[i] = rec.pub_qos(copy)
+        self._serial[i] = rec.serial_of(rec.PUB, copy)
         self._addr[i] = self.journal.commit(rec.PUB, n)
         self._pid[i] = pid
         self._state[i] = QUEUED
         self._tx[i] = 0
-        self._qos[i] = rec.pub_qos(body)
-        self._serial[i] = rec.serial_of(rec.PUB, body)
         self._work = True
 
     def _carried(self, serial):
@@ -306,7 +334,11 @@ class ConfirmingSession(Session):
         if rtype != rec.PUB:
             return
         serial = rec.serial_of(rec.PUB, body)
-        if serial < self._lo or serial > self._hi:
+        if serial < self._lo:
+            return
+        if serial > self._hi:
+            if not self._beyond or serial < self._beyond:
+                self._beyond = serial  # the lowest held past the batch: a sweep gives up what lies below it
             return
         if self._carried(serial):
             if not self._skip or serial < self._skip:

@@ -17,7 +17,7 @@ from typing import Any
 from dmqtt_telemetry.promises import missing_ranges
 
 VERSION = 1
-BOOTS_LISTED = 4  # the newest boots of a device in one confirmation
+BOOTS_LISTED = 4  # boots of a device in one confirmation: those with news first, then the newest
 RANGES_LISTED = 4  # missing ranges listed per boot (the lowest first; the next confirmation lists the rest)
 BOOTS_KEPT = 16  # boots remembered per device: an older boot's re-sent message is stored again, not deduplicated
 _HEADER = struct.Struct(">BIB")
@@ -111,6 +111,7 @@ class Ledger:
     def __init__(self) -> None:
         self.devices: dict[str, dict[int, BootLedger]] = {}
         self.dirty: set[str] = set()
+        self.news: dict[str, set[int]] = {}  # per device, the boots stored into since its last confirmation
 
     def stored(self, dev: str, boot: int, seq: int) -> tuple[bool, bool]:
         """Note a delivery of (dev, boot, seq) -> (already stored: a re-send, repaired: stored now after the board
@@ -124,16 +125,28 @@ class Ledger:
             while len(boots) > BOOTS_KEPT:
                 del boots[min(boots)]
         self.dirty.add(dev)  # a re-send too: the board did not have the last confirmation
+        self.news.setdefault(dev, set()).add(boot)
         if book.has(seq):
             return True, False
         book.add(seq)
         return False, seq < book.told
 
     def confirmation(self, dev: str, stamp: int) -> bytes:
-        """The confirmation for `dev` (its newest boots), noting what it tells."""
+        """The confirmation for `dev`, noting what it tells: the boots with news, oldest first (a board's confirmed
+        point waits on its oldest unconfirmed boot, and a board that sends a boot's messages again is asking about
+        it), then its newest, BOOTS_LISTED in all."""
         boots = self.devices.get(dev, {})
+        news = sorted(b for b in self.news.pop(dev, set()) if b in boots)
+        if len(news) > BOOTS_LISTED:  # the rest go in the next one
+            self.news[dev] = set(news[BOOTS_LISTED:])
+            self.dirty.add(dev)
+        listed = set(news[:BOOTS_LISTED])
+        for boot in sorted(boots, reverse=True):
+            if len(listed) == BOOTS_LISTED:
+                break
+            listed.add(boot)
         entries = []
-        for boot in sorted(boots)[-BOOTS_LISTED:]:
+        for boot in sorted(listed):
             book = boots[boot]
             book.told = max(book.told, book.top)
             entries.append(Entry(boot, book.stored, book.top, tuple(book.missing())))

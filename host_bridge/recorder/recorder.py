@@ -393,11 +393,12 @@ class Recorder:
             return
         self.confirmed_at = now
         stamp = stamp_now()
-        for dev in sorted(ledger.dirty):
+        devices = sorted(ledger.dirty)
+        ledger.dirty.clear()  # (a device with more news than one confirmation lists is dirty again after it)
+        for dev in devices:
             topic = self.args.confirm_topic.replace("{dev}", dev)
             link.send(encode_publish(topic, ledger.confirmation(dev, stamp), 0, 0, True, version=link.version))
             self.confirmations += 1
-        ledger.dirty.clear()
 
     def _on_publish(self, packet: Packet, acks: list[bytes | bytearray]) -> None:
         received_at_us = time.time_ns() // 1000

@@ -172,16 +172,25 @@ def test_messages_the_journal_no_longer_holds_are_given_up_and_counted(clock: Cl
     for seq in range(200):  # about five sectors of records: the ring reuses the oldest
         session.accept(b"sensors/b", b"x" * 40 + b"%d" % seq, 1)
         ack_all(session)
+    held = [rec.serial_of(rec.PUB, body) for body in records(session, rec.PUB)]
     session.tend()
     clock.advance(1000)
-    while True:  # the sweep, a batch per poll
-        session.tend()
-        if not ack_all(session):
-            break
+    session.tend()
+    again = ack_all(session)
     assert session.late == 1
-    # What the ring still held was sent again; what it had reused the space of was given up, counted.
-    assert 0 < session.resent < 200 and session.dropped == 200 - session.resent
-    assert 0 < session.floor <= session.dropped  # the first gap was the oldest: the floor passed it
+    # What the ring no longer held is given up, counted; the lowest it holds go again, one batch (8) for now.
+    assert session.dropped == min(held) - 1 > 0 and session.floor == min(held) - 1
+    assert again == [b"x" * 40 + b"%d" % (s - 1) for s in range(min(held), min(held) + 8)]
+    # The recorder stores them and no more (the broker lost the rest): on with the next batch at once, from the
+    # lowest the ring still holds (sending again takes room too).
+    session.take(confirmed(Entry(1, min(held) + 7, min(held) + 7)))
+    still = sorted({rec.serial_of(rec.PUB, body) for body in records(session, rec.PUB)} - set(range(min(held) + 8)))
+    session.tend()
+    assert ack_all(session) == [b"x" * 40 + b"%d" % (s - 1) for s in still[:8]]
+    # It had more than that: the sweep stops, the timeout watches the rest.
+    session.take(confirmed(Entry(1, still[7] + 20, still[7] + 20), stamp=101))
+    session.tend()
+    assert ack_all(session) == [] and session.resent == 16
 
 
 def test_hold_keeps_unconfirmed_messages_and_refuses_new_ones_instead(clock: Clock) -> None:
@@ -326,5 +335,17 @@ def test_a_message_acknowledged_after_the_clock_started_gets_its_own_timeout(new
     session.tend()
     assert ack_all(session) == []
     clock.advance(1)
-    session.tend()  # five seconds after the clock started again: all eight are due, still unconfirmed
-    assert ack_all(session) == [b'{"boot": 1, "seq": %d}' % s for s in range(8)]
+    session.tend()  # five seconds after the clock started again: all eight are due; the batch after the last goes
+    assert ack_all(session) == [b'{"boot": 1, "seq": %d}' % s for s in range(5, 8)]
+
+
+def test_the_recorder_lists_the_boots_with_news_then_the_newest() -> None:
+    ledger = Ledger()
+    for boot in range(1, 7):
+        ledger.stored("b", boot, 0)
+    assert [e.boot for e in decode(ledger.confirmation("b", 1))[1]] == [1, 2, 3, 4]  # news in all: the oldest four
+    assert "b" in ledger.dirty  # and the rest at the next confirmation
+    assert [e.boot for e in decode(ledger.confirmation("b", 2))[1]] == [3, 4, 5, 6]
+    assert [e.boot for e in decode(ledger.confirmation("b", 2))[1]] == [3, 4, 5, 6]  # no news: the newest
+    ledger.stored("b", 1, 0)  # a board sends boot 1's message again: it is asking about boot 1
+    assert [e.boot for e in decode(ledger.confirmation("b", 3))[1]] == [1, 4, 5, 6]
