@@ -35,7 +35,9 @@ except ImportError:
 
 
 _VERSION = const(1)  # the confirmation's first byte
-_EPOCHS = const(4)  # epochs mapped at once; an older one's unconfirmed messages are given up, counted
+# Epochs mapped at once (a board that loses power often has many boots between confirmations); a ninth gives up
+# the oldest one's unconfirmed messages, counted.
+_EPOCHS = const(8)
 _BATCH = const(8)  # messages found per pass over the journal when sending again
 # The confirmed point is journaled (a CONFIRMED record) once it has moved this far, and in every sector's META:
 # not at every confirmation, which at one message a second would be a record per message (7% more flash wear).

@@ -132,16 +132,18 @@ class Ledger:
         return False, seq < book.told
 
     def confirmation(self, dev: str, stamp: int) -> bytes:
-        """The confirmation for `dev`, noting what it tells: the boots with news, oldest first (a board's confirmed
-        point waits on its oldest unconfirmed boot, and a board that sends a boot's messages again is asking about
-        it), then its newest, BOOTS_LISTED in all."""
+        """The confirmation for `dev`, noting what it tells, BOOTS_LISTED boots in all: those with news, oldest
+        first (a board's confirmed point waits on its oldest unconfirmed boot, and a board that sends a boot's
+        messages again is asking about it); then those with a gap, oldest first (what the board must send
+        again, however long ago); then the newest."""
         boots = self.devices.get(dev, {})
         news = sorted(b for b in self.news.pop(dev, set()) if b in boots)
         if len(news) > BOOTS_LISTED:  # the rest go in the next one
             self.news[dev] = set(news[BOOTS_LISTED:])
             self.dirty.add(dev)
         listed = set(news[:BOOTS_LISTED])
-        for boot in sorted(boots, reverse=True):
+        gaps = sorted(b for b, book in boots.items() if book.above)
+        for boot in [*gaps, *sorted(boots, reverse=True)]:
             if len(listed) == BOOTS_LISTED:
                 break
             listed.add(boot)

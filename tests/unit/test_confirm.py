@@ -349,3 +349,7 @@ def test_the_recorder_lists_the_boots_with_news_then_the_newest() -> None:
     assert [e.boot for e in decode(ledger.confirmation("b", 2))[1]] == [3, 4, 5, 6]  # no news: the newest
     ledger.stored("b", 1, 0)  # a board sends boot 1's message again: it is asking about boot 1
     assert [e.boot for e in decode(ledger.confirmation("b", 3))[1]] == [1, 4, 5, 6]
+    # A boot with a gap is listed however old, for as long as the gap lasts: the board must send it again.
+    ledger.stored("b", 2, 5)  # seq 1-4 of boot 2 missing
+    ledger.confirmation("b", 4)
+    assert [e.boot for e in decode(ledger.confirmation("b", 5))[1]] == [2, 4, 5, 6]
