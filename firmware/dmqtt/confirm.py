@@ -62,6 +62,9 @@ class ConfirmingSession(Session):
         self.late = 0
         self._epoch = array("I", bytes(4 * _EPOCHS))
         self._first = array("I", bytes(4 * _EPOCHS))
+        # Per epoch, how many of its messages (from seq 0) the recorder has said it stores: remembered, so that the
+        # floor can run on through epochs confirmed while an older one still held it back.
+        self._done = array("I", bytes(4 * _EPOCHS))
         self._epochs = 0
         self._current = -1  # the application's epoch (ConfirmingClient's), journaled at its first message
         self._stamp = -1  # the newest confirmation's stamp (-1: none since boot)
@@ -120,8 +123,8 @@ class ConfirmingSession(Session):
         struct.pack_into(">IB", body, n, self.floor, self._epochs)
         n += 5
         for k in range(self._epochs):
-            struct.pack_into(">II", body, n, self._epoch[k], self._first[k])
-            n += 8
+            struct.pack_into(">III", body, n, self._epoch[k], self._first[k], self._done[k])
+            n += 12
         return n
 
     def replay(self, rtype, body, addr):
@@ -139,8 +142,9 @@ class ConfirmingSession(Session):
             self._journaled = self.floor
             self._epochs = 0
             for k in range(count):
-                epoch, first = struct.unpack_from(">II", body, rec.META_SIZE + 5 + 8 * k)
+                epoch, first, done = struct.unpack_from(">III", body, rec.META_SIZE + 5 + 12 * k)
                 self._add(epoch, first)
+                self._done[k] = done
 
     def _add(self, epoch, first):
         if self._epochs == _EPOCHS:
@@ -149,13 +153,19 @@ class ConfirmingSession(Session):
             self._shift()
         self._epoch[self._epochs] = epoch
         self._first[self._epochs] = first
+        self._done[self._epochs] = 0
         self._epochs += 1
 
     def _shift(self):
         for k in range(1, self._epochs):
             self._epoch[k - 1] = self._epoch[k]
             self._first[k - 1] = self._first[k]
+            self._done[k - 1] = self._done[k]
         self._epochs -= 1
+
+    def _size(self, k):
+        """How many messages epoch k holds (so far, for the current one)."""
+        return (self._first[k + 1] if k + 1 < self._epochs else self.serial + 1) - self._first[k]
 
     def _give_up(self, serial):
         """Every message up to `serial` is stored or gone: the floor moves there."""
@@ -196,15 +206,21 @@ class ConfirmingSession(Session):
             off += 13
             k = self._epoch_index(epoch)
             if k >= 0:
-                first = self._first[k]
-                size = (self._first[k + 1] if k + 1 < self._epochs else self.serial + 1) - first
-                if self.floor + 1 >= first:  # every earlier epoch is confirmed: this one extends the floor
-                    self.floor = max(self.floor, first - 1 + min(stored, size))
+                if stored > self._done[k]:
+                    self._done[k] = stored
+                size = self._size(k)
                 if ranges and not self._hi:
                     a, b = struct.unpack_from(">II", data, off)
                     if a < size:
-                        self._pass(first + a, first + min(b, size - 1), False)
+                        self._pass(self._first[k] + a, self._first[k] + min(b, size - 1), False)
             off += 8 * ranges
+        for k in range(self._epochs):  # the floor runs on through every epoch stored whole
+            first = self._first[k]
+            if self.floor + 1 < first:
+                break
+            self.floor = max(self.floor, first - 1 + min(self._done[k], self._size(k)))
+            if self._done[k] < self._size(k):
+                break
         while self._epochs > 1 and self._first[1] - 1 <= self.floor:
             self._shift()  # fully confirmed: no longer needed to map anything
         if self._sweep_to and not self._hi:
@@ -295,7 +311,7 @@ class ConfirmingSession(Session):
                 return  # no room: the next poll tries again from the same place
             self.resent += 1
             self._lo = self._sweep_next = self._found[k] + 1
-        if self._nfound < self._want:
+        if self._nfound < self._want or self._lo > self._hi:
             self._hi = 0  # the range is done
             if self._sweep_to > self.floor > before and not self._nfound:
                 # Nothing of this batch was left to send (given up): the next batch, which starts at the lowest

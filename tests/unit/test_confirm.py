@@ -353,3 +353,15 @@ def test_the_recorder_lists_the_boots_with_news_then_the_newest() -> None:
     ledger.stored("b", 2, 5)  # seq 1-4 of boot 2 missing
     ledger.confirmation("b", 4)
     assert [e.boot for e in decode(ledger.confirmation("b", 5))[1]] == [2, 4, 5, 6]
+
+
+def test_boots_confirmed_while_an_older_one_held_the_floor_back_are_remembered(clock: Clock) -> None:
+    part = NorPartition(8)
+    for boot in (1, 2, 3):
+        session = confirming(journal_ring.RingJournal(part, record_max=512), boot)
+        send(session, boot, range(5))
+        ack_all(session)
+    session.take(confirmed(Entry(1, 3, 5, ((3, 3),)), Entry(2, 5, 5), Entry(3, 5, 5)))
+    assert session.floor == 3  # boot 1's seq 3 holds it back
+    session.take(confirmed(Entry(1, 5, 5), stamp=101))  # later, boot 1 alone: the floor runs on through 2 and 3
+    assert session.floor == 15 and session.unconfirmed() == 0
