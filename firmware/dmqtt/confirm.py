@@ -98,7 +98,11 @@ class ConfirmingSession(Session):
     # -- the session's, extended -------------------------------------------------------------------------------
 
     def accept(self, topic, payload, qos, retain=False, mark=None, defer=False):
-        """As the session's; the first message of an epoch journals the epoch and its first serial before it."""
+        """As the session's; the first message of an epoch journals the epoch and its first serial before it.
+        While messages wait to be sent again, new ones leave them a batch of slots: publish() waits (QueueFull)
+        rather than let a busy board starve the repair until the journal gives the missing ones up."""
+        if self._hi and self.connected_now and self.free_slots() <= _BATCH:
+            raise QueueFull("sending again what the store lacks first")
         if self._current >= 0 and not (self._epochs and self._epoch[self._epochs - 1] == self._current):
             serial = self.serial + 1  # the one accept() gives it
             self._fresh = -1  # journal.body is about to hold another record
@@ -209,10 +213,12 @@ class ConfirmingSession(Session):
                 if stored > self._done[k]:
                     self._done[k] = stored
                 size = self._size(k)
-                if ranges and not self._hi:
+                if ranges and (not self._hi or self._sweep):
+                    # A gap the recorder names comes before an overdue sweep (a guess at what it lacks).
                     a, b = struct.unpack_from(">II", data, off)
                     if a < size:
                         self._pass(self._first[k] + a, self._first[k] + min(b, size - 1), False)
+                        self._sweep_to = 0
             off += 8 * ranges
         for k in range(self._epochs):  # the floor runs on through every epoch stored whole
             first = self._first[k]

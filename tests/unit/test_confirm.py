@@ -365,3 +365,22 @@ def test_boots_confirmed_while_an_older_one_held_the_floor_back_are_remembered(c
     assert session.floor == 3  # boot 1's seq 3 holds it back
     session.take(confirmed(Entry(1, 5, 5), stamp=101))  # later, boot 1 alone: the floor runs on through 2 and 3
     assert session.floor == 15 and session.unconfirmed() == 0
+
+
+def test_a_reported_gap_comes_before_new_messages_and_before_a_sweep(clock: Clock) -> None:
+    from dmqtt.errors import QueueFull
+
+    session = confirming(journal_ring.RingJournal(NorPartition(8), record_max=512), 1, timeout_s=1)
+    send(session, 1, range(10))
+    ack_all(session)
+    session.tend()
+    clock.advance(1000)
+    session.tend()  # an overdue sweep is under way...
+    assert len(ack_all(session)) == 8 and session._sweep_to
+    send(session, 1, range(10, 34))  # ... and new messages fill the slots: 24 of 32 taken, 8 left
+    session.take(confirmed(Entry(1, 4, 10, ((4, 5),))))  # the recorder names a gap: it goes first
+    with pytest.raises(QueueFull):
+        session.accept(b"sensors/b", b"more", 1)  # (connected: new ones wait while the repair has no room)
+    assert not session._sweep_to
+    session.lost()
+    session.accept(b"sensors/b", b"offline", 1)  # offline, the queue takes them as ever
