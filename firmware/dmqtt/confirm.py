@@ -215,9 +215,11 @@ class ConfirmingSession(Session):
                 size = self._size(k)
                 if ranges and (not self._hi or self._sweep):
                     # A gap the recorder names comes before an overdue sweep (a guess at what it lacks).
+                    # A batch of it (the next confirmation names what is still missing): a gap may only be messages
+                    # the broker still holds for a recorder that is behind.
                     a, b = struct.unpack_from(">II", data, off)
                     if a < size:
-                        self._pass(self._first[k] + a, self._first[k] + min(b, size - 1), False)
+                        self._pass(self._first[k] + a, self._first[k] + min(b, a + _BATCH - 1, size - 1), False)
                         self._sweep_to = 0
             off += 8 * ranges
         for k in range(self._epochs):  # the floor runs on through every epoch stored whole
@@ -226,6 +228,10 @@ class ConfirmingSession(Session):
                 break
             self.floor = max(self.floor, first - 1 + min(self._done[k], self._size(k)))
             if self._done[k] < self._size(k):
+                if first == self.floor + 1 and not self._done[k] and not self._hi and self.floor < self.serial:
+                    # Held at the start of an epoch the recorder has said nothing of (it lists a few boots at a
+                    # time): its first message goes again, so that the recorder, seeing news of that boot, lists it.
+                    self._pass(first, first, False)
                 break
         while self._epochs > 1 and self._first[1] - 1 <= self.floor:
             self._shift()  # fully confirmed: no longer needed to map anything
@@ -265,6 +271,11 @@ class ConfirmingSession(Session):
             self._journaled = self.floor
         if self._acked < 0:
             self._acked = self.serial  # after a boot: all of them may have been acknowledged before it
+            if self.floor < self.serial and not self._hi:
+                # What the recorder said of older boots before this one is forgotten but for the floor: the
+                # oldest unconfirmed message goes again at once, so that the recorder, seeing news of its boot,
+                # says again how much of that boot it has.
+                self._pass(self.floor + 1, self.floor + 1, False)
         now = time.ticks_ms()
         if self._due_serial:
             if self.floor >= self._due_serial:
