@@ -228,9 +228,11 @@ class ConfirmingSession(Session):
                 break
             self.floor = max(self.floor, first - 1 + min(self._done[k], self._size(k)))
             if self._done[k] < self._size(k):
-                if first == self.floor + 1 and not self._done[k] and not self._hi and self.floor < self.serial:
-                    # Held at the start of an epoch the recorder has said nothing of (it lists a few boots at a
-                    # time): its first message goes again, so that the recorder, seeing news of that boot, lists it.
+                if first == self.floor + 1 and not self._done[k] and not self._hi and k + 1 < self._epochs:
+                    # Held at the start of an older epoch the recorder has said nothing of (it lists a few boots
+                    # at a time, and a reboot forgets what it said before): its first message goes again, so that
+                    # the recorder, seeing news of that boot, lists it. (Not the current epoch: its messages may
+                    # simply not have reached the recorder yet.)
                     self._pass(first, first, False)
                 break
         while self._epochs > 1 and self._first[1] - 1 <= self.floor:
@@ -271,11 +273,6 @@ class ConfirmingSession(Session):
             self._journaled = self.floor
         if self._acked < 0:
             self._acked = self.serial  # after a boot: all of them may have been acknowledged before it
-            if self.floor < self.serial and not self._hi:
-                # What the recorder said of older boots before this one is forgotten but for the floor: the
-                # oldest unconfirmed message goes again at once, so that the recorder, seeing news of its boot,
-                # says again how much of that boot it has.
-                self._pass(self.floor + 1, self.floor + 1, False)
         now = time.ticks_ms()
         if self._due_serial:
             if self.floor >= self._due_serial:

@@ -384,3 +384,16 @@ def test_a_reported_gap_comes_before_new_messages_and_before_a_sweep(clock: Cloc
     assert not session._sweep_to
     session.lost()
     session.accept(b"sensors/b", b"offline", 1)  # offline, the queue takes them as ever
+
+
+def test_held_at_an_older_boot_the_recorder_has_not_listed_the_board_sends_one_of_its_messages(clock: Clock) -> None:
+    part = NorPartition(8)
+    for boot in (1, 2, 3):
+        session = confirming(journal_ring.RingJournal(part, record_max=512), boot)
+        send(session, boot, range(5))
+        ack_all(session)
+    session.take(confirmed(Entry(1, 5, 5), Entry(3, 5, 5)))  # nothing of boot 2: the floor waits at its start
+    session.tend()
+    assert session.floor == 5 and ack_all(session) == [b'{"boot": 2, "seq": 0}']  # the recorder will list boot 2
+    session.take(confirmed(Entry(2, 5, 5), stamp=101))
+    assert session.unconfirmed() == 0
