@@ -20,14 +20,18 @@ from tests.unit.nor import NorPartition
 Store = Callable[[], Any]
 
 
-@pytest.fixture(params=["ring", "file"])
-def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    """A factory giving a fresh journal object over the same flash (a reboot)."""
-    if request.param == "ring":
+def store_factory(kind: str, tmp_path: Path, compact_bytes: int = 4096) -> Store:
+    """A factory giving a fresh journal object over the same flash (a reboot): the ring, or the file journal."""
+    if kind == "ring":
         part = NorPartition(16)
         return lambda: journal_ring.RingJournal(part, record_max=512)
     path = str(tmp_path / "mqtt.journal")
-    return lambda: FileJournal(path, record_max=512, compact_bytes=4096)
+    return lambda: FileJournal(path, record_max=512, compact_bytes=compact_bytes)
+
+
+@pytest.fixture(params=["ring", "file"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    return store_factory(request.param, tmp_path)
 
 
 def boot(new_store: Store, version: int = codec.V311, **kw: Any) -> Session:
