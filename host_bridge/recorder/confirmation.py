@@ -112,6 +112,7 @@ class Ledger:
         self.devices: dict[str, dict[int, BootLedger]] = {}
         self.dirty: set[str] = set()
         self.news: dict[str, set[int]] = {}  # per device, the boots stored into since its last confirmation
+        self.turn: dict[str, int] = {}  # per device, the older boot listed last in turn
 
     def stored(self, dev: str, boot: int, seq: int) -> tuple[bool, bool]:
         """Note a delivery of (dev, boot, seq) -> (already stored: a re-send, repaired: stored now after the board
@@ -135,7 +136,7 @@ class Ledger:
         """The confirmation for `dev`, noting what it tells, BOOTS_LISTED boots in all: those with news, oldest
         first (a board's confirmed point waits on its oldest unconfirmed boot, and a board that sends a boot's
         messages again is asking about it); then those with a gap, oldest first (what the board must send
-        again, however long ago); then the newest."""
+        again, however long ago); then the newest but one place, which goes to the older boots in turn."""
         boots = self.devices.get(dev, {})
         news = sorted(b for b in self.news.pop(dev, set()) if b in boots)
         if len(news) > BOOTS_LISTED:  # the rest go in the next one
@@ -143,9 +144,16 @@ class Ledger:
             self.dirty.add(dev)
         listed = set(news[:BOOTS_LISTED])
         gaps = sorted(b for b, book in boots.items() if book.above)
-        for boot in [*gaps, *sorted(boots, reverse=True)]:
+        # One older boot in turn: a board whose confirmed point waits at a boot the recorder would not list
+        # otherwise (confirmed whole while an older one held it back, then forgotten in a reboot) hears of it in
+        # a few confirmations, whichever boot it is.
+        turn = [b for b in sorted(boots) if b > self.turn.get(dev, -1)] or sorted(boots)
+        newest = sorted(boots, reverse=True)
+        for boot in [*gaps, *newest[: BOOTS_LISTED - 2], *turn[:1], *newest]:
             if len(listed) == BOOTS_LISTED:
                 break
+            if boot == turn[0]:
+                self.turn[dev] = boot
             listed.add(boot)
         entries = []
         for boot in sorted(listed):

@@ -345,20 +345,24 @@ def test_a_message_acknowledged_after_the_clock_started_gets_its_own_timeout(new
     assert ack_all(session) == [b'{"boot": 1, "seq": %d}' % s for s in range(5, 8)]
 
 
-def test_the_recorder_lists_the_boots_with_news_then_the_newest() -> None:
+def test_the_recorder_lists_the_boots_with_news_then_gaps_then_the_newest_and_one_in_turn() -> None:
     ledger = Ledger()
     for boot in range(1, 7):
         ledger.stored("b", boot, 0)
-    assert [e.boot for e in decode(ledger.confirmation("b", 1))[1]] == [1, 2, 3, 4]  # news in all: the oldest four
-    assert "b" in ledger.dirty  # and the rest at the next confirmation
-    assert [e.boot for e in decode(ledger.confirmation("b", 2))[1]] == [3, 4, 5, 6]
-    assert [e.boot for e in decode(ledger.confirmation("b", 2))[1]] == [3, 4, 5, 6]  # no news: the newest
+
+    def listed(stamp: int) -> list[int]:
+        return [e.boot for e in decode(ledger.confirmation("b", stamp))[1]]
+
+    assert listed(1) == [1, 2, 3, 4]  # news in all: the oldest four
+    assert "b" in ledger.dirty  # and the rest at the next confirmation, with the first older boot in turn
+    assert listed(2) == [1, 4, 5, 6]
+    assert listed(3) == [2, 4, 5, 6]  # no news: the two newest, the next older boot in turn, the newest
     ledger.stored("b", 1, 0)  # a board sends boot 1's message again: it is asking about boot 1
-    assert [e.boot for e in decode(ledger.confirmation("b", 3))[1]] == [1, 4, 5, 6]
+    assert listed(4) == [1, 3, 5, 6]
     # A boot with a gap is listed however old, for as long as the gap lasts: the board must send it again.
     ledger.stored("b", 2, 5)  # seq 1-4 of boot 2 missing
-    ledger.confirmation("b", 4)
-    assert [e.boot for e in decode(ledger.confirmation("b", 5))[1]] == [2, 4, 5, 6]
+    assert listed(5) == [2, 4, 5, 6]
+    assert listed(6) == [2, 4, 5, 6]
 
 
 def test_boots_confirmed_while_an_older_one_held_the_floor_back_are_remembered(clock: Clock) -> None:
