@@ -65,6 +65,7 @@ class ConfirmingSession(Session):
         # Per epoch, how many of its messages (from seq 0) the recorder has said it stores: remembered, so that the
         # floor can run on through epochs confirmed while an older one still held it back.
         self._done = array("I", bytes(4 * _EPOCHS))
+        self._kept = bytearray(_EPOCHS)  # 1: the epoch is known stored whole, and journaled so (EPOCH with a count)
         self._epochs = 0
         self._current = -1  # the application's epoch (ConfirmingClient's), journaled at its first message
         self._stamp = -1  # the newest confirmation's stamp (-1: none since boot)
@@ -135,8 +136,13 @@ class ConfirmingSession(Session):
         super().replay(rtype, body, addr)
         if rtype == rec.EPOCH:
             epoch, first = struct.unpack_from(">II", body, 0)
-            if not self._epochs or self._epoch[self._epochs - 1] != epoch:
-                self._add(epoch, first)
+            k = self._epoch_index(epoch)
+            if len(body) < 12:
+                if k < 0:
+                    self._add(epoch, first)  # an epoch's start
+            elif k >= 0:  # an epoch the recorder stores whole
+                self._done[k] = max(self._done[k], struct.unpack_from(">I", body, 8)[0])
+                self._kept[k] = 1
         elif rtype == rec.CONFIRMED:
             self.floor = max(self.floor, rec.mark_of(body))
             self._journaled = self.floor
@@ -158,6 +164,7 @@ class ConfirmingSession(Session):
         self._epoch[self._epochs] = epoch
         self._first[self._epochs] = first
         self._done[self._epochs] = 0
+        self._kept[self._epochs] = 0
         self._epochs += 1
 
     def _shift(self):
@@ -165,6 +172,7 @@ class ConfirmingSession(Session):
             self._epoch[k - 1] = self._epoch[k]
             self._first[k - 1] = self._first[k]
             self._done[k - 1] = self._done[k]
+            self._kept[k - 1] = self._kept[k]
         self._epochs -= 1
 
     def _size(self, k):
@@ -271,6 +279,15 @@ class ConfirmingSession(Session):
             self._fresh = -1  # journal.body is about to hold another record
             self.journal.commit(rec.CONFIRMED, rec.put_mark(self.journal.body, self.floor))
             self._journaled = self.floor
+        for k in range(self._epochs - 1):
+            # An older epoch the recorder stores whole, though the floor may wait behind it: journaled, so that a
+            # reboot does not forget it (the recorder lists only a few boots at a time).
+            if not self._kept[k] and self._done[k] >= self._size(k):
+                self.sync()
+                self._fresh = -1  # journal.body is about to hold another record
+                struct.pack_into(">III", self.journal.body, 0, self._epoch[k], self._first[k], self._done[k])
+                self.journal.commit(rec.EPOCH, 12)
+                self._kept[k] = 1
         if self._acked < 0:
             self._acked = self.serial  # after a boot: all of them may have been acknowledged before it
         now = time.ticks_ms()

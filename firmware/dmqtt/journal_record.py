@@ -44,8 +44,9 @@ AT_ERASED = const(-2)
 # payload. REL: pid u16, serial u32. RX: pid u16, flags u8, topic length u16, topic, payload (format 1: pid
 # only). DONE, RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32, then with confirmation on:
 # confirmed serial u32, epoch count u8, that many (epoch u32, first serial u32, stored u32). MARK, CONFIRMED: u32.
-# EPOCH: epoch u32, first serial u32. (The confirmation's bodies and META's tail are written and read by
-# dmqtt/confirm.py, the one module that uses them: a board without confirmation never loads that code.)
+# EPOCH: epoch u32, first serial u32 [, stored u32: the recorder stores it whole]. (The confirmation's bodies
+# and META's tail are written and read by dmqtt/confirm.py, the one module that uses them: a board without
+# confirmation never loads that code.)
 PUB_HEADER = const(13)
 RX_HEADER = const(5)
 _RETAIN = const(4)

@@ -399,3 +399,17 @@ def test_held_at_an_older_boot_the_recorder_has_not_listed_the_board_sends_one_o
     assert session.floor == 5 and ack_all(session) == [b'{"boot": 2, "seq": 0}']  # the recorder will list boot 2
     session.take(confirmed(Entry(2, 5, 5), stamp=101))
     assert session.unconfirmed() == 0
+
+
+def test_a_boot_stored_whole_behind_the_floor_is_remembered_across_a_reboot(clock: Clock) -> None:
+    part = NorPartition(8)
+    for boot in (1, 2, 3):
+        session = confirming(journal_ring.RingJournal(part, record_max=512), boot)
+        send(session, boot, range(5))
+        ack_all(session)
+    session.take(confirmed(Entry(1, 3, 5, ((3, 3),)), Entry(2, 5, 5)))
+    session.tend()  # boot 2 is stored whole, boot 1 still holds the floor back: journaled
+    assert struct.pack(">III", 2, 6, 5) in records(session, rec.EPOCH)
+    session = confirming(journal_ring.RingJournal(part, record_max=512), 4)  # a reboot
+    session.take(confirmed(Entry(1, 5, 5)))  # boot 1 alone: the floor runs on through boot 2, from the flash
+    assert session.floor == 10
