@@ -847,8 +847,8 @@ def render_confirm(fig: dict[str, Any]) -> list[str]:
         f"{fig['interval_ms']} ms, {fig['messages']} each) beside `host-bridge record`, once without confirmation "
         f'and once with it (`--confirm`, `"confirm": {{}}`), on fresh flash (`tools/bench_confirm.py`; '
         "docs/confirmation.md). The recorder confirms at most once per board per second, and only a board with "
-        "news; the board journals no record per message (an EPOCH per boot, a CONFIRMED per 32 messages "
-        "confirmed).",
+        "news in the last 30 s; the board journals no record per message (an EPOCH per boot, a CONFIRMED per 32 "
+        "messages confirmed).",
         "",
         table(
             ["", "without", "with confirmation"],

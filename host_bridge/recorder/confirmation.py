@@ -113,6 +113,7 @@ class Ledger:
         self.dirty: set[str] = set()
         self.news: dict[str, set[int]] = {}  # per device, the boots stored into since its last confirmation
         self.turn: dict[str, int] = {}  # per device, the older boot listed last in turn
+        self.heard: dict[str, float] = {}  # per device, when it last had news (time.monotonic())
 
     def stored(self, dev: str, boot: int, seq: int) -> tuple[bool, bool]:
         """Note a delivery of (dev, boot, seq) -> (already stored: a re-send, repaired: stored now after the board
@@ -126,11 +127,17 @@ class Ledger:
             while len(boots) > BOOTS_KEPT:
                 del boots[min(boots)]
         self.dirty.add(dev)  # a re-send too: the board did not have the last confirmation
+        self.heard[dev] = time.monotonic()
         self.news.setdefault(dev, set()).add(boot)
         if book.has(seq):
             return True, False
         book.add(seq)
         return False, seq < book.told
+
+    def recent(self, seconds: float) -> set[str]:
+        """The devices that had news within the last `seconds`."""
+        since = time.monotonic() - seconds
+        return {dev for dev, at in self.heard.items() if at >= since}
 
     def confirmation(self, dev: str, stamp: int) -> bytes:
         """The confirmation for `dev`, noting what it tells, BOOTS_LISTED boots in all: those with news, oldest

@@ -265,6 +265,7 @@ class Recorder:
         self.report()
 
     RELOAD_EVERY = 2.0
+    RECENT_S = 30.0  # a board with news this recently keeps getting confirmations, one per --confirm-every
 
     def _store_failed(self, exc: StoreWriteError) -> None:
         """The log could not store what arrived: acknowledge none of it (the connection goes without a word, so
@@ -384,16 +385,19 @@ class Recorder:
         link.keep_alive()
 
     def _confirm(self, link: BrokerLink) -> None:
-        """At most once per --confirm-every: to each board with news, what the store holds of its messages,
-        retained (QoS 0: a newer one follows whenever something changes, and a board subscribing gets the newest
-        at once)."""
+        """At most once per --confirm-every: to each board with news, and to each that had news in the last
+        RECENT_S seconds (a board whose confirmations were lost, or that is still walking its older boots, hears
+        again), what the store holds of its messages, retained (QoS 0: a newer one follows, and a board
+        subscribing gets the newest at once)."""
         ledger = self.store.ledger
         now = time.monotonic()
-        if ledger is None or not ledger.dirty or now - self.confirmed_at < self.args.confirm_every:
+        if ledger is None or now - self.confirmed_at < self.args.confirm_every:
+            return
+        devices = sorted(ledger.dirty | ledger.recent(self.RECENT_S))
+        if not devices:
             return
         self.confirmed_at = now
         stamp = stamp_now()
-        devices = sorted(ledger.dirty)
         ledger.dirty.clear()  # (a device with more news than one confirmation lists is dirty again after it)
         for dev in devices:
             topic = self.args.confirm_topic.replace("{dev}", dev)

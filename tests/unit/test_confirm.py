@@ -413,3 +413,15 @@ def test_a_boot_stored_whole_behind_the_floor_is_remembered_across_a_reboot(cloc
     session = confirming(journal_ring.RingJournal(part, record_max=512), 4)  # a reboot
     session.take(confirmed(Entry(1, 5, 5)))  # boot 1 alone: the floor runs on through boot 2, from the flash
     assert session.floor == 10
+
+
+def test_the_recorder_keeps_confirming_a_board_with_recent_news(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    ledger = Ledger()
+    ledger.stored("b", 1, 0)
+    ledger.stored("c", 1, 0)
+    now[0] += 20
+    ledger.stored("c", 1, 1)
+    now[0] += 15
+    assert ledger.recent(30) == {"c"}  # b's news is 35 s old: it has had its confirmations
