@@ -169,8 +169,7 @@ class TelemetryStore:
             received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload
         )
         if self.ledger is not None and qos:
-            identity = delivery.identity()
-            again, repaired = self.ledger.stored(*identity) if identity else (False, False)
+            again, repaired = self._note_stored(delivery)
             delivery = replace(delivery, recorder_dup=recorder_dup or again, repaired=repaired)
             recorder_dup = delivery.recorder_dup
         self.next_arrival += 1
@@ -178,6 +177,14 @@ class TelemetryStore:
         self.pending.append(delivery)
         self._append({"m": delivery.to_log()})
         return delivery
+
+    def _note_stored(self, delivery: ReceivedPublish) -> tuple[bool, bool]:
+        """The ledger's word on a QoS 1/2 delivery (Ledger.stored): (already stored, repaired); (False, False)
+        without confirmation or for a payload that names no message."""
+        if self.ledger is None:
+            return False, False
+        identity = delivery.identity()
+        return self.ledger.stored(*identity) if identity is not None else (False, False)
 
     def release(self, packet_id: int) -> bool:
         """PUBREL arrived: True when the id was awaiting it (MQTT 5.0 answers an unknown id with 0x92)."""
@@ -355,9 +362,8 @@ class TelemetryStore:
                 self.pending.append(d)
                 self.next_arrival = d.arrival + 1
                 self.session.delivered(d.topic, d.qos, d.packet_id, d.payload, d.dup)
-                identity = d.identity() if self.ledger is not None and d.qos else None
-                if identity is not None and self.ledger is not None:
-                    self.ledger.stored(*identity)
+                if d.qos:
+                    self._note_stored(d)
             elif "rel" in record:
                 self.session.release(record["rel"])
             elif "commit" in record:
