@@ -66,6 +66,7 @@ class ConfirmingSession(Session):
         # floor can run on through epochs confirmed while an older one still held it back.
         self._done = array("I", bytes(4 * _EPOCHS))
         self._kept = bytearray(_EPOCHS)  # 1: the epoch is known stored whole, and journaled so (EPOCH with a count)
+        self._older = False  # a confirmation raised an older epoch's count: tend() looks for one to journal
         self._epochs = 0
         self._current = -1  # the application's epoch (ConfirmingClient's), journaled at its first message
         self._stamp = -1  # the newest confirmation's stamp (-1: none since boot)
@@ -220,6 +221,7 @@ class ConfirmingSession(Session):
             if k >= 0:
                 if stored > self._done[k]:
                     self._done[k] = stored
+                    self._older = self._older or k + 1 < self._epochs
                 size = self._size(k)
                 if ranges and (not self._hi or self._sweep):
                     # A gap the recorder names comes before an overdue sweep (a guess at what it lacks).
@@ -279,7 +281,7 @@ class ConfirmingSession(Session):
             self._fresh = -1  # journal.body is about to hold another record
             self.journal.commit(rec.CONFIRMED, rec.put_mark(self.journal.body, self.floor))
             self._journaled = self.floor
-        for k in range(self._epochs - 1):
+        for k in range(self._epochs - 1 if self._older else 0):
             # An older epoch the recorder stores whole, though the floor may wait behind it: journaled, so that a
             # reboot does not forget it (the recorder lists only a few boots at a time).
             if not self._kept[k] and self._done[k] >= self._size(k):
@@ -288,6 +290,7 @@ class ConfirmingSession(Session):
                 struct.pack_into(">III", self.journal.body, 0, self._epoch[k], self._first[k], self._done[k])
                 self.journal.commit(rec.EPOCH, 12)
                 self._kept[k] = 1
+        self._older = False
         if self._acked < 0:
             self._acked = self.serial  # after a boot: all of them may have been acknowledged before it
         now = time.ticks_ms()
