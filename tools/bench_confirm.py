@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import time
@@ -26,6 +25,7 @@ from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
+from host_bridge.recorder.recorder import command as recorder_command
 
 BOARDS = 4
 INTERVAL_MS = 50  # 20 messages a second per board: confirmations come at most once a second each
@@ -37,9 +37,9 @@ def run(tmp: Path, broker: str, confirm: bool, messages: int) -> dict[str, Any]:
     confirmations."""
     name = "on" if confirm else "off"
     out = tmp / f"recorded-{name}"
-    args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out)]
-    args += ["--client-id", f"bench-recorder-{name}", "--stats-every", "1", "--log-format", "json"]
-    recorder = ManagedProcess(args + (["--confirm"] if confirm else []), tmp / f"recorder-{name}.log")
+    args = recorder_command(broker, out, "--client-id", f"bench-recorder-{name}", "--stats-every", "1")
+    args += ["--log-format", "json", *(["--confirm"] if confirm else [])]
+    recorder = ManagedProcess(args, tmp / f"recorder-{name}.log")
     recorder.wait_for('"event": "connected"')
     results: dict[str, dict[str, Any]] = {}
 

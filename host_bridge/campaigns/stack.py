@@ -33,6 +33,7 @@ from host_bridge.errors import HostBridgeError
 from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
+from host_bridge.recorder.recorder import command as recorder_command
 from host_bridge.vboard import LineFaults
 
 BAUD = 115200
@@ -228,8 +229,7 @@ def start_recorder(
 ) -> ManagedProcess:
     """`host-bridge record` on a persistent session (client id demo-recorder), committing every second;
     confirming to the boards what it stores with `confirm`."""
-    args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out)]
-    args += ["--client-id", "demo-recorder", "--flush-seconds", "1", "--stats-every", "5"]
+    args = recorder_command(broker, out, "--client-id", "demo-recorder", "--flush-seconds", "1", "--stats-every", "5")
     if confirm:
         args.append("--confirm")
     if security is not None:

@@ -14,6 +14,7 @@ import select
 import signal
 import socket
 import ssl
+import sys
 import time
 from logging import DEBUG, ERROR, INFO, WARNING
 from pathlib import Path
@@ -33,6 +34,11 @@ VERSIONS = {"3.1": codec.V31, "3.1.1": codec.V311, "5": codec.V5}
 _SESSION_NEVER_EXPIRES = 0xFFFFFFFF  # MQTT 5.0 3.1.2.11.2: the session outlives any disconnection
 _RETAIN_HANDLING_NEW_ONLY = 1 << 4  # MQTT 5.0 3.8.3.1: retained messages only for a new subscription
 _MAX_PACKET = 16 * 1024 * 1024
+
+
+def command(broker: str, out: Path, *extra: str) -> list[str]:
+    """The `host-bridge record` command line, as a harness starts it (the campaigns, the bench, the benchmarks)."""
+    return [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out), *extra]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

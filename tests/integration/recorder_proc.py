@@ -3,20 +3,19 @@ output read back with pyarrow."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from dmqtt_telemetry.format import read_committed
 from host_bridge.processes import ManagedProcess
+from host_bridge.recorder.recorder import command
 from tests.conftest import REPO
 
 
 class RecorderProcess(ManagedProcess):
     def __init__(self, out: Path, broker: str, *extra: str, log_dir: Path | None = None) -> None:
-        args = [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out)]
-        args += ["--flush-seconds", "0.3", "--stats-every", "1", *extra]
+        args = command(broker, out, "--flush-seconds", "0.3", "--stats-every", "1", *extra)
         self.out = out
         super().__init__(args, (log_dir or out.parent) / f"recorder-{time.monotonic_ns()}.log", cwd=REPO)
 
