@@ -8,6 +8,7 @@ in flight, and returns the board's last summary line (heap_min, heap_max_block, 
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,6 @@ from host_bridge.hil.dut import Dut, DutError
 from host_bridge.hil.scenario import app_config
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
-from host_bridge.recorder.recorder import command as recorder_command
 from host_bridge.vboard.serial_line import LineFaults
 
 SUBSCRIPTION = [{"topic": "cmd/{client_id}", "qos": 2}]
@@ -85,12 +85,12 @@ def heap_run(
     recorder = None
     try:
         if "confirm" in options:
+            # (its own command line: the bench is a layer below the recorder, and runs it as a user does)
             recorder = ManagedProcess(
-                recorder_command(
-                    broker, work / dev / "recorded", "--confirm", "--topic", f"sensors/{dev}/#", "--flush-seconds", "1"
-                ),
+                [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--confirm", "--topic",
+                 f"sensors/{dev}/#", "--out", str(work / dev / "recorded"), "--flush-seconds", "1"],
                 work / f"{dev}.recorder.log",
-            )
+            )  # fmt: skip
             recorder.wait_for("event=connected")
         config = app_config(dut, dev, address, qos, messages, "5", transport, publish={"interval_ms": 10}, **options)
         if transport == "serial":
