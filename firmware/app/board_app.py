@@ -362,11 +362,18 @@ class Board:
             except (OSError, MQTTError):
                 client.close()  # said by on_disconnect
         if cfg["confirm"]:
-            # Until the recorder has stored every message (sending again what it lacks), for three timeouts at
-            # most: what is still unconfirmed then is counted in the summary and stays in the journal.
-            until = time.ticks_add(time.ticks_ms(), 3000 * cfg["confirm"]["timeout_s"])
-            while (client.unconfirmed() or client.outstanding()) and time.ticks_diff(until, time.ticks_ms()) > 0:  # type: ignore[attr-defined]
+            # Until the recorder has stored every message (sending again what it lacks), while it makes progress:
+            # three timeouts without a confirmation moving the floor end the wait (a recorder down or catching up
+            # on a backlog takes longer than that to come back). What is still unconfirmed then is counted in the
+            # summary and stays in the journal, for the next boot.
+            patience = 3000 * cfg["confirm"]["timeout_s"]
+            left = client.unconfirmed()  # type: ignore[attr-defined]
+            until = time.ticks_add(time.ticks_ms(), patience)
+            while (left or client.outstanding()) and time.ticks_diff(until, time.ticks_ms()) > 0:
                 self.idle(100)
+                if client.unconfirmed() < left:  # type: ignore[attr-defined]
+                    left = client.unconfirmed()  # type: ignore[attr-defined]
+                    until = time.ticks_add(time.ticks_ms(), patience)
         self.heap.check()
         # The summary line: its keys in the order dboard/console.py defines them.
         values = (

@@ -238,11 +238,17 @@ class ConfirmingSession(Session):
                 break
             self.floor = max(self.floor, first - 1 + min(self._done[k], self._size(k)))
             if self._done[k] < self._size(k):
-                if first == self.floor + 1 and not self._done[k] and not self._hi and k + 1 < self._epochs:
+                if (
+                    first == self.floor + 1
+                    and not self._done[k]
+                    and (not self._hi or self._sweep)
+                    and k + 1 < self._epochs
+                ):
                     # Held at the start of an older epoch the recorder has said nothing of (it lists a few boots
                     # at a time, and a reboot forgets what it said before): its first message goes again, so that
                     # the recorder, seeing news of that boot, lists it. (Not the current epoch: its messages may
-                    # simply not have reached the recorder yet.)
+                    # simply not have reached the recorder yet.) Before an overdue sweep, a guess that walks a
+                    # batch per timeout: the floor could wait behind that epoch for longer than the ring holds.
                     self._pass(first, first, False)
                 break
         while self._epochs > 1 and self._first[1] - 1 <= self.floor:

@@ -99,10 +99,11 @@ class RingJournal(Framing):
                 foreign += 1  # torn, interrupted erase, or not ours: reinitialised when the ring reaches it
         if foreign:
             self.notes.append("journal: %d sector(s) without a valid header will be erased before use" % foreign)
-        order = self._by_age()
-        for i in order:
+        i = self._after(0)
+        while i >= 0:
             end, clean = self._replay_sector(i, owner.replay)
-            if i == order[-1]:
+            younger = self._after(self._seq[i])
+            if younger < 0:
                 self._head = i
                 self._offset = end
                 if not clean:
@@ -114,7 +115,8 @@ class RingJournal(Framing):
                     "journal: damaged record at 0x%x; the rest of sector %d skipped"
                     " (its flows resume from older copies or are lost)" % (i * _SECTOR + end, i)
                 )
-        if order and not self._free():
+            i = younger
+        if not self._free():
             self._reclaim_oldest()  # a power cut interrupted a reclaim: finish it before anything is written
 
     def _seal_torn(self, sector, start):
@@ -150,8 +152,18 @@ class RingJournal(Framing):
             return 0
         return struct.unpack_from(">I", hdr, 8)[0]
 
-    def _by_age(self):
-        return sorted([i for i in range(self._count) if self._seq[i]], key=lambda i: self._seq[i])
+    def _after(self, seq):
+        """The sector next in age after sequence number `seq` (0: the oldest), -1 when none is younger. A walk
+        of the ring in age order thus allocates nothing: a list of 128 sectors is 512 bytes of a chip's heap,
+        which a board sending messages again from the journal would ask for at every pass."""
+        found = -1
+        low = 0
+        for i in range(self._count):
+            s = self._seq[i]
+            if s > seq and (found < 0 or s < low):
+                found = i
+                low = s
+        return found
 
     def _replay_sector(self, sector, visit):
         """Call visit(type, body, address) for each valid record; -> (end offset, True if it ended on erased
@@ -224,10 +236,9 @@ class RingJournal(Framing):
         offline queue: all of them) move into it first; the message must fit beside them and the reserve."""
         if self._offset + needed <= _SECTOR or self._free() > 1:
             return True
-        order = self._by_age()
-        if len(order) < 2:
+        if self._count - self._free() < 2:
             return False
-        oldest = order[0]
+        oldest = self._after(0)
         live = 0
         off = _SECTOR_HEADER
         while off + OVERHEAD <= _SECTOR:
@@ -291,10 +302,9 @@ class RingJournal(Framing):
     def _reclaim_oldest(self):
         """Carry the oldest sector's live records into the head, then erase it. A power cut in between leaves
         both copies; the later one wins at replay, and open() finishes the reclaim."""
-        order = self._by_age()
-        if len(order) < 2:
+        if self._count - self._free() < 2:
             raise JournalError("journal partition too small for its live records")
-        oldest = order[0]
+        oldest = self._after(0)
         owner = self._owner
         off = _SECTOR_HEADER
         while off + OVERHEAD <= _SECTOR:
@@ -337,8 +347,10 @@ class RingJournal(Framing):
         """Call visit(type, body, address) for every valid record, oldest first (the confirmation's re-sends
         look for messages this way; visit must not read the journal)."""
         self.sync()
-        for i in self._by_age():
+        i = self._after(0)
+        while i >= 0:
             self._replay_sector(i, visit)
+            i = self._after(self._seq[i])
 
     def read(self, addr):
         """The record at addr -> (type, body view valid until the next read)."""

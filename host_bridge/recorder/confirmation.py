@@ -17,7 +17,7 @@ from typing import Any
 from dmqtt_telemetry.promises import missing_ranges
 
 VERSION = 1
-BOOTS_LISTED = 4  # boots of a device in one confirmation: those with news first, then the newest
+BOOTS_LISTED = 8  # boots of a device in one confirmation (a board maps 8): those with news first, then the newest
 RANGES_LISTED = 4  # missing ranges listed per boot (the lowest first; the next confirmation lists the rest)
 BOOTS_KEPT = 16  # boots remembered per device: an older boot's re-sent message is stored again, not deduplicated
 _HEADER = struct.Struct(">BIB")
@@ -115,9 +115,12 @@ class Ledger:
         self.turn: dict[str, int] = {}  # per device, the older boot listed last in turn
         self.heard: dict[str, float] = {}  # per device, when it last had news (time.monotonic())
 
-    def stored(self, dev: str, boot: int, seq: int) -> tuple[bool, bool]:
+    def stored(self, dev: str, boot: int, seq: int, redelivered: bool = False) -> tuple[bool, bool]:
         """Note a delivery of (dev, boot, seq) -> (already stored: a re-send, repaired: stored now after the board
-        was told it was missing)."""
+        was told it was missing). `redelivered`: the broker's own retransmission to the recorder (DUP set: the
+        broker sets it on its outgoing PUBLISH independently of the incoming one [MQTT-3.3.1-3]); a copy of a
+        stored message that the broker sends again after the recorder reconnected is no news from the board, so
+        it does not take one of the few places in a confirmation from the boots a board is asking about."""
         boots = self.devices.setdefault(dev, {})
         book = boots.get(boot)
         if book is None:
@@ -126,13 +129,18 @@ class Ledger:
             book = boots[boot] = BootLedger()
             while len(boots) > BOOTS_KEPT:
                 del boots[min(boots)]
-        self.dirty.add(dev)  # a re-send too: the board did not have the last confirmation
-        self.heard[dev] = time.monotonic()
-        self.news.setdefault(dev, set()).add(boot)
         if book.has(seq):
+            if not redelivered:
+                self._news(dev, boot)  # the board sends it again: it did not have the last confirmation
             return True, False
+        self._news(dev, boot)
         book.add(seq)
         return False, seq < book.told
+
+    def _news(self, dev: str, boot: int) -> None:
+        self.dirty.add(dev)
+        self.heard[dev] = time.monotonic()
+        self.news.setdefault(dev, set()).add(boot)
 
     def recent(self, seconds: float) -> set[str]:
         """The devices that had news within the last `seconds`."""
@@ -151,23 +159,31 @@ class Ledger:
             self.dirty.add(dev)
         listed = set(news[:BOOTS_LISTED])
         gaps = sorted(b for b, book in boots.items() if book.above)
-        # One older boot in turn: a board whose confirmed point waits at a boot the recorder would not list
-        # otherwise (confirmed whole while an older one held it back, then forgotten in a reboot) hears of it in
-        # a few confirmations, whichever boot it is.
-        turn = [b for b in sorted(boots) if b > self.turn.get(dev, -1)] or sorted(boots)
         newest = sorted(boots, reverse=True)
-        for boot in [*gaps, *newest[: BOOTS_LISTED - 2], *turn[:1], *newest]:
-            if len(listed) == BOOTS_LISTED:
-                break
-            if boot == turn[0]:
-                self.turn[dev] = boot
-            listed.add(boot)
+        self._fill(listed, [*gaps, *newest[: BOOTS_LISTED - 2]])
+        # One older boot in turn, of those not listed already: a board whose confirmed point waits at a boot the
+        # recorder would not list otherwise (confirmed whole while an older one held it back, then forgotten in
+        # a reboot) hears of it in a few confirmations, whichever boot it is.
+        older = [b for b in sorted(boots) if b not in listed]
+        turn = [b for b in older if b > self.turn.get(dev, -1)] or older
+        if turn and len(listed) < BOOTS_LISTED:
+            self.turn[dev] = turn[0]
+            listed.add(turn[0])
+        self._fill(listed, newest)
         entries = []
         for boot in sorted(listed):
             book = boots[boot]
             book.told = max(book.told, book.top)
             entries.append(Entry(boot, book.stored, book.top, tuple(book.missing())))
         return encode(stamp, entries)
+
+    @staticmethod
+    def _fill(listed: set[int], boots: list[int]) -> None:
+        """Add `boots` to `listed`, in order, while a confirmation has room."""
+        for boot in boots:
+            if len(listed) == BOOTS_LISTED:
+                return
+            listed.add(boot)
 
     def snapshot(self) -> dict[str, Any]:
         return {

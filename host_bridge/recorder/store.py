@@ -184,7 +184,7 @@ class TelemetryStore:
         if self.ledger is None:
             return False, False
         identity = delivery.identity()
-        return self.ledger.stored(*identity) if identity is not None else (False, False)
+        return self.ledger.stored(*identity, redelivered=delivery.dup) if identity is not None else (False, False)
 
     def release(self, packet_id: int) -> bool:
         """PUBREL arrived: True when the id was awaiting it (MQTT 5.0 answers an unknown id with 0x92)."""

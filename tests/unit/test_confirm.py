@@ -347,22 +347,27 @@ def test_a_message_acknowledged_after_the_clock_started_gets_its_own_timeout(new
 
 def test_the_recorder_lists_the_boots_with_news_then_gaps_then_the_newest_and_one_in_turn() -> None:
     ledger = Ledger()
-    for boot in range(1, 7):
+    for boot in range(1, 13):
         ledger.stored("b", boot, 0)
+    newest = [7, 8, 9, 10, 11, 12]
 
     def listed(stamp: int) -> list[int]:
         return [e.boot for e in decode(ledger.confirmation("b", stamp))[1]]
 
-    assert listed(1) == [1, 2, 3, 4]  # news in all: the oldest four
+    assert listed(1) == [1, 2, 3, 4, 5, 6, 7, 8]  # news in all: the oldest eight (as many as a board maps)
     assert "b" in ledger.dirty  # and the rest at the next confirmation, with the first older boot in turn
-    assert listed(2) == [1, 4, 5, 6]
-    assert listed(3) == [2, 4, 5, 6]  # no news: the two newest, the next older boot in turn, the newest
+    assert listed(2) == [1, 6, *newest]
+    assert listed(3) == [2, 6, *newest]  # no news: the six newest, the next older boot in turn, the newest
     ledger.stored("b", 1, 0)  # a board sends boot 1's message again: it is asking about boot 1
-    assert listed(4) == [1, 3, 5, 6]
+    assert listed(4) == [1, 3, *newest]
+    # The broker delivering a stored message again to the recorder (DUP set) is no news of its boot.
+    ledger.stored("b", 2, 0, redelivered=True)
+    assert listed(5) == [4, 6, *newest]
     # A boot with a gap is listed however old, for as long as the gap lasts: the board must send it again.
     ledger.stored("b", 2, 5)  # seq 1-4 of boot 2 missing
-    assert listed(5) == [2, 4, 5, 6]
-    assert listed(6) == [2, 4, 5, 6]
+    assert listed(6) == [2, 5, *newest]
+    assert listed(7) == [2, 6, *newest]
+    assert listed(8) == [1, 2, *newest]  # the turn goes round the older boots not listed otherwise
 
 
 def test_boots_confirmed_while_an_older_one_held_the_floor_back_are_remembered(clock: Clock) -> None:
@@ -397,6 +402,22 @@ def test_held_at_an_older_boot_the_recorder_has_not_listed_the_board_sends_one_o
     session.take(confirmed(Entry(1, 5, 5), Entry(3, 5, 5)))  # nothing of boot 2: the floor waits at its start
     session.tend()
     assert session.floor == 5 and ack_all(session) == [b'{"boot": 2, "seq": 0}']  # the recorder will list boot 2
+    session.take(confirmed(Entry(2, 5, 5), stamp=101))
+    assert session.unconfirmed() == 0
+
+
+def test_held_at_an_older_boot_its_message_goes_before_an_overdue_sweep(clock: Clock) -> None:
+    session = three_boots_of_five()
+    session.tend()  # arms the deadline
+    session.lost()
+    clock.advance(5000)
+    session.tend()  # overdue while offline: a sweep from the floor waits for the connection
+    assert session._hi and session._sweep
+    session.take(confirmed(Entry(1, 5, 5), Entry(3, 5, 5)))  # boot 1 stored, boot 2 not listed: held at its start
+    session.connected(True)
+    session.tend()
+    # Boot 2's first message alone, not the sweep's batch (which would walk the ring a batch per timeout).
+    assert ack_all(session) == [b'{"boot": 2, "seq": 0}']
     session.take(confirmed(Entry(2, 5, 5), stamp=101))
     assert session.unconfirmed() == 0
 
