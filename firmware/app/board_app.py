@@ -286,7 +286,6 @@ class Board:
                     self.client.poll(max(0, min(100, left)))
                 except (OSError, MQTTError):
                     self.client.close()  # said by on_disconnect
-
             elif left > 0:
                 time.sleep_ms(min(left, 50))
             if time.ticks_diff(deadline, time.ticks_ms()) <= 0:
@@ -371,8 +370,9 @@ class Board:
             until = time.ticks_add(time.ticks_ms(), patience)
             while (left or client.outstanding()) and time.ticks_diff(until, time.ticks_ms()) > 0:
                 self.idle(100)
-                if client.unconfirmed() < left:  # type: ignore[attr-defined]
-                    left = client.unconfirmed()  # type: ignore[attr-defined]
+                now_left = client.unconfirmed()  # type: ignore[attr-defined]
+                if now_left < left:
+                    left = now_left
                     until = time.ticks_add(time.ticks_ms(), patience)
         self.heap.check()
         # The summary line: its keys in the order dboard/console.py defines them.
