@@ -20,6 +20,7 @@ from dboard import console
 from dmqtt.errors import JournalError, MQTTError, PublishRefused, QueueFull
 
 _UNIX = sys.platform == "linux"
+_MQTT5 = 5  # dmqtt.codec.V5
 
 
 def load_modules(cfg):
@@ -223,11 +224,15 @@ class Board:
                 realboard.join_wifi(self.cfg["wifi"])
             present = client.connect(self.open_transport())
             print(console.CONNECTED % (present, client.outstanding()))
-            # The session keeps its subscriptions: made again only at a boot's first connection (the config may
-            # have changed; a retained confirmation comes at once) and when the broker has lost the session. Not
-            # after every reconnect: a SUBSCRIBE written behind a resent PUBLISH that the broker refuses and closes
-            # on (Mosquitto on 3.1.1, outside the ACL) draws a reset that discards its unread acknowledgement.
-            if not (present and self.subscribed):
+            # The session keeps its subscriptions: made again at a boot's first connection (the config may have
+            # changed; a retained confirmation comes at once), when the broker has lost the session, and on MQTT 5
+            # at every connection: Mosquitto restarted from its snapshot after a SIGKILL was seen to report an MQTT
+            # 5 session present that no longer delivered to its subscription (make soak's chaos campaign: the
+            # boards heard only the retained confirmations of their subscriptions). Not at every reconnect on 3.1:
+            # a SUBSCRIBE written behind a resent PUBLISH that the broker refuses and closes on (Mosquitto on
+            # 3.1.1, outside the ACL) draws a reset that discards its unread acknowledgement; MQTT 5 refuses with a
+            # reason code instead (PUBACK 0x87, Not authorized).
+            if not (present and self.subscribed) or client.version == _MQTT5:
                 for topic, qos in self.cfg["subscribe"]:
                     client.subscribe(topic, qos)
                 self.subscribed = True

@@ -35,9 +35,10 @@ except ImportError:
 
 
 _VERSION = const(1)  # the confirmation's first byte
-# Epochs mapped at once (a board that loses power often has many boots between confirmations); a ninth gives up
-# the oldest one's unconfirmed messages, counted.
-_EPOCHS = const(8)
+# Epochs mapped at once: as many boots as the recorder remembers per device (a board that loses power often has
+# many boots between confirmations: 8 gave up a boot the broker had lost in make soak's chaos campaign, 11 boots
+# a board); a seventeenth gives up the oldest one's unconfirmed messages, counted. 13 bytes of heap each.
+_EPOCHS = const(16)
 _BATCH = const(8)  # messages found per pass over the journal when sending again
 # The confirmed point is journaled (a CONFIRMED record) once it has moved this far, and in every sector's META:
 # not at every confirmation, which at one message a second would be a record per message (7% more flash wear).

@@ -17,9 +17,9 @@ from typing import Any
 from dmqtt_telemetry.promises import missing_ranges
 
 VERSION = 1
-BOOTS_LISTED = 8  # boots of a device in one confirmation (a board maps 8): those with news first, then the newest
+BOOTS_LISTED = 8  # boots of a device in one confirmation (a board maps 16): those with news first, then the newest
 RANGES_LISTED = 4  # missing ranges listed per boot (the lowest first; the next confirmation lists the rest)
-BOOTS_KEPT = 16  # boots remembered per device: an older boot's re-sent message is stored again, not deduplicated
+BOOTS_KEPT = 16  # boots remembered per device (as many as a board maps): an older boot's re-send is stored again
 _HEADER = struct.Struct(">BIB")
 _ENTRY = struct.Struct(">IIIB")
 _RANGE = struct.Struct(">II")

@@ -13,7 +13,7 @@ from dmqtt import codec_host as codec
 from dmqtt import journal_ring
 from dmqtt.session import Session
 from tests.integration.boards import MQTTLOG, board_config, finish, read_until, start_board, summary
-from tests.integration.scripted_broker import ScriptedBroker
+from tests.integration.scripted_broker import Connection, ScriptedBroker
 
 
 @pytest.fixture
@@ -394,3 +394,44 @@ def test_topic_aliases_on_the_wire_and_named_again_after_a_reconnect(
     conn.recv_type(codec.DISCONNECT)
     code, out = finish(board)
     assert code == 0, out
+
+
+def _serve_until(conn: Connection, last: int) -> list[int]:
+    """Answer the board's packets (SUBACK, PUBACK) until one of type `last`; the types it sent."""
+    seen = []
+    while True:
+        _, packet = conn.recv()
+        seen.append(packet.type)
+        if packet.type == last:
+            return seen
+        if packet.type == codec.SUBSCRIBE:
+            conn.send(codec.encode_suback(packet.pid, [1], conn.version))
+        elif packet.type == codec.PUBLISH:
+            conn.ack(codec.PUBACK, packet.pid)
+
+
+@pytest.mark.parametrize("version", ["3.1.1", "5"])
+def test_subscriptions_made_again_at_a_reconnect_into_a_present_session_on_mqtt5_only(
+    tmp_path: Path, broker: ScriptedBroker, version: str
+) -> None:
+    """The board application subscribes at a boot's first connection; at a later connection whose CONNACK says
+    the session is present it subscribes again on MQTT 5 (a broker restored from a snapshot was seen to keep a
+    session that no longer delivered to it) and not on 3.1.1 (a SUBSCRIBE behind a resent PUBLISH that Mosquitto
+    refuses and closes on loses its acknowledgement to the reset)."""
+    subscription = {"topic": "cmd/wire-resub", "qos": 1}
+    config = board_config(f"wire-resub-{version}", broker.address, 1, 2, version, subscribe=[subscription])
+    board = start_board(tmp_path, config)
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(session_present=True)
+    first = _serve_until(conn, codec.PUBLISH)  # its first message goes unacknowledged...
+    conn.hang_up()  # ... and the connection drops: the board reconnects
+    conn = broker.accept()
+    conn.expect_connect()
+    conn.connack(session_present=True)
+    second = _serve_until(conn, codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
+    assert first.count(codec.SUBSCRIBE) == 1
+    assert second.count(codec.SUBSCRIBE) == (1 if version == "5" else 0), second
+    assert second.count(codec.PUBLISH) == 2  # the first again (DUP) and the second

@@ -19,7 +19,7 @@ from dmqtt import journal_record as rec
 from dmqtt import journal_ring
 from dmqtt.confirm import ConfirmingSession
 from dmqtt.session import Session
-from host_bridge.recorder.confirmation import Entry, Ledger, decode, encode
+from host_bridge.recorder.confirmation import BOOTS_KEPT, Entry, Ledger, decode, encode
 from tests.unit.nor import NorPartition
 from tests.unit.test_session import Store, ack, drain, store_factory
 
@@ -446,3 +446,25 @@ def test_the_recorder_keeps_confirming_a_board_with_recent_news(monkeypatch: pyt
     ledger.stored("c", 1, 1)
     now[0] += 15
     assert ledger.recent(30) == {"c"}  # b's news is 35 s old: it has had its confirmations
+
+
+def test_a_board_maps_as_many_boots_as_the_recorder_remembers(clock: Clock) -> None:
+    """A board that loses power often reboots many times before a confirmation reaches it (make soak's chaos
+    campaign: 11 boots a board while the recorder was down): none of those boots is given up for want of room in
+    the epoch table while the recorder still remembers it; one boot more gives up the oldest, counted."""
+    part = NorPartition(16)
+    for boot in range(1, BOOTS_KEPT + 1):  # three messages a boot, acknowledged, none confirmed yet
+        session = confirming(journal_ring.RingJournal(part, record_max=512), boot)
+        send(session, boot, range(3))
+        ack_all(session)
+    assert session.dropped == 0 and session.unconfirmed() == 3 * BOOTS_KEPT
+    # The recorder lists 8 boots a confirmation: two of them cover every boot.
+    session.take(confirmed(*(Entry(b, 3, 3) for b in range(1, 9))))
+    session.take(confirmed(*(Entry(b, 3, 3) for b in range(9, BOOTS_KEPT + 1)), stamp=101))
+    assert session.unconfirmed() == 0 and session.dropped == 0
+    session.tend()  # (the client's poll: the floor, moved 48 on, is journaled)
+    for boot in range(BOOTS_KEPT + 1, 2 * BOOTS_KEPT + 2):  # 17 boots more, none confirmed
+        session = confirming(journal_ring.RingJournal(part, record_max=512), boot)
+        send(session, boot, range(3))
+        ack_all(session)
+    assert session.dropped == 3  # the seventeenth gave up the oldest boot's three, counted once
