@@ -189,6 +189,9 @@ class Board:
         if options:
             self.client.session.on_late = self.on_late  # type: ignore[attr-defined]  # a ConfirmingSession
             # (config.py subscribes to its topic with the others)
+        if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
+            # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
+            self.client.session.journal.quiet = self.transport_class.hush
         unload("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
         for note in self.client.open():
             print(note)

@@ -17,7 +17,8 @@ class ConfigError(Exception):
 KEYS = (
     "client_id mqtt_version transport broker uart wifi will username password publish subscribe tls keepalive_s"
     " session_expiry_s window group_commit heap_log_every publish.topic publish.qos publish.count"
-    " publish.interval_ms publish.payload_bytes uart.id uart.baud uart.tx uart.rx wifi.ssid wifi.password"
+    " publish.interval_ms publish.payload_bytes uart.id uart.baud uart.tx uart.rx uart.pause wifi.ssid"
+    " wifi.password"
     " will.topic will.payload will.qos will.retain tls.ca tls.cert tls.key tls.server_hostname tls.insecure"
     " subscribe.topic subscribe.qos confirm confirm.topic confirm.timeout_s confirm.hold"
 ).split()
@@ -187,7 +188,9 @@ def check(raw):
         port = int(port_text)
     uart = raw.get("uart", {})
     if not isinstance(uart, dict):
-        raise ConfigError("uart must be {id, baud, tx, rx}")
+        raise ConfigError("uart must be {id, baud, tx, rx, pause}")
+    if not isinstance(uart.get("pause", True), bool):
+        raise ConfigError("uart.pause must be true or false")
     wifi = raw.get("wifi")
     if wifi is not None and (not isinstance(wifi, dict) or not wifi.get("ssid")):
         raise ConfigError("wifi must be {ssid, password}")
@@ -249,6 +252,7 @@ def check(raw):
             "id": _int(uart, "id", 1, 0, 2),
             "baud": _int(uart, "baud", 115200, 1200, 5000000),
             "pins": {k: uart[k] for k in ("tx", "rx") if isinstance(uart.get(k), int)},
+            "pause": uart.get("pause", True),
         },
         "username": raw.get("username"),
         "password": raw["password"].encode() if raw.get("password") is not None else None,

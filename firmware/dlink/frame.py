@@ -30,6 +30,10 @@ DATA = const(1)
 ACK = const(2)
 RESET = const(3)
 RESET_ACK = const(4)
+# Around a long flash operation of the board (a sector erase stalls an ESP32's UART: docs/link-protocol.md):
+PAUSE = const(5)  # write nothing but QUIET
+QUIET = const(6)  # the last frame before the pause
+RESUME = const(7)  # the pause is over (so is any other frame from the peer)
 
 CONTROL = const(0)
 MQTT = const(1)
@@ -230,7 +234,7 @@ class Decoder:
         kind = raw[1]
         self.ftype = kind >> 4
         self.channel = kind & 0x0F
-        if self.ftype < DATA or self.ftype > RESET_ACK or self.channel > CONSOLE:
+        if self.ftype < DATA or self.ftype > RESUME or self.channel > CONSOLE:
             self.crc_errors += 1  # a valid CRC over a frame we would never send: not ours
             return False
         self.seq = raw[2]

@@ -25,6 +25,12 @@
 # - Link reset: each side picks an epoch at start and sends RESET until the other answers RESET_ACK naming it.
 #   A RESET with a new epoch means the peer restarted: the streams start over and `peer_resets` counts it, so
 #   the bridge can close that board's TCP connection.
+# - Pause: a sector erase stalls an ESP32 for 45 ms with its flash cache off, and its UART's interrupt with it:
+#   what arrives beyond the 128-byte receive FIFO is lost. Before one the board calls hush(): the link writes a
+#   PAUSE frame and then nothing; the peer answers QUIET, its last frame, and writes nothing (no data, no ack, no
+#   retransmission) until the board's next frame (RESUME, from unhush(), or any other) or _PAUSE_MAX_MS. The
+#   board waits for QUIET (`quiet`) before erasing. Signals of the link itself, outside the channels, so that a
+#   stream waiting for its reader cannot hold them back.
 
 import struct
 
@@ -50,6 +56,9 @@ MIN_PAYLOAD = const(32)
 _START_PAYLOAD = const(64)  # a clean line grows it to the maximum in 22 frames; a noisy one starts nearer its size
 WINDOW = const(8)  # frames in flight: 176 ms of full frames at 115200 baud, 22 ms at 921600
 _FRAME_BITS = const(2540)  # a full frame on the wire, 254 bytes of ten bit times (8N1)
+# A pause ends by itself after this long (its RESUME lost, and the board quiet after it): the W25Q32JV's longest
+# sector erase is 400 ms.
+_PAUSE_MAX_MS = const(500)
 
 # Transmit slot states
 _QUEUED = const(0)  # to be written (new, or found lost)
@@ -102,6 +111,7 @@ class Link:
         self._out_mv = memoryview(self._out)
         self._scratch = bytearray(2)
         self._reply_reset = False
+        self._resume_due = False
         # Pacing: bits handed to the UART and not yet on the wire, as of _backlog_at.
         self._bits_per_ms = max(1, baud // 1000)
         self._backlog = 0
@@ -138,6 +148,7 @@ class Link:
         self.probes = 0  # frames the peer held, sent again to ask for its window (a slow reader, not the line)
         self.peer_resets = 0
         self.frames_out = 0
+        self.pauses = 0  # times the peer paused this side
         self.bytes_out = [0] * _CHANNELS
         self.bytes_in = [0] * _CHANNELS
         self._start_stream(0)
@@ -150,6 +161,10 @@ class Link:
         self._sack_due = False
         self._timer = -1
         self._reset_at = now
+        self._hush = 0  # this side's stall: 1 PAUSE to write, 2 written (nothing more until unhush)
+        self.quiet = False  # the peer answered QUIET: it writes nothing until our next frame
+        self._quiet_due = False  # the peer asked to pause: QUIET to write, then nothing
+        self._paused_at = -1  # paused by the peer since then (ms); -1 not paused
         for i in range(self.window):
             self._held_has[i] = 0
         for ch in range(_CHANNELS):
@@ -210,6 +225,21 @@ class Link:
             return self._tx_len[(self._next - 1) % self.window] < self.payload
         return (self._next - self._base) & 0xFF < self.window
 
+    def hush(self, now: int) -> None:
+        """Before a long flash operation: write PAUSE, then nothing (not even acks) until unhush(); `quiet`
+        turns true when the peer's QUIET, the last of its frames, has arrived."""
+        if self.state == UP:
+            self._hush = 1
+            self.quiet = False
+
+    def unhush(self, now: int) -> None:
+        """After it: RESUME goes first, and the retransmission timer starts again (the peer's acks could not
+        come meanwhile)."""
+        if self._hush:
+            self._hush = 0
+            self._resume_due = True
+            self._timer = now if self._in_flight() else -1
+
     def pending(self) -> int:
         """Frames queued or in flight, not yet acknowledged."""
         return (self._next - self._base) & 0xFF
@@ -265,6 +295,12 @@ class Link:
             return
         if dec.epoch != self.peer_epoch or self.state != UP:
             return  # a frame of a previous life of the peer, or before the handshake: not ours
+        if ftype == frame.PAUSE:
+            self._quiet_due = True
+        elif ftype == frame.QUIET:
+            self.quiet = True
+        elif self._paused_at >= 0:
+            self._resumed(now)  # RESUME, or any frame: the peer's stall is over
         self._on_ack(dec.ack, dec.raw[6] if ftype == frame.ACK and dec.payload_len else 0, now)
         if ftype != frame.DATA:
             return
@@ -430,6 +466,23 @@ class Link:
             return None
         if self.state != UP:
             return None
+        if self._hush:
+            if self._hush == 1:
+                self._hush = 2
+                return self._frame(frame.PAUSE, 0, 0, b"")
+            return None
+        if self._resume_due:
+            self._resume_due = False
+            return self._frame(frame.RESUME, 0, 0, b"")
+        if self._quiet_due:  # at once, whatever the pacing: what is queued in the UART goes before it anyway
+            self._quiet_due = False
+            self._paused_at = now
+            self.pauses += 1
+            return self._frame(frame.QUIET, 0, 0, b"")
+        if self._paused_at >= 0:
+            if _elapsed(now, self._paused_at) < _PAUSE_MAX_MS:
+                return None
+            self._resumed(now)
         if self._timer >= 0 and _elapsed(now, self._timer) >= self.timeout_ms:
             self._expired(now)
         if self._line_busy(now):
@@ -459,6 +512,11 @@ class Link:
             self.retransmissions += 1
             return self._data_frame(slot, seq, now)
         return None
+
+    def _resumed(self, now):
+        """The peer's pause is over: the retransmission timer starts again from now."""
+        self._paused_at = -1
+        self._timer = now if self._in_flight() else -1
 
     def _overdue_after(self, slot):
         """ms after its last write that the oldest frame in flight is probed, or -1 (not now)."""
@@ -541,6 +599,12 @@ class Link:
         """Milliseconds until poll() may have something to send without new input (a timer, the line), or -1."""
         if not self._peer_knows_us:
             return max(0, _elapsed(self._reset_at, now))
+        if self._hush == 2:
+            return -1
+        if self._hush or self._resume_due or self._quiet_due:
+            return 0
+        if self._paused_at >= 0:
+            return max(0, _PAUSE_MAX_MS - _elapsed(now, self._paused_at))
         wake = -1
         if self._timer >= 0:
             wake = max(0, self.timeout_ms - _elapsed(now, self._timer))

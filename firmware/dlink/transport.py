@@ -24,6 +24,7 @@ if False:  # type checkers only: MicroPython has no typing module
 _link: Any = None  # one per boot, shared by successive connections
 _uart: Any = None
 _poller: Any = None  # wakes wait() when the UART has bytes
+_rx: Any = None  # what the UART gave, one buffer per boot
 _DRAIN_MS = const(2000)
 
 
@@ -39,7 +40,7 @@ class LinkTransport:
     @staticmethod
     def prepare(uart_id=1, baud=115200, **uart_pins):
         """Open the UART and create the boot's link (once); early, so its buffers find room in the heap."""
-        global _link, _uart, _poller
+        global _link, _uart, _poller, _rx
         if _link is None:
             import select
 
@@ -47,6 +48,7 @@ class LinkTransport:
 
             _uart = machine.UART(uart_id, baudrate=baud, **uart_pins)
             _link = Link(_epoch(), baud)
+            _rx = bytearray(256)
             _poller = select.poll()
             try:
                 # The virtual board's UART is a pty: the Unix port polls its descriptor (it cannot poll a
@@ -71,11 +73,30 @@ class LinkTransport:
             "bridge_restarts": link.peer_resets,
         }
 
+    @staticmethod
+    def hush(start):
+        """Around a long flash operation (start True before, False after; a RingJournal calls it around each
+        sector erase, as its `quiet`): an ESP32 runs with its flash cache off, so the UART's interrupt waits and
+        bytes beyond its 128-byte receive FIFO are lost. Before, the bridge is asked to pause and its last frame
+        awaited (a retransmission timeout at most: an older bridge does not answer); after, it is told to
+        resume. docs/link-protocol.md."""
+        link = _link
+        if link is None or not link.up:
+            return
+        if not start:
+            link.unhush(time.ticks_ms())
+            _pump()
+            return
+        begun = time.ticks_ms()
+        link.hush(begun)
+        _pump()
+        while not link.quiet and time.ticks_diff(time.ticks_ms(), begun) < link.max_timeout_ms:
+            _poller.poll(1)
+            _pump()
+
     def __init__(self, host="", port=0, uart_id=1, baud=115200, timeout_ms=10000, **uart_pins):
         LinkTransport.prepare(uart_id, baud, **uart_pins)
         self._link = _link
-        self._uart = _uart
-        self._rx = bytearray(256)
         self._byte = bytearray(1)
         self._lines = control.Lines()
         self._resets = _link.peer_resets
@@ -94,7 +115,7 @@ class LinkTransport:
         kind, reason = self._await_control(timeout_ms)
         # Everything the bridge sent before its answer belongs to an earlier connection (the link keeps order
         # across channels, and the broker cannot speak before our CONNECT): drop it.
-        while self._link.readinto(frame.MQTT, self._rx):
+        while self._link.readinto(frame.MQTT, _rx):
             pass
         if kind != control.OPENED:
             raise OSError("serial link: the bridge refused %s (%s)" % (dest or "the default broker", reason))
@@ -151,16 +172,8 @@ class LinkTransport:
 
     def _service(self):
         """Move bytes between the UART and the link; notice a restarted bridge and control messages."""
-        link = self._link
-        now = time.ticks_ms()
-        n = self._uart.readinto(self._rx)
-        if n:
-            link.feed(memoryview(self._rx)[:n], now)
-        chunk = link.poll(now)
-        while chunk is not None:
-            self._uart.write(chunk)
-            chunk = link.poll(now)
-        if link.peer_resets != self._resets and not self._closed:
+        _pump()
+        if self._link.peer_resets != self._resets and not self._closed:
             self._closed = True
             self._reason = "the host bridge restarted"
         self._read_control()
@@ -203,3 +216,16 @@ class LinkTransport:
                 raise OSError("serial link: control message not taken")
             if sent < len(data):
                 time.sleep_ms(1)
+
+
+def _pump():
+    """Move bytes between the UART and the link."""
+    link = _link
+    now = time.ticks_ms()
+    n = _uart.readinto(_rx)
+    if n:
+        link.feed(memoryview(_rx)[:n], now)
+    chunk = link.poll(now)
+    while chunk is not None:
+        _uart.write(chunk)
+        chunk = link.poll(now)

@@ -48,6 +48,10 @@ _STAGE = const(512)
 class RingJournal(Framing):
     """Log-structured ring on a raw partition with the extended block interface (esp32.Partition)."""
 
+    # callable(start): called before (True) and after (False) each sector erase, which stalls an ESP32 for
+    # 45 ms (its flash cache is off): a serial board asks its bridge to pause meanwhile (LinkTransport.hush).
+    quiet = None
+
     def __init__(self, partition, record_max=1024):
         super().__init__(record_max)
         self._part = partition
@@ -81,10 +85,16 @@ class RingJournal(Framing):
             raise JournalError("flash program failed at journal offset 0x%x (%s)" % (sector * _SECTOR + off, exc))
 
     def _erase(self, sector):
+        quiet = self.quiet
+        if quiet is not None:
+            quiet(True)
         try:
             self._part.ioctl(6, sector)
         except OSError as exc:
             raise JournalError("flash erase failed at journal offset 0x%x (%s)" % (sector * _SECTOR, exc))
+        finally:
+            if quiet is not None:
+                quiet(False)
 
     # -- boot ------------------------------------------------------------------------------------------------
 

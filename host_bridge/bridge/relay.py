@@ -59,6 +59,7 @@ COUNTERS = (
     "port_reopens",
     "noise_bytes",
     "broker_stalls",
+    "flash_pauses",
 )
 # Bytes from a board waiting for the broker to take them. Past this the bridge stops reading the board's MQTT
 # channel: the link's window then holds the board back, instead of the bridge buffering without bound.
@@ -308,7 +309,8 @@ class BoardSession:
         self.counters["retransmissions"] += link.retransmissions
         self.counters["crc_errors"] += link.decoder.crc_errors
         self.counters["resyncs"] += link.decoder.overflows
-        link.decoder.frames = link.frames_out = link.retransmissions = 0
+        self.counters["flash_pauses"] += link.pauses  # the board erasing flash: the bridge wrote nothing
+        link.decoder.frames = link.frames_out = link.retransmissions = link.pauses = 0
         link.decoder.crc_errors = link.decoder.overflows = 0
 
     def counters_now(self) -> dict[str, int]:

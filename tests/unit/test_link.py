@@ -249,3 +249,66 @@ def test_a_damaged_frame_is_noise_never_console_text() -> None:
     assert b.lines == ["booting...", "console after"]
     assert all(password.decode() not in text for text in b.lines)
     assert sum(b.noise) >= len(connect) and b.decoder.noise_bytes == sum(b.noise)
+
+
+def test_a_board_about_to_erase_hushes_its_peer_until_it_resumes() -> None:
+    """Before a sector erase the board hushes the link: it writes PAUSE and then nothing; the peer answers QUIET,
+    its last frame, and then writes nothing at all, not a frame it holds nor an ack nor a retransmission however
+    overdue, until the board's next frame (RESUME); a pause whose RESUME was lost ends by itself."""
+    board, bridge = Link(7), Link(9)
+    line = Line(board, bridge)
+    line.run(100)
+    now = line.now
+    assert bridge.send(frame.MQTT, b"x" * 40) == 40
+    lost = written(bridge, now)  # in flight to the board, and lost on the line
+    assert len(lost) == 1
+    board.hush(now)
+    pause = written(board, now + 1)
+    assert [kind(f) for f in pause] == [frame.PAUSE] and not board.quiet
+    assert written(board, now + 2) == []  # hushed: nothing more, not even an ack
+    assert bridge.send(frame.MQTT, b"for later") > 0
+    bridge.feed(pause[0], now + 2)
+    quiet = written(bridge, now + 3)
+    assert [kind(f) for f in quiet] == [frame.QUIET]  # ahead of the frame it holds
+    board.feed(quiet[0], now + 4)
+    assert board.quiet
+    # The first frame is long overdue (its timeout is at most 280 ms): the paused side writes nothing.
+    assert written(bridge, now + 400) == [] and bridge.pauses == 1
+    board.unhush(now + 450)
+    resume = written(board, now + 450)
+    assert kind(resume[0]) == frame.RESUME
+    bridge.feed(resume[0], now + 451)
+    after = written(bridge, now + 452)
+    assert frame_payloads(after) == [b"for later"]  # and the lost frame after its own timeout, from now on
+    assert bridge.timeouts == 0
+    board.hush(now + 500)  # a pause whose RESUME never comes
+    bridge.feed(written(board, now + 500)[0], now + 500)
+    assert [kind(f) for f in written(bridge, now + 501)] == [frame.QUIET]
+    assert written(bridge, now + 999) == []
+    assert bridge.next_wakeup(now + 999) == 2  # resumed by itself 500 ms after it paused: the two frames
+    written(bridge, now + 1001)
+    assert frame_payloads(written(bridge, now + 1001 + bridge.max_timeout_ms)) == [b"x" * 40]  # go again in time
+
+
+def kind(wire: bytes) -> int:
+    """The type of the one frame in these bytes."""
+    dec = frame.Decoder()
+    pos = 0
+    while pos < len(wire):
+        pos += dec.feed(wire, pos)
+        if dec.ready == frame.Decoder.FRAME:
+            return int(dec.ftype)
+    raise AssertionError(f"no frame in {wire.hex()}")
+
+
+def frame_payloads(frames: list[bytes]) -> list[bytes]:
+    """The payloads of the DATA frames among these."""
+    dec = frame.Decoder()
+    out = []
+    for f in frames:
+        pos = 0
+        while pos < len(f):
+            pos += dec.feed(f, pos)
+            if dec.ready == frame.Decoder.FRAME and dec.ftype == frame.DATA:
+                out.append(bytes(dec.raw[6 : 6 + dec.payload_len]))
+    return out

@@ -85,12 +85,28 @@ class WDT:
         pass
 
 
+# With flash timing on (VBOARD_FLASH_TIMING=1), the UART during a flash program or erase is modelled as an
+# ESP32's: its flash cache is off, so the UART's interrupt (not in IRAM) waits; bytes that had arrived before
+# are safe in the driver's ring buffer, and of those that arrive during it the 128-byte hardware receive FIFO
+# keeps the first 128, the rest are lost (counted in `overrun`, and said on stderr). What arrived during the
+# operation is told from what arrived before by the baud rate: at most its bytes in that time, the newest.
+_RX_FIFO = 128
+_HELD = 8192  # what the model may hold after a stall: more than a pty buffers
+
+
 class UART:
     def __init__(self, uart_id, baudrate=115200, **kwargs):
         path = vboard_state.env("VBOARD_UART")
         if path is None:
             raise OSError(19)  # ENODEV: the runner gave this board no serial line
         self.id = uart_id
+        self._held = None  # the stall model's bytes (made at the first stall)
+        self._held_at = 0
+        self._held_n = 0
+        self.overrun = 0
+        self.baudrate = baudrate
+        if vboard_state.env("VBOARD_FLASH_TIMING") == "1":
+            vboard_state.uart = self
         self._file = open(path, "r+b")
         fd = self._file.fileno()
         termios.setraw(fd)
@@ -99,7 +115,6 @@ class UART:
         attrs[6][_VMIN] = 0
         attrs[6][_VTIME] = 0
         termios.tcsetattr(fd, termios.TCSANOW, attrs)
-        self.baudrate = baudrate
 
     def init(self, baudrate=115200, **kwargs):
         self.baudrate = baudrate
@@ -113,20 +128,54 @@ class UART:
     def any(self):
         import select
 
+        if self._held_n:
+            return self._held_n
         poller = select.poll()
         poller.register(self._file.fileno(), select.POLLIN)
         return 1 if poller.poll(0) else 0
 
     def read(self, nbytes=4096):
-        data = self._file.read(nbytes)
-        return data if data else None
+        buf = bytearray(nbytes)
+        n = self.readinto(buf)
+        return bytes(buf[:n]) if n else None
 
     def readinto(self, buf, nbytes=None):
         mv = memoryview(buf)
         if nbytes is not None:
             mv = mv[:nbytes]
-        n = self._file.readinto(mv)
+        n = 0
+        if self._held_n:  # older than anything still in the pty
+            n = min(len(mv), self._held_n)
+            at = self._held_at
+            mv[:n] = memoryview(self._held)[at : at + n]
+            self._held_at += n
+            self._held_n -= n
+            if n == len(mv):
+                return n
+            mv = mv[n:]
+        got = self._file.readinto(mv)
+        n += got or 0
         return n if n else None
+
+    def stall(self, us):
+        """A flash operation of `us` microseconds, with the UART as an ESP32's then (see _RX_FIFO)."""
+        time.sleep_us(us)
+        if self._held is None:
+            self._held = bytearray(_HELD)
+        held = self._held
+        n = self._held_n
+        if self._held_at:  # what is left to the front
+            held[:n] = held[self._held_at : self._held_at + n]
+            self._held_at = 0
+        got = self._file.readinto(memoryview(held)[n:]) or 0
+        lost = min(got, us * self.baudrate // 10000000 + 1) - _RX_FIFO
+        if lost > 0:  # the newest bytes, those beyond the FIFO's first 128 of the operation
+            got -= lost
+            self.overrun += lost
+            sys.stderr.write(
+                "vboard: uart receive FIFO overflowed during a %d us flash operation: %d bytes lost\n" % (us, lost)
+            )
+        self._held_n = n + got
 
     def write(self, buf):
         return self._file.write(buf)
