@@ -6,8 +6,9 @@
 #   its sender expects (cumulative); the receiver keeps frames that arrive after a gap (up to `window` ahead)
 #   and says which in an ACK frame's one-byte payload (bit i: frame ack + i is held). A serial line never
 #   reorders, so a frame that was sent before one the peer confirms, and is not itself confirmed, was lost: it
-#   is sent again at once, alone (no timeout, no window resent). A lost last frame or lost acks: the oldest frame
-#   in flight is probed when its ack is overdue (RACK-TLP's tail loss probe), and a timer catches the rest,
+#   is sent again at once, alone (no timeout, no window resent). A lost last frame or lost acks: on a line that
+#   has lately damaged frames, the oldest frame in flight is probed when its ack is overdue (RACK-TLP's tail loss
+#   probe), and a timer catches the rest,
 #   resending that one frame; the timeout follows the measured round trip (RFC 6298), between two full frames
 #   and ten, plus margins.
 # - The receiver passes payloads on only in order, and holds a frame its channel's buffer has no room for (it
@@ -59,6 +60,7 @@ _FRAME_BITS = const(2540)  # a full frame on the wire, 254 bytes of ten bit time
 # A pause ends by itself after this long (its RESUME lost, and the board quiet after it): the W25Q32JV's longest
 # sector erase is 400 ms.
 _PAUSE_MAX_MS = const(500)
+_DAMAGE_RECENT_MS = const(5000)  # a line that damaged a frame this recently may lose one: tail loss probes on
 
 # Transmit slot states
 _QUEUED = const(0)  # to be written (new, or found lost)
@@ -126,7 +128,6 @@ class Link:
         self._tx_order = [0] * window  # _order when it was last written: what was written before what
         self._tx_last = [0] * window  # when it was last written
         self._tx_probed = bytearray(window)  # written again as a tail loss probe since it was last found lost
-        self._tx_errors = [0] * window  # the decoder's crc_errors when it was last written
         self._tx_resent = bytearray(window)  # written more than once: its ack says nothing about the round trip
         self._order = 0
         # Receive side: frames held until they are in order and their channel has room, one slot per seq.
@@ -140,6 +141,10 @@ class Link:
         self._rx = [bytearray(control_size), bytearray(rx_size), bytearray(control_size)]
         self._rx_head = [0] * _CHANNELS
         self._rx_len = [0] * _CHANNELS
+        # When the line last damaged a frame (a CRC error, or bytes neither frame nor text), -1 never: on a line
+        # that damages nothing a frame is never lost, so a late ack is a slow peer, not a loss (see _overdue_after).
+        self._damage_at = -1
+        self._errors_seen = 0
         self.lines: list[str] = []  # console text received outside frames (host side), oldest first
         self.noise: list[int] = []  # lengths of what was neither frames nor console text (damaged frames), oldest first
         # counters
@@ -278,6 +283,10 @@ class Link:
                 self.lines.append(dec.line)
             elif dec.ready == frame.Decoder.NOISE:
                 self.noise.append(dec.noise_len)
+                self._damage_at = now
+        if dec.crc_errors != self._errors_seen:
+            self._errors_seen = dec.crc_errors
+            self._damage_at = now
 
     def _on_frame(self, dec, now):
         ftype = dec.ftype
@@ -502,9 +511,9 @@ class Link:
         # Nothing else to send and the line is free: the oldest frame in flight goes again when its ack is overdue
         # (a tail loss probe, as TCP's RACK-TLP has it), instead of the line idling until the timeout: after one
         # round trip if it was lost before (on a bad line a retransmission is lost as often as the original),
-        # after two round trips and a full frame (the peer may be writing one) otherwise. Again only if the line
-        # has damaged frames since it was written: on a line that is only slow (a loaded host) repeating it would
-        # add to the load, and the timeout is the answer.
+        # after two round trips and a full frame (the peer may be writing one) otherwise. Only on a line that has
+        # damaged a frame in the last _DAMAGE_RECENT_MS, and again only if it has damaged one since: on a line that
+        # is only slow (a loaded host) a probe is a spurious retransmission, and the timeout is the answer.
         seq = self._overdue(now)
         if seq >= 0:
             slot = seq % self.window
@@ -518,11 +527,13 @@ class Link:
         self._paused_at = -1
         self._timer = now if self._in_flight() else -1
 
-    def _overdue_after(self, slot):
+    def _overdue_after(self, slot, now):
         """ms after its last write that the oldest frame in flight is probed, or -1 (not now)."""
-        if not self._srtt8:
+        if not self._srtt8 or self._damage_at < 0 or _elapsed(now, self._damage_at) > _DAMAGE_RECENT_MS:
+            # A line that has damaged nothing lately loses nothing: a late ack is a peer (or a host) that is slow,
+            # and probing it would be a spurious retransmission. The timeout is the answer there.
             return -1
-        if self._tx_probed[slot] and self.decoder.crc_errors == self._tx_errors[slot]:
+        if self._tx_probed[slot] and _elapsed(self._damage_at, self._tx_last[slot]) <= 0:
             return -1  # probed already, and the line has damaged nothing since: it is slow, not lossy
         if self._tx_resent[slot]:
             return self._srtt8 // 8
@@ -543,7 +554,7 @@ class Link:
         if seq < 0:
             return -1
         slot = seq % self.window
-        after = self._overdue_after(slot)
+        after = self._overdue_after(slot, now)
         return seq if after >= 0 and _elapsed(now, self._tx_last[slot]) >= after else -1
 
     def _expired(self, now):
@@ -576,7 +587,6 @@ class Link:
         self._order += 1
         self._tx_order[slot] = self._order
         self._tx_last[slot] = now
-        self._tx_errors[slot] = self.decoder.crc_errors
         self._acks_due = 0  # the frame carries our ack
         return self._frame(frame.DATA, self._tx_ch[slot], seq, self._tx_mv[start : start + self._tx_len[slot]])
 
@@ -611,7 +621,7 @@ class Link:
         seq = self._oldest_in_flight()
         if seq >= 0:
             slot = seq % self.window
-            after = self._overdue_after(slot)  # the tail loss probe: see the end of poll()
+            after = self._overdue_after(slot, now)  # the tail loss probe: see the end of poll()
             if after >= 0:
                 again = max(0, after - _elapsed(now, self._tx_last[slot]))
                 wake = again if wake < 0 else min(wake, again)

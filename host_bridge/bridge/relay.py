@@ -20,7 +20,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
-from typing import Any
 
 import serial
 
@@ -61,6 +60,8 @@ COUNTERS = (
     "broker_stalls",
     "flash_pauses",
 )
+# The bridge's counters that are the link's, in the order _account() reads them.
+_LINK_COUNTERS = ("frames_in", "frames_out", "retransmissions", "crc_errors", "resyncs", "flash_pauses")
 # Bytes from a board waiting for the broker to take them. Past this the bridge stops reading the board's MQTT
 # channel: the link's window then holds the board back, instead of the bridge buffering without bound.
 DOWN_QUEUE_MAX = 64 * 1024
@@ -81,6 +82,9 @@ class BoardSession:
         self._tcp: socket.socket | None = None
         self._pending_up = b""  # from the broker, not yet taken by the link (window full)
         self._pending_down = bytearray()  # from the board, not yet taken by the broker (its socket is full)
+        self._to_line = bytearray()  # link bytes the serial port has not taken yet (it does not block)
+        self._counted: tuple[int, ...] = ()  # the link's counters as last added to ours, and which link
+        self._counted_link: Link | None = None
         self._stalled = False
         self._control = control.Lines()
         self._control_out = bytearray()
@@ -103,6 +107,7 @@ class BoardSession:
             self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
             self._resets = 0
             self._control_out.clear()
+            self._to_line.clear()
             try:
                 self._serve()
             except (serial.SerialException, OSError) as exc:
@@ -119,22 +124,28 @@ class BoardSession:
 
     def _serve(self) -> None:
         assert self._ser is not None and self._link is not None
-        ser, link = self._ser, self._link
+        link = self._link
+        # The port's descriptor is read and written here with os.read/os.write and watched with poll(): pyserial's
+        # read() and write() call select(), which refuses descriptors from 1024 on, and a bridge of 256 boards
+        # holds more than that (each port with pyserial's two pipes, each board's TCP connection).
+        port = self._ser.fileno()
+        os.set_blocking(port, False)
         buf = bytearray(4096)
         while not self.stop.is_set():
             now = _now_ms()
             wakeup = link.next_wakeup(now)
-            timeout = 0.05 if wakeup < 0 else min(0.05, wakeup / 1000)
-            watch: list[Any] = [ser.fileno()]
-            if self._tcp is not None and not self._pending_up:
-                watch.append(self._tcp)
-            writable = [self._tcp] if self._tcp is not None and self._pending_down else []
-            ready, _, _ = select.select(watch, writable, [], timeout)
+            timeout_ms = 50 if wakeup < 0 else min(50, wakeup)
+            poller = select.poll()
+            poller.register(port, select.POLLIN | (select.POLLOUT if self._to_line else 0))
+            tcp = self._tcp
+            if tcp is not None:
+                tcp_events = (0 if self._pending_up else select.POLLIN) | (select.POLLOUT if self._pending_down else 0)
+                if tcp_events:
+                    poller.register(tcp, tcp_events)
+            ready = {fd: ev for fd, ev in poller.poll(timeout_ms)}
             now = _now_ms()
-            if ser.fileno() in ready:
-                data = ser.read(4096)
-                if not data and not os.path.exists(self.board.path):
-                    raise serial.SerialException("device vanished")
+            if ready.get(port, 0) & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                data = self._read_port(port)
                 link.feed(data, now)
             for line in link.lines:
                 event(self._log, INFO, "console", text=line)  # the board's own output, outside frames
@@ -156,15 +167,45 @@ class BoardSession:
             # until the bridge answers, so no bytes of a new connection can be waiting here.)
             self._downstream(buf)
             self._read_control()
-            if self._tcp is not None and self._tcp in ready:
+            if tcp is not None and tcp is self._tcp and ready.get(tcp.fileno(), 0) & ~select.POLLOUT:
                 self._upstream()
             self._flush_control()
             self._flush_up()
-            chunk = link.poll(now)
-            while chunk is not None:
-                ser.write(chunk)
-                chunk = link.poll(now)
+            self._write_port(port, now)
             self._account()  # counters are this thread's: the reporter only reads them
+
+    def _read_port(self, port: int) -> bytes:
+        """What the board sent; a port that says it is readable and gives nothing (or an error) is gone."""
+        try:
+            data = os.read(port, 4096)
+        except BlockingIOError:
+            return b""
+        except OSError as exc:
+            raise serial.SerialException(f"device disconnected ({exc.strerror})") from exc
+        if not data:
+            raise serial.SerialException("device disconnected (end of file)")
+        return data
+
+    def _write_port(self, port: int, now: int) -> None:
+        """What the link has to send, written without blocking: what the port does not take now waits for the
+        next turn (the link's pacing keeps that to a frame or so)."""
+        link = self._link
+        assert link is not None
+        while True:
+            if not self._to_line:
+                chunk = link.poll(now)
+                if chunk is None:
+                    return
+                self._to_line += chunk
+            try:
+                written = os.write(port, self._to_line)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                raise serial.SerialException(f"write failed ({exc.strerror})") from exc
+            del self._to_line[:written]
+            if self._to_line:
+                return  # the port is full: the rest when it takes more
 
     # -- control channel ---------------------------------------------------------------------------------
 
@@ -301,17 +342,23 @@ class BoardSession:
     # -- counters ----------------------------------------------------------------------------------------
 
     def _account(self) -> None:
+        """Add what the link counted since the last call (its own counters are read, never reset: the link
+        decides by them, a damaged frame's count among them)."""
         link = self._link
         if link is None:
             return
-        self.counters["frames_in"] += link.decoder.frames
-        self.counters["frames_out"] += link.frames_out
-        self.counters["retransmissions"] += link.retransmissions
-        self.counters["crc_errors"] += link.decoder.crc_errors
-        self.counters["resyncs"] += link.decoder.overflows
-        self.counters["flash_pauses"] += link.pauses  # the board erasing flash: the bridge wrote nothing
-        link.decoder.frames = link.frames_out = link.retransmissions = link.pauses = 0
-        link.decoder.crc_errors = link.decoder.overflows = 0
+        now = (
+            link.decoder.frames,
+            link.frames_out,
+            link.retransmissions,
+            link.decoder.crc_errors,
+            link.decoder.overflows,
+            link.pauses,  # the board erasing flash: the bridge wrote nothing meanwhile
+        )
+        before = self._counted if self._counted_link is link else (0,) * len(now)
+        for name, value, old in zip(_LINK_COUNTERS, now, before, strict=True):
+            self.counters[name] += value - old
+        self._counted, self._counted_link = now, link
 
     def counters_now(self) -> dict[str, int]:
         """The counters as of the board thread's last loop (at most about 50 ms old); read-only here."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.vboard import LineFaults, VirtualBoard
@@ -46,7 +47,7 @@ def test_an_erase_loses_what_overflows_the_fifo_unless_the_bridge_pauses(tmp_pat
     with Mosquitto(tmp_path / "broker") as broker:
         bridge = BridgeProcess(tmp_path, {client_id: str(tmp_path / "ttyBOARD")}, broker.address)
         host, port = broker.address.split(":")
-        commands = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, f"{client_id}-commands")
+        commands = mqtt.Client(CallbackAPIVersion.VERSION2, f"{client_id}-commands")
         commands.connect(host, int(port))
         commands.loop_start()
 

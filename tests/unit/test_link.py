@@ -312,3 +312,29 @@ def frame_payloads(frames: list[bytes]) -> list[bytes]:
             if dec.ready == frame.Decoder.FRAME and dec.ftype == frame.DATA:
                 out.append(bytes(dec.raw[6 : 6 + dec.payload_len]))
     return out
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_slow_peer_on_a_clean_line_is_not_probed_but_on_a_damaging_one_it_is(damaged: bool) -> None:
+    """The tail loss probe sends the oldest frame in flight again when its ack is late. On a line that has damaged
+    nothing lately no frame is lost, and a late ack is a slow peer or a loaded host: a probe would be a spurious
+    retransmission, and the timeout is the answer. On a line that has just damaged a frame the probe goes."""
+    a, b = Link(7, baud=921600), Link(9, baud=921600)
+    line = Line(a, b, baud=921600)
+    line.run(100)
+    for _ in range(20):  # round trips measured
+        a.send(frame.MQTT, b"m" * 100)
+        line.run(10)
+        b.readinto(frame.MQTT, bytearray(512))
+    now = line.now
+    if damaged:
+        bad = bytearray(frame.WIRE_MAX)
+        n = frame.encode(bad, frame.ACK, 0, 0, 0, 9)
+        bad[n - 3] ^= 0xFF  # its CRC broken
+        a.feed(bytes(bad[:n]), now)
+    assert a.send(frame.MQTT, b"late") == 4
+    assert len(written(a, now)) == 1  # its ack will be late: the peer is slow
+    probe_at = now + 2 * (a._srtt8 // 8) + a._frame_ms + 1
+    assert probe_at < now + a.timeout_ms  # before the timeout
+    assert len(written(a, probe_at)) == (1 if damaged else 0)
+    assert a.retransmissions == (1 if damaged else 0) and a.timeouts == 0

@@ -1,0 +1,40 @@
+# The flash-stall workload on a virtual board with flash timing on: the durable client publishes QoS 1 over TCP
+# and times each publish() call (time.ticks_us). /flash/config.json: {"host", "port", "size", "count",
+# "idle_ms"}: with idle_ms > 0 the application serves the connection (poll) that long between messages, which is
+# when the ring erases its next sector ahead of need; with 0 it publishes back to back, and a sector's erase
+# falls inside the publish() that needs it. Prints one JSON line: every publish() time in microseconds.
+import gc
+import json
+import sys
+import time
+from array import array
+
+from dmqtt.client import MQTTClient
+from dmqtt.journal import open_journal
+from dmqtt.transport import TCPTransport
+
+cfg = json.load(open("/flash/config.json"))
+payload = b"x" * cfg["size"]
+# The times, made before the client while the heap is whole (a list growing through the run would need ever
+# larger blocks of a heap the client has cut up).
+times = array("I", bytes(4 * cfg["count"]))
+client = MQTTClient("bench-stalls", open_journal(record_max=cfg["size"] + 64), window=8)
+client.open()
+client.connect(TCPTransport(cfg["host"], cfg["port"]))
+if cfg["idle_ms"]:
+    client.poll(cfg["idle_ms"])  # served a while before the first message, as an application's loop does
+for i in range(cfg["count"]):
+    start = time.ticks_us()
+    client.publish(b"bench/stalls", payload, qos=1, timeout_ms=60000)
+    times[i] = time.ticks_diff(time.ticks_us(), start)
+    if cfg["idle_ms"]:
+        client.poll(cfg["idle_ms"])
+client.wait_idle(60000)
+client.disconnect()
+client = None
+gc.collect()
+# Written a number at a time: one string of them all would need a block the heap may not have.
+sys.stdout.write('{"total": %d, "ms": 0, "us": [%d' % (len(times), times[0]))
+for t in times[1:]:
+    sys.stdout.write(", %d" % t)
+sys.stdout.write("]}\n")

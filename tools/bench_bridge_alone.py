@@ -1,0 +1,135 @@
+"""Figure 6b of BENCHMARKS.md: the bridge measured alone. 64, 128 and 256 synthetic boards (tools/synthetic_boards.py:
+one CPython process of pseudo-terminals that speak the link with the firmware's own code, no MicroPython) each
+publish QoS 1 telemetry every INTERVAL_MS through one `host-bridge run` at 115200 baud to Mosquitto; a witness at
+the broker times every arrival.
+
+    python tools/bench_bridge_alone.py [--quick] [--boards 64,128]      (part of make bench)
+
+Latency: each message carries the host's CLOCK_MONOTONIC in ms when the synthetic board made it, so arrival minus
+that is the relay's whole latency (the link's pacing at the baud rate, the bridge, the broker, the witness). The
+baseline is the line itself: the frame of one message at the baud rate. Bridge CPU: its process's user+system
+seconds per 1,000 messages, and its share of one core over the run; the synthetic boards' process is reported
+beside it (it shares the machine's two cores with the bridge, Mosquitto and the witness)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_bridge import TICKS_PERIOD, cpu_seconds, host_busy
+from synthetic_boards import Fleet
+
+from host_bridge.bridge.command import command as bridge_command
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.processes import ManagedProcess
+
+BAUD = 115200
+INTERVAL_MS = 200  # 5 messages a second per board: 1,280 a second through the bridge at 256 boards
+SIZES = (64, 128, 256)
+
+
+def run(work: Path, broker: Mosquitto, boards: int, count: int) -> dict[str, Any]:
+    tag = f"a{boards}-"
+    fleet = Fleet(boards, BAUD, INTERVAL_MS, count, tag)
+    witness = Subscriber(broker.address, f"witness-alone-{boards}", topic="sensors/+/telemetry", clean=True)
+    bridge = ManagedProcess(bridge_command(broker.address, BAUD, fleet.ports), work / f"bridge-{boards}.log")
+    try:
+        bridge.wait_for("event=start", timeout=60)
+        busy0, total0 = host_busy()
+        cpu0 = cpu_seconds(bridge.process.pid)
+        own0 = time.process_time()
+        start = time.monotonic()
+        complete = fleet.run(60 + count * INTERVAL_MS / 1000 * 3)
+        seconds = time.monotonic() - start
+        own = time.process_time() - own0
+        time.sleep(0.5)  # the last arrivals
+        bridge_cpu = cpu_seconds(bridge.process.pid) - cpu0
+        busy1, total1 = host_busy()
+    finally:
+        fleet.close()
+        bridge.stop()
+        witness.close()
+    offset = time.time() - time.monotonic()
+    names = {b.name for b in fleet.boards}
+    seen: set[tuple[str, int]] = set()
+    latencies = []
+    for record in witness.records:
+        body = json.loads(record.payload)
+        key = (body["dev"], body["seq"])
+        if body["dev"] not in names or key in seen:
+            continue
+        seen.add(key)
+        arrived_ms = int((record.arrived - offset) * 1000)
+        latencies.append(((arrived_ms - body["t"] + TICKS_PERIOD // 2) % TICKS_PERIOD) - TICKS_PERIOD // 2)
+    latencies.sort()
+    retransmissions = 0
+    for line in bridge.text().splitlines():
+        if "event=stopped" in line:
+            retransmissions += int(line.split("retransmissions=")[1].split()[0])
+    row: dict[str, Any] = {
+        "boards": boards,
+        "messages_per_board": count,
+        "delivered": len(seen),
+        "complete": complete and len(seen) == boards * count,
+        "seconds": round(seconds, 1),
+        "msgs_per_s": len(seen) / seconds,
+        "bridge_cpu_s_per_1000": bridge_cpu / max(1, len(seen)) * 1000,
+        "bridge_core_share": bridge_cpu / seconds,
+        "boards_core_share": own / seconds,
+        "host_cpu_busy": round((busy1 - busy0) / max(1.0, total1 - total0), 2),
+        "bridge_retransmissions": retransmissions,
+        "board_retransmissions": sum(b.link.retransmissions for b in fleet.boards),
+    }
+    if latencies:
+        row["latency_p50_ms"] = statistics.median(latencies)
+        row["latency_p99_ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return row
+
+
+def figure(quick: bool, sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
+    sizes = sizes or ((64, 256) if quick else SIZES)
+    count = 25 if quick else 100
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, Mosquitto(Path(tmp) / "broker") as broker:
+        for boards in sizes:
+            row = run(Path(tmp), broker, boards, count)
+            rows.append(row)
+            print(_line(row), flush=True)
+    frame_ms = (86 + 10 + 14) * 10 * 1000 / BAUD
+    return {
+        "baud": BAUD,
+        "interval_ms": INTERVAL_MS,
+        "frame_ms": round(frame_ms, 1),
+        "cores": os.cpu_count(),
+        "rows": rows,
+    }
+
+
+def _line(r: dict[str, Any]) -> str:
+    return (
+        f"  {r['boards']:>3} synthetic boards: {r['delivered']}/{r['boards'] * r['messages_per_board']} delivered, "
+        f"{r['msgs_per_s']:.0f} msg/s, latency p50 {r.get('latency_p50_ms', -1):.0f} ms "
+        f"p99 {r.get('latency_p99_ms', -1):.0f} ms, bridge {r['bridge_cpu_s_per_1000']:.2f} CPU s/1000 msgs "
+        f"({r['bridge_core_share']:.0%} of a core), boards {r['boards_core_share']:.0%} of a core, "
+        f"host {r['host_cpu_busy']:.0%}, retransmissions {r['board_retransmissions']} + {r['bridge_retransmissions']}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--boards", help="comma-separated board counts (default 64,128,256)")
+    args = parser.parse_args()
+    sizes = tuple(int(n) for n in args.boards.split(",")) if args.boards else None
+    print(json.dumps(figure(args.quick, sizes), indent=1))
+
+
+if __name__ == "__main__":
+    main()
