@@ -38,14 +38,15 @@ from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
 from host_bridge.vboard import LineFaults, VirtualBoard
+from host_bridge.vboard.shims import nor_flash
 
 APP = Path(__file__).resolve().parent / "bench_apps" / "stalls"
 PAYLOAD = 100
 IDLE_MS = 20
-# The model's page program (host_bridge/vboard/shims/nor_flash.py): 30 us for the first byte, 2.5 us for each
-# further one. A QoS 1 PUB record of this bench: 7 bytes of framing, 13 of header, the 12-byte topic, the payload.
+# A QoS 1 PUB record of this bench: 7 bytes of framing, 13 of header, the 12-byte topic, the payload; its page
+# program by the virtual board's model (one page).
 PUB_RECORD = 7 + 13 + len("bench/stalls") + PAYLOAD
-PROGRAM_US = 30 + (PUB_RECORD - 1) * 2.5
+PROGRAM_US = nor_flash.program_us(0, PUB_RECORD)
 BAUDS = (115200, 921600)
 COMMAND_EVERY_S = 0.02
 OVERFLOW = re.compile(r"uart receive FIFO overflowed during a \d+ us flash operation: (\d+) bytes lost")

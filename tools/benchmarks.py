@@ -23,6 +23,7 @@ from typing import Any
 import bench_boot
 import bench_bridge
 import bench_bridge_alone
+import bench_chip
 import bench_clients
 import bench_confirm
 import bench_heap
@@ -48,6 +49,7 @@ FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {
     "heap": bench_heap.figure,
     "confirm": bench_confirm.figure,
     "stalls": bench_stalls.figure,
+    "chip": bench_chip.figure,
 }
 
 
@@ -171,6 +173,8 @@ def render(results: dict[str, Any]) -> str:
         parts += render_confirm(figures["confirm"])
     if "stalls" in figures:
         parts += render_stalls(figures["stalls"])
+    if "chip" in figures:
+        parts += render_chip(figures)
     missing = [n for n in FIGURES if n not in figures]
     if missing:
         parts += ["", f"Not measured in this run: {', '.join(missing)}."]
@@ -1032,6 +1036,80 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         "pause and the flash's time on are not the FIFO's (it lost nothing, and the board saw no damaged frame): "
         "the bridge sent frames again that the board acknowledged late, behind its own flash programs; why late "
         "enough to pass the bridge's timeout or tail-loss probe is not measured yet.",
+        "",
+    ]
+
+
+def render_chip(figures: dict[str, Any]) -> list[str]:
+    chip = figures["chip"]
+    head = [
+        "## 13. A chip estimate: an ESP32 at 240 MHz",
+        "",
+        f"An estimate to check on a real board, not a measurement (`tools/bench_chip.py`). Ratio between this "
+        f"machine's MicroPython and the chip's: pystone (pystone_lowmem) gives {chip['pystones_here']:,.0f} "
+        f"pystones/s on this run's Unix port, against {chip['esp32_pystones']:,.0f} on an ESP32 at 240 MHz with "
+        "MicroPython 1.12 (1,602 and 1,661 in micropython/micropython issues #6565 and #5673), and about twice that "
+        "for builds since 1.18, whose VM runs from IRAM (pull request #7850): the chip is "
+        f"{chip['ratio_slow']:.0f} to {chip['ratio_fast']:.0f} times slower. A message's CPU is this run's loopback "
+        "rate of the durable client on a RAM journal (figure 1, 64-byte payloads, window 8; its journal's Python "
+        "stand-in for the flash driver included, which a chip does in C) times that ratio; its flash time is the "
+        "W25Q32JV model's (figure 2: each record's page program, and a 45 ms sector erase shared by the messages a "
+        "sector holds), added to the CPU's because the chip's CPU waits while its flash works; the serial link "
+        "caps at its clean-line payload efficiency (figure 3). WiFi is not modelled: at these rates TCP is bound by "
+        "the CPU, not the radio.",
+        "",
+    ]
+    if "clients" not in figures or "serial" not in figures:
+        return [*head, "Not estimated in this run: figures 1 and 3 are needed.", ""]
+    from host_bridge.vboard.shims import nor_flash
+
+    loop = {
+        r["qos"]: r["rate"]
+        for r in figures["clients"]["rows"]
+        if r["path"] == "loopback" and r["broker_nodelay"] and r["client"] == "dmqtt-ram" and r["size"] == 64
+    }
+    serial = {
+        (r["baud"], r["qos"]): r["payload_efficiency"] * r["baud"] / 10 / r["payload_bytes"]
+        for r in figures["serial"]["rows"]
+        if r["line"] == "clean" and r["size"] == 64 and r.get("payload_efficiency")
+    }
+    pub = 7 + 13 + len("bench/t") + 64  # the loopback run's PUB record
+    records = {0: [], 1: [pub, 9], 2: [pub, 13, 9]}  # PUB, then REL at QoS 2, then DONE
+    rows = []
+    for qos in (0, 1, 2):
+        if qos not in loop:
+            continue
+        program_ms = sum(nor_flash.program_us(0, n) for n in records[qos]) / 1000
+        erase_ms = nor_flash._T_SECTOR_ERASE_US / 1000 * sum(records[qos]) / 4096 if records[qos] else 0.0
+        flash_ms = program_ms + erase_ms
+        bound = []
+        for ratio in (chip["ratio_slow"], chip["ratio_fast"]):
+            cpu_ms = ratio * 1000 / loop[qos]
+            bound.append(1000 / (cpu_ms + flash_ms))
+        cpu = f"{1000 * chip['ratio_slow'] / loop[qos]:.1f} / {1000 * chip['ratio_fast'] / loop[qos]:.1f}"
+        cells = [f"QoS {qos}", cpu, f"{flash_ms:.2f}", f"{bound[0]:.0f} - {bound[1]:.0f}"]
+        for baud in (115200, 921600):
+            link = serial.get((baud, qos))
+            cells.append(f"{min(bound[0], link):.0f} - {min(bound[1], link):.0f}" if link else "-")
+        rows.append(cells)
+    return [
+        *head,
+        table(
+            [
+                "",
+                "CPU ms per message (1.12 / since 1.18)",
+                "flash ms per message",
+                "msg/s over TCP",
+                "msg/s, serial 115200",
+                "msg/s, serial 921600",
+            ],
+            rows,
+        ),  # fmt: skip
+        "",
+        "Where the chip's time would go: at QoS 1 and 2 the CPU, not the flash nor the line, is the limit over "
+        "TCP and at 921600 baud; at 115200 baud the line caps QoS 0. Over the serial link the link's own framing "
+        "(COBS and CRC of each frame, in Python) comes on top of the CPU column and is not in this estimate. "
+        "Halving the client's CPU per message (figure 1's goal) would nearly double every CPU-bound cell.",
         "",
     ]
 
