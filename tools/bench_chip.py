@@ -15,16 +15,14 @@ model (figure 2) and the link's clean-line efficiency (figure 3)."""
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import re
 import subprocess
-import tarfile
 import tempfile
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+from sdist import fetch_member
 
 from host_bridge.vboard.runner import micropython_command
 
@@ -36,21 +34,6 @@ PYSTONE = {
 ESP32_PYSTONES = (1602 + 1661) / 2  # MicroPython 1.12 at 240 MHz, the two public runs above
 OPTIMISED_BUILDS = 2.0  # VM in IRAM and -O2 (pull request #7850): about twice the 1.12 scores
 PASSES = 50000
-
-
-def fetch_pystone(into: Path) -> Path:
-    with urllib.request.urlopen(PYSTONE["url"], timeout=60) as response:
-        data = response.read()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != PYSTONE["sha256"]:
-        raise SystemExit(f"{PYSTONE['url']}: SHA-256 {digest}, expected {PYSTONE['sha256']}")
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        member = next(m for m in archive.getmembers() if m.name.endswith("pystone_lowmem.py"))
-        source = archive.extractfile(member)
-        assert source is not None
-        target = into / "pystone_lowmem.py"
-        target.write_bytes(source.read())
-    return target
 
 
 def pystones(folder: Path, passes: int) -> float:
@@ -68,7 +51,7 @@ def pystones(folder: Path, passes: int) -> float:
 
 def figure(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        fetch_pystone(Path(tmp))
+        fetch_member(PYSTONE["url"], PYSTONE["sha256"], "pystone_lowmem.py", Path(tmp) / "pystone_lowmem.py")
         here = pystones(Path(tmp), PASSES // 10 if quick else PASSES)
     return {
         "pystones_here": here,

@@ -12,22 +12,19 @@ window / (2 round trips) (QoS 2); the round trip is measured through the proxy i
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import os
 import shutil
 import socket
 import statistics
 import subprocess
-import tarfile
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from delay_proxy import DelayProxy
+from sdist import fetch_member
 
 from dmqtt import codec
 from host_bridge.boards.definition import BoardDefinition
@@ -52,18 +49,7 @@ PATHS = {"loopback": 0.0, "rtt 10 ms": 5.0, "rtt 50 ms": 25.0}  # one-way delay 
 
 def fetch_umqtt(into: Path) -> Path:
     """umqtt/simple.py from the PyPI sdist, saved as umqtt_simple.py in `into`."""
-    with urllib.request.urlopen(UMQTT["url"], timeout=60) as response:
-        data = response.read()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != UMQTT["sha256"]:
-        raise SystemExit(f"{UMQTT['url']}: SHA-256 {digest}, expected {UMQTT['sha256']}")
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        member = next(m for m in archive.getmembers() if m.name.endswith("umqtt/simple.py"))
-        source = archive.extractfile(member)
-        assert source is not None
-        target = into / "umqtt_simple.py"
-        target.write_bytes(source.read())
-    return target
+    return fetch_member(UMQTT["url"], UMQTT["sha256"], "umqtt/simple.py", into / "umqtt_simple.py")
 
 
 def round_trip_ms(address: str, samples: int = 15) -> float:
