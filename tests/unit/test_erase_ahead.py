@@ -9,6 +9,7 @@ import pytest
 
 from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
+from dmqtt.errors import JournalError
 from dmqtt.journal_ring import RingJournal
 from tests.unit.host_client import ScriptedInbox
 from tests.unit.nor import NorPartition
@@ -66,3 +67,40 @@ def test_erasing_ahead_erases_no_more_than_erasing_when_needed() -> None:
     never_idle = run(poll_ms=0)  # poll(0) is no wait: every erase falls in publish(), as before
     assert never_idle[1] == 0 and never_idle[0] == never_idle[2]
     assert ahead[2] <= never_idle[2] + 1, (ahead, never_idle)
+
+
+class Recorded(NorPartition):
+    """A partition that notes each erase, and can refuse them."""
+
+    def __init__(self, sectors: int, log: list[str], failing: bool = False) -> None:
+        super().__init__(sectors)
+        self.log, self.failing = log, failing
+
+    def ioctl(self, op: int, arg: int) -> int:
+        if op == 6:
+            self.log.append("erase")
+            if self.failing:
+                raise OSError(5)
+        return super().ioctl(op, arg)
+
+
+def test_the_ring_hushes_its_link_around_every_erase_and_after_a_failed_one_too() -> None:
+    """`RingJournal.quiet` (a serial board's LinkTransport.hush) is told before each sector erase and after it,
+    also when the erase fails: a bridge left paused would write nothing for half a second."""
+    log: list[str] = []
+    flash = Recorded(6, log)
+    journal = RingJournal(flash, 512)
+    journal.quiet = lambda start: log.append("hush" if start else "resume")
+    client = MQTTClient("hushed", journal, codec.V311, window=8)
+    client.open()
+    client.connect(AckingBroker())
+    for n in range(120):
+        client.publish(b"sensors/hushed/t", b"%05d" % n + b"x" * 195, 1, timeout_ms=1000)
+        client.poll(1)
+    erases = log.count("erase")
+    assert erases >= 4 and log == ["hush", "erase", "resume"] * erases
+    flash.failing = True
+    log.clear()
+    with pytest.raises(JournalError):
+        journal._erase(0)
+    assert log == ["hush", "erase", "resume"]
