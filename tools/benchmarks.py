@@ -1033,11 +1033,13 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         f"{verdict(lost_paused == 0)} |",
         "",
         f"Where publish()'s time goes with the flash's time on: its p50 is {idle['p50_us'] / 1000:.2f} ms against "
-        f"{cpu['p50_us'] / 1000:.2f} ms of CPU and {program / 1000:.2f} ms of page program by the model. The rest "
-        "is the emulation's, not the chip's: the Unix port's sleep_us, which stands for the program, overshoots "
-        "(sleep_us(357) took 430 us on average here, measured by hand on 2026-11-25), and a publish() that reads "
-        "an acknowledgement programs that flow's record too. No publish() waited for an erase while the "
-        "application idled between messages: the p100 that misses is a program's time, not an erase's.",
+        f"{cpu['p50_us'] / 1000:.2f} ms of CPU and {program / 1000:.2f} ms of page program by the model. Above "
+        "that, a publish() may also program another flow's record (an acknowledgement it read on the way) or a "
+        "record that crosses a 256-byte page (two programs); none waited for an erase while the application "
+        "idled between messages. The model now waits as a chip does (sleep, then spin on the clock for the last "
+        "millisecond); until 2026-11-25 it also counted about 250 us of the emulator's own per operation (an "
+        "import run inside its stall function, which the virtual board's import hook makes slow, and sleep_us's "
+        "overshoot): figure 2's rates with the W25Q32JV's time predate that fix and are low by that much.",
         "",
         f"Bridge retransmissions of the same boards with the flash's time off: {base_retx}. Those with the "
         "pause and the flash's time on are not the FIFO's (it lost nothing, and the board saw no damaged frame): "

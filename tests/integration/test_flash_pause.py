@@ -24,5 +24,8 @@ def test_an_erase_loses_what_overflows_the_fifo_unless_the_bridge_pauses(tmp_pat
         assert run["fifo_bytes_lost"] == 0 and run["board_crc_errors"] == 0, run
         assert run["flash_pauses"] > 0, run  # the bridge paused for each erase
     else:
-        assert run["fifo_bytes_lost"] > 0 and run["board_crc_errors"] > 0, run  # frames cut short by the loss
+        assert run["fifo_bytes_lost"] > 0, run
+        # What the loss did on the wire: frames cut short (the board's CRC errors), or lost whole (the bridge sent
+        # them again).
+        assert run["board_crc_errors"] + run["bridge_retransmissions"] > 0, run
         assert run["flash_pauses"] == 0, run

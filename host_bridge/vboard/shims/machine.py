@@ -6,6 +6,7 @@ import sys
 import termios
 import time
 
+import nor_flash
 import vboard_state
 
 PWRON_RESET = 1
@@ -159,7 +160,7 @@ class UART:
 
     def stall(self, us):
         """A flash operation of `us` microseconds, with the UART as an ESP32's then (see _RX_FIFO)."""
-        time.sleep_us(us)
+        nor_flash.busy_us(us)
         if self._held is None:
             self._held = bytearray(_HELD)
         held = self._held
