@@ -58,9 +58,13 @@ class Cutter:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            # An ended connection is no longer there to cut: a cut() that found only the sockets of a board that
+            # had lost its power would count a drop that no board felt.
+            with self._lock:
+                self._open = [s for s in self._open if s is not src and s is not dst]
 
     def cut(self) -> int:
-        """End every open connection; returns how many were open."""
+        """End every open connection; returns how many were open (0: none to cut, nothing counted)."""
         with self._lock:
             open_now, self._open = self._open, []
         for s in open_now:
