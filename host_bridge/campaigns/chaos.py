@@ -1,7 +1,8 @@
 """A campaign of everything at once: boards on TCP and on noisy serial lines publish QoS 1 and QoS 2 while the
 broker (persistence on), the bridge and the recorder are each SIGKILLed and started again at random moments,
-the boards lose power at random, and the recorder's disk fills for a while; then the Spark audit judges the run
-(QoS 1: nothing lost; QoS 2: nothing lost, nothing twice).
+the boards lose power at random, and the recorder's disk fills for a while; a board that ends its run with messages
+the recorder has not confirmed boots once more (its next wake, which sends them again); then the Spark audit judges
+the run (QoS 1: nothing lost; QoS 2: nothing lost, nothing twice).
 
 `host-bridge chaos --messages 2000 --faults 10` for a long campaign (`make soak`); the tests run a
 dose. Every process started here is stopped here, by its pid.
@@ -181,6 +182,7 @@ def run_campaign(
                 stack.timeline.note("disk-full")
                 disk_freed_at = now + rng.uniform(2.0, 4.0)
         result.failures += stack.failures()
+        stack.wake_unconfirmed(lambda text: say(f"[chaos] {text}"))
         stack.drain(lambda text: say(f"[chaos] {text.strip()}"), timeout=120)
     finally:
         filler.free()

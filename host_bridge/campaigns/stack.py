@@ -30,7 +30,7 @@ from host_bridge.bridge.command import command as bridge_command
 from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.errors import HostBridgeError
-from host_bridge.hil.cycle import CutPlan, CycleResult, run_to_completion
+from host_bridge.hil.cycle import CutPlan, CycleResult, boot_once, run_to_completion
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
 from host_bridge.recorder.recorder import command as recorder_command
@@ -326,6 +326,20 @@ class Stack:
         """What each board said it accepted (its summary's total): the audit's --expect, which catches a lost
         tail."""
         return {r.spec.client_id: {"messages": r.summary["total"], "qos": r.spec.qos} for r in self.runs if r.summary}
+
+    def wake_unconfirmed(self, say: Say) -> None:
+        """A board that ends its run with messages the recorder has not confirmed (it waits three confirmation
+        timeouts without progress, and a campaign's faults can outlast that) keeps them in its journal for its
+        next boot, as a device in the field does. Each such board boots once more, sends again what the store
+        lacks and waits for its confirmations, before the audit judges the store (docs/confirmation.md)."""
+        for run in self.runs:
+            left = (run.summary or {}).get("confirm", {}).get("unconfirmed", 0)
+            if not left:
+                continue
+            say(f"{run.spec.client_id}: {left} messages unconfirmed at the end of its run: its next boot")
+            end = boot_once(run.dut, timeout=180)
+            after = (end.summary or {}).get("confirm", {}).get("unconfirmed", "?")
+            say(f"{run.spec.client_id}: {after} unconfirmed after its next boot")
 
     def drain(self, say: Say, timeout: float = 60) -> None:
         """Once the boards are done: until the recorder has committed every QoS 1/2 message each board accepted

@@ -102,6 +102,44 @@ def test_a_broker_sigkill_loses_acknowledged_messages_and_the_boards_give_them_b
     assert sum(s["confirm"]["resent"] for s in summaries if s) >= judged["repaired"], summaries
 
 
+def test_a_board_that_ends_with_messages_unconfirmed_sends_them_again_at_its_next_boot(tmp_path: Path) -> None:
+    """The recorder stops confirming while the boards finish: each ends its run with its messages unconfirmed
+    (kept in its journal). The campaign boots it once more (Stack.wake_unconfirmed), as a device in the field boots
+    again: that boot sends again what the store lacks and ends with nothing unconfirmed, and the store holds every
+    message once."""
+    broker = Mosquitto(tmp_path / "broker")
+    specs = (BoardSpec("wake-tcp-q2", "tcp", "5", 2), BoardSpec("wake-serial-q1", "serial", "3.1.1", 1))
+    stack = Stack(tmp_path / "stack", broker, specs, messages=60, cuts=0, rng=random.Random(3), confirm=True)
+    paused = False
+    said: list[str] = []
+    try:
+        stack.start()
+        assert stack.recorder is not None
+        os.kill(stack.recorder.process.pid, signal.SIGSTOP)
+        paused = True
+        deadline = time.monotonic() + 120
+        while not stack.boards_finished:
+            assert time.monotonic() < deadline, "the boards did not finish"
+            time.sleep(0.1)
+        left = {r.spec.client_id: r.summary["confirm"]["unconfirmed"] for r in stack.runs if r.summary}
+        assert all(n > 0 for n in left.values()) and len(left) == 2, left
+        os.kill(stack.recorder.process.pid, signal.SIGCONT)
+        paused = False
+        stack.wake_unconfirmed(said.append)
+        stack.drain(said.append, timeout=60)
+    finally:
+        if paused and stack.recorder is not None:
+            os.kill(stack.recorder.process.pid, signal.SIGCONT)
+        stack.stop()
+    assert [line for line in said if "after its next boot" in line] == [
+        f"{s.client_id}: 0 unconfirmed after its next boot" for s in specs
+    ], said
+    assert [r.boots for r in stack.runs] == [2, 2]
+    judged = stored_once(read_committed(stack.recorded), {s.client_id: 60 for s in specs})
+    for qos, v in judged["verdicts"].items():
+        assert v.lost == 0 and v.duplicates == 0 and v.ok, (qos, v.problems)
+
+
 def accepted_count(console: str) -> int:
     return len(console_host.lines(console, "accepted"))
 
