@@ -1034,8 +1034,9 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         "",
         f"Where publish()'s time goes with the flash's time on: its p50 is {idle['p50_us'] / 1000:.2f} ms against "
         f"{cpu['p50_us'] / 1000:.2f} ms of CPU and {program / 1000:.2f} ms of page program by the model. Above "
-        "that, a publish() may also program another flow's record (an acknowledgement it read on the way) or a "
-        "record that crosses a 256-byte page (two programs); none waited for an erase while the application "
+        "that, the publish() that fills the head sector opens the next one (its header and a META snapshot: "
+        "three programs instead of one, about one publish() in 25 by a count of flash operations taken by hand on "
+        "2026-11-25), and a record may cross a 256-byte page; none waited for an erase while the application "
         "idled between messages. The model now waits as a chip does (sleep, then spin on the clock for the last "
         "millisecond); until 2026-11-25 it also counted about 250 us of the emulator's own per operation (an "
         "import run inside its stall function, which the virtual board's import hook makes slow, and sleep_us's "
