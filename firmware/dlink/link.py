@@ -230,7 +230,7 @@ class Link:
             return self._tx_len[(self._next - 1) % self.window] < self.payload
         return (self._next - self._base) & 0xFF < self.window
 
-    def hush(self, now: int) -> None:
+    def hush(self) -> None:
         """Before a long flash operation: write PAUSE, then nothing (not even acks) until unhush(); `quiet`
         turns true when the peer's QUIET, the last of its frames, has arrived."""
         if self.state == UP:

@@ -88,7 +88,7 @@ class LinkTransport:
             _pump()
             return
         begun = time.ticks_ms()
-        link.hush(begun)
+        link.hush()
         _pump()
         while not link.quiet and time.ticks_diff(time.ticks_ms(), begun) < link.max_timeout_ms:
             _poller.poll(1)

@@ -83,8 +83,7 @@ class BoardSession:
         self._pending_up = b""  # from the broker, not yet taken by the link (window full)
         self._pending_down = bytearray()  # from the board, not yet taken by the broker (its socket is full)
         self._to_line = bytearray()  # link bytes the serial port has not taken yet (it does not block)
-        self._counted: tuple[int, ...] = ()  # the link's counters as last added to ours, and which link
-        self._counted_link: Link | None = None
+        self._counted = (0,) * len(_LINK_COUNTERS)  # the link's counters as last added to ours
         self._stalled = False
         self._control = control.Lines()
         self._control_out = bytearray()
@@ -105,6 +104,7 @@ class BoardSession:
                 continue
             event(self._log, INFO, "port_open", path=self.board.path, baud=self.board.baud)
             self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
+            self._counted = (0,) * len(_LINK_COUNTERS)  # a new link counts from zero
             self._resets = 0
             self._control_out.clear()
             self._to_line.clear()
@@ -355,10 +355,9 @@ class BoardSession:
             link.decoder.overflows,
             link.pauses,  # the board erasing flash: the bridge wrote nothing meanwhile
         )
-        before = self._counted if self._counted_link is link else (0,) * len(now)
-        for name, value, old in zip(_LINK_COUNTERS, now, before, strict=True):
+        for name, value, old in zip(_LINK_COUNTERS, now, self._counted, strict=True):
             self.counters[name] += value - old
-        self._counted, self._counted_link = now, link
+        self._counted = now
 
     def counters_now(self) -> dict[str, int]:
         """The counters as of the board thread's last loop (at most about 50 ms old); read-only here."""

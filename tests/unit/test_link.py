@@ -262,7 +262,7 @@ def test_a_board_about_to_erase_hushes_its_peer_until_it_resumes() -> None:
     assert bridge.send(frame.MQTT, b"x" * 40) == 40
     lost = written(bridge, now)  # in flight to the board, and lost on the line
     assert len(lost) == 1
-    board.hush(now)
+    board.hush()
     pause = written(board, now + 1)
     assert [kind(f) for f in pause] == [frame.PAUSE] and not board.quiet
     assert written(board, now + 2) == []  # hushed: nothing more, not even an ack
@@ -281,7 +281,7 @@ def test_a_board_about_to_erase_hushes_its_peer_until_it_resumes() -> None:
     after = written(bridge, now + 452)
     assert frame_payloads(after) == [b"for later"]  # and the lost frame after its own timeout, from now on
     assert bridge.timeouts == 0
-    board.hush(now + 500)  # a pause whose RESUME never comes
+    board.hush()  # a pause whose RESUME never comes
     bridge.feed(written(board, now + 500)[0], now + 500)
     assert [kind(f) for f in written(bridge, now + 501)] == [frame.QUIET]
     assert written(bridge, now + 999) == []

@@ -89,8 +89,8 @@ class WDT:
 # With flash timing on (VBOARD_FLASH_TIMING=1), the UART during a flash program or erase is modelled as an
 # ESP32's: its flash cache is off, so the UART's interrupt (not in IRAM) waits; bytes that had arrived before
 # are safe in the driver's ring buffer, and of those that arrive during it the 128-byte hardware receive FIFO
-# keeps the first 128, the rest are lost (counted in `overrun`, and said on stderr). What arrived during the
-# operation is told from what arrived before by the baud rate: at most its bytes in that time, the newest.
+# keeps the first 128, the rest are lost (said on stderr). What arrived during the operation is told from what
+# arrived before by the baud rate: at most its bytes in that time, the newest.
 _RX_FIFO = 128
 _HELD = 8192  # what the model may hold after a stall: more than a pty buffers
 
@@ -104,7 +104,6 @@ class UART:
         self._held = None  # the stall model's bytes (made at the first stall)
         self._held_at = 0
         self._held_n = 0
-        self.overrun = 0
         self.baudrate = baudrate
         if vboard_state.env("VBOARD_FLASH_TIMING") == "1":
             vboard_state.uart = self
@@ -136,9 +135,11 @@ class UART:
         return 1 if poller.poll(0) else 0
 
     def read(self, nbytes=4096):
-        buf = bytearray(nbytes)
-        n = self.readinto(buf)
-        return bytes(buf[:n]) if n else None
+        if self._held_n:  # the stall model's bytes first (older than the pty's), alone
+            buf = bytearray(min(nbytes, self._held_n))
+            return bytes(buf[: self.readinto(buf)])
+        data = self._file.read(nbytes)
+        return data if data else None
 
     def readinto(self, buf, nbytes=None):
         mv = memoryview(buf)
@@ -172,7 +173,6 @@ class UART:
         lost = min(got, us * self.baudrate // 10000000 + 1) - _RX_FIFO
         if lost > 0:  # the newest bytes, those beyond the FIFO's first 128 of the operation
             got -= lost
-            self.overrun += lost
             sys.stderr.write(
                 "vboard: uart receive FIFO overflowed during a %d us flash operation: %d bytes lost\n" % (us, lost)
             )
