@@ -21,13 +21,14 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from dboard import console_host
 from host_bridge.bridge.command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
-from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.subscriber import Record, Subscriber
 from host_bridge.processes import ManagedProcess
 from host_bridge.vboard import LineFaults, VirtualBoard
 
@@ -46,6 +47,38 @@ def host_busy() -> tuple[float, float]:
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = values[3] + values[4]
     return float(sum(values) - idle), float(sum(values))
+
+
+def witnessed(records: list[Record], devices: Collection[str]) -> tuple[int, list[float], dict[str, float]]:
+    """The first arrival of each (dev, seq) of `devices` at the witness: how many messages, their arrival times,
+    and the latency p50 / p99 in ms (arrival against the message's `t`, the host's CLOCK_MONOTONIC in ms modulo
+    TICKS_PERIOD, as the Unix port's ticks_ms and a synthetic board write it); no latency fields without any."""
+    offset = time.time() - time.monotonic()
+    seen: set[tuple[str, int]] = set()
+    arrivals = []
+    latencies = []
+    for record in records:
+        body = json.loads(record.payload)
+        key = (body["dev"], body["seq"])
+        if body["dev"] not in devices or key in seen:
+            continue
+        seen.add(key)
+        arrivals.append(record.arrived)
+        arrived_ms = int((record.arrived - offset) * 1000)
+        latencies.append(((arrived_ms - body["t"] + TICKS_PERIOD // 2) % TICKS_PERIOD) - TICKS_PERIOD // 2)
+    fields: dict[str, float] = {}
+    if latencies:
+        latencies.sort()
+        fields["latency_p50_ms"] = statistics.median(latencies)
+        fields["latency_p99_ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return len(seen), arrivals, fields
+
+
+def bridge_retransmissions(log: str) -> int:
+    """The bridge's link retransmissions over its run: each board's `event=stopped` line, at its clean stop."""
+    return sum(
+        int(line.split("retransmissions=")[1].split()[0]) for line in log.splitlines() if "event=stopped" in line
+    )
 
 
 def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: int, tag: str) -> dict[str, Any]:
@@ -101,29 +134,14 @@ def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: in
         if bridge is not None:
             bridge.stop()
         witness.close()
-    offset = time.time() - time.monotonic()
-    latencies = []
-    seen: set[tuple[str, int]] = set()
-    arrivals = []
-    for record in witness.records:
-        body = json.loads(record.payload)
-        key = (body["dev"], body["seq"])
-        if body["dev"] not in ids or key in seen:
-            continue
-        seen.add(key)
-        arrivals.append(record.arrived)
-        arrived_ms = int((record.arrived - offset) * 1000)
-        latencies.append(((arrived_ms - body["t"] + TICKS_PERIOD // 2) % TICKS_PERIOD) - TICKS_PERIOD // 2)
+    delivered, arrivals, latency = witnessed(witness.records, ids)
     summaries = [line.values[0] for out in outputs for line in console_host.lines(out, "summary")]
     row: dict[str, Any] = {"boards": boards, "transport": transport, "messages_per_board": messages}
-    row["delivered"] = len(seen)
-    row["complete"] = len(seen) == boards * messages and len(summaries) == boards
+    row["delivered"] = delivered
+    row["complete"] = delivered == boards * messages and len(summaries) == boards
     if len(arrivals) > 1:
         row["msgs_per_s"] = len(arrivals) / (max(arrivals) - min(arrivals))
-    if latencies:
-        latencies.sort()
-        row["latency_p50_ms"] = statistics.median(latencies)
-        row["latency_p99_ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    row.update(latency)
     row["host_cpu_busy"] = round((busy1 - busy0) / max(1.0, total1 - total0), 2)
     row["reconnects"] = sum(s.get("reconnects", 0) for s in summaries)
     if transport == "serial":
@@ -132,12 +150,8 @@ def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: in
         # board or all of them had them (one run of 8 boards once had 2,072 at 16% host CPU; reruns had 0-1).
         row["links"] = [s.get("link", {}) for s in summaries]
         assert bridge is not None and bridge_cpu is not None
-        row["bridge_cpu_s_per_1000"] = bridge_cpu / max(1, len(seen)) * 1000
-        for line in bridge.text().splitlines():
-            if "event=stopped" in line:
-                row["bridge_retransmissions"] = row.get("bridge_retransmissions", 0) + int(
-                    line.split("retransmissions=")[1].split()[0]
-                )
+        row["bridge_cpu_s_per_1000"] = bridge_cpu / max(1, delivered) * 1000
+        row["bridge_retransmissions"] = bridge_retransmissions(bridge.text())
     return row
 
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_bridge import TICKS_PERIOD, cpu_seconds, host_busy
+from bench_bridge import bridge_retransmissions, cpu_seconds, host_busy, witnessed
 from synthetic_boards import Fleet
 
 from host_bridge.bridge.command import command as bridge_command
@@ -56,40 +55,22 @@ def run(work: Path, broker: Mosquitto, boards: int, count: int) -> dict[str, Any
         fleet.close()
         bridge.stop()
         witness.close()
-    offset = time.time() - time.monotonic()
-    names = {b.name for b in fleet.boards}
-    seen: set[tuple[str, int]] = set()
-    latencies = []
-    for record in witness.records:
-        body = json.loads(record.payload)
-        key = (body["dev"], body["seq"])
-        if body["dev"] not in names or key in seen:
-            continue
-        seen.add(key)
-        arrived_ms = int((record.arrived - offset) * 1000)
-        latencies.append(((arrived_ms - body["t"] + TICKS_PERIOD // 2) % TICKS_PERIOD) - TICKS_PERIOD // 2)
-    latencies.sort()
-    retransmissions = 0
-    for line in bridge.text().splitlines():
-        if "event=stopped" in line:
-            retransmissions += int(line.split("retransmissions=")[1].split()[0])
+    delivered, _, latency = witnessed(witness.records, fleet.ports)
     row: dict[str, Any] = {
         "boards": boards,
         "messages_per_board": count,
-        "delivered": len(seen),
-        "complete": complete and len(seen) == boards * count,
+        "delivered": delivered,
+        "complete": complete and delivered == boards * count,
         "seconds": round(seconds, 1),
-        "msgs_per_s": len(seen) / seconds,
-        "bridge_cpu_s_per_1000": bridge_cpu / max(1, len(seen)) * 1000,
+        "msgs_per_s": delivered / seconds,
+        "bridge_cpu_s_per_1000": bridge_cpu / max(1, delivered) * 1000,
         "bridge_core_share": bridge_cpu / seconds,
         "boards_core_share": own / seconds,
         "host_cpu_busy": round((busy1 - busy0) / max(1.0, total1 - total0), 2),
-        "bridge_retransmissions": retransmissions,
+        "bridge_retransmissions": bridge_retransmissions(bridge.text()),
         "board_retransmissions": sum(b.link.retransmissions for b in fleet.boards),
+        **latency,
     }
-    if latencies:
-        row["latency_p50_ms"] = statistics.median(latencies)
-        row["latency_p99_ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     return row
 
 
