@@ -1027,17 +1027,19 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         f"| publish() p99 while an erased sector is ready (ms) | <= 2 | {idle['p99_us'] / 1000:.2f} | "
         f"{verdict(idle['p99_us'] <= 2000)} |",
         f"| publish() p100 while an erased sector is ready: one PUB record's program ({program / 1000:.2f} ms by "
-        f"the model) plus the client's CPU (p100 with the flash's time off) | <= {flash_goal / 1000:.2f} | "
+        "the model where it lands worst, across a page boundary) plus the client's CPU (p100 with the flash's "
+        f"time off) | <= {flash_goal / 1000:.2f} | "
         f"{idle['p100_us'] / 1000:.2f} | {verdict(idle['p100_us'] <= flash_goal)} |",
         f"| bytes lost to the UART's FIFO with the pause, every baud | 0 | {lost_paused} | "
         f"{verdict(lost_paused == 0)} |",
         "",
         f"Where publish()'s time goes with the flash's time on: its p50 is {idle['p50_us'] / 1000:.2f} ms against "
-        f"{cpu['p50_us'] / 1000:.2f} ms of CPU and {program / 1000:.2f} ms of page program by the model. Above "
-        "that, the publish() that fills the head sector opens the next one (its header and a META snapshot: "
-        "three programs instead of one, about one publish() in 25 by a count of flash operations taken by hand on "
-        "2026-11-25), and a record may cross a 256-byte page; none waited for an erase while the application "
-        "idled between messages. The model now waits as a chip does (sleep, then spin on the clock for the last "
+        f"{cpu['p50_us'] / 1000:.2f} ms of CPU and {program / 1000:.2f} ms of program by the model. The "
+        "publish() that found the head full used to open the next sector itself (its header and a META snapshot: "
+        "three programs instead of one, about one publish() in 25; p100 0.77 ms against a goal of 0.59 on "
+        "2026-11-25); since 0.5.0 the idle application opens it (`RingJournal.tend()` opens the next head when "
+        "another record the size of the last PUB would not fit), so a publish() programs its own record only, "
+        "and none waited for an erase. The model waits as a chip does (sleep, then spin on the clock for the last "
         "millisecond); until 2026-11-25 it also counted about 250 us of the emulator's own per operation (an "
         "import run inside its stall function, which the virtual board's import hook makes slow, and sleep_us's "
         "overshoot): figure 2's rates with the W25Q32JV's time predate that fix and are low by that much.",

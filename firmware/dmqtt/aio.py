@@ -204,6 +204,7 @@ class AsyncClient:
             elif c.outstanding() or self._inbox or self._holding is not None:
                 await _sleep_ms(_BUSY_MS)
             else:
+                c.session.journal.tend()  # idle: the ring opens and erases ahead here, not inside a publish()
                 await _sleep_ms(self.idle_ms)
 
     async def _open(self):

@@ -353,16 +353,19 @@ class MQTTClient:
             if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
                 raise full
             self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
-        if group and self.session.staged < group:
-            return pid  # staged: durable at the next flush(), poll() or full group
-        self.session.sync()
-        if self.state == CONNECTED:
-            try:
-                self._pump()
-            except MQTTError:
-                # The message is accepted (journaled): publish() has succeeded and must say so, or the caller
-                # would publish it again. The lost connection shows in `connected`; the flow resumes after it.
-                pass
+        try:
+            if group and self.session.staged < group:
+                return pid  # staged: durable at the next flush(), poll() or full group
+            self.session.sync()
+            if self.state == CONNECTED:
+                try:
+                    self._pump()
+                except MQTTError:
+                    # The message is accepted (journaled): publish() has succeeded and must say so, or the caller
+                    # would publish it again. The lost connection shows in `connected`; the flow resumes after it.
+                    pass
+        finally:
+            self.session.returned()  # the application's buffers are its own again
         return pid
 
     def flush(self):
@@ -472,7 +475,7 @@ class MQTTClient:
             got = self._transport.readinto(self._in)
             pos = 0
             while got and pos < got:
-                pos += self._decoder.feed(self._in_mv[:got], pos)
+                pos += self._decoder.feed(self._in, pos, got)
                 if self._decoder.ready and codec.PUBACK <= self._decoder.ptype <= codec.PUBCOMP:
                     self.session.handle(self._decoder.ptype, self._decoder.flags, self._decoder.body)
         except (OSError, CodecError, ProtocolError):
@@ -488,10 +491,9 @@ class MQTTClient:
         if not got:
             self._lost("the broker closed the connection")
         pos = 0
-        data = self._in_mv[:got]
         while pos < got:
             try:
-                pos += self._decoder.feed(data, pos)
+                pos += self._decoder.feed(self._in, pos, got)
             except CodecError as exc:
                 self._fail(exc.reason, exc.reason_code)
             if self._decoder.ready:

@@ -993,21 +993,22 @@ class StreamDecoder:
         self._got = 0
         self.body = self._small[0]
 
-    def feed(self, data: "Bytes", start: int = 0) -> int:
+    def feed(self, data: "Bytes", start: int = 0, end: int = -1) -> int:
+        """Take bytes of data[start:end] (end -1: to its end, as a slice would; given, so that a caller's receive
+        buffer needs no slice object per read) up to the end of one packet; returns how many were taken."""
         if self._error is not None:
             raise self._error
         if self.ready:
             self._reset()
         try:
-            return self._feed(data, start)
+            return self._feed(data, start, len(data) if end < 0 else end)
         except CodecError as exc:
             self._state = _FAILED
             self._error = exc
             raise
 
-    def _feed(self, data, start):
+    def _feed(self, data, start, end):
         pos = start
-        end = len(data)
         while pos < end:
             state = self._state
             if state == _WANT_TYPE:

@@ -64,6 +64,10 @@ class Framing:
         self.body = self._mv[3 : 3 + record_max]  # the owner writes a record's body here, then commit()
         self._rbuf = bytearray(record_max + OVERHEAD)  # reads and carried-forward copies
         self._rmv = memoryview(self._rbuf)
+        # A record whose body is a packet id (DONE, and the other acknowledgements' records: one or two per
+        # message) framed in views made once: its CRC's and its program's slices would be two objects each.
+        self._pid_crc = self._mv[: 3 + 2]
+        self._pid_record = self._mv[: 2 + OVERHEAD]
         self.notes = []  # what open() found and repaired, for the console
 
     def _seal(self, view, rtype, n):
@@ -76,7 +80,7 @@ class Framing:
         view[2] = n & 0xFF
         # binascii.crc32 is unsigned on both interpreters: no mask (on a chip a value of 2^30 and up is a heap
         # integer, and a mask would make a second one).
-        struct.pack_into(">I", view, 3 + n, crc32(view[: 3 + n]))
+        struct.pack_into(">I", view, 3 + n, crc32(self._pid_crc if n == 2 and view is self._mv else view[: 3 + n]))
         return n + OVERHEAD
 
     def _check(self, length_limit):

@@ -43,6 +43,7 @@ _RESERVE = const(128)
 # group that is larger syncs early, in more than one program, durable all the same. Half a kilobyte of heap,
 # where more put group commit under the heap budget on a deployed board (docs/install-paths.md).
 _STAGE = const(512)
+_PID_RECORD = const(9)  # a record whose body is a packet id: 2 bytes and OVERHEAD (Framing._pid_record)
 
 
 class RingJournal(Framing):
@@ -69,6 +70,7 @@ class RingJournal(Framing):
         self._stage: Any = None  # group commit: records staged for one program, made on first use
         self._stage_mv: Any = None
         self._staged = 0
+        self._last_pub = 0  # bytes of the last PUB record: tend() opens the next head when one more would not fit
 
     # -- flash access: a failing flash is a journal error, never mistaken for a connection error -----------
 
@@ -215,11 +217,15 @@ class RingJournal(Framing):
         defer=True (group commit) only stages the record in RAM at the address it will have; sync() programs
         every staged record in one operation. Any record committed without defer syncs first."""
         total = self._seal(self._mv, rtype, n)
-        if rtype == PUB and not self._room_for(total + self._staged):
-            raise QueueFull("the journal has no room for a message of %d bytes until acknowledgements free some" % n)
+        if rtype == PUB:
+            if not self._room_for(total + self._staged):
+                raise QueueFull(
+                    "the journal has no room for a message of %d bytes until acknowledgements free some" % n
+                )
+            self._last_pub = total
         if not defer or total > _STAGE:  # (a record larger than the stage goes to flash at once: more durable)
             self.sync()
-            return self._program(self._mv[:total])
+            return self._program(self._pid_record if total == _PID_RECORD else self._mv[:total])
         if self._stage is None:
             self._stage = bytearray(_STAGE)
             self._stage_mv = memoryview(self._stage)
@@ -349,8 +355,16 @@ class RingJournal(Framing):
         return -1
 
     def tend(self):
-        """Idle-time work: the erase _advance() needs next, done now (and never an extra one), so that the
-        publish that opens that sector finds it ready."""
+        """Idle-time work, so that a publish() programs its own record and nothing else. When another record the
+        size of the last PUB would not fit in the head, or an empty journal has none, the next head is opened now
+        (its header and META snapshot: two programs, and a reclaim if that took the last free sector), unless
+        reclaiming could not make room (then publish() says QueueFull). Then the erase the head after that needs
+        (45 ms on a chip, its flash cache off): never an extra one. A message the size of the last one would have
+        opened the same sector at the same point, so opening early costs no erase; only an acknowledgement that
+        would have fit in the old head's tail goes to the new one."""
+        full = self._head < 0 or self._offset + self._last_pub > _SECTOR  # (no head yet: an empty journal)
+        if full and not self._staged and self._room_for(self._last_pub):
+            self._advance()
         self._prepare_next()
 
     def scan(self, visit):

@@ -89,11 +89,13 @@ class Session:
         self.staged = 0  # group-committed records not yet on flash
         # Hot-path shortcuts (measured on the Unix port: tools/bench_clients.py). _work: something may be sendable
         # (set by every change that can make it so, cleared when a search finds nothing), so the polls between
-        # messages skip the slot scans. _fresh: the slot whose PUB record is still in journal.body, the last
-        # record committed, so its first send encodes from there instead of reading the record back.
+        # messages skip the slot scans. _fresh: the slot whose message the publish() that is running accepted,
+        # sent from the application's own topic and payload instead of its record read back from flash (slices
+        # of the record would be objects per message); the application may reuse its buffers once publish() has
+        # returned (returned()), and a message sent later is read back.
         self._work = False
         self._fresh = -1
-        self._fresh_len = 0
+        self._fresh_topic = self._fresh_payload = b""
         self._next_rel = self._next_publish = -1  # set by _survey(), with _window_used
         self._window_used = 0
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
@@ -233,9 +235,16 @@ class Session:
         self._addr[i] = addr
         self._serial[i] = self.serial
         self._fresh = i
-        self._fresh_len = n
+        self._fresh_topic = topic
+        self._fresh_payload = payload
         self._work = True
         return pid
+
+    def returned(self):
+        """The publish() that called accept() is returning: the application may reuse its topic and payload
+        buffers from now on, so a message still queued is read back from the journal to be sent."""
+        self._fresh = -1
+        self._fresh_topic = self._fresh_payload = b""
 
     def sync(self):
         """Make group-committed messages durable (one program for all of them)."""
@@ -343,9 +352,13 @@ class Session:
     def _encode_publish(self, i, buf):
         resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
         if i == self._fresh:
-            body = self.journal.body[: self._fresh_len]
+            body = self.journal.body  # its fixed fields only: topic and payload are the application's, the same
+            topic = self._fresh_topic
+            payload = self._fresh_payload
         else:
             rtype, body = self.journal.read(self._addr[i])
+            topic = rec.pub_topic(body)
+            payload = rec.pub_payload(body)
         qos = rec.pub_qos(body)
         retain = rec.pub_retain(body)
         if qos > self.max_qos:
@@ -356,8 +369,8 @@ class Session:
             self.retain_cleared += 1
         pid = self._pid[i]
         n = codec.write_publish(
-            self.wire_topic(rec.pub_topic(body)),
-            rec.pub_payload(body),
+            self.wire_topic(topic),
+            payload,
             qos,
             pid if qos else 0,
             retain,

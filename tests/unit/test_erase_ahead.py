@@ -37,29 +37,38 @@ class AckingBroker(ScriptedInbox):
         pass
 
 
-def run(poll_ms: int, messages: int = 600) -> tuple[int, int, int]:
-    """(erases inside publish(), erases inside poll(), sectors opened) over `messages` 200-byte QoS 1 messages,
-    the application polling `poll_ms` between them (0: it never waits)."""
+def run(poll_ms: int, messages: int = 600) -> tuple[int, int, int, int]:
+    """(erases inside publish(), erases inside poll(), sectors opened, most programs inside one publish()) over
+    `messages` 200-byte QoS 1 messages, the application polling `poll_ms` between them (0: it never waits)."""
     flash = NorPartition(6)
     client = MQTTClient("ahead", RingJournal(flash, 512), codec.V311, window=8)
     client.open()
     client.connect(AckingBroker())
     before = flash.erases
     client.poll(poll_ms)  # the application waits once before its first message, as after any start-up
-    in_publish, in_poll = 0, flash.erases - before
+    in_publish, in_poll, most_programs = 0, flash.erases - before, 0
     for n in range(messages):
-        before = flash.erases
+        before, programs = flash.erases, flash.ops - flash.erases
         client.publish(b"sensors/ahead/t", b"%05d" % n + b"x" * 195, 1, timeout_ms=1000)
         in_publish += flash.erases - before
+        most_programs = max(most_programs, flash.ops - flash.erases - programs)
         before = flash.erases
         client.poll(poll_ms)
         in_poll += flash.erases - before
-    return in_publish, in_poll, flash.erases
+    return in_publish, in_poll, flash.erases, most_programs
 
 
 def test_an_application_that_waits_never_meets_an_erase_in_publish() -> None:
-    in_publish, in_poll, total = run(poll_ms=5)
+    in_publish, in_poll, total, _ = run(poll_ms=5)
     assert total >= 20 and in_poll == total and in_publish == 0, (in_publish, in_poll, total)
+
+
+def test_an_application_that_waits_programs_only_its_record_in_publish() -> None:
+    """The next head (its header and META snapshot, and the reclaim of the oldest sector once the ring wraps) is
+    opened while the application waits: a publish() that would have opened it programs one record, as any other
+    does (the 200-byte message's record takes one program; the ring wraps about three times)."""
+    assert run(poll_ms=5)[3] == 1
+    assert run(poll_ms=0)[3] >= 3  # never idle: the publish() that fills the head opens the next one itself
 
 
 def test_erasing_ahead_erases_no_more_than_erasing_when_needed() -> None:
