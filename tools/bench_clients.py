@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import socket
 import statistics
@@ -28,7 +29,7 @@ from sdist import fetch_member
 
 from dmqtt import codec
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.boards.firmware_build import stage_firmware
+from host_bridge.boards.firmware_build import MPY_CROSS_OPTIONS, mpy_cross_executable, stage_firmware
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
@@ -42,6 +43,7 @@ UMQTT = {
     "micropython-umqtt.simple-1.3.4.tar.gz",
     "sha256": "b6a2520239e3992c63a7de9370ee9b3d9d27819a90359c521f1c0f7ccab8d12f",
 }
+REPO = Path(__file__).resolve().parents[1]
 APP = Path(__file__).resolve().parent / "bench_apps" / "clients"
 RAM_PARTITION_HEAP = 72 * 1024  # the dmqtt-ram case's 64 KiB partition stands in for flash: not the board's heap
 PATHS = {"loopback": 0.0, "rtt 10 ms": 5.0, "rtt 50 ms": 25.0}  # one-way delay added by the proxy
@@ -171,11 +173,13 @@ def figure(quick: bool) -> dict[str, Any]:
                         got = runner.run(broker.address, client, 1, size, window)
                         heap.append({"client": client, "window": window, "size": size, "heap": got["heap"]})
             where = profile(broker.address, 500 if quick else 2000)
+            native = native_trial(broker.address, 500 if quick else 2000, 1 if quick else 3)
+            garbage = allocation()
             paired = interleaved(runner, broker.address, 1 if quick else 3)
             faces = asyncio_face(runner, broker.address, quick)
     return {
         "umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed,
-        "profile": where, "interleaved": paired, "asyncio": faces,
+        "profile": where, "native": native, "allocation": garbage, "interleaved": paired, "asyncio": faces,
     }  # fmt: skip
 
 
@@ -220,23 +224,97 @@ def interleaved(runner: Runner, address: str, rounds: int) -> dict[str, Any]:
     return {"rounds": rounds, "rates": rates, "ratios": ratios}
 
 
-def profile(address: str, messages: int) -> dict[str, Any]:
+def profile(address: str, messages: int, staged: Path | None = None, quiet: bool = False) -> dict[str, Any]:
     """Where a durable QoS 1 message's time goes on loopback (bench_apps/clients/profile.py: MQTT 5, window 8,
-    64-byte payloads, the journal on a RAM partition), on the Unix port with the board's heap and its staged .mpy."""
+    64-byte payloads, the journal on a RAM partition), on the Unix port with the board's heap and its staged .mpy
+    (or those in `staged`)."""
     port = address.rsplit(":", 1)[1]
     heap = parse_size(BoardDefinition.load("sim").heap) + RAM_PARTITION_HEAP  # the dmqtt-ram runs' heap
     command = [*micropython_command(), "-X", f"heapsize={heap}", str(APP / "profile.py"), port, "5", "8", str(messages)]
     # The firmware as a board gets it (.mpy from mpy-cross): compiling sources would take heap a board keeps.
-    env = dict(os.environ, MICROPYPATH=str(stage_firmware(APP)))
+    env = dict(os.environ, MICROPYPATH=str(staged or stage_firmware(APP)))
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"the client profile failed:\n{done.stdout}{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if quiet:
+        return result
     print(
         f"  profile: {result['us_unwrapped']:.1f} us per message, {result['bytes_per_msg']:.0f} heap bytes allocated "
         f"per message, the collector about {result['gc_us']:.1f} us of it",
         flush=True,
     )
+    return result
+
+
+# The trial of MicroPython's native emitter: modules of the profiled path compiled whole to machine code
+# (`mpy-cross -X emit=native`, as @micropython.native on every function), each set against the same .mpy as
+# bytecode. dmqtt.client and dmqtt.codec are not in it: a bare `raise` (re-raising in an except clause) is
+# NotImplementedError in native code.
+NATIVE_SETS = {
+    "dmqtt.session": ("dmqtt.session",),
+    "dmqtt.session, journal_ring, journal_record": ("dmqtt.session", "dmqtt.journal_ring", "dmqtt.journal_record"),
+}
+# mpy-cross's architecture for the machine the Unix port runs on (the trial is skipped on others), and the chips'.
+HOST_MARCH = {"x86_64": "x64", "i686": "x86"}.get(platform.machine())
+CHIP_MARCHES = ("xtensawin", "rv32imc")
+
+
+def compile_native(module: str, march: str, into: Path) -> int:
+    """module compiled to native code for march into `into`'s package layout; returns the .mpy's size."""
+    rel = Path(*module.split("."))
+    out = into / rel.with_suffix(".mpy")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    source = REPO / "firmware" / rel.with_suffix(".py")
+    command = [mpy_cross_executable(), *MPY_CROSS_OPTIONS, f"-march={march}", "-X", "emit=native", "-o", str(out)]
+    subprocess.run([*command, "-s", str(rel.with_suffix(".py")), str(source)], check=True, capture_output=True)
+    return out.stat().st_size
+
+
+def allocation() -> dict[str, float]:
+    """Heap bytes the client allocates per message, its stand-ins for the flash driver and the network left
+    out (tests/vectors/client_alloc.py, the counter tests/unit/test_client_alloc.py holds to its ceilings)."""
+    vectors = REPO / "tests" / "vectors"
+    env = dict(os.environ, MICROPYPATH=f"{REPO / 'firmware'}:{vectors}")
+    done = subprocess.run([*micropython_command(), "-X", "heapsize=4M", str(vectors / "client_alloc.py")], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"the allocation count failed:\n{done.stdout}{done.stderr}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"  heap bytes allocated per message: {result}", flush=True)
+    return result
+
+
+def native_trial(address: str, messages: int, rounds: int) -> dict[str, Any] | None:
+    """Each NATIVE_SETS entry compiled native for this machine, profiled (us per message and reference units)
+    in rounds interleaved with the bytecode, and its .mpy sizes for this machine and for the chips' two
+    architectures (what an ESP32 would load into executable RAM: esp_native_code_commit, MALLOC_CAP_EXEC)."""
+    if HOST_MARCH is None:
+        print(f"  native trial: skipped (no native emitter for {platform.machine()})", flush=True)
+        return None
+    bytecode = stage_firmware(APP)
+    sets: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = {"bytecode": bytecode}
+        for name, modules in NATIVE_SETS.items():
+            folder = Path(tmp) / name.replace(", ", "+")
+            shutil.copytree(bytecode, folder)
+            sizes = {march: 0 for march in (HOST_MARCH, *CHIP_MARCHES)}
+            for module in modules:
+                for march in sizes:
+                    sizes[march] += compile_native(module, march, folder if march == HOST_MARCH else Path(tmp) / march)
+            bytecode_bytes = sum((bytecode / Path(*m.split(".")).with_suffix(".mpy")).stat().st_size for m in modules)
+            sets[name] = {"modules": list(modules), "bytecode_mpy": bytecode_bytes, "native_mpy": sizes, "units": []}
+            folders[name] = folder
+        base: list[float] = []
+        for _ in range(rounds):
+            for name, folder in folders.items():
+                got = profile(address, messages, folder, quiet=True)
+                (base if name == "bytecode" else sets[name]["units"]).append(got["us_unwrapped"] / got["ref_us"])
+    result = {"march": HOST_MARCH, "rounds": rounds, "bytecode_units": base, "sets": sets}
+    for name, entry in sets.items():
+        ratio = statistics.median(entry["units"]) / statistics.median(base)
+        print(f"  native trial: {name}: {ratio:.2f}x the bytecode's time per message", flush=True)
     return result
 
 

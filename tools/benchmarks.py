@@ -276,6 +276,8 @@ def render_clients(fig: dict[str, Any]) -> list[str]:
     if "profile" in fig:
         umqtt_rate = _rate(loop, client="umqtt", qos=1, size=64, umqtt_nodelay=True)
         out += render_profile(fig["profile"], 1e6 / umqtt_rate if umqtt_rate else None)
+        out += render_allocation(fig.get("allocation"))
+        out += render_native(fig.get("native"))
     out += render_flash_timing(fig)
     heap = fig["heap"]
     out += [
@@ -393,6 +395,80 @@ def render_profile(prof: dict[str, Any], umqtt_us: float | None) -> list[str]:
     ]
 
 
+def render_allocation(garbage: dict[str, float] | None) -> list[str]:
+    """The client's own heap allocation per message (tests/vectors/client_alloc.py)."""
+    if not garbage:
+        return []
+    return [
+        "### Heap allocated per message",
+        "",
+        "The client's own allocation per message on the 64-bit Unix port, its Python stand-ins for the flash "
+        "driver and the network left out (they are C on a chip; `tests/vectors/client_alloc.py`, which "
+        "tests/unit/test_client_alloc.py holds to these figures), with the collector off. A sensor's loop "
+        "(publish, then poll): the message goes out while its publish() runs, encoded from the application's own "
+        "topic and payload. Queued: bursts of 64, most of which wait behind the window of 8 and are read back "
+        "from the journal to be sent.",
+        "",
+        table(
+            ["QoS", "a sensor's loop: bytes per message", "queued: bytes per message"],
+            [[q, f"{garbage[q]:.0f}", f"{garbage[q + ' queued']:.0f}" if q != "0" else "-"] for q in ("0", "1", "2")],
+        ),
+        "",
+        "Where the bytes go: a QoS 1 message's PUB record is framed with two memoryview slices (its CRC's and its "
+        "program's, 32 bytes each on 64-bit objects, 16 on a chip's); its acknowledgement is decoded from the "
+        "receive buffer without a slice and its DONE record framed in views made once. QoS 2 adds its REL "
+        "record's two slices. A queued message adds its read-back: the record's CRC slice, its body view, the "
+        "(type, body) tuple and the topic and payload views of that body. On a chip a CRC-32 of 2^30 and up, "
+        "three values in four, is a heap integer, which these 64-bit counts do not see.",
+        "",
+    ]
+
+
+def render_native(trial: dict[str, Any] | None) -> list[str]:
+    """The native emitter's trial (tools/bench_clients.py native_trial)."""
+    if not trial:
+        return []
+    base = statistics.median(trial["bytecode_units"])
+    rows = []
+    for name, entry in trial["sets"].items():
+        units = statistics.median(entry["units"])
+        sizes = entry["native_mpy"]
+        rows.append([name, f"{units:.2f} ({units / base:.2f}x)", f"{entry['bytecode_mpy'] / 1024:.1f}",
+                     f"{sizes[trial['march']] / 1024:.1f}", f"{sizes['xtensawin'] / 1024:.1f}",
+                     f"{sizes['rv32imc'] / 1024:.1f}"])  # fmt: skip
+    return [
+        "### The native emitter, tried",
+        "",
+        f"The profile above again, with modules of the path compiled whole to machine code (`mpy-cross "
+        f"-march={trial['march']} -X emit=native`, as `@micropython.native` on each function), the median of "
+        f"{trial['rounds']} rounds interleaved with the bytecode ({base:.2f} units per message). dmqtt.client "
+        "and dmqtt.codec cannot be compiled so: a bare `raise` in an except clause is NotImplementedError in "
+        "native code. Sizes of the modules' .mpy in KB, as bytecode and as native code for this machine and the "
+        "chips (xtensawin: ESP32 and S3; rv32imc: C3 and C6).",
+        "",
+        table(
+            [
+                "compiled native",
+                "units per message",
+                "bytecode KB",
+                f"native {trial['march']} KB",
+                "native xtensawin KB",
+                "native rv32imc KB",
+            ],
+            rows,
+        ),  # fmt: skip
+        "",
+        "Not kept. Native code saves a fifth to a quarter of a message's CPU here, but an ESP32 loads the native "
+        "code of a .mpy into executable internal RAM (the port's esp_native_code_commit allocates it with "
+        "MALLOC_CAP_EXEC), the RAM ESP-IDF's own IRAM code and WiFi share, and these modules would need four to "
+        "eight times their bytecode's size there; `@micropython.native` on the few hottest functions alone (the "
+        "session's slot survey, next_packet, the PUBLISH encoder) saved 3% for 4.8 KB more (measured by hand, "
+        "2026-11-25). Frozen native code runs from flash instead, which an ESP-IDF build could try on a real "
+        "board; viper, whose integers are machine words, would need the code rewritten and was not tried.",
+        "",
+    ]
+
+
 def render_flash_timing(fig: dict[str, Any]) -> list[str]:
     rows = []
     for r in fig.get("timed", []):
@@ -425,6 +501,11 @@ def render_flash_timing(fig: dict[str, Any]) -> list[str]:
         "page programs.",
         "",
     ]
+
+
+# Figure 1's CPU goal is half of what a message cost when the profile first timed the reference loop.
+FIRST_UNITS = 0.64
+FIRST_UNITS_DATE = "2026-11-25"
 
 
 def goals_clients(fig: dict[str, Any]) -> list[str]:
@@ -472,6 +553,18 @@ def goals_clients(fig: dict[str, Any]) -> list[str]:
                             verdict(reached >= 0.9),
                         ]
                     )
+    prof = fig.get("profile") or {}
+    if prof.get("ref_us"):
+        units = prof["us_unwrapped"] / prof["ref_us"]
+        goals.append([f"durable QoS 1 CPU per message (the profile below), reference units: half of "
+                      f"{FIRST_UNITS} (its first measure, {FIRST_UNITS_DATE})", f"<= {FIRST_UNITS / 2:.2f}",
+                      f"{units:.2f}", verdict(units <= FIRST_UNITS / 2)])  # fmt: skip
+    garbage = fig.get("allocation")
+    if garbage:
+        goals.append(["heap bytes allocated per QoS 1 message sent while its publish() runs (64-bit objects)",
+                      "<= 128", f"{garbage['1']:.0f}", verdict(garbage["1"] <= 128)])  # fmt: skip
+        goals.append(["heap bytes allocated per QoS 0 message", "0", f"{garbage['0']:.0f}",
+                      verdict(garbage["0"] == 0)])  # fmt: skip
     return ["### Goals", "", table(["figure", "goal", "measured", ""], goals), ""]
 
 
