@@ -125,6 +125,10 @@ class ConfirmingSession(Session):
             return True
         return self.hold and rtype == rec.PUB and rec.serial_of(rec.PUB, body) > self.floor
 
+    def holds(self, lo, hi):
+        # Held messages are live by serial, wherever they lie: any may, while one is unconfirmed.
+        return (self.hold and self.serial > self.floor) or super().holds(lo, hi)
+
     def snapshot(self, body):
         n = super().snapshot(body)
         struct.pack_into(">IB", body, n, self.floor, self._epochs)

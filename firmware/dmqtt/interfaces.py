@@ -52,6 +52,11 @@ class JournalOwner(Protocol):
         """Whether the record at `addr` still matters (a sector being reclaimed keeps only those)."""
         ...
 
+    def holds(self, lo: int, hi: int) -> bool:
+        """Whether a live record may lie at an address in [lo, hi): true wherever is_live could be (a sector
+        being reclaimed for which this is false is not read at all)."""
+        ...
+
     def moved(self, rtype: int, body: memoryview, old: int, new: int) -> None:
         """A live record now lives at `new`."""
         ...

@@ -218,14 +218,18 @@ class RingJournal(Framing):
         every staged record in one operation. Any record committed without defer syncs first."""
         total = self._seal(self._mv, rtype, n)
         if rtype == PUB:
-            if not self._room_for(total + self._staged):
+            # (the head has room: the common case, decided without a call)
+            if self._offset + self._staged + total > _SECTOR and not self._room_for(total + self._staged):
                 raise QueueFull(
                     "the journal has no room for a message of %d bytes until acknowledgements free some" % n
                 )
             self._last_pub = total
         if not defer or total > _STAGE:  # (a record larger than the stage goes to flash at once: more durable)
-            self.sync()
-            return self._program(self._pid_record if total == _PID_RECORD else self._mv[:total])
+            if self._staged:
+                self.sync()
+            if self._offset + total > _SECTOR:
+                self._advance()
+            return self._append(self._pid_record if total == _PID_RECORD else self._mv[:total])
         if self._stage is None:
             self._stage = bytearray(_STAGE)
             self._stage_mv = memoryview(self._stage)
@@ -256,7 +260,7 @@ class RingJournal(Framing):
             return False
         oldest = self._after(0)
         live = 0
-        off = _SECTOR_HEADER
+        off = _SECTOR_HEADER if self._owner.holds(oldest * _SECTOR, (oldest + 1) * _SECTOR) else _SECTOR
         while off + OVERHEAD <= _SECTOR:
             n = self._read_at(oldest, off, _SECTOR - off)
             if n == _AT_PAD:
@@ -268,11 +272,6 @@ class RingJournal(Framing):
                 live += n + OVERHEAD
             off += n + OVERHEAD
         return _SECTOR_HEADER + META_SIZE + OVERHEAD + live + needed + _RESERVE <= _SECTOR
-
-    def _program(self, record):
-        if self._offset + len(record) > _SECTOR:
-            self._advance()
-        return self._append(record)
 
     def _append(self, record):
         if self._offset + len(record) > _SECTOR:
@@ -322,7 +321,8 @@ class RingJournal(Framing):
             raise JournalError("journal partition too small for its live records")
         oldest = self._after(0)
         owner = self._owner
-        off = _SECTOR_HEADER
+        # Its records are read only if the owner may still need one: usually every flow in it ended long ago.
+        off = _SECTOR_HEADER if owner.holds(oldest * _SECTOR, (oldest + 1) * _SECTOR) else _SECTOR
         while off + OVERHEAD <= _SECTOR:
             n = self._read_at(oldest, off, _SECTOR - off)
             if n == _AT_PAD:

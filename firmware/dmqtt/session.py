@@ -181,6 +181,18 @@ class Session:
             return j >= 0 and self._rx_addr[j] == addr
         return False  # DONE, RXDONE, META, MARK: superseded by the snapshot written with every compaction
 
+    def holds(self, lo, hi):
+        """Whether a live record may lie in [lo, hi): is_live holds only at the addresses these arrays keep
+        (a stale one only makes the answer conservative). The ring reclaims a sector without reading its
+        records when none does, which in a steady flow is every time: the oldest sector's flows ended long ago."""
+        for i in range(len(self._state)):
+            if self._state[i] != FREE and (lo <= self._addr[i] < hi or lo <= self._rel_addr[i] < hi):
+                return True
+        for j in range(len(self._rx_pid)):
+            if self._rx_pid[j] and lo <= self._rx_addr[j] < hi:
+                return True
+        return False
+
     def moved(self, rtype, body, old, new):
         pid = rec.pid_of(body)
         if rtype == rec.RX or rtype == rec.HANDLED:
