@@ -10,7 +10,8 @@
 #   has lately damaged frames, the oldest frame in flight is probed when its ack is overdue (RACK-TLP's tail loss
 #   probe), and a timer catches the rest,
 #   resending that one frame; the timeout follows the measured round trip (RFC 6298), between two full frames
-#   and ten, plus margins.
+#   and ten, plus margins, on a line that has lately damaged frames; on a clean one it stays at its ceiling (a
+#   late ack there is a slow peer or host, and a retransmission would be spurious).
 # - The receiver passes payloads on only in order, and holds a frame its channel's buffer has no room for (it
 #   is not acknowledged until the reader makes room, which holds the sender back: flow control without
 #   retransmission). Nothing corrupted, duplicated or out of order ever reaches a stream: MQTT, which may not
@@ -427,6 +428,7 @@ class Link:
         if lost:
             self.retransmissions += lost
             self.payload = max(self.min_payload, self.payload // 2)
+            self._damage_at = now  # the line lost frames of ours: it damages too, whichever way
         self._timer = now if self._in_flight() else -1
 
     def _in_flight(self):
@@ -453,6 +455,16 @@ class Link:
     def _estimate(self):
         rto = self._srtt8 // 8 + self._rttvar4 if self._srtt8 else self.max_timeout_ms
         self.timeout_ms = min(self.max_timeout_ms, max(self.min_timeout_ms, rto))
+
+    def _timeout(self, now):
+        """The retransmission timeout in force: the measured one on a line that has lately damaged frames (or
+        lost ours: a gap in the peer's selective ack), where a frame's loss is likely and its quick recovery is
+        the rate; at least timeout_for() on a line that has damaged nothing for _DAMAGE_RECENT_MS, where a late
+        ack means a peer or a host that is slow for a moment (a garbage collection, a core it waited for), and
+        a retransmission would be spurious. A clean line's first loss is thus found later, once."""
+        if self._damage_at < 0 or _elapsed(now, self._damage_at) > _DAMAGE_RECENT_MS:
+            return self.max_timeout_ms
+        return self.timeout_ms
 
     def _line_busy(self, now):
         """More than half a full frame still waiting to leave the UART (by the baud rate)."""
@@ -492,7 +504,7 @@ class Link:
             if _elapsed(now, self._paused_at) < _PAUSE_MAX_MS:
                 return None
             self._resumed(now)
-        if self._timer >= 0 and _elapsed(now, self._timer) >= self.timeout_ms:
+        if self._timer >= 0 and _elapsed(now, self._timer) >= self._timeout(now):
             self._expired(now)
         if self._line_busy(now):
             return None
@@ -617,7 +629,7 @@ class Link:
             return max(0, _PAUSE_MAX_MS - _elapsed(now, self._paused_at))
         wake = -1
         if self._timer >= 0:
-            wake = max(0, self.timeout_ms - _elapsed(now, self._timer))
+            wake = max(0, self._timeout(now) - _elapsed(now, self._timer))
         seq = self._oldest_in_flight()
         if seq >= 0:
             slot = seq % self.window

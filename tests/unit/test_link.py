@@ -338,3 +338,31 @@ def test_a_slow_peer_on_a_clean_line_is_not_probed_but_on_a_damaging_one_it_is(d
     assert probe_at < now + a.timeout_ms  # before the timeout
     assert len(written(a, probe_at)) == (1 if damaged else 0)
     assert a.retransmissions == (1 if damaged else 0) and a.timeouts == 0
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_late_ack_times_out_at_the_measured_timeout_only_on_a_damaging_line(damaged: bool) -> None:
+    """The timeout comes down to the measured round trip (RFC 6298) where frames are being lost, so that a lost
+    one is found soon; on a line that has damaged nothing lately a late ack is a slow peer or a loaded host (a
+    garbage collection, a core it waited for), and the timeout stays at its ceiling: no spurious
+    retransmission for a pause shorter than that."""
+    a, b = Link(7, baud=921600), Link(9, baud=921600)
+    line = Line(a, b, baud=921600)
+    line.run(100)
+    for _ in range(20):  # round trips measured
+        a.send(frame.MQTT, b"m" * 100)
+        line.run(10)
+        b.readinto(frame.MQTT, bytearray(512))
+    now = line.now
+    if damaged:
+        bad = bytearray(frame.WIRE_MAX)
+        n = frame.encode(bad, frame.ACK, 0, 0, 0, 9)
+        bad[n - 3] ^= 0xFF  # its CRC broken
+        a.feed(bytes(bad[:n]), now)
+    assert a.timeout_ms < a.max_timeout_ms  # measured
+    a.send(frame.MQTT, b"late")
+    assert len(written(a, now)) == 1  # the peer will be slow to acknowledge it
+    written(a, now + a.timeout_ms + 1)  # (on the damaging line a tail loss probe went before)
+    assert a.timeouts == (1 if damaged else 0)
+    written(a, now + a.max_timeout_ms + 1)
+    assert a.timeouts >= 1  # the ceiling: the peer may be gone
