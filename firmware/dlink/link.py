@@ -8,7 +8,7 @@
 #   reorders, so a frame that was sent before one the peer confirms, and is not itself confirmed, was lost: it
 #   is sent again at once, alone (no timeout, no window resent). A lost last frame or lost acks: on a line that
 #   has lately damaged frames, the oldest frame in flight is probed when its ack is overdue (RACK-TLP's tail loss
-#   probe), and a timer catches the rest,
+#   probe; up to three times, each wait twice the last), and a timer catches the rest,
 #   resending that one frame; the timeout follows the measured round trip (RFC 6298), between two full frames
 #   and ten, plus margins, on a line that has lately damaged frames; on a clean one it stays at its ceiling (a
 #   late ack there is a slow peer or host, and a retransmission would be spurious).
@@ -61,6 +61,7 @@ _FRAME_BITS = const(2540)  # a full frame on the wire, 254 bytes of ten bit time
 # A pause ends by itself after this long (its RESUME lost, and the board quiet after it): the W25Q32JV's longest
 # sector erase is 400 ms.
 _PAUSE_MAX_MS = const(500)
+_PROBES = const(3)  # tail loss probes of one frame before the timeout has its turn
 _DAMAGE_RECENT_MS = const(5000)  # a line that damaged a frame this recently may lose one: tail loss probes on
 
 # Transmit slot states
@@ -128,7 +129,7 @@ class Link:
         self._tx_at = [-1] * window  # when each slot's frame was first written; -1 not yet
         self._tx_order = [0] * window  # _order when it was last written: what was written before what
         self._tx_last = [0] * window  # when it was last written
-        self._tx_probed = bytearray(window)  # written again as a tail loss probe since it was last found lost
+        self._tx_probed = bytearray(window)  # tail loss probes of it since it was last found lost
         self._tx_resent = bytearray(window)  # written more than once: its ack says nothing about the round trip
         self._order = 0
         # Receive side: frames held until they are in order and their channel has room, one slot per seq.
@@ -529,7 +530,7 @@ class Link:
         seq = self._overdue(now)
         if seq >= 0:
             slot = seq % self.window
-            self._tx_probed[slot] = 1
+            self._tx_probed[slot] += 1
             self.retransmissions += 1
             return self._data_frame(slot, seq, now)
         return None
@@ -545,11 +546,14 @@ class Link:
             # A line that has damaged nothing lately loses nothing: a late ack is a peer (or a host) that is slow,
             # and probing it would be a spurious retransmission. The timeout is the answer there.
             return -1
-        if self._tx_probed[slot] and _elapsed(self._damage_at, self._tx_last[slot]) <= 0:
-            return -1  # probed already, and the line has damaged nothing since: it is slow, not lossy
+        probed = self._tx_probed[slot]
+        if probed >= _PROBES:
+            return -1  # the timeout's turn: the peer may be gone, or much slower than its round trips said
+        # A probe is lost as often as any frame, and a lost probe tells this side nothing (the damage is seen at
+        # the peer): each next probe after twice the wait of the last.
         if self._tx_resent[slot]:
-            return self._srtt8 // 8
-        return self._srtt8 // 4 + self._frame_ms
+            return (self._srtt8 // 8) << probed
+        return (self._srtt8 // 4 + self._frame_ms) << probed
 
     def _oldest_in_flight(self):
         """The sequence number of the oldest frame written and neither acknowledged nor held, or -1."""

@@ -366,3 +366,32 @@ def test_a_late_ack_times_out_at_the_measured_timeout_only_on_a_damaging_line(da
     assert a.timeouts == (1 if damaged else 0)
     written(a, now + a.max_timeout_ms + 1)
     assert a.timeouts >= 1  # the ceiling: the peer may be gone
+
+
+def test_a_lost_probe_is_probed_again_after_twice_the_wait_then_the_timeout_has_its_turn() -> None:
+    """On a damaging line a tail loss probe is lost as often as any frame, and this side does not see its loss
+    (the damage is at the peer): the probe goes again after twice the last wait, three probes in all, then only
+    the timeout."""
+    a, b = Link(7, baud=921600), Link(9, baud=921600)
+    line = Line(a, b, baud=921600)
+    line.run(100)
+    for _ in range(20):  # round trips measured
+        a.send(frame.MQTT, b"m" * 100)
+        line.run(10)
+        b.readinto(frame.MQTT, bytearray(512))
+    now = line.now
+    bad = bytearray(frame.WIRE_MAX)
+    n = frame.encode(bad, frame.ACK, 0, 0, 0, 9)
+    bad[n - 3] ^= 0xFF  # a damaged frame: the line is damaging
+    a.feed(bytes(bad[:n]), now)
+    a.timeout_ms = a.max_timeout_ms  # (so that only probes go in the window looked at)
+    a.send(frame.MQTT, b"lost")
+    assert len(written(a, now)) == 1  # and it, and every copy of it, is lost on the way
+    wait = 2 * (a._srtt8 // 8) + a._frame_ms
+    probes_at = []
+    for t in range(now + 1, now + a.max_timeout_ms - 1):
+        if written(a, t):
+            probes_at.append(t)
+    assert len(probes_at) == 3 and a.timeouts == 0, probes_at
+    gaps = [probes_at[0] - now, probes_at[1] - probes_at[0], probes_at[2] - probes_at[1]]
+    assert gaps == [wait, 2 * wait, 4 * wait], (gaps, wait)
