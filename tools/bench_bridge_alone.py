@@ -48,12 +48,12 @@ def run(work: Path, broker: Mosquitto, boards: int, count: int) -> dict[str, Any
         complete = fleet.run(60 + count * INTERVAL_MS / 1000 * 3)
         seconds = time.monotonic() - start
         own = time.process_time() - own0
-        time.sleep(0.5)  # the last arrivals
+        fleet.linger(0.5)  # the last arrivals, the boards still serving their links
         bridge_cpu = cpu_seconds(bridge.process.pid) - cpu0
         busy1, total1 = host_busy()
     finally:
+        bridge.stop()  # before the boards go: frames to a board that is gone would be sent again
         fleet.close()
-        bridge.stop()
         witness.close()
     delivered, _, latency = witnessed(witness.records, fleet.ports)
     row: dict[str, Any] = {

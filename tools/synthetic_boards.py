@@ -125,6 +125,7 @@ class Fleet:
         self._selector = selectors.DefaultSelector()
         for board in self.boards:
             self._selector.register(board.master, selectors.EVENT_READ, board)
+        self._due = dict.fromkeys(self.boards, 0)  # when each board next needs tending (ms)
 
     @property
     def ports(self) -> dict[str, str]:
@@ -133,21 +134,31 @@ class Fleet:
     def run(self, deadline_s: float) -> bool:
         """Serve every board until all of them have their messages acknowledged (True) or the deadline passes."""
         end = time.monotonic() + deadline_s
-        due = dict.fromkeys(self.boards, 0)
         while time.monotonic() < end:
-            now = now_ms()
-            soonest = min(due.values())
-            for key, _ in self._selector.select(max(0, soonest - now) / 1000 if soonest > now else 0):
-                board = key.data
-                board.readable(now_ms())
-                due[board] = 0
-            now = now_ms()
-            for board, at in due.items():
-                if at <= now:
-                    due[board] = now + max(1, board.tend(now))
+            self._turn()
             if all(b.done for b in self.boards):
                 return True
         return False
+
+    def linger(self, seconds: float) -> None:
+        """Go on serving the boards' links (acks, nothing new to publish) for `seconds`: a board that stopped
+        reading while its peer still had frames in flight would make the peer time out and send them again."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self._turn()
+
+    def _turn(self) -> None:
+        """One round: read what the ports have, then tend the boards that are due."""
+        now = now_ms()
+        soonest = min(self._due.values())
+        for key, _ in self._selector.select(max(0, soonest - now) / 1000 if soonest > now else 0):
+            board = key.data
+            board.readable(now_ms())
+            self._due[board] = 0
+        now = now_ms()
+        for board, at in self._due.items():
+            if at <= now:
+                self._due[board] = now + max(1, board.tend(now))
 
     def close(self) -> None:
         self._selector.close()

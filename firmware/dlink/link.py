@@ -304,8 +304,15 @@ class Link:
                 self._peer_knows_us = True
                 self.state = UP
             return
-        if dec.epoch != self.peer_epoch or self.state != UP:
-            return  # a frame of a previous life of the peer, or before the handshake: not ours
+        if dec.epoch != self.peer_epoch or not self.peer_epoch:
+            return  # a frame of a previous life of the peer, or before its RESET: not ours
+        if self.state != UP:
+            # The peer sends frames other than RESET only once up, and it is up only with our RESET_ACK, which
+            # names it and carries our epoch: it knows us, though its RESET_ACK to us is late or lost. (Not
+            # waiting for it: a frame dropped here costs the peer a timeout, as a bridge starting 256 boards
+            # showed.) A line keeps order, so no frame of the peer's life before its RESET gets here.
+            self._peer_knows_us = True
+            self.state = UP
         if ftype == frame.PAUSE:
             self._quiet_due = True
         elif ftype == frame.QUIET:
