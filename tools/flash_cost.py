@@ -52,10 +52,11 @@ def run_board(
         "window": window,
         "group_commit": group,
         "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": payload},
-        "count": count,
-        "size": payload,
     }
-    options: dict[str, Any] = {"app": app} if app is not None else {}
+    options: dict[str, Any] = {}
+    if app is not None:  # the file-per-message app reads its own two keys (the board app refuses unknown ones)
+        config |= {"count": count, "size": payload}
+        options["app"] = app
     dut = VirtualDut(
         "cost", BoardDefinition.load(board), flash=workdir / "f.flash", console_log=workdir / "console.log", **options
     )
