@@ -175,11 +175,13 @@ def figure(quick: bool) -> dict[str, Any]:
             where = profile(broker.address, 500 if quick else 2000)
             native = native_trial(broker.address, 500 if quick else 2000, 1 if quick else 3)
             garbage = allocation()
+            emulator = flash_emulator_us()
             paired = interleaved(runner, broker.address, 1 if quick else 3)
             faces = asyncio_face(runner, broker.address, quick)
     return {
         "umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed,
-        "profile": where, "native": native, "allocation": garbage, "interleaved": paired, "asyncio": faces,
+        "profile": where, "native": native, "allocation": garbage, "flash_emulator_us": emulator,
+        "interleaved": paired, "asyncio": faces,
     }  # fmt: skip
 
 
@@ -283,6 +285,21 @@ def allocation() -> dict[str, float]:
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"  heap bytes allocated per message: {result}", flush=True)
     return result
+
+
+def flash_emulator_us() -> float:
+    """us per program of a PUB record in the virtual board's flash emulator alone (bench_apps/clients/
+    flash_emulator.py): the durable runs' cost that a chip's C flash driver does not have."""
+    shims = REPO / "host_bridge" / "vboard" / "shims"
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, MICROPYPATH=str(shims))
+        done = subprocess.run([*micropython_command(), str(APP / "flash_emulator.py"), tmp], env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"the flash emulator's timing failed:\n{done.stdout}{done.stderr}")
+    program_us = float(json.loads(done.stdout.strip().splitlines()[-1])["program_us"])
+    print(f"  flash emulator: {program_us:.1f} us per program", flush=True)
+    return program_us
 
 
 def native_trial(address: str, messages: int, rounds: int) -> dict[str, Any] | None:
