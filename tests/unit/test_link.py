@@ -314,24 +314,34 @@ def frame_payloads(frames: list[bytes]) -> list[bytes]:
     return out
 
 
+def measured_link() -> tuple[Link, int]:
+    """An endpoint at 921600 baud whose round trips are measured (20 frames acknowledged), and the time then."""
+    a, b = Link(7, baud=921600), Link(9, baud=921600)
+    line = Line(a, b, baud=921600)
+    line.run(100)
+    for _ in range(20):
+        a.send(frame.MQTT, b"m" * 100)
+        line.run(10)
+        b.readinto(frame.MQTT, bytearray(512))
+    return a, line.now
+
+
+def damage(end: Link, now: int) -> None:
+    """A frame with its CRC broken reaches `end`: its line has damaged a frame just now."""
+    bad = bytearray(frame.WIRE_MAX)
+    n = frame.encode(bad, frame.ACK, 0, 0, 0, 9)
+    bad[n - 3] ^= 0xFF
+    end.feed(bytes(bad[:n]), now)
+
+
 @pytest.mark.parametrize("damaged", [False, True])
 def test_a_slow_peer_on_a_clean_line_is_not_probed_but_on_a_damaging_one_it_is(damaged: bool) -> None:
     """The tail loss probe sends the oldest frame in flight again when its ack is late. On a line that has damaged
     nothing lately no frame is lost, and a late ack is a slow peer or a loaded host: a probe would be a spurious
     retransmission, and the timeout is the answer. On a line that has just damaged a frame the probe goes."""
-    a, b = Link(7, baud=921600), Link(9, baud=921600)
-    line = Line(a, b, baud=921600)
-    line.run(100)
-    for _ in range(20):  # round trips measured
-        a.send(frame.MQTT, b"m" * 100)
-        line.run(10)
-        b.readinto(frame.MQTT, bytearray(512))
-    now = line.now
+    a, now = measured_link()
     if damaged:
-        bad = bytearray(frame.WIRE_MAX)
-        n = frame.encode(bad, frame.ACK, 0, 0, 0, 9)
-        bad[n - 3] ^= 0xFF  # its CRC broken
-        a.feed(bytes(bad[:n]), now)
+        damage(a, now)
     assert a.send(frame.MQTT, b"late") == 4
     assert len(written(a, now)) == 1  # its ack will be late: the peer is slow
     probe_at = now + 2 * (a._srtt8 // 8) + a._frame_ms + 1
@@ -346,19 +356,9 @@ def test_a_late_ack_times_out_at_the_measured_timeout_only_on_a_damaging_line(da
     one is found soon; on a line that has damaged nothing lately a late ack is a slow peer or a loaded host (a
     garbage collection, a core it waited for), and the timeout stays at its ceiling: no spurious
     retransmission for a pause shorter than that."""
-    a, b = Link(7, baud=921600), Link(9, baud=921600)
-    line = Line(a, b, baud=921600)
-    line.run(100)
-    for _ in range(20):  # round trips measured
-        a.send(frame.MQTT, b"m" * 100)
-        line.run(10)
-        b.readinto(frame.MQTT, bytearray(512))
-    now = line.now
+    a, now = measured_link()
     if damaged:
-        bad = bytearray(frame.WIRE_MAX)
-        n = frame.encode(bad, frame.ACK, 0, 0, 0, 9)
-        bad[n - 3] ^= 0xFF  # its CRC broken
-        a.feed(bytes(bad[:n]), now)
+        damage(a, now)
     assert a.timeout_ms < a.max_timeout_ms  # measured
     a.send(frame.MQTT, b"late")
     assert len(written(a, now)) == 1  # the peer will be slow to acknowledge it
@@ -372,18 +372,8 @@ def test_a_lost_probe_is_probed_again_after_twice_the_wait_then_the_timeout_has_
     """On a damaging line a tail loss probe is lost as often as any frame, and this side does not see its loss
     (the damage is at the peer): the probe goes again after twice the last wait, three probes in all, then only
     the timeout."""
-    a, b = Link(7, baud=921600), Link(9, baud=921600)
-    line = Line(a, b, baud=921600)
-    line.run(100)
-    for _ in range(20):  # round trips measured
-        a.send(frame.MQTT, b"m" * 100)
-        line.run(10)
-        b.readinto(frame.MQTT, bytearray(512))
-    now = line.now
-    bad = bytearray(frame.WIRE_MAX)
-    n = frame.encode(bad, frame.ACK, 0, 0, 0, 9)
-    bad[n - 3] ^= 0xFF  # a damaged frame: the line is damaging
-    a.feed(bytes(bad[:n]), now)
+    a, now = measured_link()
+    damage(a, now)  # the line is damaging
     a.timeout_ms = a.max_timeout_ms  # (so that only probes go in the window looked at)
     a.send(frame.MQTT, b"lost")
     assert len(written(a, now)) == 1  # and it, and every copy of it, is lost on the way
