@@ -14,7 +14,6 @@ the bridge, is the limit: the host's load is reported beside each run."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -24,6 +23,8 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
+
+from figure_cli import print_board_figure
 
 from dboard import console_host
 from host_bridge.bridge.command import command as bridge_command
@@ -190,12 +191,7 @@ def _line(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--boards", help="comma-separated board counts (default 8,16,32,64)")
-    args = parser.parse_args()
-    sizes = tuple(int(n) for n in args.boards.split(",")) if args.boards else None
-    print(json.dumps(figure(args.quick, sizes), indent=1))
+    print_board_figure(__doc__, figure, "8,16,32,64")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@ beside it (it shares the machine's two cores with the bridge, Mosquitto and the 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import tempfile
 import time
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_bridge import bridge_retransmissions, cpu_seconds, host_busy, witnessed
+from figure_cli import print_board_figure
 from synthetic_boards import Fleet
 
 from host_bridge.bridge.command import command as bridge_command
@@ -104,12 +103,7 @@ def _line(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--boards", help="comma-separated board counts (default 64,128,256)")
-    args = parser.parse_args()
-    sizes = tuple(int(n) for n in args.boards.split(",")) if args.boards else None
-    print(json.dumps(figure(args.quick, sizes), indent=1))
+    print_board_figure(__doc__, figure, "64,128,256")
 
 
 if __name__ == "__main__":

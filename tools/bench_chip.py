@@ -14,14 +14,13 @@ model (figure 2) and the link's clean-line efficiency (figure 3)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from figure_cli import print_figure
 from sdist import fetch_member
 
 from host_bridge.vboard.runner import micropython_command
@@ -63,10 +62,7 @@ def figure(quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(figure(args.quick), indent=1))
+    print_figure(__doc__, figure)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ counters over the whole run (a boot's own writes included, the same in both); th
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from figure_cli import print_figure
 
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
@@ -111,9 +112,7 @@ def figure(quick: bool) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    print(json.dumps(figure(parser.parse_args().quick), indent=1))
+    print_figure(__doc__, figure)
     return 0
 
 

@@ -11,7 +11,6 @@ on it too, in each install path: a chip's object sizes rather than the PyPI port
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -19,6 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from figure_cli import print_figure
 
 from host_bridge import assets
 from host_bridge.boards.firmware_build import board_modules, stage_firmware
@@ -181,9 +182,7 @@ def figure(quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    print(json.dumps(figure(parser.parse_args().quick), indent=1))
+    print_figure(__doc__, figure)
 
 
 if __name__ == "__main__":

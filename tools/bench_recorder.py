@@ -11,8 +11,6 @@ Mosquitto hands a shared subscription's messages round robin to the group's sess
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import threading
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from figure_cli import print_figure
 from paho.mqtt.enums import CallbackAPIVersion
 
 from dmqtt_telemetry import format as telemetry
@@ -137,9 +136,7 @@ def figure(quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    print(json.dumps(figure(parser.parse_args().quick), indent=1))
+    print_figure(__doc__, figure)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from figure_cli import print_figure
 from paho.mqtt.enums import CallbackAPIVersion
 
 from dboard import console_host
@@ -206,10 +206,7 @@ def figure(quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(figure(args.quick), indent=1))
+    print_figure(__doc__, figure)
 
 
 if __name__ == "__main__":
