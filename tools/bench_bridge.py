@@ -118,14 +118,7 @@ def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: in
         busy0, total0 = host_busy()
         for board in started:
             board.start()
-        outputs = []
-        for board in started:
-            assert board.process is not None
-            try:
-                outputs.append(board.process.communicate(timeout=120 + messages * 0.2)[0].decode(errors="replace"))
-            except subprocess.TimeoutExpired:
-                board.power_cut()
-                outputs.append(board.process.communicate()[0].decode(errors="replace"))
+        outputs = [board.output(timeout=120 + messages * 0.2) for board in started]
         time.sleep(0.5)  # the last arrivals
         busy1, total1 = host_busy()
         bridge_cpu = cpu_seconds(bridge.process.pid) if bridge is not None else None

@@ -95,12 +95,7 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
         bridge.wait_for("event=start")
         meter.start()
         board.start()
-        assert board.process is not None
-        try:
-            out = board.process.communicate(timeout=limit_s)[0]
-        except subprocess.TimeoutExpired:
-            board.power_cut()
-            out = board.process.communicate()[0]
+        console = board.output(timeout=limit_s)
         time.sleep(0.3)  # the last arrivals
     finally:
         meter.done.set()
@@ -108,7 +103,6 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
         bridge.stop()
 
         witness.close()
-    console = out.decode(errors="replace")
     summary = console_host.summary(console)
     first: dict[int, tuple[float, int]] = {}  # seq -> first arrival, payload bytes
     for record in witness.records:

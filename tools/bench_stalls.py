@@ -135,12 +135,7 @@ def serial_run(work: Path, broker: Mosquitto, baud: int, pause: bool, flash_timi
         bridge.wait_for("event=start")
         commands.start()
         board.start()
-        assert board.process is not None
-        try:
-            out = board.process.communicate(timeout=180)[0].decode(errors="replace")
-        except subprocess.TimeoutExpired:
-            board.power_cut()
-            out = board.process.communicate()[0].decode(errors="replace")
+        out = board.output(timeout=180)
         time.sleep(0.3)  # the last arrivals
     finally:
         stop.set()

@@ -270,6 +270,17 @@ class VirtualBoard:
         code = self.process.wait(timeout)
         return POWER_CUT_EXIT_STATUS if code == -signal.SIGKILL else code
 
+    def output(self, timeout: float) -> str:
+        """What a board started with stdout=PIPE wrote until it ended; one still running after `timeout` seconds
+        has its power cut, and what it wrote until then is returned all the same."""
+        assert self.process is not None, "start() the board first"
+        try:
+            out = self.process.communicate(timeout=timeout)[0]
+        except subprocess.TimeoutExpired:
+            self.power_cut()
+            out = self.process.communicate()[0]
+        return out.decode(errors="replace")
+
     def power_cut(self) -> None:
         """SIGKILL of the board's process group: the flash keeps what was programmed, RAM is lost."""
         if self.process is not None and self.process.poll() is None:
