@@ -470,9 +470,11 @@ class Link:
         the rate; at least timeout_for() on a line that has damaged nothing for _DAMAGE_RECENT_MS, where a late
         ack means a peer or a host that is slow for a moment (a garbage collection, a core it waited for), and
         a retransmission would be spurious. A clean line's first loss is thus found later, once."""
-        if self._damage_at < 0 or _elapsed(now, self._damage_at) > _DAMAGE_RECENT_MS:
-            return self.max_timeout_ms
-        return self.timeout_ms
+        return self.timeout_ms if self._damaging(now) else self.max_timeout_ms
+
+    def _damaging(self, now):
+        """The line has damaged a frame (or lost one of ours) in the last _DAMAGE_RECENT_MS: it may lose the next."""
+        return self._damage_at >= 0 and _elapsed(now, self._damage_at) <= _DAMAGE_RECENT_MS
 
     def _line_busy(self, now):
         """More than half a full frame still waiting to leave the UART (by the baud rate)."""
@@ -531,9 +533,10 @@ class Link:
         # Nothing else to send and the line is free: the oldest frame in flight goes again when its ack is overdue
         # (a tail loss probe, as TCP's RACK-TLP has it), instead of the line idling until the timeout: after one
         # round trip if it was lost before (on a bad line a retransmission is lost as often as the original),
-        # after two round trips and a full frame (the peer may be writing one) otherwise. Only on a line that has
-        # damaged a frame in the last _DAMAGE_RECENT_MS, and again only if it has damaged one since: on a line that
-        # is only slow (a loaded host) a probe is a spurious retransmission, and the timeout is the answer.
+        # after two round trips and a full frame (the peer may be writing one) otherwise, up to _PROBES times, each
+        # after twice the wait of the last. Only on a line that has damaged a frame in the last _DAMAGE_RECENT_MS:
+        # on a line that is only slow (a loaded host) a probe is a spurious retransmission, and the timeout is the
+        # answer (_overdue_after).
         seq = self._overdue(now)
         if seq >= 0:
             slot = seq % self.window
@@ -549,7 +552,7 @@ class Link:
 
     def _overdue_after(self, slot, now):
         """ms after its last write that the oldest frame in flight is probed, or -1 (not now)."""
-        if not self._srtt8 or self._damage_at < 0 or _elapsed(now, self._damage_at) > _DAMAGE_RECENT_MS:
+        if not self._srtt8 or not self._damaging(now):
             # A line that has damaged nothing lately loses nothing: a late ack is a peer (or a host) that is slow,
             # and probing it would be a spurious retransmission. The timeout is the answer there.
             return -1
