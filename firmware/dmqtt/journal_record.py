@@ -37,6 +37,7 @@ CONFIRMED = const(10)  # the recorder has stored every message up to this serial
 _LAST_TYPE = const(10)
 
 OVERHEAD = const(7)  # framing around a body: type (1) + length (2) + CRC-32 (4)
+PID_RECORD = const(2 + OVERHEAD)  # a record whose body is a packet id (DONE, RXDONE): framed in views made once
 AT_TORN = const(-1)  # what a reader finds instead of a body length
 AT_ERASED = const(-2)
 
@@ -66,8 +67,8 @@ class Framing:
         self._rmv = memoryview(self._rbuf)
         # A record whose body is a packet id (DONE, and the other acknowledgements' records: one or two per
         # message) framed in views made once: its CRC's and its program's slices would be two objects each.
-        self._pid_crc = self._mv[: 3 + 2]
-        self._pid_record = self._mv[: 2 + OVERHEAD]
+        self._pid_crc = self._mv[: PID_RECORD - 4]
+        self._pid_record = self._mv[:PID_RECORD]
         self.notes = []  # what open() found and repaired, for the console
 
     def _seal(self, view, rtype, n):

@@ -15,7 +15,18 @@ from array import array
 from binascii import crc32
 
 from dmqtt.errors import JournalError, QueueFull
-from dmqtt.journal_record import AT_ERASED, AT_TORN, FORMAT, META, META_SIZE, OVERHEAD, PUB, Framing, known_format
+from dmqtt.journal_record import (
+    AT_ERASED,
+    AT_TORN,
+    FORMAT,
+    META,
+    META_SIZE,
+    OVERHEAD,
+    PID_RECORD,
+    PUB,
+    Framing,
+    known_format,
+)
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -43,7 +54,6 @@ _RESERVE = const(128)
 # group that is larger syncs early, in more than one program, durable all the same. Half a kilobyte of heap,
 # where more put group commit under the heap budget on a deployed board (docs/install-paths.md).
 _STAGE = const(512)
-_PID_RECORD = const(9)  # a record whose body is a packet id: 2 bytes and OVERHEAD (Framing._pid_record)
 
 
 class RingJournal(Framing):
@@ -229,7 +239,7 @@ class RingJournal(Framing):
                 self.sync()
             if self._offset + total > _SECTOR:
                 self._advance()
-            return self._append(self._pid_record if total == _PID_RECORD else self._mv[:total])
+            return self._append(self._pid_record if total == PID_RECORD else self._mv[:total])
         if self._stage is None:
             self._stage = bytearray(_STAGE)
             self._stage_mv = memoryview(self._stage)
