@@ -226,19 +226,25 @@ def interleaved(runner: Runner, address: str, rounds: int) -> dict[str, Any]:
     return {"rounds": rounds, "rates": rates, "ratios": ratios}
 
 
+def micropython_json(args: list[str], micropypath: str, what: str, timeout: float) -> Any:
+    """Run a script on the MicroPython Unix port with `micropypath`; its last line of output, read as JSON.
+    A script that fails ends the figure, saying `what` failed and with its output."""
+    env = dict(os.environ, MICROPYPATH=micropypath)
+    done = subprocess.run([*micropython_command(), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{done.stdout}{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def profile(address: str, messages: int, staged: Path | None = None, quiet: bool = False) -> dict[str, Any]:
     """Where a durable QoS 1 message's time goes on loopback (bench_apps/clients/profile.py: MQTT 5, window 8,
     64-byte payloads, the journal on a RAM partition), on the Unix port with the board's heap and its staged .mpy
     (or those in `staged`)."""
     port = address.rsplit(":", 1)[1]
     heap = parse_size(BoardDefinition.load("sim").heap) + RAM_PARTITION_HEAP  # the dmqtt-ram runs' heap
-    command = [*micropython_command(), "-X", f"heapsize={heap}", str(APP / "profile.py"), port, "5", "8", str(messages)]
+    args = ["-X", f"heapsize={heap}", str(APP / "profile.py"), port, "5", "8", str(messages)]
     # The firmware as a board gets it (.mpy from mpy-cross): compiling sources would take heap a board keeps.
-    env = dict(os.environ, MICROPYPATH=str(staged or stage_firmware(APP)))
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise SystemExit(f"the client profile failed:\n{done.stdout}{done.stderr}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = micropython_json(args, str(staged or stage_firmware(APP)), "the client profile", 600)
     if quiet:
         return result
     print(
@@ -277,12 +283,8 @@ def allocation() -> dict[str, float]:
     """Heap bytes the client allocates per message, its stand-ins for the flash driver and the network left
     out (tests/vectors/client_alloc.py, the counter tests/unit/test_client_alloc.py holds to its ceilings)."""
     vectors = REPO / "tests" / "vectors"
-    env = dict(os.environ, MICROPYPATH=f"{REPO / 'firmware'}:{vectors}")
-    done = subprocess.run([*micropython_command(), "-X", "heapsize=4M", str(vectors / "client_alloc.py")], env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"the allocation count failed:\n{done.stdout}{done.stderr}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    args = ["-X", "heapsize=4M", str(vectors / "client_alloc.py")]
+    result: dict[str, float] = micropython_json(args, f"{REPO / 'firmware'}:{vectors}", "the allocation count", 300)
     print(f"  heap bytes allocated per message: {result}", flush=True)
     return result
 
@@ -292,12 +294,8 @@ def flash_emulator_us() -> float:
     flash_emulator.py): the durable runs' cost that a chip's C flash driver does not have."""
     shims = REPO / "host_bridge" / "vboard" / "shims"
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, MICROPYPATH=str(shims))
-        done = subprocess.run([*micropython_command(), str(APP / "flash_emulator.py"), tmp], env=env,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"the flash emulator's timing failed:\n{done.stdout}{done.stderr}")
-    program_us = float(json.loads(done.stdout.strip().splitlines()[-1])["program_us"])
+        timed = micropython_json([str(APP / "flash_emulator.py"), tmp], str(shims), "the flash emulator's timing", 300)
+    program_us = float(timed["program_us"])
     print(f"  flash emulator: {program_us:.1f} us per program", flush=True)
     return program_us
 
