@@ -3,6 +3,8 @@ read by the client); the time functions it needs are the micropython_time fixtur
 
 from __future__ import annotations
 
+from dmqtt import codec_host as codec
+
 
 class ScriptedInbox:
     """What the broker sent and the client has not read yet (`inbox`), read as a non-blocking socket is."""
@@ -17,3 +19,30 @@ class ScriptedInbox:
         buf[:n] = self.inbox[:n]
         del self.inbox[:n]
         return n
+
+
+class Broker(ScriptedInbox):
+    """A broker on MQTT 3.1.1, in memory: CONNACK first; what the client sends, decoded (`sent`); with `acking`, a
+    PUBACK for every QoS 1 PUBLISH as soon as it is written."""
+
+    def __init__(self, acking: bool = False) -> None:
+        super().__init__(codec.encode_connack(False, 0, codec.V311))
+        self.acking = acking
+        self.sent: list[codec.Packet] = []
+        self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
+
+    def send(self, buf: bytearray, start: int, end: int) -> int:
+        for packet in self._decoder.packets(bytes(buf[start:end])):
+            self.sent.append(packet)
+            if self.acking and packet.type == codec.PUBLISH:
+                self.inbox += codec.encode_ack(codec.PUBACK, packet.pid, 0, codec.V311)
+        return end - start
+
+    def wait(self, timeout_ms: int, writable: bool = False) -> bool:
+        return writable or bool(self.inbox)
+
+    def close(self) -> None:
+        pass
+
+    def publishes(self) -> list[tuple[str, bytes]]:
+        return [(p.topic, bytes(p.payload)) for p in self.sent if p.type == codec.PUBLISH]

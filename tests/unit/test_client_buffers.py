@@ -10,30 +10,10 @@ import pytest
 from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
 from dmqtt.journal_ring import RingJournal
-from tests.unit.host_client import ScriptedInbox
+from tests.unit.host_client import Broker
 from tests.unit.nor import NorPartition
 
 pytestmark = pytest.mark.usefixtures("micropython_time")
-
-
-class Broker(ScriptedInbox):
-    def __init__(self) -> None:
-        super().__init__(codec.encode_connack(False, 0, codec.V311))
-        self.sent: list[codec.Packet] = []
-        self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
-
-    def send(self, buf: bytearray, start: int, end: int) -> int:
-        self.sent += list(self._decoder.packets(bytes(buf[start:end])))
-        return end - start
-
-    def wait(self, timeout_ms: int, writable: bool = False) -> bool:
-        return writable or bool(self.inbox)
-
-    def close(self) -> None:
-        pass
-
-    def publishes(self) -> list[tuple[str, bytes]]:
-        return [(p.topic, bytes(p.payload)) for p in self.sent if p.type == codec.PUBLISH]
 
 
 def test_buffers_reused_after_publish_returns_never_change_what_is_sent() -> None:

@@ -11,30 +11,10 @@ from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
 from dmqtt.errors import JournalError
 from dmqtt.journal_ring import RingJournal
-from tests.unit.host_client import ScriptedInbox
+from tests.unit.host_client import Broker
 from tests.unit.nor import NorPartition
 
 pytestmark = pytest.mark.usefixtures("micropython_time")
-
-
-class AckingBroker(ScriptedInbox):
-    """CONNACK, then a PUBACK for every QoS 1 PUBLISH, as soon as it is written."""
-
-    def __init__(self) -> None:
-        super().__init__(codec.encode_connack(False, 0, codec.V311))
-        self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
-
-    def send(self, buf: bytearray, start: int, end: int) -> int:
-        for packet in self._decoder.packets(bytes(buf[start:end])):
-            if packet.type == codec.PUBLISH:
-                self.inbox += codec.encode_ack(codec.PUBACK, packet.pid, 0, codec.V311)
-        return end - start
-
-    def wait(self, timeout_ms: int, writable: bool = False) -> bool:
-        return writable or bool(self.inbox)
-
-    def close(self) -> None:
-        pass
 
 
 def run(poll_ms: int, messages: int = 600) -> tuple[int, int, int, int]:
@@ -43,7 +23,7 @@ def run(poll_ms: int, messages: int = 600) -> tuple[int, int, int, int]:
     flash = NorPartition(6)
     client = MQTTClient("ahead", RingJournal(flash, 512), codec.V311, window=8)
     client.open()
-    client.connect(AckingBroker())
+    client.connect(Broker(acking=True))
     before = flash.erases
     client.poll(poll_ms)  # the application waits once before its first message, as after any start-up
     in_publish, in_poll, most_programs = 0, flash.erases - before, 0
@@ -102,7 +82,7 @@ def test_the_ring_hushes_its_link_around_every_erase_and_after_a_failed_one_too(
     journal.quiet = lambda start: log.append("hush" if start else "resume")
     client = MQTTClient("hushed", journal, codec.V311, window=8)
     client.open()
-    client.connect(AckingBroker())
+    client.connect(Broker(acking=True))
     for n in range(120):
         client.publish(b"sensors/hushed/t", b"%05d" % n + b"x" * 195, 1, timeout_ms=1000)
         client.poll(1)
