@@ -163,6 +163,10 @@ class Board:
             free = self.heap.collected()
             self.tls_ctx = tls_context(cfg)
             self.heap.tls = free - self.heap.collected()
+        # The journal first, and its backend's import garbage collected (on a deployed board the backend's code
+        # loads into the heap here): the client's buffers then find the free heap in larger blocks.
+        store = open_journal()
+        gc.collect()
         client_class = MQTTClient
         options = cfg["confirm"] or {}  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
         if options:
@@ -171,7 +175,7 @@ class Board:
             options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
         self.client = client_class(
             cfg["client_id"],
-            open_journal(),
+            store,
             version=cfg["version"],
             keepalive=cfg["keepalive"],
             clean=False,

@@ -244,7 +244,6 @@ class Decoder:
         self.frames += 1
         return True
 
-    @property
     def payload(self):
-        """The last frame's payload (a view valid until the next feed)."""
+        """The last frame's payload (a view valid until the next feed). A method, not a property: see Link.up."""
         return self._raw_mv[_HEADER : _HEADER + self.payload_len]

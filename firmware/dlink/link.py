@@ -108,6 +108,9 @@ class Link:
         self.min_payload = min_payload  # frame.MAX_PAYLOAD: fixed-size frames
         self.payload = max(min_payload, _START_PAYLOAD)  # payload of the next new DATA frame
         self.state = RESETTING
+        # state == UP, an attribute rather than a property: on MicroPython a class with a property makes every
+        # attribute store on its instances look for a setter first, and the link stores several per frame.
+        self.up = False
         self.peer_epoch = 0
         self._peer_knows_us = False
         self.decoder = frame.Decoder()
@@ -179,10 +182,6 @@ class Link:
             self._rx_head[ch] = 0
 
     # -- application side ----------------------------------------------------------------------------------
-
-    @property
-    def up(self) -> bool:
-        return self.state == UP
 
     def send(self, channel: int, data: bytes | bytearray | memoryview) -> int:
         """Queue bytes on a channel; returns how many were taken (0 when the window is full or the link is
@@ -303,6 +302,7 @@ class Link:
                     self._peer_restarted(dec.epoch, now)
                 self._peer_knows_us = True
                 self.state = UP
+                self.up = True
             return
         if dec.epoch != self.peer_epoch or not self.peer_epoch:
             return  # a frame of a previous life of the peer, or before its RESET: not ours
@@ -313,6 +313,7 @@ class Link:
             # showed.) A line keeps order, so no frame of the peer's life before its RESET gets here.
             self._peer_knows_us = True
             self.state = UP
+            self.up = True
         if ftype == frame.PAUSE:
             self._quiet_due = True
         elif ftype == frame.QUIET:
@@ -381,6 +382,7 @@ class Link:
         self._start_stream(now)
         if self._peer_knows_us:
             self.state = UP
+            self.up = True
 
     def _on_ack(self, ack, held, now):
         """The peer passed on everything before `ack` and holds the frames of `held` (bit i: ack + i)."""

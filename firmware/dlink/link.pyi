@@ -22,6 +22,7 @@ class Link:
     min_payload: int
     payload: int
     state: int
+    up: bool
     peer_epoch: int
     decoder: Decoder
     lines: list[str]
@@ -44,8 +45,6 @@ class Link:
         control_size: int = 128,
         min_payload: int = ...,
     ) -> None: ...
-    @property
-    def up(self) -> bool: ...
     def send(self, channel: int, data: _Bytes) -> int: ...
     def can_send(self, channel: int = ...) -> bool: ...
     def hush(self) -> None: ...

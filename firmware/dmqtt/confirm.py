@@ -21,7 +21,7 @@ from array import array
 from dmqtt import journal_record as rec
 from dmqtt.client import CONNECTED, MQTTClient
 from dmqtt.errors import JournalError, QueueFull
-from dmqtt.session import FREE, QUEUED, Session
+from dmqtt.session import FREE, Session
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -104,7 +104,7 @@ class ConfirmingSession(Session):
         """As the session's; the first message of an epoch journals the epoch and its first serial before it.
         While messages wait to be sent again, new ones leave them a batch of slots: publish() waits (QueueFull)
         rather than let a busy board starve the repair until the journal gives the missing ones up."""
-        if self._hi and self.connected_now and self.free_slots() <= _BATCH:
+        if self._hi and self.connected_now and len(self._state) - self.outstanding() <= _BATCH:
             raise QueueFull("sending again what the store lacks first")
         if self._current >= 0 and not (self._epochs and self._epoch[self._epochs - 1] == self._current):
             serial = self.serial + 1  # the one accept() gives it
@@ -327,7 +327,7 @@ class ConfirmingSession(Session):
 
     def _send_again(self):
         """One pass over the journal: the lowest serials of lo..hi it still holds, each sent again as a new flow."""
-        self._want = min(self.free_slots(), _BATCH)
+        self._want = min(len(self._state) - self.outstanding(), _BATCH)
         if not self._want:
             return
         before = self.floor
@@ -368,7 +368,7 @@ class ConfirmingSession(Session):
         """Send again, as a new flow, the message of a journaled PUB body: a new record with a new packet id and
         the message's own serial, so that the flow is journaled like any other (a QoS 2 flow must be: a broker
         that has its PUBREC holds the packet id until PUBREL) and the serial still names the message. The
-        session's slots are filled as its accept() fills them."""
+        session's slot is filled and queued as accept() does it."""
         i = self._free_slot()
         if i < 0:
             raise QueueFull("no free slot")
@@ -378,13 +378,9 @@ class ConfirmingSession(Session):
         copy = self.journal.body
         copy[:n] = body  # (body is the read buffer, which a commit that opens a sector reuses)
         rec.put_pid(copy, pid)
-        self._qos[i] = rec.pub_qos(copy)
-        self._serial[i] = rec.serial_of(rec.PUB, copy)
-        self._addr[i] = self.journal.commit(rec.PUB, n)
-        self._pid[i] = pid
-        self._state[i] = QUEUED
-        self._tx[i] = 0
-        self._work = True
+        qos = rec.pub_qos(copy)
+        serial = rec.serial_of(rec.PUB, copy)
+        self._queue(i, pid, qos, serial, self.journal.commit(rec.PUB, n))
 
     def _carried(self, serial):
         """Whether a flow in flight carries the message of this serial."""

@@ -64,7 +64,11 @@ class Session:
         self.max_packet = 268435455
         self.mark = 0  # the application's progress counter, journaled with each message
         self.serial = 0  # acceptance order of outgoing messages, journaled
-        self.next_pid = 0  # last packet id handed out
+        self.next_pid = 0  # the last packet id handed out
+        # allocate_pid's shortcut: this many ids after the id _free_after are known to be free, so the slots are
+        # searched once per run of free ids, not for every message (only while next_pid is still _free_after:
+        # a replay may set it).
+        self._free_pids = self._free_after = 0
         n = max_messages
         self._pid = array("H", bytes(2 * n))
         self._state = bytearray(n)
@@ -79,25 +83,30 @@ class Session:
         self._rx_handled = bytearray(rx_max)  # 0: not yet, 1: handled (journaled); 2: held (dmqtt.aio)
         self.rx_pid = 0  # the packet id of the message on_message is being given
         self._rx_addr = array("I", bytes(4 * rx_max))
-        self._ctl_type = bytearray(_CONTROL_MAX)  # acks we owe the broker, in order
-        self._ctl_pid = array("H", bytes(2 * _CONTROL_MAX))
-        self._ctl_reason = bytearray(_CONTROL_MAX)
+        # Acks we owe the broker, in order: a ring of packet type << 24 | reason code << 16 | packet id (one array,
+        # not three: a deployed board's heap keeps every object's header).
+        self._ctl = array("I", bytes(4 * _CONTROL_MAX))
         self._ctl_head = 0
         self._ctl_len = 0
         self.connected_now = False
         self.retain_cleared = 0
         self.staged = 0  # group-committed records not yet on flash
-        # Hot-path shortcuts (measured on the Unix port: tools/bench_clients.py). _work: something may be sendable
-        # (set by every change that can make it so, cleared when a search finds nothing), so the polls between
-        # messages skip the slot scans. _fresh: the slot whose message the publish() that is running accepted,
-        # sent from the application's own topic and payload instead of its record read back from flash (slices
-        # of the record would be objects per message); the application may reuse its buffers once publish() has
-        # returned (returned()), and a message sent later is read back.
-        self._work = False
+        # The packets to send, in order, each a ring of slot indices (head, length): the messages not yet sent as
+        # PUBLISH on this connection, in acceptance order, and the flows owing a PUBREL, in the order their PUBRECs
+        # came [MQTT-4.6.0-3]. connected() rebuilds both; _used counts the flows that hold a place in the window
+        # (PUBLISH sent and unacknowledged, or PUBREL owed or sent). next_packet() takes the head of a ring instead
+        # of searching the slots: a pass over 32 slots costs about 5 us on the Unix port, a tenth of a message.
+        self._sendq = bytearray(n)
+        self._sendq_head = self._sendq_len = 0
+        self._relq = bytearray(n)
+        self._relq_head = self._relq_len = 0
+        self._used = 0
+        # _fresh: the slot whose message the publish() that is running accepted, sent from the application's own
+        # topic and payload instead of its record read back from flash (slices of the record would be objects per
+        # message); the application may reuse its buffers once publish() has returned (returned()), and a message
+        # sent later is read back.
         self._fresh = -1
         self._fresh_topic = self._fresh_payload = b""
-        self._next_rel = self._next_publish = -1  # set by _survey(), with _window_used
-        self._window_used = 0
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
         self.wire_props = {}  # the properties of the PUBLISH wire_topic() named last: its Topic Alias, or none
@@ -240,17 +249,23 @@ class Session:
         # count a message whose own record a power cut could still tear.
         self.serial = serial
         self.mark = mark
+        self._queue(i, pid, qos, serial, addr)
+        self._fresh = i
+        self._fresh_topic = topic
+        self._fresh_payload = payload
+        return pid
+
+    def _queue(self, i, pid, qos, serial, addr):
+        """Slot i holds a new flow, its PUB record journaled at addr: queued to be sent, after those before it."""
         self._pid[i] = pid
         self._state[i] = QUEUED
         self._tx[i] = 0
         self._qos[i] = qos
         self._addr[i] = addr
-        self._serial[i] = self.serial
-        self._fresh = i
-        self._fresh_topic = topic
-        self._fresh_payload = payload
-        self._work = True
-        return pid
+        self._serial[i] = serial
+        q = self._sendq
+        q[(self._sendq_head + self._sendq_len) % len(q)] = i
+        self._sendq_len += 1
 
     def returned(self):
         """The publish() that called accept() is returning: the application may reuse its topic and payload
@@ -272,18 +287,15 @@ class Session:
 
     def outstanding(self):
         """Outgoing QoS 1/2 messages not yet completed."""
-        return len(self._state) - self.free_slots()
+        count = 0
+        for state in self._state:  # bytearray.count(int) is CPython-only
+            if state != FREE:
+                count += 1
+        return count
 
     def full(self):
         """Every slot holds a message (stops at the first free slot: publish() asks this for every message)."""
         return self._free_slot() < 0
-
-    def free_slots(self):
-        count = 0
-        for state in self._state:  # bytearray.count(int) is CPython-only
-            if state == FREE:
-                count += 1
-        return count
 
     # -- connection events ---------------------------------------------------------------------------------
 
@@ -301,17 +313,39 @@ class Session:
         self.max_qos = max_qos
         self.retain_available = retain_available
         self._ctl_len = 0
-        self._work = True
-        for i in range(len(self._state)):
+        # The rings and the window count, rebuilt from the slots: every flow, oldest first by serial (so flows
+        # resent on a kept session go in the order they were first sent [MQTT-4.6.0-1]), then split into the
+        # flows owing a PUBREL and the messages to send as PUBLISH (in place: the second never passes the first).
+        state = self._state
+        serial = self._serial
+        order = self._sendq
+        n = 0
+        for i in range(len(state)):
             self._tx[i] = 0
-            if session_present:
+            if state[i] == FREE:
                 continue
             # The broker has no session: it never saw, or has forgotten, these flows. Each is sent again as a
             # new flow (PUBLISH, DUP=0), not dropped; even after PUBREC, since a broker that releases QoS 2
             # messages on PUBREL (Mosquitto does) would otherwise lose it. Exactly once cannot survive a
             # broker that forgets its sessions; this keeps "never lost".
-            if self._state[i] == WAIT_ACK or self._state[i] == WAIT_COMP:
-                self._state[i] = QUEUED
+            if not session_present:
+                state[i] = QUEUED
+            k = n
+            while k and serial[order[k - 1]] > serial[i]:
+                order[k] = order[k - 1]
+                k -= 1
+            order[k] = i
+            n += 1
+        self._sendq_head = self._sendq_len = self._relq_head = self._relq_len = self._used = 0
+        for k in range(n):
+            i = order[k]
+            if state[i] == WAIT_COMP:  # PUBREL owed: its flow holds a place in the window
+                self._relq[self._relq_len] = i
+                self._relq_len += 1
+                self._used += 1
+            else:  # QUEUED, or WAIT_ACK not sent on this connection
+                order[self._sendq_len] = i
+                self._sendq_len += 1
         # What the application has not had yet (a hook set after open(), a handler that raised), it gets now.
         self.deliver_pending()
         if not session_present:
@@ -331,35 +365,32 @@ class Session:
         """Encode the next packet the session wants sent into buf; returns its length, or 0 for none."""
         if not self.connected_now:
             return 0
-        self.sync()
+        if self.staged:  # (the test inline: this runs a few times per message)
+            self.sync()
         if self._ctl_len:
             h = self._ctl_head
             self._ctl_head = (h + 1) % _CONTROL_MAX
             self._ctl_len -= 1
-            reason = self._ctl_reason[h] if self.version == codec.V5 else 0
-            return codec.encode_ack(self._ctl_type[h], self._ctl_pid[h], reason, self.version, None, buf)
-        if not self._work:
-            return 0
-        while True:
-            self._survey()
-            # PUBRELs first: those flows already hold their place in the window.
-            i = self._next_rel
-            if i >= 0:
-                self._tx[i] = 1
-                return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
-            if self._window_used >= self.window:
-                self._work = False  # until a flow ends (_finish) or a PUBREC turns one into a PUBREL
-                return 0
-            i = self._next_publish
-            if i < 0:
-                self._work = False  # until accept() or a reconnect
-                return 0
+            owed = self._ctl[h]
+            reason = (owed >> 16) & 0xFF if self.version == codec.V5 else 0
+            return codec.encode_ack(owed >> 24, owed & 0xFFFF, reason, self.version, None, buf)
+        if self._relq_len:  # PUBRELs first: those flows already hold their place in the window
+            i = self._relq[self._relq_head]
+            self._relq_head = (self._relq_head + 1) % len(self._relq)
+            self._relq_len -= 1
+            self._tx[i] = 1
+            return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
+        while self._sendq_len and self._used < self.window:
+            i = self._sendq[self._sendq_head]
+            self._sendq_head = (self._sendq_head + 1) % len(self._sendq)
+            self._sendq_len -= 1
             n = self._encode_publish(i, buf)
             if n <= self.max_packet:
                 return n
             # Accepted before the limit was known (a reboot, another broker): it can never be sent. The flow
             # ends as refused and frees its slot, instead of holding the window for ever.
             self._finish(i, codec.PACKET_TOO_LARGE)
+        return 0
 
     def _encode_publish(self, i, buf):
         resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
@@ -399,6 +430,7 @@ class Session:
             self._qos[i] = qos
             self._state[i] = WAIT_ACK
             self._tx[i] = 1
+            self._used += 1
         return n
 
     def wire_topic(self, topic):
@@ -419,33 +451,6 @@ class Session:
             aliases.append(bytes(topic))
             props[codec.TOPIC_ALIAS] = len(aliases)
         return topic
-
-    def _survey(self):
-        """One pass over the slots for next_packet: the oldest flow owing a PUBREL (_next_rel), the flows that
-        count against the window (_window_used: PUBLISH sent and unacknowledged, or PUBREL owed or sent) and the
-        oldest PUBLISH not sent on this connection (_next_publish); -1 for none. One pass, not one per
-        question: on the Unix port each pass over 32 slots costs about 5 us, a tenth of a message's time."""
-        state = self._state
-        tx = self._tx
-        serial = self._serial
-        rel = publish = -1
-        used = 0
-        for i in range(len(state)):
-            s = state[i]
-            if s == FREE:
-                continue
-            if tx[i]:
-                if s != QUEUED:
-                    used += 1
-            elif s == WAIT_COMP:
-                used += 1
-                if rel < 0 or serial[i] < serial[rel]:
-                    rel = i
-            elif publish < 0 or serial[i] < serial[publish]:
-                publish = i
-        self._next_rel = rel
-        self._window_used = used
-        self._next_publish = publish
 
     # -- incoming packets ----------------------------------------------------------------------------------
 
@@ -552,10 +557,7 @@ class Session:
             raise ProtocolError(
                 "the broker sends faster than acknowledgements can go out", codec.RECEIVE_MAXIMUM_EXCEEDED
             )
-        t = (self._ctl_head + self._ctl_len) % _CONTROL_MAX
-        self._ctl_type[t] = ptype
-        self._ctl_pid[t] = pid
-        self._ctl_reason[t] = reason
+        self._ctl[(self._ctl_head + self._ctl_len) % _CONTROL_MAX] = ptype << 24 | reason << 16 | pid
         self._ctl_len += 1
 
     def _journal_pid(self, rtype, pid):
@@ -566,15 +568,18 @@ class Session:
         self._fresh = -1  # journal.body is about to hold another record
         self._rel_addr[i] = self.journal.commit(rec.REL, rec.put_rel(self.journal.body, self._pid[i], self._serial[i]))
         self._state[i] = WAIT_COMP
-        self._tx[i] = 0  # PUBREL owed
-        self._work = True
+        self._tx[i] = 0  # PUBREL owed (its flow keeps its place in the window)
+        q = self._relq
+        q[(self._relq_head + self._relq_len) % len(q)] = i
+        self._relq_len += 1
 
     def _finish(self, i, reason):
         pid = self._pid[i]
         self._journal_pid(rec.DONE, pid)
+        if self._tx[i] or self._state[i] == WAIT_COMP:
+            self._used -= 1  # a place in the window is free
         self._state[i] = FREE
         self._tx[i] = 0
-        self._work = True  # a place in the window is free
         if self.on_result is not None:
             self.on_result(pid, reason)
 
@@ -598,10 +603,20 @@ class Session:
 
     def allocate_pid(self):
         # Never 0, wrapping 65535 -> 1 [MQTT-2.3.1-1], skipping ids still in flight.
-        pid = self.next_pid
+        pid = self.next_pid % 0xFFFF + 1
+        if self._free_pids and self.next_pid == self._free_after:
+            self._free_pids -= 1
+            self.next_pid = self._free_after = pid
+            return pid
         for _ in range(len(self._state) + 1):
-            pid = pid % 0xFFFF + 1
             if self._find(pid) < 0:
-                self.next_pid = pid
+                self.next_pid = self._free_after = pid
+                # Ids are handed out in order, so the ones up to the next id in flight stay free until then.
+                run = 0xFFFE
+                for i in range(len(self._state)):
+                    if self._state[i] != FREE:
+                        run = min(run, (self._pid[i] - pid - 1) % 0xFFFF)
+                self._free_pids = run
                 return pid
+            pid = pid % 0xFFFF + 1
         raise QueueFull("no free packet identifier")

@@ -22,20 +22,21 @@ class ScriptedInbox:
 
 
 class Broker(ScriptedInbox):
-    """A broker on MQTT 3.1.1, in memory: CONNACK first; what the client sends, decoded (`sent`); with `acking`, a
-    PUBACK for every QoS 1 PUBLISH as soon as it is written."""
+    """A broker in memory (MQTT 3.1.1 unless told): CONNACK first (with `connack_props` on 5.0); what the client
+    sends, decoded (`sent`); with `acking`, a PUBACK for every QoS 1 PUBLISH as soon as it is written."""
 
-    def __init__(self, acking: bool = False) -> None:
-        super().__init__(codec.encode_connack(False, 0, codec.V311))
+    def __init__(self, acking: bool = False, version: int = codec.V311, connack_props: dict | None = None) -> None:
+        super().__init__(codec.encode_connack(False, 0, version, connack_props))
         self.acking = acking
+        self.version = version
         self.sent: list[codec.Packet] = []
-        self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
+        self._decoder = codec.PacketDecoder(version, 1 << 16)
 
     def send(self, buf: bytearray, start: int, end: int) -> int:
         for packet in self._decoder.packets(bytes(buf[start:end])):
             self.sent.append(packet)
-            if self.acking and packet.type == codec.PUBLISH:
-                self.inbox += codec.encode_ack(codec.PUBACK, packet.pid, 0, codec.V311)
+            if self.acking and packet.type == codec.PUBLISH and packet.qos == 1:
+                self.inbox += codec.encode_ack(codec.PUBACK, packet.pid, 0, self.version)
         return end - start
 
     def wait(self, timeout_ms: int, writable: bool = False) -> bool:

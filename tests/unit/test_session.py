@@ -178,6 +178,61 @@ def test_qos2_after_pubrec_resends_pubrel_never_publish(new_store: Store) -> Non
     assert boot(new_store).outstanding() == 0
 
 
+def test_pubrels_go_in_the_order_their_pubrecs_came_and_resend_oldest_first(new_store: Store) -> None:
+    s = boot(new_store)
+    pids = publish(s, 3, 2)
+    s.connected(True)
+    drain(s)
+    for pid in (pids[2], pids[0]):  # a broker may acknowledge out of order
+        ack(s, codec.PUBREC, pid)
+    ack(s, codec.PUBREC, pids[1])
+    # In the order the PUBRECs were received [MQTT-4.6.0-3], not the order the messages were accepted.
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBREL, pid) for pid in (pids[2], pids[0], pids[1])]
+    s.lost()
+    s.connected(True)  # resent on a kept session: oldest message first
+    assert [p.pid for p in drain(s)] == pids
+
+
+def test_window_count_survives_every_way_a_flow_ends(new_store: Store) -> None:
+    """The window is a count kept as flows start and end (not a search of the slots): a flow that ends by PUBACK,
+    by PUBCOMP, by a refusing PUBREC, or a PUBLISH too large to send must each give its place back."""
+    s = boot(new_store, codec.V5, window=2)
+    q1, q2a, q2b, q1b, q1c = (s.accept(b"t", b"m", qos) for qos in (1, 2, 2, 1, 1))
+    s.connected(True)
+    assert [p.pid for p in drain(s)] == [q1, q2a]
+    ack(s, codec.PUBACK, q1)
+    assert [p.pid for p in drain(s)] == [q2b]
+    ack(s, codec.PUBREC, q2a)
+    assert [(p.type, p.pid) for p in drain(s)] == [(codec.PUBREL, q2a)]  # still holds its place
+    ack(s, codec.PUBREC, q2b, 0x87)  # refused: the flow ends here
+    assert [p.pid for p in drain(s)] == [q1b]
+    ack(s, codec.PUBCOMP, q2a)
+    assert [p.pid for p in drain(s)] == [q1c]
+    s.max_packet = 10  # (a broker with a smaller Maximum Packet Size): a later message can never be sent
+    big = s.accept(b"t", b"x" * 64, 1)
+    ack(s, codec.PUBACK, q1b)
+    assert drain(s) == [] and s.outstanding() == 1  # the large one ended as refused, its place given back
+    s.max_packet = 1024
+    last = s.accept(b"t", b"m", 1)
+    assert [p.pid for p in drain(s)] == [last] and big != last
+
+
+def test_packet_ids_skip_an_id_in_flight_after_a_whole_wrap(new_store: Store) -> None:
+    boot(new_store, max_messages=2).accept(b"t", b"held", 1)
+    s = boot(new_store, max_messages=2)  # after a reboot: the id in flight is ahead of the next one, at the wrap
+    held = s.next_pid
+    s.connected(True)
+    drain(s)
+    seen = set()
+    for _ in range(65535 + 3):  # more than every id, one message in flight at a time beside `held`
+        pid = s.accept(b"t", b"m", 1)
+        seen.add(pid)
+        drain(s)
+        ack(s, codec.PUBACK, pid)
+        assert pid != held
+    assert len(seen) == 65534 and 0 not in seen  # every id but the one in flight, never 0 [MQTT-2.3.1-1]
+
+
 def test_pubrec_error_ends_the_flow_without_pubrel(new_store: Store) -> None:
     s = boot(new_store, codec.V5)
     results: list[tuple[int, int]] = []

@@ -26,7 +26,7 @@ def frames_in(data, decoder=None):
     while pos < len(data):
         pos += dec.feed(data, pos)
         if dec.ready == frame.Decoder.FRAME:
-            out.append((dec.ftype, dec.channel, dec.seq, dec.ack, dec.epoch, bytes(dec.payload)))
+            out.append((dec.ftype, dec.channel, dec.seq, dec.ack, dec.epoch, bytes(dec.payload())))
         elif dec.ready == frame.Decoder.LINE:
             out.append(("line", dec.line))
     return out
