@@ -11,6 +11,7 @@ package(
         "errors.py",
         "codec.py",
         "codec_text.py",
+        "client_text.py",
         "session.py",
         "journal_record.py",
         "journal.py",

@@ -14,7 +14,7 @@ if False:  # type checkers only: MicroPython has no typing module
     from dmqtt.interfaces import OnConnect, OnDisconnect, OnMessage, OnPublished, Transport
 
 from dmqtt import codec
-from dmqtt.errors import CodecError, MQTTError, ProtocolError, PublishRefused, QueueFull
+from dmqtt.errors import CodecError, MQTTError, ProtocolError, PublishRefused, QueueFull, explain
 from dmqtt.session import Session
 
 try:
@@ -24,6 +24,20 @@ except ImportError:
     def const(x):  # type: ignore[misc]
         return x
 
+
+# Failures in words: numbers into client_text.TEXT, loaded only when one happens (_text; session.py has the rest).
+# A connection's ordinary ends (closed, lost, a DISCONNECT, no CONNACK while the broker is away) keep their words
+# here: they happen in a healthy run, and loading texts from the filesystem at each of them would cost more.
+_T_NOT_CONNACK = const(0)
+_T_REFUSED = const(1)
+_T_TOO_LARGE = const(2)
+_T_QOS0_OFFLINE = const(3)
+_T_WINDOW_FULL = const(4)
+_T_NO_SUBACK = const(5)
+_T_NO_PINGRESP = const(6)
+_T_PACKET_LARGE = const(7)
+_T_STALLED = const(8)
+_T_UNEXPECTED = const(9)
 
 _RX_MAX = const(16)  # our Receive Maximum for incoming QoS 1/2 (sent in a 5.0 CONNECT)
 
@@ -39,6 +53,10 @@ _WRITE_STALL_MS = const(10000)
 _DECODER_START = const(128)
 # Bytes taken from the transport at a time: a window's worth of acknowledgements (20 of 4 to 6 bytes) in one read.
 _READ = const(128)
+
+
+def _text(rule, arg=None):
+    return explain("dmqtt.client_text", rule, arg)
 
 
 def _ticks_ms():
@@ -149,6 +167,9 @@ class MQTTClient:
         self._acks: dict = {}  # SUBACK/UNSUBACK by packet id
         self._tail = self._end = 0  # the packet being sent: [_tail, _end) of the output buffer is not sent yet
         self._grant = (65535, 2, True, 0)  # what the last CONNACK allowed: Receive Maximum, QoS, retain, aliases
+        # publish()'s last topic as given (bytes or str, which cannot change) and as checked: a loop that
+        # publishes to one topic has it checked, and a str encoded, once.
+        self._topic_given = self._topic = None
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
@@ -234,13 +255,13 @@ class MQTTClient:
             if self._decoder.ready:
                 break
         if self._decoder.ptype != codec.CONNACK:
-            self._fail("expected CONNACK, got packet type %d" % self._decoder.ptype, codec.PROTOCOL_ERROR)
+            self._fail(_text(_T_NOT_CONNACK, self._decoder.ptype), codec.PROTOCOL_ERROR)
         try:
             present, code, cprops = codec.decode_connack(self._decoder.body, self.version)
         except CodecError as exc:
             self._fail(exc.reason, exc.reason_code)
         if code:
-            self._lost("the broker refused the connection: code 0x%02x" % code, code)
+            self._lost(_text(_T_REFUSED, code), code)
         if self.version == codec.V31:
             # MQTT 3.1's CONNACK cannot say whether the session was kept: assume it was when we asked for it,
             # so in-flight flows are resumed (PUBREL again, PUBLISH with DUP) rather than restarted.
@@ -310,21 +331,28 @@ class MQTTClient:
         """QoS 0: sent now (needs a connection). QoS 1/2: journaled, then sent as the window allows; returns the
         packet id once the message is on flash, even while disconnected (offline queue). When every slot is
         in flight, waits up to timeout_ms for acknowledgements, then raises QueueFull."""
-        try:
-            topic = codec.check_topic(topic)
-        except CodecError as exc:
-            self.refused += 1
-            raise PublishRefused(exc.reason, codec.TOPIC_NAME_INVALID)
-        size = codec.publish_size(len(topic), len(payload), qos, self.version)
-        if size > self.broker_max_packet:
-            self.refused += 1
-            raise PublishRefused(
-                "a PUBLISH of %d bytes exceeds the broker's Maximum Packet Size of %d" % (size, self.broker_max_packet),
-                codec.PACKET_TOO_LARGE,
-            )
+        if topic is self._topic_given:  # the same immutable topic as last time: checked (and encoded) then
+            topic = self._topic
+        else:
+            given = topic
+            try:
+                topic = codec.check_topic(topic)
+            except CodecError as exc:
+                self.refused += 1
+                raise PublishRefused(exc.reason, codec.TOPIC_NAME_INVALID)
+            if isinstance(given, (bytes, str)):  # (a bytearray may change before the next call)
+                self._topic_given = given
+                self._topic = topic
+        # A PUBLISH without properties has at most 10 bytes besides its topic and payload: the exact size only
+        # when that could matter.
+        if len(topic) + len(payload) + 10 > self.broker_max_packet:
+            size = codec.publish_size(len(topic), len(payload), qos, self.version)
+            if size > self.broker_max_packet:
+                self.refused += 1
+                raise PublishRefused(_text(_T_TOO_LARGE, (size, self.broker_max_packet)), codec.PACKET_TOO_LARGE)
         if qos == 0:
             if self.state != CONNECTED:
-                raise MQTTError("not connected: QoS 0 messages are not queued")
+                raise MQTTError(_text(_T_QOS0_OFFLINE))
             session = self.session
             if retain and not session.retain_available:
                 retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
@@ -343,7 +371,7 @@ class MQTTClient:
         while True:
             # Room for it: a free slot, and room in the journal (which refuses before writing anything).
             if self.session.full():
-                full = QueueFull("%d messages in flight and none acknowledged" % self.session.outstanding())
+                full = None  # (the exception made only if raised: its text is loaded for it)
             else:
                 try:
                     pid = self.session.accept(topic, payload, qos, retain, mark, group > 0)
@@ -352,7 +380,7 @@ class MQTTClient:
                 except QueueFull as exc:
                     full = exc
             if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
-                raise full
+                raise full or QueueFull(_text(_T_WINDOW_FULL, self.session.outstanding()))
             self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
         try:
             if group and self.session.staged < group:
@@ -414,7 +442,7 @@ class MQTTClient:
         while pid not in self._acks:
             left = timeout_ms - _elapsed(start)
             if left <= 0:
-                self._fail("no SUBACK/UNSUBACK within %d ms" % timeout_ms, None)
+                self._fail(_text(_T_NO_SUBACK, timeout_ms), None)
             self.poll(min(left, 100))
         return self._acks.pop(pid)
 
@@ -423,7 +451,7 @@ class MQTTClient:
             return
         period = self.keepalive * 1000
         if self._ping_at >= 0 and time.ticks_diff(_ticks_ms(), self._ping_at) > period:
-            self._fail("no PINGRESP within the keep-alive period", codec.KEEP_ALIVE_TIMEOUT)
+            self._fail(_text(_T_NO_PINGRESP), codec.KEEP_ALIVE_TIMEOUT)
         if self._ping_at < 0 and _elapsed(self._last_tx) >= period * 3 // 4 and self._drain(self.blocking):
             self._write(codec.encode_empty(codec.PINGREQ, self._out))
             self._ping_at = _ticks_ms()
@@ -440,7 +468,7 @@ class MQTTClient:
         """Send the n bytes encoded in the output buffer: all of them before returning, or (not blocking) what
         the transport takes now, the tail going out at the next poll before anything new is encoded."""
         if n > self.broker_max_packet:
-            raise MQTTError("packet of %d bytes exceeds the broker's Maximum Packet Size" % n)
+            raise MQTTError(_text(_T_PACKET_LARGE, n))
         self._tail = 0
         self._end = n
         self._last_tx = _ticks_ms()
@@ -458,7 +486,7 @@ class MQTTClient:
                     self._tail += sent
                     self._last_tx = _ticks_ms()
                 elif _elapsed(self._last_tx) > _WRITE_STALL_MS:
-                    self._fail("the connection took no data for %d s" % (_WRITE_STALL_MS // 1000), None)
+                    self._fail(_text(_T_STALLED, _WRITE_STALL_MS // 1000), None)
                 elif block:
                     self._transport.wait(1000, True)
                 else:
@@ -517,7 +545,7 @@ class MQTTClient:
                 reason, _props = codec.decode_reason_only(ptype, body, self.version)
                 self._lost("the broker disconnected us: reason 0x%02x" % reason, reason)
             elif ptype != codec.PINGRESP:
-                self._fail("unexpected packet type %d from the broker" % ptype, codec.PROTOCOL_ERROR)
+                self._fail(_text(_T_UNEXPECTED, ptype), codec.PROTOCOL_ERROR)
         except CodecError as exc:
             self._fail(exc.reason, exc.reason_code)
         except ProtocolError as exc:

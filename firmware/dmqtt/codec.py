@@ -25,7 +25,7 @@ except ImportError:  # CPython: const() is only a compile-time hint on MicroPyth
         return x
 
 
-from dmqtt.errors import CodecError
+from dmqtt.errors import CodecError, explain
 
 if False:  # type checkers only: MicroPython has no typing module (annotations cost nothing once compiled)
     from typing import Any
@@ -150,27 +150,10 @@ _R_TOO_LARGE = const(59)
 
 
 def refused(rule, arg=None, reason_code=MALFORMED_PACKET):
-    """The CodecError for a broken rule; `arg` fills the %-fields of its text. The texts are loaded from
-    codec_text.py for this refusal only and then dropped on MicroPython: 60-odd texts would otherwise hold about
-    5 KB of a deployed board's heap for good. A board without the memory (or the file) for them names the rule's
-    number."""
-    import sys
-
-    try:
-        from dmqtt import codec_text
-
-        text = codec_text.TEXT[rule]
-        if arg is not None:
-            text = text % arg
-    except (MemoryError, ImportError):
-        text = "codec rule %d (dmqtt/codec_text.py)" % rule
-    finally:
-        if sys.implementation.name == "micropython" and "dmqtt.codec_text" in sys.modules:
-            import dmqtt
-
-            del sys.modules["dmqtt.codec_text"]
-            del dmqtt.codec_text
-    return CodecError(text, reason_code)
+    """The CodecError for a broken rule; `arg` fills the %-fields of its text, which comes from codec_text.py for
+    this refusal only (errors.explain): 60-odd texts would otherwise hold about 5 KB of a deployed board's heap
+    for good. A board without the memory (or the file) for them names the rule's number."""
+    return CodecError(explain("dmqtt.codec_text", rule, arg), reason_code)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -369,10 +369,10 @@ class ConfirmingSession(Session):
         the message's own serial, so that the flow is journaled like any other (a QoS 2 flow must be: a broker
         that has its PUBREC holds the packet id until PUBREL) and the serial still names the message. The
         session's slot is filled and queued as accept() does it."""
-        i = self._free_slot()
-        if i < 0:
+        if self.full():
             raise QueueFull("no free slot")
         pid = self.allocate_pid()
+        i = self._slot_for(pid)
         n = len(body)
         self._fresh = -1  # journal.body is about to hold this record
         copy = self.journal.body

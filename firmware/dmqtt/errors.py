@@ -51,3 +51,25 @@ class QueueFull(DmqttError):
 
 class JournalError(DmqttError):
     """The journal cannot take this record (full, or the flash failed)."""
+
+
+def explain(module, rule, arg=None):
+    """A rule's words: TEXT[rule] of `module` (dmqtt.codec_text, dmqtt.client_text), `arg` filling its %-fields.
+    The module is loaded for this text only and, on MicroPython, dropped again: kept, its texts would hold a
+    deployed board's heap for good (about twice their length on 64-bit objects). A board without the memory (or
+    the file) for them names the rule instead: "<module> rule N"."""
+    import sys
+
+    try:
+        __import__(module)
+        text = sys.modules[module].TEXT[rule]
+        if arg is not None:
+            text = text % arg
+    except (MemoryError, ImportError):
+        text = "%s rule %d" % (module, rule)
+    finally:
+        if sys.implementation.name == "micropython" and module in sys.modules:
+            package, _, name = module.rpartition(".")
+            del sys.modules[module]
+            delattr(sys.modules[package], name)
+    return text

@@ -16,7 +16,7 @@ from array import array
 
 from dmqtt import codec
 from dmqtt import journal_record as rec
-from dmqtt.errors import ProtocolError, QueueFull
+from dmqtt.errors import ProtocolError, QueueFull, explain
 
 try:
     from micropython import const
@@ -30,6 +30,21 @@ FREE = const(0)
 QUEUED = const(1)
 WAIT_ACK = const(2)
 WAIT_COMP = const(3)
+
+# Failures in words: numbers into client_text.TEXT (after client.py's), loaded only when one happens (_text).
+_T_NO_SLOT = const(10)
+_T_NOT_JOURNALED = const(11)
+_T_SLOTS_FULL = const(12)
+_T_RECORD_LARGE = const(13)
+_T_RX_MAX = const(14)
+_T_RX_LARGE = const(15)
+_T_ACKS_BEHIND = const(16)
+_T_NO_PID = const(17)
+
+
+def _text(rule, arg=None):
+    return explain("dmqtt.client_text", rule, arg)
+
 
 _CONTROL_MAX = const(16)
 # The auto window where the CONNACK cannot carry a Receive Maximum (MQTT 3.1, 3.1.1): the broker's limit is
@@ -101,6 +116,7 @@ class Session:
         self._relq = bytearray(n)
         self._relq_head = self._relq_len = 0
         self._used = 0
+        self._busy = 0  # slots that hold a flow: outstanding()
         # _fresh: the slot whose message the publish() that is running accepted, sent from the application's own
         # topic and payload instead of its record read back from flash (slices of the record would be objects per
         # message); the application may reuse its buffers once publish() has returned (returned()), and a message
@@ -116,6 +132,10 @@ class Session:
     def open(self):
         """Replay the journal: rebuild the slots, the receive set, the counters. Returns the journal's notes."""
         self.journal.open(self)
+        self._busy = 0
+        for state in self._state:  # bytearray.count(int) is CPython-only
+            if state != FREE:
+                self._busy += 1
         return self.journal.notes
 
     def replay(self, rtype, body, addr):
@@ -127,13 +147,10 @@ class Session:
             # REL): the serial tells the same flow from a new one that reuses the packet id.
             same_flow = i >= 0 and self._serial[i] == serial
             if i < 0:
-                i = self._free_slot()
+                i = self._slot_for(pid)
                 if i < 0:
                     # More journaled messages than slots: max_messages was lowered since they were accepted.
-                    self.journal.notes.append(
-                        "journal: message %d does not fit in %d slots; raise max_messages or it will be lost"
-                        % (pid, len(self._state))
-                    )
+                    self.journal.notes.append(_text(_T_NO_SLOT, (pid, len(self._state))))
                     return
             if rtype == rec.PUB:
                 if not (same_flow and self._state[i] == WAIT_COMP):
@@ -228,17 +245,17 @@ class Session:
         defer=True (group commit): the record is only staged; it is made durable by sync(), which
         next_packet() calls before anything is sent, so no message leaves before it is on flash."""
         if qos not in (1, 2):
-            raise ValueError("accept() is for QoS 1 and 2; QoS 0 is sent without a journal")
-        i = self._free_slot()
-        if i < 0:
-            raise QueueFull("%d messages in flight" % len(self._state))
+            raise ValueError(_text(_T_NOT_JOURNALED))
+        if self._busy == len(self._state):
+            raise QueueFull(_text(_T_SLOTS_FULL, self._busy))
         pid = self.allocate_pid()
+        i = self._slot_for(pid)
         serial = self.serial + 1
         mark = self.mark if mark is None else mark
         body = self.journal.body
         n = rec.pub_size(len(topic), len(payload))
         if n > len(body):
-            raise ValueError("message of %d bytes exceeds the journal record size" % n)
+            raise ValueError(_text(_T_RECORD_LARGE, n))
         # journal.body is about to hold this record: the last one's send can no longer read it from there (and
         # if the journal refuses this one, neither will this one's).
         self._fresh = -1
@@ -263,6 +280,7 @@ class Session:
         self._qos[i] = qos
         self._addr[i] = addr
         self._serial[i] = serial
+        self._busy += 1
         q = self._sendq
         q[(self._sendq_head + self._sendq_len) % len(q)] = i
         self._sendq_len += 1
@@ -287,15 +305,11 @@ class Session:
 
     def outstanding(self):
         """Outgoing QoS 1/2 messages not yet completed."""
-        count = 0
-        for state in self._state:  # bytearray.count(int) is CPython-only
-            if state != FREE:
-                count += 1
-        return count
+        return self._busy
 
     def full(self):
-        """Every slot holds a message (stops at the first free slot: publish() asks this for every message)."""
-        return self._free_slot() < 0
+        """Every slot holds a message."""
+        return self._busy == len(self._state)
 
     # -- connection events ---------------------------------------------------------------------------------
 
@@ -501,13 +515,11 @@ class Session:
             if j < 0:
                 j = self._rx_find(0)
                 if j < 0:
-                    raise ProtocolError(
-                        "more incoming QoS 2 messages than our Receive Maximum", codec.RECEIVE_MAXIMUM_EXCEEDED
-                    )
+                    raise ProtocolError(_text(_T_RX_MAX), codec.RECEIVE_MAXIMUM_EXCEEDED)
                 wire = topic.encode()
                 body = self.journal.body
                 if rec.rx_size(len(wire), len(payload)) > len(body):
-                    raise ProtocolError("an incoming QoS 2 message larger than the journal's records")
+                    raise ProtocolError(_text(_T_RX_LARGE))
                 self._fresh = -1  # journal.body is about to hold another record
                 n = rec.put_rx(body, pid, qos, retain, wire, payload)
                 self._rx_addr[j] = self.journal.commit(rec.RX, n)
@@ -554,9 +566,7 @@ class Session:
 
     def _owe(self, ptype, pid, reason):
         if self._ctl_len == _CONTROL_MAX:
-            raise ProtocolError(
-                "the broker sends faster than acknowledgements can go out", codec.RECEIVE_MAXIMUM_EXCEEDED
-            )
+            raise ProtocolError(_text(_T_ACKS_BEHIND), codec.RECEIVE_MAXIMUM_EXCEEDED)
         self._ctl[(self._ctl_head + self._ctl_len) % _CONTROL_MAX] = ptype << 24 | reason << 16 | pid
         self._ctl_len += 1
 
@@ -580,16 +590,25 @@ class Session:
             self._used -= 1  # a place in the window is free
         self._state[i] = FREE
         self._tx[i] = 0
+        self._busy -= 1
         if self.on_result is not None:
             self.on_result(pid, reason)
 
     def _find(self, pid):
+        i = pid % len(self._state)
+        if self._state[i] != FREE and self._pid[i] == pid:  # its home slot, where a flow usually is (_slot_for)
+            return i
         for i in range(len(self._state)):
             if self._state[i] != FREE and self._pid[i] == pid:
                 return i
         return -1
 
-    def _free_slot(self):
+    def _slot_for(self, pid):
+        """The slot for a new flow with this packet id: its home slot (pid modulo the slots) when free, so that
+        _find looks at one slot, not all of them; else the first free one (-1: none)."""
+        i = pid % len(self._state)
+        if self._state[i] == FREE:
+            return i
         for i in range(len(self._state)):
             if self._state[i] == FREE:
                 return i
@@ -619,4 +638,4 @@ class Session:
                 self._free_pids = run
                 return pid
             pid = pid % 0xFFFF + 1
-        raise QueueFull("no free packet identifier")
+        raise QueueFull(_text(_T_NO_PID))

@@ -8,6 +8,7 @@ import pytest
 
 from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
+from dmqtt.errors import PublishRefused
 from dmqtt.journal_ring import RingJournal
 from tests.unit.host_client import Broker
 from tests.unit.nor import NorPartition
@@ -45,3 +46,38 @@ def test_a_retained_message_to_a_broker_without_retain_goes_out_unretained_and_c
     client.poll(1)
     [sent] = [p for p in broker.sent if p.type == codec.PUBLISH]
     assert not sent.retain and client.retain_cleared == 1  # a retained PUBLISH would break [MQTT-3.2.2-14]
+
+
+def test_a_topic_buffer_changed_since_the_last_publish_is_checked_again() -> None:
+    """publish() checks a topic once while it is the same bytes or str object; a bytearray may change between
+    calls, so it is checked every time."""
+    broker = Broker(acking=True)
+    client = MQTTClient("state", RingJournal(NorPartition(6), 256), codec.V311)
+    client.open()
+    client.connect(broker)
+    topic = bytearray(b"sensors/a")
+    client.publish(topic, b"m", 1)
+    topic[-1:] = b"#"
+    with pytest.raises(PublishRefused):
+        client.publish(topic, b"m", 1)  # a wildcard in a topic name [MQTT-3.3.2-2]
+    text = "sensors/b"
+    client.publish(text, b"m", 0)
+    client.publish(text, b"m", 0)
+    assert [p.topic for p in broker.sent if p.type == codec.PUBLISH] == ["sensors/a", "sensors/b", "sensors/b"]
+    assert client.refused == 1
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+def test_a_publish_exactly_the_brokers_maximum_packet_size_goes_and_one_byte_more_is_refused(qos: int) -> None:
+    broker = Broker(acking=True, version=codec.V5, connack_props={codec.MAXIMUM_PACKET_SIZE: 50})
+    client = MQTTClient("state", RingJournal(NorPartition(6), 256), codec.V5)
+    client.open()
+    client.connect(broker)
+    fits = 50 - codec.publish_size(len(b"t"), 0, qos, codec.V5)
+    client.publish(b"t", b"x" * fits, qos)
+    with pytest.raises(PublishRefused) as refused:
+        client.publish(b"t", b"x" * (fits + 1), qos)  # [MQTT-3.2.2-15]
+    assert refused.value.code == codec.PACKET_TOO_LARGE
+    client.poll(1)
+    [sent] = [p for p in broker.sent if p.type == codec.PUBLISH]
+    assert len(sent.payload) == fits
