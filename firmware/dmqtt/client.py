@@ -522,13 +522,20 @@ class MQTTClient:
         if not got:
             self._lost("the broker closed the connection")
         pos = 0
+        decoder = self._decoder
         while pos < got:
+            ack = decoder.short_ack(self._in, pos, got)
+            if ack:  # a publisher's usual packet, without the decoder's buffering
+                pos += 4
+                self._ping_at = -1  # any packet from the broker shows the connection is alive
+                self.session.acked(ack >> 16, ack & 0xFFFF, codec.SUCCESS)
+                continue
             try:
-                pos += self._decoder.feed(self._in, pos, got)
+                pos += decoder.feed(self._in, pos, got)
             except CodecError as exc:
                 self._fail(exc.reason, exc.reason_code)
-            if self._decoder.ready:
-                self._dispatch(self._decoder.ptype, self._decoder.flags, self._decoder.body)
+            if decoder.ready:
+                self._dispatch(decoder.ptype, decoder.flags, decoder.body)
 
     def _dispatch(self, ptype, flags, body):
         self._ping_at = -1  # any packet from the broker shows the connection is alive

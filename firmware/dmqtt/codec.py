@@ -990,6 +990,19 @@ class StreamDecoder:
             self._error = exc
             raise
 
+    def short_ack(self, data, pos, end):
+        """The PUBACK, PUBREC or PUBCOMP at data[pos:pos + 4] when it is whole there, between packets, and in its
+        short form (a packet id, no reason code: 3.1.1, or Success in 5.0 section 3.4.2.1): packet type << 16 |
+        packet id, read without a feed; 0 for anything else (feed() then takes it, and refuses what is wrong, a
+        packet id 0 included). A publisher's acknowledgements are all this: their path stays short."""
+        if pos + 4 > end or data[pos + 1] != 2 or not (self.ready or self._state == _WANT_TYPE):
+            return 0
+        first = data[pos]
+        if first != 0x40 and first != 0x50 and first != 0x70:  # flags 0000 [MQTT-2.2.2-1]
+            return 0
+        pid = (data[pos + 2] << 8) | data[pos + 3]
+        return (first >> 4) << 16 | pid if pid else 0
+
     def _feed(self, data, start, end):
         pos = start
         while pos < end:

@@ -474,22 +474,7 @@ class Session:
         if ptype == codec.PUBLISH:
             self._on_publish(flags, body)
         elif ptype == codec.PUBACK or ptype == codec.PUBREC or ptype == codec.PUBCOMP:
-            pid = codec.check_ack(ptype, body, self.version)
-            reason = codec.ack_reason(body)
-            i = self._find(pid)
-            if i < 0 or not self._tx[i]:
-                return  # unexpected acknowledgement: ignored
-            state = self._state[i]
-            if ptype == codec.PUBACK and state == WAIT_ACK and self._qos[i] == 1:
-                self._finish(i, reason)
-            elif ptype == codec.PUBREC and state == WAIT_ACK and self._qos[i] == 2:
-                if reason >= 0x80:
-                    # The flow ends here: no PUBREL, the id is free (MQTT 5.0 4.3.3).
-                    self._finish(i, reason)
-                else:
-                    self._journal_rel(i)
-            elif ptype == codec.PUBCOMP and state == WAIT_COMP:
-                self._finish(i, reason)
+            self.acked(ptype, codec.check_ack(ptype, body, self.version), codec.ack_reason(body))
         elif ptype == codec.PUBREL:
             pid = codec.check_ack(ptype, body, self.version)
             j = self._rx_find(pid)
@@ -500,6 +485,23 @@ class Session:
             else:
                 # Unexpected PUBREL: answer so the broker's flow ends; the connection stays up.
                 self._owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
+
+    def acked(self, ptype, pid, reason):
+        """A PUBACK, PUBREC or PUBCOMP from the broker, checked (codec.check_ack, or the decoder's short_ack)."""
+        i = self._find(pid)
+        if i < 0 or not self._tx[i]:
+            return  # unexpected acknowledgement: ignored
+        state = self._state[i]
+        if ptype == codec.PUBACK and state == WAIT_ACK and self._qos[i] == 1:
+            self._finish(i, reason)
+        elif ptype == codec.PUBREC and state == WAIT_ACK and self._qos[i] == 2:
+            if reason >= 0x80:
+                # The flow ends here: no PUBREL, the id is free (MQTT 5.0 4.3.3).
+                self._finish(i, reason)
+            else:
+                self._journal_rel(i)
+        elif ptype == codec.PUBCOMP and state == WAIT_COMP:
+            self._finish(i, reason)
 
     def _on_publish(self, flags, body):
         topic, pid, payload, _props = codec.decode_publish(flags, body, self.version)
