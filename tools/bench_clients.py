@@ -173,6 +173,7 @@ def figure(quick: bool) -> dict[str, Any]:
                         got = runner.run(broker.address, client, 1, size, window)
                         heap.append({"client": client, "window": window, "size": size, "heap": got["heap"]})
             where = profile(broker.address, 500 if quick else 2000)
+            cpu = client_cpu(500 if quick else 2000, 1 if quick else 3)
             native = native_trial(broker.address, 500 if quick else 2000, 1 if quick else 3)
             garbage = allocation()
             emulator = flash_emulator_us()
@@ -180,7 +181,7 @@ def figure(quick: bool) -> dict[str, Any]:
             faces = asyncio_face(runner, broker.address, quick)
     return {
         "umqtt": UMQTT, "seconds_per_run": seconds, "rtt_ms": rtts, "rows": rows, "heap": heap, "timed": timed,
-        "profile": where, "native": native, "allocation": garbage, "flash_emulator_us": emulator,
+        "profile": where, "cpu": cpu, "native": native, "allocation": garbage, "flash_emulator_us": emulator,
         "interleaved": paired, "asyncio": faces,
     }  # fmt: skip
 
@@ -266,6 +267,52 @@ NATIVE_SETS = {
 # mpy-cross's architecture for the machine the Unix port runs on (the trial is skipped on others), and the chips'.
 HOST_MARCH = {"x86_64": "x64", "i686": "x86"}.get(platform.machine())
 CHIP_MARCHES = ("xtensawin", "rv32imc")
+
+
+# The firmware figure 1's CPU goal is measured against: the commit at which the profile first timed its reference
+# loop (FIRST_UNITS in tools/benchmarks.py, 0.64 reference units on that day's machine).
+CPU_BASELINE = "ccd758e"
+
+
+def staged_baseline(into: Path) -> Path | None:
+    """The baseline's firmware (CPU_BASELINE, from this clone's history) staged as a board gets it, or None when
+    the history does not have it (a shallow clone)."""
+    archive = subprocess.run(["git", "archive", CPU_BASELINE, "firmware"], cwd=REPO, capture_output=True)
+    if archive.returncode != 0:
+        return None
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return stage_firmware(APP, firmware=into / "firmware", build_root=into / "build")
+
+
+def client_cpu(messages: int, rounds: int) -> dict[str, Any] | None:
+    """The client's own CPU per message (bench_apps/clients/cpu.py: flash and network in memory), this firmware
+    and the baseline's in interleaved rounds, in reference units timed in the same process; per case the median
+    of the rounds and this firmware's over the baseline's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline = staged_baseline(Path(tmp))
+        if baseline is None:
+            print(f"  client CPU: skipped (this clone's history has no {CPU_BASELINE})", flush=True)
+            return None
+        trees = {"this": stage_firmware(APP), "baseline": baseline}
+        units: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
+        args = ["-X", "heapsize=4M", str(APP / "cpu.py"), str(messages)]
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                got = micropython_json(args, str(tree), "the client CPU run", 600)
+                for case, us in got.items():
+                    if case != "ref_us":
+                        units[name].setdefault(case, []).append(us / got["ref_us"])
+    cases = {
+        case: {
+            "units": statistics.median(runs),
+            "baseline_units": statistics.median(units["baseline"][case]),
+            "ratio": statistics.median(runs) / statistics.median(units["baseline"][case]),
+        }
+        for case, runs in units["this"].items()
+    }
+    for case, got in cases.items():
+        print(f"  client CPU, {case}: {got['units']:.3f} units, {got['ratio']:.2f}x the baseline's", flush=True)
+    return {"baseline": CPU_BASELINE, "rounds": rounds, "messages": messages, "cases": cases}
 
 
 def compile_native(module: str, march: str, into: Path) -> int:

@@ -457,7 +457,8 @@ class MQTTClient:
             self._ping_at = _ticks_ms()
 
     def _pump(self):
-        while self._transport is not None and self._drain(self.blocking):
+        # (the test of an empty output buffer inline: _drain would say the same, a call later)
+        while self._transport is not None and (self._tail == self._end or self._drain(self.blocking)):
             n = self.session.next_packet(self._out)
             if not n:
                 break

@@ -440,17 +440,42 @@ def write_publish(
     into: "bytearray | memoryview | None" = None,
 ) -> "Any":
     """encode_publish for a topic already validated (check_topic) and arguments already checked: the board
-    resends journaled messages with this, the topic a memoryview into the journal's read buffer."""
-    remaining = 2 + len(topic) + (2 if qos else 0) + props_block_size(version, props) + len(payload)
-    buf = start_packet(into, remaining)
-    pos = put_header(buf, 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), remaining)
-    pos = _put_field(buf, pos, topic)
-    if qos:
-        pos = put_u16(buf, pos, pid)
+    resends journaled messages with this, the topic a memoryview into the journal's read buffer. Written out
+    rather than through the put_ helpers: it runs for every message, and on MicroPython each call costs more than
+    the bytes it writes."""
+    tlen = len(topic)
     if version == V5:
-        pos = put_props(buf, pos, props, props_size(props))
-    pos = put_raw(buf, pos, payload)
-    return finish_packet(into, buf, pos)
+        psize = props_size(props)
+        pblock = (1 if psize < 128 else varint_size(psize)) + psize
+    elif props:
+        raise refused(_R_PROPS_NEED_V5)
+    else:
+        pblock = 0
+    remaining = 2 + tlen + (2 if qos else 0) + pblock + len(payload)
+    buf = start_packet(into, remaining)
+    buf[0] = 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0)
+    if remaining < 128:
+        buf[1] = remaining
+        pos = 2
+    else:
+        pos = put_varint(buf, 1, remaining)
+    buf[pos] = tlen >> 8
+    buf[pos + 1] = tlen & 0xFF
+    pos += 2
+    buf[pos : pos + tlen] = topic
+    pos += tlen
+    if qos:
+        buf[pos] = pid >> 8
+        buf[pos + 1] = pid & 0xFF
+        pos += 2
+    if pblock == 1:
+        buf[pos] = 0  # no properties
+        pos += 1
+    elif pblock:
+        pos = put_props(buf, pos, props, psize)
+    end = pos + len(payload)
+    buf[pos:end] = payload
+    return finish_packet(into, buf, end)
 
 
 def encode_ack(
