@@ -428,12 +428,16 @@ class MQTTClient:
         if self.state != CONNECTED:
             raise MQTTError("not connected")
         self._pump()
-        if timeout_ms:  # a caller willing to wait is idle: the journal's erase-ahead goes here, not in publish()
-            self.session.journal.tend()
         if self._transport.wait(timeout_ms):
             self._receive()
         self._keep_alive()
         self._pump()
+        if timeout_ms:
+            # A caller willing to wait is idle: the journal's erase-ahead and the opening of its next sector go
+            # here, not in publish(). Last, after the acknowledgements' records: the room they took decides
+            # whether the next message still fits the head (before them, one publish() in a sector's worth
+            # found the head full after all and opened the next one itself).
+            self.session.journal.tend()
 
     # -- internals -------------------------------------------------------------------------------------------
 
