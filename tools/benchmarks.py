@@ -1218,10 +1218,14 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         "overshoot): figure 2's rates with the W25Q32JV's time predate that fix and are low by that much.",
         "",
         *send_note,
-        f"Bridge retransmissions of the same boards with the flash's time off: {base_retx}. Those with the "
-        "pause and the flash's time on are not the FIFO's (it lost nothing, and the board saw no damaged frame): "
-        "the bridge sent frames again that the board acknowledged late, behind its own flash programs; why late "
-        "enough to pass the bridge's timeout or tail-loss probe is not measured yet.",
+        f"Bridge retransmissions of the same boards with the flash's time off: {base_retx}."
+        + (
+            " Those with the pause and the flash's time on are not the FIFO's (it lost nothing, and the board saw "
+            "no damaged frame): the bridge sent frames again that the board acknowledged late, behind its own "
+            "flash programs; why late enough to pass the bridge's timeout or tail-loss probe is not measured yet."
+            if any(r["bridge_retransmissions"] for r in paused)
+            else " With the pause and the flash's time on: none either."
+        ),
         "",
     ]
 
