@@ -405,8 +405,8 @@ def render_profile(prof: dict[str, Any], umqtt_us: float | None) -> list[str]:
         *(
             [
                 f"In units that move with the interpreter rather than the machine: a message costs "
-                f"{base / prof['ref_us']:.2f} reference units (1 unit = 1,000 iterations of profile.py's fixed "
-                f"reference loop, {prof['ref_us']:.0f} us in this run)"
+                f"{base / prof['ref_us']:.2f} reference units (1 unit = 1,000 iterations of the fixed loop of "
+                f"tools/bench_apps/clients/reference.py, {prof['ref_us']:.0f} us in this run)"
                 + (f"; umqtt.simple's whole round trip {umqtt_us / prof['ref_us']:.2f} units" if umqtt_us else "")
                 + ".",
                 "",

@@ -3,7 +3,7 @@
 # the kernel and the flash emulator cost is not the client's, and moves between machines: the profile's socket
 # writes are a quarter of its time). Run by tools/bench_clients.py (figure 1), from staged .mpy, for this
 # firmware and for the baseline's in interleaved rounds.  argv: messages per measurement.
-# Prints one JSON line: {"ref_us": the reference loop's time (profile.py's), "<case>": us per message, ...} with
+# Prints one JSON line: {"ref_us": the reference loop's time (reference.py), "<case>": us per message, ...} with
 # cases "qos Q, loop" (publish, then poll(0), as a sensor does) and "qos Q, burst" (publish back to back behind
 # the window of 8, then wait_idle), each the best of three runs.
 import json
@@ -11,6 +11,7 @@ import sys
 import time
 
 from ram_partition import RamPartition
+from reference import reference
 
 from dmqtt.client import MQTTClient
 from dmqtt.journal_ring import RingJournal
@@ -66,23 +67,6 @@ class Broker:
 
     def close(self):
         pass
-
-
-def reference(rounds=20, iterations=1000):
-    """profile.py's reference unit: the best of `rounds` timings of a fixed loop (small-int arithmetic, a
-    bytearray store, a call), us per `iterations`."""
-    buf = bytearray(64)
-    best = None
-    for _ in range(rounds):
-        x = 1
-        start = time.ticks_us()
-        for i in range(iterations):
-            x = (x * 75 + 74) % 65537
-            buf[i & 63] = x & 0xFF
-            len(buf)
-        spent = time.ticks_diff(time.ticks_us(), start)
-        best = spent if best is None or spent < best else best
-    return best
 
 
 client = MQTTClient("cpu", RingJournal(RamPartition(16), 128), version=5, window=8)

@@ -6,7 +6,7 @@
 #   heap_free, collect_us, gc_us   free heap after a collection, what one collection costs, and the collector's
 #                   estimated time per message: bytes_per_msg / heap_free collections of collect_us each
 #   us_unwrapped    time per message of a run without wrappers (collector on, as on a board)
-#   ref_us          the reference workload's time (reference() below: 1,000 iterations of a fixed loop), timed
+#   ref_us          the reference workload's time (reference.py: 1,000 iterations of a fixed loop), timed
 #                   in the same process around the runs: us_unwrapped / ref_us is the message's cost in units
 #                   that move with the interpreter's speed, not with the machine's
 #   phases          {name: [calls per message, us per message in it, us per message of its run]}: one run per
@@ -19,6 +19,7 @@ import sys
 import time
 
 from ram_partition import RamPartition
+from reference import reference
 
 from dmqtt import journal_ring
 from dmqtt import session as session_module
@@ -44,24 +45,6 @@ def run(n):
         client.publish(TOPIC, PAYLOAD, qos=1, timeout_ms=60000)
     client.wait_idle(60000)
     return time.ticks_diff(time.ticks_us(), start) / n
-
-
-def reference(rounds=20, iterations=1000):
-    """The reference unit: the best of `rounds` timings of `iterations` iterations of a fixed loop of small-int
-    arithmetic, a bytearray store and a call (what a message's path is made of, no I/O, no allocation; every
-    value stays a small int on a 32-bit chip too). Returns us per `iterations`."""
-    buf = bytearray(64)
-    best = None
-    for _ in range(rounds):
-        x = 1
-        start = time.ticks_us()
-        for i in range(iterations):
-            x = (x * 75 + 74) % 65537
-            buf[i & 63] = x & 0xFF
-            len(buf)
-        spent = time.ticks_diff(time.ticks_us(), start)
-        best = spent if best is None or spent < best else best
-    return best
 
 
 ref_before = reference()
