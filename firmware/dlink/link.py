@@ -3,7 +3,7 @@
 # (feed() what the UART gave, write what poll() returns) and tells the time in milliseconds.
 #
 # - Selective repeat: up to `window` DATA frames in flight, and no more payload bytes than the send buffer holds
-#   (_BUFFER: twelve full frames). Every frame carries `ack`, the next sequence number its sender expects
+#   (_BUFFER: eight full frames). Every frame carries `ack`, the next sequence number its sender expects
 #   (cumulative); the receiver keeps frames that arrive after a gap (up to `window` ahead) and says which in an
 #   ACK frame's payload, the selective ack (bit i: frame ack + i is held; one or two bytes). Frames shrink on a
 #   noisy line (below), so a count of frames alone would leave a fast line idle: at 921600 baud eight 46-byte
@@ -61,14 +61,16 @@ MIN_PAYLOAD = const(32)
 _START_PAYLOAD = const(64)  # a clean line grows it to the maximum in 22 frames; a noisy one starts nearer its size
 # Frames in flight at most (two bytes of selective ack). Measured on the simulated line at 921600 baud with a
 # host's round trip (2-5 ms each way): 16 against 8 gives a fifth more at bit error rates of 1e-3 and 1e-4;
-# 24 gives more at 1e-4 but less at 1e-3, where a lost frame's repeats stall a larger window for longer.
+# 24 gives more at 1e-4 but less at 1e-3, where a lost frame's repeats stall a larger window for longer. End to
+# end (figure 3) the gain is smaller: a tenth at 1e-3, none seen at 1e-4.
 WINDOW = const(16)
 # Sequence numbers map to 32 slots (a divisor of the 256 numbers, so the map holds across the wrap).
 _SLOTS = const(32)
 _SLOT = const(31)
-# Payload bytes in flight at most, and bytes held past a gap: twelve full frames (33 ms at 921600 baud, 250 ms at
-# 115200), in one buffer each way whichever the frames' sizes.
-_BUFFER = const(2880)
+# Payload bytes in flight at most, and bytes held past a gap: eight full frames (22 ms at 921600 baud, 176 ms at
+# 115200), in one buffer each way whichever the frames' sizes: the heap of a window of eight full frames, which
+# small frames now share (twelve full frames measured no better end to end, for 1.9 KB more of a board's heap).
+_BUFFER = const(1920)
 _FRAME_BITS = const(2540)  # a full frame on the wire, 254 bytes of ten bit times (8N1)
 # A pause ends by itself after this long (its RESUME lost, and the board quiet after it): the W25Q32JV's longest
 # sector erase is 400 ms.
@@ -141,7 +143,6 @@ class Link:
         self._tx_mv = memoryview(self._tx)
         self._tx_off = [0] * _SLOTS  # where each slot's payload starts in the ring
         self._tx_len = bytearray(_SLOTS)
-        self._tx_cap = bytearray(_SLOTS)  # bytes the newest frame may still grow to (reserved when it was cut)
         self._tx_ch = bytearray(_SLOTS)
         self._tx_state = bytearray(_SLOTS)
         self._tx_at = [-1] * _SLOTS  # when each slot's frame was first written; -1 not yet
@@ -213,14 +214,14 @@ class Link:
         if not n:
             return 0
         # Frames are cut as late as possible: a channel has at most one frame not yet written, which takes what
-        # fits while pacing holds it back (small packets share a frame), its size what the line allowed when it
-        # was cut.
+        # fits while pacing holds it back (small packets share a frame), its size what the line allows then (it
+        # grows with the acks that come meanwhile, as far as the ring has room).
         if not self._newest_open(channel):
             slot = (self._next - 1) & _SLOT
             used = self._tx_len[slot]
-            if used >= self._tx_cap[slot]:
+            taken = min(self._tx_growth(slot), n)
+            if taken <= 0:
                 return 0
-            taken = min(self._tx_cap[slot] - used, n)
             start = self._tx_off[slot] + used
             self._tx[start : start + taken] = data[:taken] if taken < n else data
             self._tx_len[slot] = used + taken
@@ -235,7 +236,6 @@ class Link:
             self._tx[start : start + taken] = data[:taken] if taken < n else data
             self._tx_off[slot] = start
             self._tx_len[slot] = taken
-            self._tx_cap[slot] = self.payload
             self._tx_ch[slot] = channel
             self._tx_state[slot] = _QUEUED
             self._tx_at[slot] = -1
@@ -259,6 +259,14 @@ class Link:
             return 0 if size <= head else -1  # the end is left unused: a frame is never split
         return tail if tail + size <= head else -1  # in use: [head, end) and [0, tail)
 
+    def _tx_growth(self, slot):
+        """Bytes the newest frame (not yet written) may still take: up to the payload size of the moment, and no
+        further than the ring's end or, when the ring has wrapped, the oldest frame's start."""
+        start = self._tx_off[slot]
+        head = self._tx_off[self._base & _SLOT]
+        end = head if head > start else _BUFFER
+        return min(self.payload, end - start) - self._tx_len[slot]
+
     def _newest_open(self, channel):
         """A new frame may be started on the channel: the newest frame is written, or another channel's."""
         if self._next == self._base:
@@ -271,8 +279,7 @@ class Link:
         if self.state != UP:
             return False
         if not self._newest_open(channel):
-            slot = (self._next - 1) & _SLOT
-            return self._tx_len[slot] < self._tx_cap[slot]
+            return self._tx_growth((self._next - 1) & _SLOT) > 0
         return (self._next - self._base) & 0xFF < self.window and self._tx_room(self.payload) >= 0
 
     def hush(self) -> None:

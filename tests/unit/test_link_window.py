@@ -10,7 +10,7 @@ from dlink.link import WINDOW, Link
 from tests.unit.test_link import written
 from tools.link_sim import Line, pump
 
-BUFFER = 2880  # dlink/link.py _BUFFER: twelve full frames
+BUFFER = 1920  # dlink/link.py _BUFFER: eight full frames
 
 
 def up_pair(baud: int = 921600, **options: int) -> tuple[Link, Link, int]:
