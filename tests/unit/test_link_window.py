@@ -148,3 +148,34 @@ def test_a_peer_with_a_window_of_eight_gets_every_stream_whole_over_a_noisy_line
     data = bytes((i * 13) % 256 for i in range(20000))
     assert pump(line, a, b, frame.MQTT, data, 60000) == data
     assert a.retransmissions > 0
+
+
+def test_a_waiting_frame_grows_with_the_payload_size_but_never_into_an_unacknowledged_one() -> None:
+    a, b = Link(7, baud=921600), Link(9, baud=921600, rx_size=4096)
+    line = Line(a, b, baud=921600)
+    line.run(100)
+    now = line.now
+    a.payload = a.min_payload = 200
+    data = bytes(i % 249 for i in range(6000))
+    first, sent = write_all(a, data, now)
+    assert len(first) == BUFFER // 200  # 9 frames, 120 bytes left at the ring's end
+    b.feed(first[0], now + 100)
+    for f in written(b, now + 101):
+        a.feed(f, now + 102)  # the first frame acknowledged: 200 bytes free at the ring's start
+    a.payload = 200
+    assert a.send(frame.MQTT, data[sent : sent + 150]) == 150  # a new frame at the ring's start, not yet written
+    sent += 150
+    a.payload = 100  # (an ack's growth would not shrink it: the size now allows less than it holds)
+    assert a.send(frame.MQTT, data[sent:]) == 0
+    a.payload = 240  # acks came while it waited: it may grow, but only to the second frame's start (200)
+    assert a.send(frame.MQTT, data[sent:]) == 50 and not a.can_send()
+    sent += 50
+    last = written(a, now + 103)
+    assert len(last) == 1
+    for f in first[1:] + last:
+        b.feed(f, now + 200)
+    out = bytearray()
+    buf = bytearray(512)
+    while n := b.readinto(frame.MQTT, buf):
+        out += buf[:n]
+    assert bytes(out) == data[:sent]
