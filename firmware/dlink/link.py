@@ -38,6 +38,7 @@
 #   stream waiting for its reader cannot hold them back.
 
 import struct
+from array import array
 
 from dlink import frame
 
@@ -64,9 +65,9 @@ _START_PAYLOAD = const(64)  # a clean line grows it to the maximum in 22 frames;
 # 24 gives more at 1e-4 but less at 1e-3, where a lost frame's repeats stall a larger window for longer. End to
 # end (figure 3) the gain is smaller: a tenth at 1e-3, none seen at 1e-4.
 WINDOW = const(16)
-# Sequence numbers map to 32 slots (a divisor of the 256 numbers, so the map holds across the wrap).
-_SLOTS = const(32)
-_SLOT = const(31)
+# Sequence numbers map to slots, seq % _SLOTS (a divisor of the 256 numbers, so the map holds across the wrap).
+_SLOTS = const(16)
+_SLOT = const(15)
 # Payload bytes in flight at most, and bytes held past a gap: eight full frames (22 ms at 921600 baud, 176 ms at
 # 115200), in one buffer each way whichever the frames' sizes: the heap of a window of eight full frames, which
 # small frames now share (twelve full frames measured no better end to end, for 1.9 KB more of a board's heap).
@@ -141,7 +142,7 @@ class Link:
         # _BUFFER bytes (a frame whole, never split at the ring's end), freed as the peer acknowledges.
         self._tx = bytearray(_BUFFER)
         self._tx_mv = memoryview(self._tx)
-        self._tx_off = [0] * _SLOTS  # where each slot's payload starts in the ring
+        self._tx_off = array("H", [0] * _SLOTS)  # where each slot's payload starts in the ring
         self._tx_len = bytearray(_SLOTS)
         self._tx_ch = bytearray(_SLOTS)
         self._tx_state = bytearray(_SLOTS)
@@ -154,7 +155,7 @@ class Link:
         # Receive side: frames held until they are in order and their channel has room, slot seq % _SLOTS, their
         # payloads in a buffer of _BUFFER bytes filled upwards (packed down again when full).
         self._held = bytearray(_BUFFER)
-        self._held_off = [0] * _SLOTS
+        self._held_off = array("H", [0] * _SLOTS)
         self._held_len = bytearray(_SLOTS)
         self._held_ch = bytearray(_SLOTS)
         self._held_has = bytearray(_SLOTS)
