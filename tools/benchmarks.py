@@ -779,12 +779,26 @@ def stalls_at_1e3(rows: list[dict[str, Any]]) -> list[str]:
         "against 4 at 115200. "
         "The simulated link of `tools/bench_link.py` (no host in the loop) keeps 0.35 of the clean rate at 1e-3.",
         "",
-        "Each cell is one run, and at 921600 baud one run says little on this machine: the two cells "
-        "`tools/bench_serial.py --only 921600,1,512,1e-4` and `--only 921600,0,88,1e-4`, run again by hand six "
-        "times in all (2026-11-25: with this version's link, with its flash pause off, and with its tail loss "
-        "probe as it was before), gave 0.31 to 0.53 of baud/10 whatever the variant, against 0.67 and 0.62 in "
-        "the full run before this version; a clean 512-byte cell whose wire efficiency was 0.79 in a full run "
-        "gave 0.99 twice alone. The worst-run goals at 921600 move with the machine as much as with the code.",
+        "Why the line idles at 921600 baud: frames shrink to 32-60 bytes on a noisy line, and eight of them (the "
+        "window until this version) are 4 ms of line time, less than a round trip through the hosts (ptys, the "
+        "emulated UART's 5 ms slices, two processes): a trace of the simulated sender (tools/link_sim.py with a "
+        "fixed delay of 2 ms each way, 921600 baud, 1e-3) had its window of 8 full 55% of the time. The window is "
+        "now 16 frames within the same 1,920-byte buffer; `tools/bench_link.py`'s second table (20 KB one way, "
+        "seeds 1-4): at 1e-3 and 2 ms each way 0.20 -> 0.25 of the clean rate, at 1e-4 and 5 ms 0.55 -> 0.66. "
+        "24 frames did better at "
+        "1e-4 and worse at 1e-3 (a lost frame's repeats stall a larger window longer). End to end the gain is "
+        "smaller: the worst cell `--only 921600,0,512,1e-3`, three runs each, 0.21-0.27 of baud/10 against "
+        "0.20-0.23 with 8 frames; at 1e-4 (`--only 921600,0,512,1e-4`) 0.38-0.42 against 0.38-0.48, no gain seen. "
+        "Each cell is one run, and at 921600 baud one run says little on this machine (the same 1e-4 cell gave "
+        "0.31 to 0.53 in six runs by hand on 2026-11-25, whatever the variant).",
+        "",
+        "The clean 512-byte QoS 0 cell at 115200 baud is not noise: `--only 115200,0,512,clean` gives 0.74 / 0.80 "
+        "in every run at this version, and at commits 8e3b1c3 and f9187d0, but 0.93 / 1.00 at 4cc30d8 and "
+        "5dd795a (firmware checked out alone; the link the same in all four). The board's own run takes 4.93 s "
+        "instead of 3.96 for its 83 messages, 11.7 ms more per message, about half a full frame's time at that "
+        "baud rate; the same application with timers around its publish() runs at 0.93. A resonance between the "
+        "application's loop, the link's pacing and the emulated UART's slices, not found yet: the clean-line "
+        "wire goal is missed by this cell (and, in a full run, by one or two others that pass alone).",
         "",
     ]
 

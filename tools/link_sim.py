@@ -1,9 +1,11 @@
 """Two serial-link endpoints (dlink.link.Link) over a simulated line in simulated milliseconds: paced at baud/10
 bytes per millisecond, with flipped bits and dropped bytes from a seeded generator, so every figure repeats
-exactly. The link's unit tests and tools/bench_link.py drive the link through it."""
+exactly; optionally a fixed delay each way after the wire, for the hosts a real link runs through (ptys, a
+UART driver, processes). The link's unit tests and tools/bench_link.py drive the link through it."""
 
 from __future__ import annotations
 
+import collections
 import random
 
 from dlink.link import Link
@@ -13,7 +15,14 @@ class Line:
     """A serial line between two endpoints, paced at baud/10 bytes per millisecond-step, with faults."""
 
     def __init__(
-        self, a: Link, b: Link, baud: int = 115200, ber: float = 0.0, drop: float = 0.0, seed: int = 1
+        self,
+        a: Link,
+        b: Link,
+        baud: int = 115200,
+        ber: float = 0.0,
+        drop: float = 0.0,
+        seed: int = 1,
+        delay_ms: int = 0,
     ) -> None:
         self.ends = (a, b)
         self.rate = baud / 10 / 1000  # bytes per ms
@@ -21,6 +30,9 @@ class Line:
         self.rng = random.Random(seed)
         self.queues: tuple[bytearray, bytearray] = (bytearray(), bytearray())
         self.credit = [0.0, 0.0]
+        self.delay_ms = delay_ms
+        # Bytes off the wire, each chunk with the time it reaches the other end.
+        self.in_transit: tuple[collections.deque[tuple[int, bytes]], ...] = (collections.deque(), collections.deque())
         self.now = 0
 
     def damage(self, data: bytes) -> bytes:
@@ -48,9 +60,12 @@ class Line:
                 self.credit[i] -= n
                 data = bytes(self.queues[i][:n])
                 del self.queues[i][:n]
-                self.ends[1 - i].feed(data, self.now)
+                self.in_transit[i].append((self.now + self.delay_ms, data))
             elif not self.queues[i]:
                 self.credit[i] = 0.0
+            transit = self.in_transit[i]
+            while transit and transit[0][0] <= self.now:
+                self.ends[1 - i].feed(transit.popleft()[1], self.now)
         self.now += 1
 
     def run(self, ms: int) -> None:

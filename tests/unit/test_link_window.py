@@ -179,3 +179,18 @@ def test_a_waiting_frame_grows_with_the_payload_size_but_never_into_an_unacknowl
     while n := b.readinto(frame.MQTT, buf):
         out += buf[:n]
     assert bytes(out) == data[:sent]
+
+
+def test_the_simulated_line_delays_each_way_by_its_delay() -> None:
+    # tools/link_sim.Line(delay_ms=...) models the hosts' round trip in tools/bench_link.py's window table.
+    arrival = []
+    for delay in (0, 5):
+        a, b = Link(7, baud=921600), Link(9, baud=921600)
+        line = Line(a, b, baud=921600, delay_ms=delay)
+        line.run(300)
+        a.send(frame.MQTT, b"x" * 40)
+        start = line.now
+        while not b.available(frame.MQTT):
+            line.step()
+        arrival.append(line.now - start)
+    assert arrival[1] - arrival[0] == 5
