@@ -372,14 +372,14 @@ class Link:
             self.quiet = True
         elif self._paused_at >= 0:
             self._resumed(now)  # RESUME, or any frame: the peer's stall is over
-        held = 0
+        sack = 0
         if ftype == frame.ACK:  # the selective ack: one or two bytes, least significant first (none: 0)
             raw = dec.raw
             k = min(2, dec.payload_len)
             while k:
                 k -= 1
-                held = (held << 8) | raw[6 + k]
-        self._on_ack(dec.ack, held, now)
+                sack = (sack << 8) | raw[6 + k]
+        self._on_ack(dec.ack, sack, now)
         if ftype != frame.DATA:
             return
         # Up to two acks for a burst of frames, so one lost ack does not leave the sender waiting for a timeout.
