@@ -59,8 +59,14 @@ def test_demo_interrupted_leaves_no_process_behind(tmp_path: Path, sig: signal.S
     """Ctrl-C (or SIGTERM) in the middle of the boards' runs: the demo stops everything it started, boards
     included (they run in sessions of their own, so the terminal's SIGINT never reaches them)."""
     out = tmp_path / "demo"
+    # As from a terminal: Ctrl-C handled, even when this test runs in a background job (a shell starts those with
+    # SIGINT ignored, which a child inherits, and then Python never installs its handler).
+    as_from_a_terminal = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'host-bridge'; runpy.run_module('host_bridge', run_name='__main__')"
+    )
     demo = subprocess.Popen(
-        [sys.executable, "-m", "host_bridge", "demo", "--out", str(out), "--messages", "2000"],
+        [sys.executable, "-c", as_from_a_terminal, "demo", "--out", str(out), "--messages", "2000"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -129,5 +130,11 @@ def test_a_long_run_keeps_the_heap_flat(tmp_path: Path, broker: Mosquitto) -> No
     # measured between 2.6 and 11.5 KB within one run of 3,000 messages.)
     assert min(block) >= BLOCK_FLOOR, block
     for boot in heap_samples(console):
-        if len(boot) >= 4:  # within one boot too, across its reconnects
-            assert boot[-1]["free"] >= boot[0]["free"] - 512, boot
+        if len(boot) >= 4:
+            # Within one boot too, across its reconnects: what the heap lost over the boot, less its largest
+            # single drop, stays within 512 bytes. One step is allowed (the whole run's kilobyte above bounds
+            # it): the first use of a rare text interns its words for good, as a boot's first "offline queue
+            # full" does (384 bytes, dmqtt/client_text.py); a leak, per message or per reconnect, goes on falling.
+            free_in_boot = [s["free"] for s in boot]
+            steps = [a - b for a, b in pairwise(free_in_boot)]
+            assert free_in_boot[0] - free_in_boot[-1] - max(steps) <= 512, boot
