@@ -757,8 +757,12 @@ class Link:
             if after >= 0:
                 again = max(0, after - _elapsed(now, self._tx_last[slot]))
                 wake = again if wake < 0 else min(wake, again)
-        if self._line_busy(now) and (self._acks_due or self._sack_due or self._has_queued()):
-            free = (self._backlog - _FRAME_BITS // 2 + self._bits_per_ms - 1) // self._bits_per_ms
+        if self._acks_due or self._sack_due or self._has_queued():
+            # Something to write: when the line frees up, or now if it already has (the caller's last poll() may
+            # have found it busy a moment ago: a waiting board once slept a whole second on a free line).
+            free = 0
+            if self._line_busy(now):
+                free = (self._backlog - _FRAME_BITS // 2 + self._bits_per_ms - 1) // self._bits_per_ms
             wake = free if wake < 0 else min(wake, free)
         return wake
 

@@ -194,3 +194,22 @@ def test_the_simulated_line_delays_each_way_by_its_delay() -> None:
             line.step()
         arrival.append(line.now - start)
     assert arrival[1] - arrival[0] == 5
+
+
+def test_a_frame_waiting_for_the_line_wakes_its_writer_as_soon_as_the_line_is_free() -> None:
+    # The board's transport polls the link, finds the line busy, then asks next_wakeup() how long it may sleep.
+    # If the line has freed up in between, the answer is now: a board once slept a whole second (its wait's
+    # limit) with a frame ready and the line idle (figure 3's clean 512-byte QoS 0 run at 115200 baud).
+    a, b, now = up_pair(baud=115200)
+    a.payload = frame.MAX_PAYLOAD
+    first, _ = write_all(a, bytes(240), now)
+    for f in first:
+        b.feed(f, now + 50)
+    for f in written(b, now + 51):
+        a.feed(f, now + 52)  # acknowledged: nothing in flight, no timer
+    assert a.send(frame.MQTT, bytes(240)) == 240
+    assert len(written(a, now + 60)) == 1  # written at once: the line was free
+    assert a.send(frame.MQTT, bytes(240)) == 240
+    assert written(a, now + 61) == []  # queued: the first frame (22 ms at 115200) still leaves the UART
+    assert a.next_wakeup(now + 61) > 0
+    assert a.next_wakeup(now + 75) == 0  # the line has freed up since that poll: write now, not at some timeout
