@@ -779,26 +779,22 @@ def stalls_at_1e3(rows: list[dict[str, Any]]) -> list[str]:
         "against 4 at 115200. "
         "The simulated link of `tools/bench_link.py` (no host in the loop) keeps 0.35 of the clean rate at 1e-3.",
         "",
-        "Why the line idles at 921600 baud: frames shrink to 32-60 bytes on a noisy line, and eight of them (the "
-        "window until this version) are 4 ms of line time, less than a round trip through the hosts (ptys, the "
-        "emulated UART's 5 ms slices, two processes): a trace of the simulated sender (tools/link_sim.py with a "
-        "fixed delay of 2 ms each way, 921600 baud, 1e-3) had its window of 8 full 55% of the time. The window is "
-        "now 16 frames within the same 1,920-byte buffer; `tools/bench_link.py`'s second table (20 KB one way, "
-        "seeds 1-4): at 1e-3 and 2 ms each way 0.20 -> 0.25 of the clean rate, at 1e-4 and 5 ms 0.55 -> 0.66. "
-        "24 frames did better at "
-        "1e-4 and worse at 1e-3 (a lost frame's repeats stall a larger window longer). End to end the gain is "
-        "smaller: the worst cell `--only 921600,0,512,1e-3`, three runs each, 0.21-0.27 of baud/10 against "
-        "0.20-0.23 with 8 frames; at 1e-4 (`--only 921600,0,512,1e-4`) 0.38-0.42 against 0.38-0.48, no gain seen. "
-        "Each cell is one run, and at 921600 baud one run says little on this machine (the same 1e-4 cell gave "
-        "0.31 to 0.53 in six runs by hand on 2026-11-25, whatever the variant).",
+        "What kept the line idle at 921600 baud until this version: a board waiting to write (its frame ready, "
+        "the line busy when it last looked) asked the link how long it might sleep, and when the line had freed "
+        "up in between the link answered nothing; the board slept until the bridge's next frame or its wait's "
+        "limit (one second), on an idle line. Found from the emulated UART's side: figure 3's clean 512-byte "
+        "QoS 0 cell at 115200, 0.74 in every run, had one gap of 1,002 ms in the board's output and none other. "
+        "With next_wakeup() answering 0 then (tests/unit/test_link_window.py), that cell gives 0.93 / 1.00, and "
+        "`--only 921600,0,512,1e-4` 0.78 / 0.99 in three runs (was 0.38-0.48 / 0.48-0.60), `--only "
+        "921600,0,512,1e-3` 0.38 / 0.98 in two (was 0.20-0.27). A noisy line waits more often (more frames held "
+        "back by pacing while acks come in), which is why 921600 and the noisy lines suffered most.",
         "",
-        "The clean 512-byte QoS 0 cell at 115200 baud is not noise: `--only 115200,0,512,clean` gives 0.74 / 0.80 "
-        "in every run at this version, and at commits 8e3b1c3 and f9187d0, but 0.93 / 1.00 at 4cc30d8 and "
-        "5dd795a (firmware checked out alone; the link the same in all four). The board's own run takes 4.93 s "
-        "instead of 3.96 for its 83 messages, 11.7 ms more per message, about half a full frame's time at that "
-        "baud rate; the same application with timers around its publish() runs at 0.93. A resonance between the "
-        "application's loop, the link's pacing and the emulated UART's slices, not found yet: the clean-line "
-        "wire goal is missed by this cell (and, in a full run, by one or two others that pass alone).",
+        "The window is also 16 frames now, within the same 1,920-byte buffer: frames shrink to 32-60 bytes on a "
+        "noisy line, and eight of them are 4 ms of line time at 921600, less than a round trip through the hosts. "
+        "On the simulated line, which polls every millisecond and so never met the sleep above "
+        "(`tools/bench_link.py`'s second table, a fixed delay each way, 20 KB, seeds 1-4): at 1e-3 and 2 ms each "
+        "way 0.20 -> 0.25 of the clean rate, at 1e-4 and 5 ms 0.55 -> 0.66; 24 frames did better at 1e-4 and "
+        "worse at 1e-3 (a lost frame's repeats stall a larger window longer).",
         "",
     ]
 
