@@ -31,6 +31,15 @@ def write_all(end: Link, data: bytes, now: int) -> tuple[list[bytes], int]:
     return frames, sent
 
 
+def received(end: Link) -> bytes:
+    """Everything the endpoint has passed on on the MQTT channel, read until none is left."""
+    out = bytearray()
+    buf = bytearray(512)
+    while n := end.readinto(frame.MQTT, buf):
+        out += buf[:n]
+    return bytes(out)
+
+
 def sack_of(ack_frame: bytes) -> tuple[int, bytes]:
     dec = frame.Decoder()
     pos = 0
@@ -63,10 +72,7 @@ def test_full_frames_are_bounded_by_the_buffer_not_the_count() -> None:
 
 def test_the_send_buffer_is_reused_round_its_end_as_acks_free_it() -> None:
     # Frames of 200 bytes: 14 fit, the 15th needs the ring's start, free only when the first frames are acked.
-    a, b = Link(7, baud=921600), Link(9, baud=921600, rx_size=4096)
-    line = Line(a, b, baud=921600)
-    line.run(100)
-    now = line.now
+    a, b, now = up_pair(rx_size=4096)  # (room for everything the test feeds b before reading it)
     a.payload = 200
     a.min_payload = 200
     data = bytes(i % 251 for i in range(40000))
@@ -83,11 +89,7 @@ def test_the_send_buffer_is_reused_round_its_end_as_acks_free_it() -> None:
     assert len(more) == 3 and sent2 == 600  # the three acked frames' room, at the ring's start
     for f in first[3:] + more:
         b.feed(f, now + 9000)
-    out = bytearray()
-    buf = bytearray(512)
-    while n := b.readinto(frame.MQTT, buf):
-        out += buf[:n]
-    assert bytes(out) == data[600 : sent + sent2]
+    assert received(b) == data[600 : sent + sent2]
 
 
 def test_a_gap_more_than_eight_frames_back_is_named_in_a_two_byte_selective_ack() -> None:
@@ -151,10 +153,7 @@ def test_a_peer_with_a_window_of_eight_gets_every_stream_whole_over_a_noisy_line
 
 
 def test_a_waiting_frame_grows_with_the_payload_size_but_never_into_an_unacknowledged_one() -> None:
-    a, b = Link(7, baud=921600), Link(9, baud=921600, rx_size=4096)
-    line = Line(a, b, baud=921600)
-    line.run(100)
-    now = line.now
+    a, b, now = up_pair(rx_size=4096)  # (room for everything the test feeds b before reading it)
     a.payload = a.min_payload = 200
     data = bytes(i % 249 for i in range(6000))
     first, sent = write_all(a, data, now)
@@ -174,11 +173,7 @@ def test_a_waiting_frame_grows_with_the_payload_size_but_never_into_an_unacknowl
     assert len(last) == 1
     for f in first[1:] + last:
         b.feed(f, now + 200)
-    out = bytearray()
-    buf = bytearray(512)
-    while n := b.readinto(frame.MQTT, buf):
-        out += buf[:n]
-    assert bytes(out) == data[:sent]
+    assert received(b) == data[:sent]
 
 
 def test_the_simulated_line_delays_each_way_by_its_delay() -> None:
