@@ -70,11 +70,17 @@ def check_reboots(dut: Dut, result: CycleResult, end: BootEnd) -> None:
         )
     this_boot = console_host.boots(end.console)
     assert end.summary is not None
-    if not this_boot or this_boot[-1][0] != end.summary["boot"]:
+    if this_boot and this_boot[-1][0] != end.summary["boot"]:
         raise DutError(
             f"{dut.name}: the run completed in the bench's boot {result.boots}, but the board did not boot then "
             f"(its summary is of boot {end.summary['boot']}): did the power switch cut the power? console log "
             f"{dut.console.path}"
+        )
+    if not this_boot:
+        raise DutError(
+            f"{dut.name}: the run completed in the bench's boot {result.boots} without the board's boot line "
+            f"(its summary is of boot {end.summary['boot']}): did the power switch cut the power? Or the console "
+            f"port opened after the board printed it. Console log {dut.console.path}"
         )
 
 

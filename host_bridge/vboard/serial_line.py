@@ -166,10 +166,13 @@ class SerialLine:
         self._stop.set()
         self.to_host.join(1)
         self.to_board.join(1)
+        # The link before the ptys: once they are closed, their numbers go to the next pty opened on this
+        # machine, which a host still looking for this port (a bridge reopening it) would find through a link
+        # left behind.
+        if self.link is not None:
+            self.link.unlink(missing_ok=True)
         for fd in (self._board_master, self._board_slave, self._host_master, self._host_slave):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        if self.link is not None:
-            self.link.unlink(missing_ok=True)

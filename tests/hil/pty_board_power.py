@@ -33,6 +33,10 @@ def processes_of(state_dir: Path) -> list[int]:
 
 
 def power_off(state_dir: Path, link: Path) -> None:
+    # The device node goes with the power, and first: socat gets no chance to remove its link, and a link left
+    # behind while the kills below run would name a pty number that the kernel hands to the next pty opened on
+    # this machine (another test's board), which the DUT's reader, looking for its port again, would open.
+    link.unlink(missing_ok=True)
     # Again until none is left: the board's shell may fork its next program between a scan and the kill, and
     # a survivor would be a second board on the same flash.
     while pids := processes_of(state_dir):
@@ -42,7 +46,6 @@ def power_off(state_dir: Path, link: Path) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.02)
-    link.unlink(missing_ok=True)  # socat had no chance to remove it: the device node goes with the power
 
 
 def main(state_dir: Path) -> int:
