@@ -84,6 +84,11 @@ _QUEUED = const(0)  # to be written (new, or found lost)
 _FLIGHT = const(1)  # written, not confirmed
 _HELD = const(2)  # the peer holds it (selective ack), not yet in order
 
+# Why a frame was written again (its _tx_resent; 0: written once)
+_LOST = const(1)  # found lost: a gap in the peer's ack, or a timeout on a damaging line
+_LATE = const(2)  # its ack overdue on a line that has damaged nothing lately: maybe only late (a loaded host)
+_ASKED = const(3)  # the peer held it: written again to ask for the peer's window (counted in probes)
+
 
 def full_frame_ms(baud):
     return _FRAME_BITS * 1000 // baud
@@ -150,7 +155,7 @@ class Link:
         self._tx_order = [0] * _SLOTS  # _order when it was last written: what was written before what
         self._tx_last = [0] * _SLOTS  # when it was last written
         self._tx_probed = bytearray(_SLOTS)  # tail loss probes of it since it was last found lost
-        self._tx_resent = bytearray(_SLOTS)  # written more than once: its ack says nothing about the round trip
+        self._tx_resent = bytearray(_SLOTS)  # why written again (_LOST, _LATE, _ASKED); its ack then times nothing
         self._order = 0
         # Receive side: frames held until they are in order and their channel has room, slot seq % _SLOTS, their
         # payloads in a buffer of _BUFFER bytes filled upwards (packed down again when full).
@@ -496,10 +501,9 @@ class Link:
             slot = seq & _SLOT
             if self._tx_state[slot] == _QUEUED and self._tx_at[slot] < 0:
                 return  # confirms a frame never written: not an ack of ours
-            if self._tx_state[slot] == _FLIGHT:
-                if self._tx_order[slot] > newest:
-                    newest = self._tx_order[slot]
-                    sample = slot
+            if self._tx_state[slot] == _FLIGHT and self._tx_order[slot] > newest and self._answers(slot, now):
+                newest = self._tx_order[slot]
+                sample = slot
             seq = (seq + 1) & 0xFF
         if acked:
             self._base = ack
@@ -511,7 +515,7 @@ class Link:
             if held >> i & 1 and (seq - self._base) & 0xFF < (self._next - self._base) & 0xFF:
                 if self._tx_state[slot] == _FLIGHT:
                     self._tx_state[slot] = _HELD
-                    if self._tx_order[slot] > newest:
+                    if self._tx_order[slot] > newest and self._answers(slot, now):
                         newest = self._tx_order[slot]
                         sample = slot
             i += 1
@@ -530,15 +534,22 @@ class Link:
             slot = seq & _SLOT
             if self._tx_state[slot] == _FLIGHT and self._tx_order[slot] < newest:
                 self._tx_state[slot] = _QUEUED
-                self._tx_resent[slot] = 1
+                self._tx_resent[slot] = _LOST
                 self._tx_probed[slot] = 0
                 lost += 1
             seq = (seq + 1) & 0xFF
         if lost:
-            self.retransmissions += lost
             self.payload = max(self.min_payload, self.payload // 2)
             self._damage_at = now  # the line lost frames of ours: it damages too, whichever way
         self._timer = now if self._in_flight() else -1
+
+    def _answers(self, slot, now):
+        """May the peer's confirmation of this frame be of its last copy, so that what was written before that
+        copy and is not confirmed was lost? Yes for a frame written once or found lost. A frame written again
+        only because its ack was overdue (or to ask for the window) may be confirmed by its first copy's late ack
+        (RFC 5682's spurious timeout), and then the frames written since that first copy are not lost: it
+        counts only when its copy is a smoothed round trip old, as an answer to the copy would be."""
+        return self._tx_resent[slot] <= _LOST or _elapsed(now, self._tx_last[slot]) >= self._srtt8 // 8
 
     def _in_flight(self):
         """Some frame written and not yet passed on by the peer (in flight or held)."""
@@ -642,7 +653,6 @@ class Link:
         if seq >= 0:
             slot = seq & _SLOT
             self._tx_probed[slot] += 1
-            self.retransmissions += 1
             return self._data_frame(slot, seq, now)
         return None
 
@@ -694,12 +704,12 @@ class Link:
         if seq >= 0:
             slot = seq & _SLOT
             self.payload = max(self.min_payload, self.payload // 2)
-            self.retransmissions += 1
+            self._tx_resent[slot] = _LOST if self._damaging(now) else _LATE
         else:
             slot = self._base & _SLOT
             self.probes += 1
+            self._tx_resent[slot] = _ASKED
         self._tx_state[slot] = _QUEUED
-        self._tx_resent[slot] = 1
         self._tx_probed[slot] = 0
         self._timer = -1
         self.timeout_ms = min(self.max_timeout_ms, self.timeout_ms * 2)  # back off until the peer answers
@@ -710,6 +720,8 @@ class Link:
             self._timer = now
         if self._tx_at[slot] < 0:
             self._tx_at[slot] = now
+        elif self._tx_resent[slot] != _ASKED:
+            self.retransmissions += 1  # counted as written: frames found lost may be confirmed before they go
         self._tx_state[slot] = _FLIGHT
         self._order += 1
         self._tx_order[slot] = self._order

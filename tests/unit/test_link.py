@@ -314,8 +314,9 @@ def frame_payloads(frames: list[bytes]) -> list[bytes]:
     return out
 
 
-def measured_link() -> tuple[Link, int]:
-    """An endpoint at 921600 baud whose round trips are measured (20 frames acknowledged), and the time then."""
+def measured_pair() -> tuple[Link, Link, int]:
+    """Two endpoints at 921600 baud, the first with its round trips measured (20 frames acknowledged), and the
+    time then."""
     a, b = Link(7, baud=921600), Link(9, baud=921600)
     line = Line(a, b, baud=921600)
     line.run(100)
@@ -323,7 +324,12 @@ def measured_link() -> tuple[Link, int]:
         a.send(frame.MQTT, b"m" * 100)
         line.run(10)
         b.readinto(frame.MQTT, bytearray(512))
-    return a, line.now
+    return a, b, line.now
+
+
+def measured_link() -> tuple[Link, int]:
+    a, _, now = measured_pair()
+    return a, now
 
 
 def damage(end: Link, now: int) -> None:
@@ -366,6 +372,69 @@ def test_a_late_ack_times_out_at_the_measured_timeout_only_on_a_damaging_line(da
     assert a.timeouts == (1 if damaged else 0)
     written(a, now + a.max_timeout_ms + 1)
     assert a.timeouts >= 1  # the ceiling: the peer may be gone
+
+
+def six_frames(a: Link, now: int) -> list[bytes]:
+    """Six frames of 100 bytes written by `a` at the pace of its line, from `now` on."""
+    a.payload = a.min_payload = 100
+    data = bytes(range(200)) * 3
+    sent = 0
+    frames: list[bytes] = []
+    for t in range(now, now + 20):
+        sent += a.send(frame.MQTT, data[sent:])
+        frames += written(a, t)
+    assert len(frames) == 6 and a.pending() == 6
+    return frames
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_a_timeout_on_a_clean_line_whose_acks_were_only_late_sends_one_frame_again(together: bool) -> None:
+    """A loaded host (the peer's, or a relay's) holds the peer's acks past the timeout: the oldest frame goes
+    again, then the late acks come, each confirming the frames the peer had by then. The one that confirms the
+    resent frame is its first copy's ack (it comes sooner than the copy could have been answered), so the
+    frames written after that first copy are not lost, and nothing more is sent again; what the counter counts
+    is what went on the line again. Late acks read together (a UART buffer) and one at a time."""
+    a, b, now = measured_pair()
+    frames = six_frames(a, now)
+    late_acks = []
+    for f in frames:  # the peer has them all, and acknowledges each as it comes
+        b.feed(f, now + 10)
+        b.readinto(frame.MQTT, bytearray(512))
+        late_acks += written(b, now + 10)
+    late_acks += written(b, now + 30)  # (what its pacing held back)
+    assert len(late_acks) > 1
+    resent_at = now + a.max_timeout_ms + 20
+    assert written(a, resent_at) == [frames[0]] and a.timeouts == 1  # a clean line: the timeout's turn
+    if together:
+        for ack in late_acks:
+            a.feed(ack, resent_at + 1)
+        assert written(a, resent_at + 2) == []
+    else:
+        for i, ack in enumerate(late_acks):
+            a.feed(ack, resent_at + 1 + i)
+            assert written(a, resent_at + 1 + i) == [], f"after late ack {i}"
+    assert a.retransmissions == 1 and a.pending() == 0
+
+
+def test_frames_written_after_a_lost_one_are_sent_again_once_its_copy_is_answered() -> None:
+    """The same timeout when the frames were lost (a clean line's first loss, the whole window): the resent
+    frame's ack comes a round trip after its copy, confirming it alone, so the frames written after its first
+    copy were lost and go again at once, without a timeout each."""
+    a, b, now = measured_pair()
+    frames = six_frames(a, now)  # all lost on the line
+    resent_at = now + a.max_timeout_ms + 20
+    assert written(a, resent_at) == [frames[0]]
+    answered = resent_at + a._srtt8 // 8  # a round trip later
+    b.feed(frames[0], answered - 1)
+    for ack in written(b, answered - 1):
+        a.feed(ack, answered)
+    again: list[bytes] = []
+    t = answered
+    while len(again) < 5 and t < answered + 20:  # at the pace of the line
+        again += written(a, t)
+        t += 1
+    assert again == frames[1:]
+    assert a.retransmissions == 6 and a.timeouts == 1
 
 
 def test_a_lost_probe_is_probed_again_after_twice_the_wait_then_the_timeout_has_its_turn() -> None:
