@@ -501,7 +501,7 @@ class Link:
             slot = seq & _SLOT
             if self._tx_state[slot] == _QUEUED and self._tx_at[slot] < 0:
                 return  # confirms a frame never written: not an ack of ours
-            if self._tx_state[slot] == _FLIGHT and self._tx_order[slot] > newest and self._answers(slot, now):
+            if self._tx_state[slot] == _FLIGHT and self._tx_order[slot] > newest and self._answers(slot):
                 newest = self._tx_order[slot]
                 sample = slot
             seq = (seq + 1) & 0xFF
@@ -515,7 +515,7 @@ class Link:
             if held >> i & 1 and (seq - self._base) & 0xFF < (self._next - self._base) & 0xFF:
                 if self._tx_state[slot] == _FLIGHT:
                     self._tx_state[slot] = _HELD
-                    if self._tx_order[slot] > newest and self._answers(slot, now):
+                    if self._tx_order[slot] > newest and self._answers(slot):
                         newest = self._tx_order[slot]
                         sample = slot
             i += 1
@@ -543,13 +543,14 @@ class Link:
             self._damage_at = now  # the line lost frames of ours: it damages too, whichever way
         self._timer = now if self._in_flight() else -1
 
-    def _answers(self, slot, now):
+    def _answers(self, slot):
         """May the peer's confirmation of this frame be of its last copy, so that what was written before that
         copy and is not confirmed was lost? Yes for a frame written once or found lost. A frame written again
-        only because its ack was overdue (or to ask for the window) may be confirmed by its first copy's late ack
-        (RFC 5682's spurious timeout), and then the frames written since that first copy are not lost: it
-        counts only when its copy is a smoothed round trip old, as an answer to the copy would be."""
-        return self._tx_resent[slot] <= _LOST or _elapsed(now, self._tx_last[slot]) >= self._srtt8 // 8
+        only because its ack was overdue on a clean line (or to ask for the window) is most likely confirmed by
+        its first copy's late ack (RFC 5682's spurious timeout: a loaded host, here or at the peer), and then the
+        frames written since that first copy are not lost; if they were, the next frames' selective ack, or the
+        next timeout, says so."""
+        return self._tx_resent[slot] <= _LOST
 
     def _in_flight(self):
         """Some frame written and not yet passed on by the peer (in flight or held)."""
