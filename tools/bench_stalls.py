@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 import threading
@@ -48,8 +49,20 @@ IDLE_MS = 20
 PUB_RECORD = 7 + 13 + len("bench/stalls") + PAYLOAD
 PROGRAM_US = max(nor_flash.program_us(offset, PUB_RECORD) for offset in range(256))
 BAUDS = (115200, 921600)
+ROUNDS = 3
 COMMAND_EVERY_S = 0.02
 OVERFLOW = re.compile(r"uart receive FIFO overflowed during a \d+ us flash operation: (\d+) bytes lost")
+
+
+def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for runs of the same configuration: each timing the median of the runs', and the runs' p100s."""
+    row = dict(runs[0])
+    for key in ("p50_us", "p99_us", "p100_us", "send_p100_us", "less_send_p100_us", "over_10ms"):
+        row[key] = statistics.median(r[key] for r in runs)
+    row["rounds"] = len(runs)
+    row["round_p100_us"] = [r["p100_us"] for r in runs]
+    row["round_less_send_p100_us"] = [r["less_send_p100_us"] for r in runs]
+    return row
 
 
 def percentile(values: list[int], q: float) -> float:
@@ -178,11 +191,19 @@ def figure(quick: bool) -> dict[str, Any]:
     serial_count = 150 if quick else 400
     with tempfile.TemporaryDirectory() as tmp, Mosquitto(Path(tmp) / "broker") as broker:
         work = Path(tmp)
-        latency = []
-        for idle_ms, timing in ((IDLE_MS, False), (IDLE_MS, True), (0, True)):
-            row = publish_times(work, broker.address, count, idle_ms, timing)
-            latency.append(row)
-            print(f"  publish() idle {idle_ms} ms, flash timing {timing}: {json.dumps(row)}", flush=True)
+        # The p100 goal compares two maxima over a run each, both moved by the host's scheduling: the client's
+        # own (flash time off) and the idle client's with the flash's time, run ROUNDS times, interleaved, each
+        # figure the median of its rounds.
+        rounds: dict[tuple[int, bool], list[dict[str, Any]]] = {}
+        for _ in range(1 if quick else ROUNDS):
+            for idle_ms, timing in ((IDLE_MS, False), (IDLE_MS, True)):
+                row = publish_times(work, broker.address, count, idle_ms, timing)
+                rounds.setdefault((idle_ms, timing), []).append(row)
+                print(f"  publish() idle {idle_ms} ms, flash timing {timing}: {json.dumps(row)}", flush=True)
+        latency = [median_row(runs) for runs in rounds.values()]
+        row = publish_times(work, broker.address, count, 0, True)
+        latency.append(row)
+        print(f"  publish() back to back, flash timing True: {json.dumps(row)}", flush=True)
         serial = []
         for baud in BAUDS:
             for pause, timing in ((True, False), (False, True), (True, True)):

@@ -876,11 +876,11 @@ def _late_acks(serial: list[dict[str, Any]]) -> list[str]:
         return []
     return [
         f"The boards' links in these runs: {timeouts} timeouts, {resent} frames sent again, {damaged} frames "
-        "damaged (a clean line loses nothing; a timeout there is an ack that came late). Until 0.6.0 each such timeout cost a "
-        "window: the late acks that came after the resent frame, read one at a time, confirmed it, and the link "
-        "took that for an answer to its copy and sent every frame written in between again (711 + 300 "
-        "retransmissions at 64 boards in the last full run before the change, 2-4 timeouts a board, 20-87 frames). "
-        "A frame resent on a clean line's timeout now declares nothing lost by its confirmation "
+        "damaged (a clean line loses nothing; a timeout there is an ack that came late). Until 0.6.0 each such "
+        "timeout cost a window: the late acks that came after the resent frame, read one at a time, confirmed "
+        "it, and the link took that for an answer to its copy and sent every frame written in between again "
+        "(711 + 300 retransmissions at 64 boards in the last full run before the change, 2-4 timeouts a board, "
+        "20-87 frames). A frame resent on a clean line's timeout now declares nothing lost by its confirmation "
         "(docs/link-protocol.md).",
         "",
     ]
@@ -1152,6 +1152,23 @@ def render_confirm(fig: dict[str, Any]) -> list[str]:
     ]
 
 
+def _stall_rounds(cpu: dict[str, Any], idle: dict[str, Any]) -> list[str]:
+    """How the two idle rows were measured, when in rounds (figures before 0.6.0: one run each)."""
+    if "rounds" not in idle:
+        return []
+
+    def ms(values: list[float]) -> str:
+        return ", ".join(f"{v / 1000:.2f}" for v in values)
+
+    return [
+        f"The two idle rows are the medians of {idle['rounds']} runs each, interleaved: a maximum over one run is "
+        "one moment of the host's scheduling, and the p100 goal compares two of them. Each run's p100 less its "
+        f"socket write, flash time off: {ms(cpu['round_less_send_p100_us'])} ms; with the W25Q32JV's time: "
+        f"{ms(idle['round_less_send_p100_us'])} ms.",
+        "",
+    ]
+
+
 def render_stalls(fig: dict[str, Any]) -> list[str]:
     program = fig["program_us"]
     latency = {(r["idle_ms"] > 0, r["flash_timing"]): r for r in fig["latency"]}
@@ -1211,6 +1228,7 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         "",
         table(["run", "messages", "p50", "p99", "p100", "over 10 ms"], lat_rows),
         "",
+        *_stall_rounds(cpu, idle),
         "Then a serial board that publishes QoS 1 while 60-byte commands reach it every 20 ms, with the link's "
         'pause around each erase (docs/link-protocol.md) and without (`"uart": {"pause": false}`). With '
         "flash timing the virtual board's UART keeps, of what arrives during a program or erase, only its "
