@@ -1164,7 +1164,12 @@ def _stall_rounds(cpu: dict[str, Any], idle: dict[str, Any]) -> list[str]:
         f"The two idle rows are the medians of {idle['rounds']} runs each, interleaved: a maximum over one run is "
         "one moment of the host's scheduling, and the p100 goal compares two of them. Each run's p100 less its "
         f"socket write, flash time off: {ms(cpu['round_less_send_p100_us'])} ms; with the W25Q32JV's time: "
-        f"{ms(idle['round_less_send_p100_us'])} ms.",
+        f"{ms(idle['round_less_send_p100_us'])} ms. Where the slowest calls' time goes, measured once by hand "
+        "(2026-11-26: the stalls app with its partition's writeblocks timed, not part of `make bench`): one "
+        "program each, which took the emulator 392-436 us against the model's 385-390 (its spin on the clock, "
+        "preempted now and then by the host), and 20-56 us of the client's CPU, against a p100 of 52 us with the "
+        "flash's time off: the p100 sits within a few hundredths of a millisecond of its bound either way, and "
+        "neither side has anything a chip would spend that the other lacks.",
         "",
     ]
 
