@@ -1168,8 +1168,8 @@ def _stall_rounds(cpu: dict[str, Any], idle: dict[str, Any]) -> list[str]:
         "(2026-11-26: the stalls app with its partition's writeblocks timed, not part of `make bench`): one "
         "program each, which took the emulator 392-436 us against the model's 385-390 (its spin on the clock, "
         "preempted now and then by the host), and 20-56 us of the client's CPU, against a p100 of 52 us with the "
-        "flash's time off: the p100 sits within a few hundredths of a millisecond of its bound either way, and "
-        "neither side has anything a chip would spend that the other lacks.",
+        "flash's time off. The p100 sits within a few hundredths of a millisecond of its bound, and the one cost "
+        "in it that a chip would not pay is the emulator's preempted spin.",
         "",
     ]
 
