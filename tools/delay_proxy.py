@@ -86,6 +86,10 @@ class DelayProxy:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             await asyncio.gather(self._pipe(client_r, broker_w), self._pipe(broker_r, client_w), return_exceptions=True)
+        except asyncio.CancelledError:
+            # The proxy is closing. Ended cancelled, the handler would be logged by asyncio's server with a
+            # traceback (its done-callback asks the task for its exception), as if it had failed.
+            pass
         finally:  # both directions ended, or the proxy is closing: drop both sides, as a link going down would
             client_w.close()
             broker_w.close()

@@ -69,3 +69,15 @@ def test_bytes_cross_in_order_after_the_delay_each_way_and_the_end_follows_them(
         forwarded, late_ms = proxy.lateness()
         assert forwarded >= 4 and late_ms >= 0.0  # ping, its echo, the small writes (some coalesced), the ends
         assert proxy.lateness() == (0, 0.0)  # reset by reading
+
+
+def test_closing_with_a_connection_open_reports_no_error(echo: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A benchmark closes the proxy while its board is still connected: the connection is dropped, and nothing is
+    logged as if it had failed (asyncio's server logged the cancelled handler with a traceback)."""
+    with caplog.at_level("ERROR", logger="asyncio"), DelayProxy(echo, ONE_WAY_MS) as proxy:
+        client = socket.create_connection(("127.0.0.1", proxy.port))
+        client.sendall(b"x")
+        assert receive(client, 1) == b"x"
+    assert client.recv(10) == b""  # dropped, as a link going down
+    client.close()
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
