@@ -1199,6 +1199,7 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
     lost_paused = sum(r["fifo_bytes_lost"] for r in paused)
     cpu_p100 = cpu["own_p100_us"]
     idle_p100 = idle["own_p100_us"]
+    spread = max(idle["round_own_p100_us"]) - min(idle["round_own_p100_us"])
     flash_goal = program + cpu_p100
     send_note = [
         "The p100 goal counts publish() less two things a chip does not spend. Its socket write (timed on the "
@@ -1212,10 +1213,10 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         f"{idle['over_p100_us'] / 1000:.2f} ms in one publish() this run, the median run). What is left in the "
         "slowest calls, timed by hand (2026-11-26, the partition's writeblocks timed): one program each, "
         "392-436 us in the emulator (the model's 385-390, and the emulator's Python and file writes, which the "
-        "run with the flash's time off pays too), and 20-56 us of the client's CPU. The goal compares two "
-        "maxima of like samples, the program's time aside: at its bound the verdict can go either way from one "
-        "run to the next, and a miss by a hundredth of a millisecond says that publish() waits for one program "
-        "and its own CPU, nothing else.",
+        "run with the flash's time off pays too), and 20-56 us of the client's CPU: publish() waits for one "
+        "program and its own CPU, nothing else. The goal compares two maxima, and the one with the flash's time "
+        f"moved by {spread / 1000:.2f} ms between this figure's runs (above), {spread / program:.0%} of the "
+        "program's time: on this shared host the verdict is the host's as much as the client's.",
         "",
     ]
     return [
