@@ -70,17 +70,12 @@ def check_reboots(dut: Dut, result: CycleResult, end: BootEnd) -> None:
         )
     this_boot = console_host.boots(end.console)
     assert end.summary is not None
-    if this_boot and this_boot[-1][0] != end.summary["boot"]:
+    if not this_boot or this_boot[-1][0] != end.summary["boot"]:
+        seen = "but the board did not boot then" if this_boot else "without the board's boot line"
+        late_port = "" if this_boot else " Or the console port opened after the board printed it."
         raise DutError(
-            f"{dut.name}: the run completed in the bench's boot {result.boots}, but the board did not boot then "
-            f"(its summary is of boot {end.summary['boot']}): did the power switch cut the power? console log "
-            f"{dut.console.path}"
-        )
-    if not this_boot:
-        raise DutError(
-            f"{dut.name}: the run completed in the bench's boot {result.boots} without the board's boot line "
-            f"(its summary is of boot {end.summary['boot']}): did the power switch cut the power? Or the console "
-            f"port opened after the board printed it. Console log {dut.console.path}"
+            f"{dut.name}: the run completed in the bench's boot {result.boots}, {seen} (its summary is of boot "
+            f"{end.summary['boot']}): did the power switch cut the power?{late_port} Console log {dut.console.path}"
         )
 
 
