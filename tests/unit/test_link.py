@@ -112,6 +112,17 @@ def written(end: Link, now: int) -> list[bytes]:
     return out
 
 
+def write_all(end: Link, data: bytes, now: int) -> tuple[list[bytes], int]:
+    """Hand `data` to the link for 40 ms at 921600 baud, writing every frame the pacing lets go (all that the window
+    takes, well before a timeout could resend one): the frames, and how many bytes the link took."""
+    frames: list[bytes] = []
+    sent = 0
+    for t in range(now, now + 40):
+        sent += end.send(frame.MQTT, data[sent:])
+        frames += written(end, t)
+    return frames, sent
+
+
 def test_a_lost_frame_alone_is_sent_again_at_once_without_a_timeout() -> None:
     a, b = Link(7), Link(9)
     line = Line(a, b)
@@ -377,13 +388,8 @@ def test_a_late_ack_times_out_at_the_measured_timeout_only_on_a_damaging_line(da
 def six_frames(a: Link, now: int) -> list[bytes]:
     """Six frames of 100 bytes written by `a` at the pace of its line, from `now` on."""
     a.payload = a.min_payload = 100
-    data = bytes(range(200)) * 3
-    sent = 0
-    frames: list[bytes] = []
-    for t in range(now, now + 20):
-        sent += a.send(frame.MQTT, data[sent:])
-        frames += written(a, t)
-    assert len(frames) == 6 and a.pending() == 6
+    frames, sent = write_all(a, bytes(range(200)) * 3, now)
+    assert len(frames) == 6 and sent == 600 and a.pending() == 6
     return frames
 
 

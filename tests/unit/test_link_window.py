@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dlink import frame
 from dlink.link import WINDOW, Link
-from tests.unit.test_link import written
+from tests.unit.test_link import write_all, written
 from tools.link_sim import Line, pump
 
 BUFFER = 1920  # dlink/link.py _BUFFER: eight full frames
@@ -18,17 +18,6 @@ def up_pair(baud: int = 921600, **options: int) -> tuple[Link, Link, int]:
     line = Line(a, b, baud=baud)
     line.run(100)
     return a, b, line.now
-
-
-def write_all(end: Link, data: bytes, now: int) -> tuple[list[bytes], int]:
-    """Hand `data` to the link for 40 ms at 921600 baud, writing every frame the pacing lets go (all that the window
-    takes, well before a timeout could resend one): the frames, and how many bytes the link took."""
-    frames: list[bytes] = []
-    sent = 0
-    for t in range(now, now + 40):
-        sent += end.send(frame.MQTT, data[sent:])
-        frames += written(end, t)
-    return frames, sent
 
 
 def received(end: Link) -> bytes:
