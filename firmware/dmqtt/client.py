@@ -461,18 +461,29 @@ class MQTTClient:
             self._ping_at = _ticks_ms()
 
     def _pump(self):
+        # The session's packets go out as many at a time as the output buffer holds, in one write: a backlog
+        # (acknowledgements that opened the window for several queued messages) costs one socket call, not one
+        # per packet (on an ESP32, each is a pass through lwIP). The session checks each packet's size against
+        # the broker's Maximum Packet Size itself.
         # (the test of an empty output buffer inline: _drain would say the same, a call later)
+        session = self.session
         while self._transport is not None and (self._tail == self._end or self._drain(self.blocking)):
-            n = self.session.next_packet(self._out)
-            if not n:
+            end = 0
+            while True:
+                n = session.next_packet(self._out, end)
+                if not n:
+                    break
+                end = n
+            if not end:
                 break
-            self._write(n)
-        self.retain_cleared = self.session.retain_cleared  # (the session clears the flag as it encodes)
+            self._write(end, True)
+        self.retain_cleared = session.retain_cleared  # (the session clears the flag as it encodes)
 
-    def _write(self, n):
-        """Send the n bytes encoded in the output buffer: all of them before returning, or (not blocking) what
-        the transport takes now, the tail going out at the next poll before anything new is encoded."""
-        if n > self.broker_max_packet:
+    def _write(self, n, packets=False):
+        """Send the n bytes encoded in the output buffer, one packet (or, `packets`, the session's, each checked
+        against the broker's limit already): all of them before returning, or (not blocking) what the transport
+        takes now, the tail going out at the next poll before anything new is encoded."""
+        if n > self.broker_max_packet and not packets:
             raise MQTTError(_text(_T_PACKET_LARGE, n))
         self._tail = 0
         self._end = n
@@ -531,9 +542,9 @@ class MQTTClient:
         while pos < got:
             ack = decoder.short_ack(self._in, pos, got)
             if ack:  # a publisher's usual packet, without the decoder's buffering
-                pos += 4
+                pos += 2 + (ack >> 20 & 3)
                 self._ping_at = -1  # any packet from the broker shows the connection is alive
-                self.session.acked(ack >> 16, ack & 0xFFFF, codec.SUCCESS)
+                self.session.acked(ack >> 16 & 15, ack & 0xFFFF, ack >> 24)
                 continue
             try:
                 pos += decoder.feed(self._in, pos, got)

@@ -378,21 +378,21 @@ def props_block_size(version, props):
     return varint_size(size) + size
 
 
-def start_packet(into, remaining):
-    """The output buffer: the caller's (checked for room) or a new one."""
+def start_packet(into, remaining, at=0):
+    """The output buffer: the caller's (checked for room from `at` on) or a new one."""
     total = 1 + varint_size(remaining) + remaining
     if into is None:
         return bytearray(total)
-    if len(into) < total:
+    if len(into) < at + total:
         raise refused(_R_BUFFER_SMALL, total)
     return into
 
 
-def put_header(buf, first_byte, remaining):
-    """Write the fixed header; returns the position after it. (Two calls rather than one returning a tuple,
-    so that encoding into a caller's buffer allocates nothing on MicroPython.)"""
-    buf[0] = first_byte
-    return put_varint(buf, 1, remaining)
+def put_header(buf, first_byte, remaining, at=0):
+    """Write the fixed header at `at`; returns the position after it. (Two calls rather than one returning a
+    tuple, so that encoding into a caller's buffer allocates nothing on MicroPython.)"""
+    buf[at] = first_byte
+    return put_varint(buf, at + 1, remaining)
 
 
 def finish_packet(into, buf, pos):
@@ -405,7 +405,9 @@ def check_pid(pid):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Encoders. `into`: optional bytearray/memoryview to write into; returns its length used, else new bytes.
+# Encoders. `into`: optional bytearray/memoryview to write into; returns its length used, else new bytes. The
+# two a session sends most (write_publish, encode_ack) also write at `at` in `into`, behind packets already there,
+# and return where they end: the client hands the transport several packets in one write.
 
 
 def check_topic(topic: "Text", allow_empty: bool = False) -> bytes:
@@ -438,6 +440,7 @@ def write_publish(
     version: int,
     props: "Props" = None,
     into: "bytearray | memoryview | None" = None,
+    at: int = 0,
 ) -> "Any":
     """encode_publish for a topic already validated (check_topic) and arguments already checked: the board
     resends journaled messages with this, the topic a memoryview into the journal's read buffer. Written out
@@ -452,13 +455,13 @@ def write_publish(
     else:
         pblock = 0
     remaining = 2 + tlen + (2 if qos else 0) + pblock + len(payload)
-    buf = start_packet(into, remaining)
-    buf[0] = 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0)
+    buf = start_packet(into, remaining, at)
+    buf[at] = 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0)
     if remaining < 128:
-        buf[1] = remaining
-        pos = 2
+        buf[at + 1] = remaining
+        pos = at + 2
     else:
-        pos = put_varint(buf, 1, remaining)
+        pos = put_varint(buf, at + 1, remaining)
     buf[pos] = tlen >> 8
     buf[pos + 1] = tlen & 0xFF
     pos += 2
@@ -485,6 +488,7 @@ def encode_ack(
     version: int = V311,
     props: "Props" = None,
     into: bytearray | None = None,
+    at: int = 0,
 ) -> "Any":
     """PUBACK, PUBREC, PUBREL or PUBCOMP. In MQTT 5.0 the short form (packet id only) is used when the reason is
     Success with no properties (MQTT 5.0 section 3.4.2.1)."""
@@ -504,8 +508,8 @@ def encode_ack(
     else:
         remaining = 2
     # PUBREL's reserved flags are 0010 [MQTT-3.6.1-1]; the others are 0000 [MQTT-2.2.2-1].
-    buf = start_packet(into, remaining)
-    pos = put_header(buf, (ptype << 4) | (0x02 if ptype == PUBREL else 0), remaining)
+    buf = start_packet(into, remaining, at)
+    pos = put_header(buf, (ptype << 4) | (0x02 if ptype == PUBREL else 0), remaining, at)
     pos = put_u16(buf, pos, pid)
     if remaining > 2:
         buf[pos] = reason
@@ -1016,17 +1020,30 @@ class StreamDecoder:
             raise
 
     def short_ack(self, data, pos, end):
-        """The PUBACK, PUBREC or PUBCOMP at data[pos:pos + 4] when it is whole there, between packets, and in its
-        short form (a packet id, no reason code: 3.1.1, or Success in 5.0 section 3.4.2.1): packet type << 16 |
-        packet id, read without a feed; 0 for anything else (feed() then takes it, and refuses what is wrong, a
-        packet id 0 included). A publisher's acknowledgements are all this: their path stays short."""
-        if pos + 4 > end or data[pos + 1] != 2 or not (self.ready or self._state == _WANT_TYPE):
+        """The PUBACK, PUBREC or PUBCOMP at data[pos:] when it is whole there, between packets, and a success
+        without properties: its 2-byte form (a packet id only: 3.1.1, or Success in 5.0 section 3.4.2.1), or in
+        5.0 its 3-byte form with Success or, for PUBACK and PUBREC, No matching subscribers (0x10: what
+        Mosquitto answers a message no one subscribes to). Returns reason << 24 | remaining length << 20 | packet
+        type << 16 | packet id, read without a feed; 0 for anything else (feed() then takes it, and refuses what
+        is wrong, a packet id 0 included). A publisher's acknowledgements are all this: their path stays short."""
+        size = data[pos + 1] if pos + 1 < end else 0
+        if size == 2:
+            reason = SUCCESS
+        elif size == 3 and self.version == V5 and pos + 5 <= end:
+            reason = data[pos + 4]
+        else:
+            return 0
+        if pos + 4 > end or not (self.ready or self._state == _WANT_TYPE):
             return 0
         first = data[pos]
         if first != 0x40 and first != 0x50 and first != 0x70:  # flags 0000 [MQTT-2.2.2-1]
             return 0
+        # The reasons allowed here are of the 5.0 success class (PUBCOMP's only Success); refusals and anything
+        # else go through feed() and check_ack(), which also refuses what an acknowledgement may not carry.
+        if reason and (reason != NO_MATCHING_SUBSCRIBERS or first == 0x70):
+            return 0
         pid = (data[pos + 2] << 8) | data[pos + 3]
-        return (first >> 4) << 16 | pid if pid else 0
+        return reason << 24 | size << 20 | (first >> 4) << 16 | pid if pid else 0
 
     def _feed(self, data, start, end):
         pos = start

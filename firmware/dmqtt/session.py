@@ -55,6 +55,11 @@ _LEGACY_WINDOW = const(8)
 # ones the alias alone (a 2-byte property instead of a 30-byte name: a quarter of a 64-byte message's line time
 # on a serial link). At most this many topics per connection: a board publishes to few, and each costs a copy.
 _ALIASES = const(4)
+# The most a packet the session sends adds to its topic and payload: an acknowledgement without properties is
+# at most 5 bytes; a PUBLISH adds a fixed header (5), the topic's length (2), a packet id (2) and its Topic Alias
+# property block (4). What next_packet() needs free behind packets already in the buffer.
+_ACK_MAX = const(5)
+_PUBLISH_EXTRA = const(13)
 
 
 class Session:
@@ -375,38 +380,46 @@ class Session:
 
     # -- outgoing packets ----------------------------------------------------------------------------------
 
-    def next_packet(self, buf):
-        """Encode the next packet the session wants sent into buf; returns its length, or 0 for none."""
+    def next_packet(self, buf, at=0):
+        """Encode the next packet the session wants sent into buf at `at`, behind the packets before it there;
+        returns where it ends, or 0 for none. From at > 0, also 0 when the next packet would not fit behind
+        them: it stays next, for the next call from 0."""
         if not self.connected_now:
             return 0
         if self.staged:  # (the test inline: this runs a few times per message)
             self.sync()
+        if (self._ctl_len or self._relq_len) and at + _ACK_MAX > len(buf):
+            return 0
         if self._ctl_len:
             h = self._ctl_head
             self._ctl_head = (h + 1) % _CONTROL_MAX
             self._ctl_len -= 1
             owed = self._ctl[h]
             reason = (owed >> 16) & 0xFF if self.version == codec.V5 else 0
-            return codec.encode_ack(owed >> 24, owed & 0xFFFF, reason, self.version, None, buf)
+            return codec.encode_ack(owed >> 24, owed & 0xFFFF, reason, self.version, None, buf, at)
         if self._relq_len:  # PUBRELs first: those flows already hold their place in the window
             i = self._relq[self._relq_head]
             self._relq_head = (self._relq_head + 1) % len(self._relq)
             self._relq_len -= 1
             self._tx[i] = 1
-            return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf)
+            return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf, at)
         while self._sendq_len and self._used < self.window:
             i = self._sendq[self._sendq_head]
+            end = self._encode_publish(i, buf, at)
+            if not end:
+                return 0  # no room behind the packets before it
             self._sendq_head = (self._sendq_head + 1) % len(self._sendq)
             self._sendq_len -= 1
-            n = self._encode_publish(i, buf)
-            if n <= self.max_packet:
-                return n
+            if end - at <= self.max_packet:
+                return end
             # Accepted before the limit was known (a reboot, another broker): it can never be sent. The flow
             # ends as refused and frees its slot, instead of holding the window for ever.
             self._finish(i, codec.PACKET_TOO_LARGE)
         return 0
 
-    def _encode_publish(self, i, buf):
+    def _encode_publish(self, i, buf, at):
+        """Slot i's PUBLISH at `at` in buf; returns where it ends, or 0 (nothing done) when at > 0 and it might
+        not fit behind what is there."""
         resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
         if i == self._fresh:
             body = self.journal.body  # its fixed fields only: topic and payload are the application's, the same
@@ -416,6 +429,9 @@ class Session:
             rtype, body = self.journal.read(self._addr[i])
             topic = rec.pub_topic(body)
             payload = rec.pub_payload(body)
+        # Before wire_topic, which may give the topic an alias the broker would then be taken to know.
+        if at and at + len(topic) + len(payload) + _PUBLISH_EXTRA > len(buf):
+            return 0
         qos = rec.pub_qos(body)
         retain = rec.pub_retain(body)
         if qos > self.max_qos:
@@ -435,8 +451,9 @@ class Session:
             self.version,
             self.wire_props,
             buf,
+            at,
         )
-        if n > self.max_packet:
+        if n - at > self.max_packet:
             return n
         if qos == 0:
             self._finish(i, codec.SUCCESS)

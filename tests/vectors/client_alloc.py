@@ -58,21 +58,29 @@ class Broker:
         self.inbox = bytearray()
 
     def send(self, buf, start, end):
+        """Takes every packet of the write (the client sends several at once when it has them)."""
         before = gc.mem_alloc()
         data = bytes(buf[start:end])
-        kind = data[0] >> 4
-        if kind == 1:  # CONNECT
-            self.inbox += b"\x20\x02\x00\x00"
-        elif kind == 3 and data[0] & 0x06:  # PUBLISH at QoS 1/2: the id follows the topic
-            at = 1
-            while data[at] & 0x80:
+        pos = 0
+        while pos < len(data):
+            kind = data[pos] >> 4
+            at = pos + 1
+            remaining = shift = 0
+            while True:
+                remaining |= (data[at] & 0x7F) << shift
+                shift += 7
                 at += 1
-            at += 1
-            at += 2 + (data[at] << 8 | data[at + 1])
-            ack = 0x40 if data[0] & 0x06 == 0x02 else 0x50
-            self.inbox += bytes((ack, 2, data[at], data[at + 1]))
-        elif kind == 6:  # PUBREL
-            self.inbox += bytes((0x70, 2, data[2], data[3]))
+                if not data[at - 1] & 0x80:
+                    break
+            if kind == 1:  # CONNECT
+                self.inbox += b"\x20\x02\x00\x00"
+            elif kind == 3 and data[pos] & 0x06:  # PUBLISH at QoS 1/2: the id follows the topic
+                pid_at = at + 2 + (data[at] << 8 | data[at + 1])
+                ack = 0x40 if data[pos] & 0x06 == 0x02 else 0x50
+                self.inbox += bytes((ack, 2, data[pid_at], data[pid_at + 1]))
+            elif kind == 6:  # PUBREL
+                self.inbox += bytes((0x70, 2, data[at], data[at + 1]))
+            pos = at + remaining
         outside[0] += gc.mem_alloc() - before
         return len(data)
 

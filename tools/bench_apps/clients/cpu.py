@@ -37,18 +37,28 @@ class Broker:
         self.n = n + 4
 
     def send(self, buf, start, end):
-        kind = buf[start] >> 4
-        if kind == 1:  # CONNECT: CONNACK, no properties
-            self.inbox[0:5] = b"\x20\x03\x00\x00\x00"
-            self.n = 5
-        elif kind == 3 and buf[start] & 0x06:  # PUBLISH at QoS 1/2: its packet id follows the topic
-            at = start + 1
+        """Takes every packet of the write (this firmware's client sends several at once when it has them)."""
+        pos = start
+        while pos < end:
+            first = buf[pos]
+            kind = first >> 4
+            at = pos + 1
+            remaining = buf[at] & 0x7F
+            shift = 0
             while buf[at] & 0x80:
                 at += 1
-            at += 3 + ((buf[at + 1] << 8) | buf[at + 2])
-            self._ack(0x40 if buf[start] & 0x06 == 0x02 else 0x50, buf[at], buf[at + 1])
-        elif kind == 6:  # PUBREL
-            self._ack(0x70, buf[start + 2], buf[start + 3])
+                shift += 7
+                remaining |= (buf[at] & 0x7F) << shift
+            at += 1
+            if kind == 1:  # CONNECT: CONNACK, no properties
+                self.inbox[0:5] = b"\x20\x03\x00\x00\x00"
+                self.n = 5
+            elif kind == 3 and first & 0x06:  # PUBLISH at QoS 1/2: its packet id follows the topic
+                pid_at = at + 2 + ((buf[at] << 8) | buf[at + 1])
+                self._ack(0x40 if first & 0x06 == 0x02 else 0x50, buf[pid_at], buf[pid_at + 1])
+            elif kind == 6:  # PUBREL
+                self._ack(0x70, buf[at], buf[at + 1])
+            pos = at + remaining
         return end - start
 
     def readinto(self, buf):

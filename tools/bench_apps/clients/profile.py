@@ -33,6 +33,7 @@ count = int(sys.argv[4])
 _ALLOC_RUN = 40  # messages measured with the collector off: about 50 KB of the heap
 TOPIC = b"bench/t"
 PAYLOAD = b"x" * 64
+_ABSENT = object()
 
 client = MQTTClient("profile", journal_ring.RingJournal(RamPartition(16), 128), version=version, window=window)
 client.open()
@@ -100,9 +101,9 @@ def timed(owner, name, label, arity):
 
     elif arity == 2:
 
-        def wrapper(self, a, b=False):
-            start = time.ticks_us()
-            result = method(self, a, b)
+        def wrapper(self, a, b=_ABSENT):  # a second argument passed on only when given (an older firmware's
+            start = time.ticks_us()  # methods may take one argument only: the CPU figure's baseline)
+            result = method(self, a) if b is _ABSENT else method(self, a, b)
             account(start)
             return result
 
@@ -122,8 +123,8 @@ us_unwrapped = run(count)
 totals = {}
 for owner, name, label, arity in (
     (session_module.Session, "accept", "accept: journal the PUB record", 6),
-    (session_module.Session, "next_packet", "next_packet: pick a flow, read its record, encode", 1),
-    (MQTTClient, "_write", "send: socket write", 1),
+    (session_module.Session, "next_packet", "next_packet: pick a flow, read its record, encode", 2),
+    (MQTTClient, "_write", "send: socket write", 2),
     (TCPTransport, "wait", "wait: poll()", 2),
     (MQTTClient, "_receive", "receive: read, decode, PUBACK, journal the DONE record", 0),
 ):

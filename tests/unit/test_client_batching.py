@@ -1,0 +1,119 @@
+"""The client hands the transport as many of the session's packets at once as its output buffer holds: a window
+opened by several acknowledgements sends the messages queued behind it in one write, each packet whole, in
+order, none split between writes. And a 5.0 acknowledgement that carries a success reason code (No matching
+subscribers, what Mosquitto answers when no one subscribes) reaches on_published with its code. Over a broker in
+memory, on an in-memory NOR partition."""
+
+from __future__ import annotations
+
+import pytest
+
+from dmqtt import codec_host as codec
+from dmqtt.client import MQTTClient
+from dmqtt.journal_ring import RingJournal
+from tests.unit.host_client import Broker
+from tests.unit.nor import NorPartition
+
+pytestmark = pytest.mark.usefixtures("micropython_time")
+
+
+class CountingBroker(Broker):
+    """The broker in memory, keeping each write's bytes."""
+
+    def __init__(self, version: int = codec.V311) -> None:
+        super().__init__(version=version)
+        self.writes: list[bytes] = []
+
+    def send(self, buf: bytearray, start: int, end: int) -> int:
+        self.writes.append(bytes(buf[start:end]))
+        return super().send(buf, start, end)
+
+
+def packets_of(write: bytes, version: int) -> list[codec.Packet]:
+    """The packets of one write, which must end on a packet's end."""
+    decoder = codec.PacketDecoder(version, 1 << 16)
+    packets = list(decoder.packets(write))
+    assert decoder.ready, f"a write ends inside a packet: {write!r}"
+    return packets
+
+
+def fill_window(broker: CountingBroker, client: MQTTClient, count: int, payload: bytes) -> list[int]:
+    pids = [client.publish(b"sensors/batch", payload + b"%03d" % k, 1) for k in range(count)]
+    broker.writes.clear()
+    return pids
+
+
+def test_a_window_opened_by_acknowledgements_sends_the_queued_messages_in_one_write() -> None:
+    broker = CountingBroker()
+    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=4)
+    client.open()
+    client.connect(broker)
+    pids = fill_window(broker, client, 10, b"m")  # 4 in flight, 6 queued behind the window
+    assert len(broker.publishes()) == 4
+    for pid in pids[:4]:
+        broker.inbox += codec.encode_ack(codec.PUBACK, pid, 0, codec.V311)
+    client.poll(1)
+    assert len(broker.writes) == 1, broker.writes  # the 4 the acknowledgements let out, together
+    sent = packets_of(broker.writes[0], codec.V311)
+    assert [p.pid for p in sent] == pids[4:8]
+    assert [bytes(p.payload) for p in sent] == [b"m%03d" % k for k in range(4, 8)]
+
+
+def test_what_does_not_fit_the_output_buffer_goes_in_the_next_write_whole_and_in_order() -> None:
+    broker = CountingBroker()
+    # A 256-byte output buffer: two 100-byte messages fit in it, a third does not.
+    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=6, max_packet=256)
+    client.open()
+    client.connect(broker)
+    payload = b"p" * 97
+    pids = fill_window(broker, client, 12, payload)
+    for pid in pids[:6]:
+        broker.inbox += codec.encode_ack(codec.PUBACK, pid, 0, codec.V311)
+    client.poll(1)
+    assert len(broker.writes) == 3, [len(w) for w in broker.writes]
+    assert all(len(write) <= 256 for write in broker.writes)
+    sent = [packet for write in broker.writes for packet in packets_of(write, codec.V311)]
+    assert [p.pid for p in sent] == pids[6:12]
+    assert [bytes(p.payload) for p in sent] == [payload + b"%03d" % k for k in range(6, 12)]
+
+
+def test_pubrels_and_publishes_share_a_write() -> None:
+    broker = CountingBroker()
+    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=2)
+    client.open()
+    client.connect(broker)
+    pids = [client.publish(b"sensors/batch", b"q2-%d" % k, 2) for k in range(4)]
+    broker.writes.clear()
+    broker.inbox += codec.encode_ack(codec.PUBREC, pids[0], 0, codec.V311)
+    broker.inbox += codec.encode_ack(codec.PUBREC, pids[1], 0, codec.V311)
+    client.poll(1)
+    assert len(broker.writes) == 1
+    assert [(p.type, p.pid) for p in packets_of(broker.writes[0], codec.V311)] == [
+        (codec.PUBREL, pids[0]),
+        (codec.PUBREL, pids[1]),
+    ]
+    broker.writes.clear()
+    broker.inbox += codec.encode_ack(codec.PUBCOMP, pids[0], 0, codec.V311)
+    broker.inbox += codec.encode_ack(codec.PUBCOMP, pids[1], 0, codec.V311)
+    client.poll(1)
+    assert len(broker.writes) == 1
+    assert [(p.type, p.pid) for p in packets_of(broker.writes[0], codec.V311)] == [
+        (codec.PUBLISH, pids[2]),
+        (codec.PUBLISH, pids[3]),
+    ]
+
+
+def test_a_no_matching_subscribers_puback_completes_the_flow_with_its_code() -> None:
+    broker = CountingBroker(codec.V5)
+    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V5, window=4)
+    results: list[tuple[int, int]] = []
+    client.on_published = lambda pid, code: results.append((pid, code))
+    client.open()
+    client.connect(broker)
+    first = client.publish(b"sensors/batch", b"nobody listens", 1)
+    second = client.publish(b"sensors/batch", b"success", 1)
+    broker.inbox += codec.encode_ack(codec.PUBACK, first, codec.NO_MATCHING_SUBSCRIBERS, codec.V5)
+    broker.inbox += bytes((0x40, 3, second >> 8, second & 0xFF, 0))  # Success with its reason code spelled out
+    client.poll(1)
+    assert results == [(first, codec.NO_MATCHING_SUBSCRIBERS), (second, codec.SUCCESS)]
+    assert client.outstanding() == 0 and client.published == 2 and client.refused == 0
