@@ -17,7 +17,7 @@ import time
 
 import dmqtt
 from dboard import console
-from dmqtt.errors import JournalError, MQTTError, PublishRefused, QueueFull
+from dmqtt.errors import JournalError, MQTTError, PublishRefused, QueueFull, forget
 
 _UNIX = sys.platform == "linux"
 _MQTT5 = 5  # dmqtt.codec.V5
@@ -44,15 +44,6 @@ def load_modules(cfg):
             sys.modules[name].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
 
 
-def unload(name):
-    """Drop a module the board needs once per boot (the config checker, the journal's opener, TLS's context
-    builder): on a deployed board every module's code is in the heap, and this gives it back to the run."""
-    del sys.modules[name]
-    package, _, attr = name.rpartition(".")
-    if package:
-        delattr(sys.modules[package], attr)
-
-
 def tls_context(cfg):
     """The TLS context, built once per boot (the certificates are parsed here); then dmqtt.tls is unloaded: the
     context is all the connections need, and the module's code is 2 KB of heap on a deployed board."""
@@ -63,7 +54,7 @@ def tls_context(cfg):
     except tls.TLSConfigError as exc:
         raise BadConfig(str(exc))
     finally:
-        unload("dmqtt.tls")
+        forget("dmqtt.tls")
 
 
 def next_boot(root):
@@ -196,7 +187,7 @@ class Board:
         if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
             # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
             self.client.session.journal.quiet = self.transport_class.hush
-        unload("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
+        forget("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
         for note in self.client.open():
             print(note)
         print(console.BOOT % (boot, self.client.outstanding(), dmqtt.__version__))
@@ -434,7 +425,7 @@ def read_config():
         cfg = config.load()
         cfg["root"] = config.root()
     finally:
-        unload("config")
+        forget("config")
     return cfg
 
 

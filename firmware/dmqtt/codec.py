@@ -1026,21 +1026,15 @@ class StreamDecoder:
         Mosquitto answers a message no one subscribes to). Returns reason << 24 | remaining length << 20 | packet
         type << 16 | packet id, read without a feed; 0 for anything else (feed() then takes it, and refuses what
         is wrong, a packet id 0 included). A publisher's acknowledgements are all this: their path stays short."""
-        size = data[pos + 1] if pos + 1 < end else 0
-        if size == 2:
-            reason = SUCCESS
-        elif size == 3 and self.version == V5 and pos + 5 <= end:
-            reason = data[pos + 4]
-        else:
-            return 0
         if pos + 4 > end or not (self.ready or self._state == _WANT_TYPE):
             return 0
         first = data[pos]
-        if first != 0x40 and first != 0x50 and first != 0x70:  # flags 0000 [MQTT-2.2.2-1]
-            return 0
-        # The reasons allowed here are of the 5.0 success class (PUBCOMP's only Success); refusals and anything
-        # else go through feed() and check_ack(), which also refuses what an acknowledgement may not carry.
-        if reason and (reason != NO_MATCHING_SUBSCRIBERS or first == 0x70):
+        size = data[pos + 1]
+        # The reason, or for any other length a value no reason has: (size - 2) << 8 (0 for the 2-byte form).
+        reason = data[pos + 4] if size == 3 and pos + 4 < end and self.version == V5 else (size - 2) << 8
+        # flags 0000 [MQTT-2.2.2-1]; success only (PUBCOMP's only Success): refusals and anything else go
+        # through feed() and check_ack(), which also refuses what an acknowledgement may not carry.
+        if first != 0x40 and first != 0x50 and first != 0x70 or reason and (reason != 0x10 or first == 0x70):
             return 0
         pid = (data[pos + 2] << 8) | data[pos + 3]
         return reason << 24 | size << 20 | (first >> 4) << 16 | pid if pid else 0

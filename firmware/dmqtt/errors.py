@@ -68,8 +68,18 @@ def explain(module, rule, arg=None):
     except (MemoryError, ImportError):
         text = "%s rule %d" % (module, rule)
     finally:
-        if sys.implementation.name == "micropython" and module in sys.modules:
-            package, _, name = module.rpartition(".")
-            del sys.modules[module]
-            delattr(sys.modules[package], name)
+        forget(module)
     return text
+
+
+def forget(module):
+    """Drop a loaded module that is needed only now and then (texts, the session's replay, a board's boot code):
+    on a deployed board (.mpy files) a module's code holds the heap for as long as it is loaded. MicroPython
+    only: CPython keeps its modules (a host test's classes stay the same objects)."""
+    import sys
+
+    if sys.implementation.name == "micropython" and module in sys.modules:
+        del sys.modules[module]
+        package, _, name = module.rpartition(".")
+        if package:
+            delattr(sys.modules[package], name)
