@@ -14,6 +14,9 @@
 
 from array import array
 
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any, Callable
+
 from dmqtt import codec
 from dmqtt import journal_record as rec
 from dmqtt.errors import ProtocolError, QueueFull, explain, forget
@@ -131,7 +134,8 @@ class Session:
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
         self.wire_props = {}  # the properties of the PUBLISH wire_topic() named last: its Topic Alias, or none
-        self._replayer = None  # dmqtt.session_replay.replay while open() replays the journal
+        # dmqtt.session_replay.replay while open() replays the journal, else None.
+        self._replayer: "Callable[[Any, int, Any, int], None]" = None  # type: ignore[assignment]
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
@@ -143,7 +147,7 @@ class Session:
         try:
             self.journal.open(self)
         finally:
-            self._replayer = None
+            self._replayer = None  # type: ignore[assignment]
             forget("dmqtt.session_replay")
         self._busy = 0
         for state in self._state:  # bytearray.count(int) is CPython-only

@@ -1,6 +1,6 @@
 """The client's and the session's failure texts (firmware/dmqtt/client_text.py): one per _T_ number of client.py,
-session.py and session_replay.py, in order; looked up when a failure happens and, on MicroPython, dropped again so that a deployed
-board keeps none of them in its heap."""
+session.py and session_replay.py, in order; looked up when a failure happens and, on MicroPython, dropped again
+so that a deployed board keeps none of them in its heap."""
 
 from __future__ import annotations
 
