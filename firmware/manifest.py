@@ -17,6 +17,7 @@ package(
         "journal_record.py",
         "journal.py",
         "journal_ring.py",
+        "journal_ring_open.py",
         "journal_file.py",
         "client.py",
         "confirm.py",
