@@ -14,9 +14,6 @@
 
 from array import array
 
-if False:  # type checkers only: MicroPython has no typing module
-    from typing import Any, Callable
-
 from dmqtt import codec
 from dmqtt import journal_record as rec
 from dmqtt.errors import ProtocolError, QueueFull, explain, forget
@@ -63,6 +60,12 @@ _ALIASES = const(4)
 # property block (4). What next_packet() needs free behind packets already in the buffer.
 _ACK_MAX = const(5)
 _PUBLISH_EXTRA = const(13)
+
+
+# The journal's replay (dmqtt.session_replay.replay), which open() runs once per boot and then drops
+# (errors.forget: on a deployed board a module's code holds the heap while it is loaded). A module global: nothing
+# per session for code that runs once.
+_replay = None
 
 
 class Session:
@@ -134,20 +137,19 @@ class Session:
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
         self.wire_props = {}  # the properties of the PUBLISH wire_topic() named last: its Topic Alias, or none
-        # dmqtt.session_replay.replay while open() replays the journal, else None.
-        self._replayer: "Callable[[Any, int, Any, int], None]" = None  # type: ignore[assignment]
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
     def open(self):
         """Replay the journal: rebuild the slots, the receive set, the counters. Returns the journal's notes."""
-        from dmqtt import session_replay  # once per boot: loaded for the replay only (errors.forget)
+        global _replay
+        from dmqtt import session_replay
 
-        self._replayer = session_replay.replay
+        _replay = session_replay.replay
         try:
             self.journal.open(self)
         finally:
-            self._replayer = None  # type: ignore[assignment]
+            _replay = None
             forget("dmqtt.session_replay")
         self._busy = 0
         for state in self._state:  # bytearray.count(int) is CPython-only
@@ -156,7 +158,7 @@ class Session:
         return self.journal.notes
 
     def replay(self, rtype, body, addr):
-        self._replayer(self, rtype, body, addr)  # (dmqtt.session_replay, loaded by open() for the replay)
+        _replay(self, rtype, body, addr)  # type: ignore[misc]  # (loaded while open() runs)
 
     def is_live(self, rtype, body, addr):
         if rtype == rec.PUB or rtype == rec.REL:
