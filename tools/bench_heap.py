@@ -35,8 +35,7 @@ from host_bridge.vboard import VirtualBoard
 INSTALLS = ["deployed", "romfs", "frozen"]
 
 # The board's modules in the order board_app loads them (TCP and TLS, then the serial link's), for the import
-# costs: the first interned name comes first, so that the pool it allocates is not charged to a module. The
-# journal's boot code (session_replay, journal_ring_open) is dropped again once the journal is open.
+# costs: the first interned name comes first, so that the pool it allocates is not charged to a module.
 IMPORT_ORDER = [
     "dmqtt.errors",
     "dboard.console",
@@ -45,10 +44,8 @@ IMPORT_ORDER = [
     "config",
     "dmqtt.journal_record",
     "dmqtt.session",
-    "dmqtt.session_replay",
     "dmqtt.journal",
     "dmqtt.journal_ring",
-    "dmqtt.journal_ring_open",
     "dmqtt.journal_file",
     "dmqtt.client",
     "dmqtt.transport",

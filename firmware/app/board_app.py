@@ -29,10 +29,7 @@ def load_modules(cfg):
     module-level code, file buffers) is freed before the next one's code lands, so the free heap stays in large
     blocks for the buffers that follow. Only what this config uses: the serial link or TCP (and TLS). The link
     goes first and makes its buffers at once, while the heap is in one piece."""
-    # The session's replay of the journal (dmqtt.session_replay) loads here with the rest, while the heap is in one
-    # piece (a serial board with confirmation had no room for it when the client opened), and is dropped once the
-    # journal is replayed.
-    names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.session_replay", "dmqtt.journal", "dmqtt.client"]
+    names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
     if cfg["transport"] == "serial":
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
     else:

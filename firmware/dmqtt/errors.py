@@ -73,7 +73,7 @@ def explain(module, rule, arg=None):
 
 
 def forget(module):
-    """Drop a loaded module that is needed only now and then (texts, the session's replay, a board's boot code):
+    """Drop a loaded module that is needed only now and then (texts, a board's boot code):
     on a deployed board (.mpy files) a module's code holds the heap for as long as it is loaded. MicroPython
     only: CPython keeps its modules (a host test's classes stay the same objects)."""
     import sys

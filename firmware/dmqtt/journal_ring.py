@@ -14,7 +14,7 @@ import struct
 from array import array
 from binascii import crc32
 
-from dmqtt.errors import JournalError, QueueFull, forget
+from dmqtt.errors import JournalError, QueueFull
 from dmqtt.journal_record import (
     AT_ERASED,
     AT_TORN,
@@ -46,10 +46,6 @@ _SECTOR_HEADER = const(16)
 _SECTOR_MAGIC = b"DMQJ"
 _ERASED = const(0xFF)
 _PAD = const(0x00)  # sealed torn bytes in the head sector: skipped one by one
-# The same, for dmqtt.journal_ring_open (a const with a leading underscore is this module's alone).
-SECTOR = const(4096)
-ERASED = const(0xFF)
-PAD = const(0x00)
 _AT_PAD = const(-3)
 # Room a new message must leave in the head it lands in, for the records that end flows (DONE, REL: 9 to 13
 # bytes each): acknowledgements must always be writable, or a full journal could never empty.
@@ -115,14 +111,60 @@ class RingJournal(Framing):
     # -- boot ------------------------------------------------------------------------------------------------
 
     def open(self, owner):
-        """Read the ring's sectors and replay their records to the owner, oldest first; repair what a power cut
-        left (dmqtt.journal_ring_open: boot-only code, loaded for this and dropped after, errors.forget)."""
-        from dmqtt import journal_ring_open
+        self._owner = owner
+        foreign = 0
+        for i in range(self._count):
+            self._read(i, self._hdr, 0)
+            seq = self._header_seq(self._hdr)
+            self._seq[i] = seq
+            if not seq and self._hdr[0] != _ERASED:
+                foreign += 1  # torn, interrupted erase, or not ours: reinitialised when the ring reaches it
+        if foreign:
+            self.notes.append("journal: %d sector(s) without a valid header will be erased before use" % foreign)
+        i = self._after(0)
+        while i >= 0:
+            end, clean = self._replay_sector(i, owner.replay)
+            younger = self._after(self._seq[i])
+            if younger < 0:
+                self._head = i
+                self._offset = end
+                if not clean:
+                    self.notes.append("journal: torn record at sector %d offset %d ignored" % (i, end))
+                    self._offset = self._seal_torn(i, end)
+            elif not clean:
+                # Only the head can end in a torn record (a cut mid-program); elsewhere the flash was damaged.
+                self.notes.append(
+                    "journal: damaged record at 0x%x; the rest of sector %d skipped"
+                    " (its flows resume from older copies or are lost)" % (i * _SECTOR + end, i)
+                )
+            i = younger
+        if not self._free():
+            self._reclaim_oldest()  # a power cut interrupted a reclaim: finish it before anything is written
 
-        try:
-            journal_ring_open.open_ring(self, owner)
-        finally:
-            forget("dmqtt.journal_ring_open")
+    def _seal_torn(self, sector, start):
+        """Program the torn bytes from `start` to the last non-erased byte of the head sector to 0x00 (padding,
+        which replay skips), so that appends can continue after them. Clearing bits is always allowed on NOR
+        flash, and sealing again after a cut during the seal only clears more: it is idempotent."""
+        chunk = len(self._rbuf)
+        last = start - 1
+        off = start
+        while off < _SECTOR:
+            n = min(chunk, _SECTOR - off)
+            view = self._rmv[:n]
+            self._read(sector, view, off)
+            for k in range(n - 1, -1, -1):
+                if view[k] != _ERASED:
+                    last = off + k
+                    break
+            off += n
+        off = start
+        while off <= last:
+            n = min(chunk, last + 1 - off)
+            for k in range(n):
+                self._rbuf[k] = _PAD
+            self._write(sector, self._rmv[:n], off)
+            off += n
+        return last + 1
 
     def _header_seq(self, hdr):
         # The CRC first: a header torn mid-program can hold any format byte.

@@ -5,11 +5,6 @@ from typing import Any
 from dmqtt.interfaces import JournalOwner
 from dmqtt.journal_record import Framing
 
-# The sector's size and its erased and padding bytes, for the ring's boot half (dmqtt.journal_ring_open).
-SECTOR: int
-ERASED: int
-PAD: int
-
 class RingJournal(Framing):
     quiet: Callable[[bool], None] | None
     def __init__(self, partition: Any, record_max: int = 1024) -> None: ...

@@ -16,7 +16,7 @@ from array import array
 
 from dmqtt import codec
 from dmqtt import journal_record as rec
-from dmqtt.errors import ProtocolError, QueueFull, explain, forget
+from dmqtt.errors import ProtocolError, QueueFull, explain
 
 try:
     from micropython import const
@@ -31,8 +31,8 @@ QUEUED = const(1)
 WAIT_ACK = const(2)
 WAIT_COMP = const(3)
 
-# Failures in words: numbers into client_text.TEXT (after client.py's; 10 is session_replay.py's), loaded only
-# when one happens (_text).
+# Failures in words: numbers into client_text.TEXT (after client.py's), loaded only when one happens (_text).
+_T_NO_SLOT = const(10)
 _T_NOT_JOURNALED = const(11)
 _T_SLOTS_FULL = const(12)
 _T_RECORD_LARGE = const(13)
@@ -60,12 +60,6 @@ _ALIASES = const(4)
 # property block (4). What next_packet() needs free behind packets already in the buffer.
 _ACK_MAX = const(5)
 _PUBLISH_EXTRA = const(13)
-
-
-# The journal's replay (dmqtt.session_replay.replay), which open() runs once per boot and then drops
-# (errors.forget: on a deployed board a module's code holds the heap while it is loaded). A module global: nothing
-# per session for code that runs once.
-_replay = None
 
 
 class Session:
@@ -142,15 +136,7 @@ class Session:
 
     def open(self):
         """Replay the journal: rebuild the slots, the receive set, the counters. Returns the journal's notes."""
-        global _replay
-        from dmqtt import session_replay
-
-        _replay = session_replay.replay
-        try:
-            self.journal.open(self)
-        finally:
-            _replay = None
-            forget("dmqtt.session_replay")
+        self.journal.open(self)
         self._busy = 0
         for state in self._state:  # bytearray.count(int) is CPython-only
             if state != FREE:
@@ -158,7 +144,58 @@ class Session:
         return self.journal.notes
 
     def replay(self, rtype, body, addr):
-        _replay(self, rtype, body, addr)  # type: ignore[misc]  # (loaded while open() runs)
+        if rtype == rec.PUB or rtype == rec.REL:
+            pid = rec.pid_of(body)
+            serial = rec.serial_of(rtype, body)
+            i = self._find(pid)
+            # A record carried forward can replay after a later record of the same flow (a PUB copied past its
+            # REL): the serial tells the same flow from a new one that reuses the packet id.
+            same_flow = i >= 0 and self._serial[i] == serial
+            if i < 0:
+                i = self._slot_for(pid)
+                if i < 0:
+                    # More journaled messages than slots: max_messages was lowered since they were accepted.
+                    self.journal.notes.append(_text(_T_NO_SLOT, (pid, len(self._state))))
+                    return
+            if rtype == rec.PUB:
+                if not (same_flow and self._state[i] == WAIT_COMP):
+                    self._state[i] = WAIT_ACK  # maybe sent before the reset: resent with DUP=1 if the session lives
+                self._qos[i] = rec.pub_qos(body)
+                self._addr[i] = addr
+                self.mark = max(self.mark, rec.pub_mark(body))
+                self.next_pid = pid
+            else:
+                self._state[i] = WAIT_COMP
+                self._rel_addr[i] = addr
+                self._qos[i] = 2
+            self._pid[i] = pid
+            self._serial[i] = serial
+            self.serial = max(self.serial, serial)
+        elif rtype == rec.DONE:
+            i = self._find(rec.pid_of(body))
+            if i >= 0:
+                self._state[i] = FREE
+        elif rtype == rec.RX or rtype == rec.HANDLED:
+            pid = rec.pid_of(body)
+            j = self._rx_find(pid)
+            if j < 0:
+                j = self._rx_find(0)
+                if j < 0:
+                    return
+                self._rx_pid[j] = pid
+            # A format 1 RX (pid only) was delivered before it was journaled: handled.
+            self._rx_handled[j] = 1 if rtype == rec.HANDLED or rec.rx_message(body) is None else 0
+            self._rx_addr[j] = addr
+        elif rtype == rec.RXDONE:
+            j = self._rx_find(rec.pid_of(body))
+            if j >= 0:
+                self._rx_pid[j] = 0
+        elif rtype == rec.META:
+            self.next_pid, serial, mark = rec.meta(body)
+            self.serial = max(self.serial, serial)
+            self.mark = max(self.mark, mark)
+        elif rtype == rec.MARK:
+            self.mark = max(self.mark, rec.mark_of(body))
 
     def is_live(self, rtype, body, addr):
         if rtype == rec.PUB or rtype == rec.REL:
