@@ -43,6 +43,16 @@ def fill_window(broker: CountingBroker, client: MQTTClient, count: int, payload:
     return pids
 
 
+def acknowledge(broker: CountingBroker, client: MQTTClient, ptype: int, pids: list[int]) -> list[bytes]:
+    """The broker acknowledges `pids` (ptype: PUBACK, PUBREC or PUBCOMP) in one go; the writes the client's next
+    poll makes."""
+    broker.writes.clear()
+    for pid in pids:
+        broker.inbox += codec.encode_ack(ptype, pid, 0, codec.V311)
+    client.poll(1)
+    return broker.writes
+
+
 def test_a_window_opened_by_acknowledgements_sends_the_queued_messages_in_one_write() -> None:
     broker = CountingBroker()
     client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=4)
@@ -50,11 +60,9 @@ def test_a_window_opened_by_acknowledgements_sends_the_queued_messages_in_one_wr
     client.connect(broker)
     pids = fill_window(broker, client, 10, b"m")  # 4 in flight, 6 queued behind the window
     assert len(broker.publishes()) == 4
-    for pid in pids[:4]:
-        broker.inbox += codec.encode_ack(codec.PUBACK, pid, 0, codec.V311)
-    client.poll(1)
-    assert len(broker.writes) == 1, broker.writes  # the 4 the acknowledgements let out, together
-    sent = packets_of(broker.writes[0], codec.V311)
+    writes = acknowledge(broker, client, codec.PUBACK, pids[:4])
+    assert len(writes) == 1, writes  # the 4 the acknowledgements let out, together
+    sent = packets_of(writes[0], codec.V311)
     assert [p.pid for p in sent] == pids[4:8]
     assert [bytes(p.payload) for p in sent] == [b"m%03d" % k for k in range(4, 8)]
 
@@ -67,40 +75,26 @@ def test_what_does_not_fit_the_output_buffer_goes_in_the_next_write_whole_and_in
     client.connect(broker)
     payload = b"p" * 97
     pids = fill_window(broker, client, 12, payload)
-    for pid in pids[:6]:
-        broker.inbox += codec.encode_ack(codec.PUBACK, pid, 0, codec.V311)
-    client.poll(1)
-    assert len(broker.writes) == 3, [len(w) for w in broker.writes]
-    assert all(len(write) <= 256 for write in broker.writes)
-    sent = [packet for write in broker.writes for packet in packets_of(write, codec.V311)]
+    writes = acknowledge(broker, client, codec.PUBACK, pids[:6])
+    assert len(writes) == 3, [len(w) for w in writes]
+    assert all(len(write) <= 256 for write in writes)
+    sent = [packet for write in writes for packet in packets_of(write, codec.V311)]
     assert [p.pid for p in sent] == pids[6:12]
     assert [bytes(p.payload) for p in sent] == [payload + b"%03d" % k for k in range(6, 12)]
 
 
-def test_pubrels_and_publishes_share_a_write() -> None:
+def test_pubrels_owed_together_leave_in_one_write_as_do_the_publishes_their_completion_lets_out() -> None:
     broker = CountingBroker()
     client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=2)
     client.open()
     client.connect(broker)
-    pids = [client.publish(b"sensors/batch", b"q2-%d" % k, 2) for k in range(4)]
-    broker.writes.clear()
-    broker.inbox += codec.encode_ack(codec.PUBREC, pids[0], 0, codec.V311)
-    broker.inbox += codec.encode_ack(codec.PUBREC, pids[1], 0, codec.V311)
-    client.poll(1)
-    assert len(broker.writes) == 1
-    assert [(p.type, p.pid) for p in packets_of(broker.writes[0], codec.V311)] == [
-        (codec.PUBREL, pids[0]),
-        (codec.PUBREL, pids[1]),
-    ]
-    broker.writes.clear()
-    broker.inbox += codec.encode_ack(codec.PUBCOMP, pids[0], 0, codec.V311)
-    broker.inbox += codec.encode_ack(codec.PUBCOMP, pids[1], 0, codec.V311)
-    client.poll(1)
-    assert len(broker.writes) == 1
-    assert [(p.type, p.pid) for p in packets_of(broker.writes[0], codec.V311)] == [
-        (codec.PUBLISH, pids[2]),
-        (codec.PUBLISH, pids[3]),
-    ]
+    pids = [client.publish(b"sensors/batch", b"q2-%d" % k, 2) for k in range(4)]  # 2 in flight, 2 queued
+    released = [(codec.PUBREL, pids[0]), (codec.PUBREL, pids[1])]
+    let_out = [(codec.PUBLISH, pids[2]), (codec.PUBLISH, pids[3])]
+    for ack, expected in ((codec.PUBREC, released), (codec.PUBCOMP, let_out)):
+        writes = acknowledge(broker, client, ack, pids[:2])
+        assert len(writes) == 1, writes
+        assert [(p.type, p.pid) for p in packets_of(writes[0], codec.V311)] == expected
 
 
 def test_a_no_matching_subscribers_puback_completes_the_flow_with_its_code() -> None:
