@@ -217,7 +217,10 @@ class Session:
         (a stale one only makes the answer conservative). The ring reclaims a sector without reading its
         records when none does, which in a steady flow is every time: the oldest sector's flows ended long ago."""
         for i in range(len(self._state)):
-            if self._state[i] != FREE and (lo <= self._addr[i] < hi or lo <= self._rel_addr[i] < hi):
+            state = self._state[i]
+            # (a slot's REL address only while it waits for PUBCOMP: a stale one, 0 in a fresh slot, would have
+            # every reclaim of sector 0 read all its records)
+            if state != FREE and (lo <= self._addr[i] < hi or state == WAIT_COMP and lo <= self._rel_addr[i] < hi):
                 return True
         for j in range(len(self._rx_pid)):
             if self._rx_pid[j] and lo <= self._rx_addr[j] < hi:
