@@ -38,6 +38,7 @@ _T_NO_PINGRESP = const(6)
 _T_PACKET_LARGE = const(7)
 _T_STALLED = const(8)
 _T_UNEXPECTED = const(9)
+_T_NOT_CONNECTED = const(18)
 
 _RX_MAX = const(16)  # our Receive Maximum for incoming QoS 1/2 (sent in a 5.0 CONNECT)
 
@@ -350,10 +351,10 @@ class MQTTClient:
             if size > self.broker_max_packet:
                 self.refused += 1
                 raise PublishRefused(_text(_T_TOO_LARGE, (size, self.broker_max_packet)), codec.PACKET_TOO_LARGE)
+        session = self.session
         if qos == 0:
             if self.state != CONNECTED:
                 raise MQTTError(_text(_T_QOS0_OFFLINE))
-            session = self.session
             if retain and not session.retain_available:
                 retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
                 session.retain_cleared += 1
@@ -370,24 +371,28 @@ class MQTTClient:
         group = self.group_commit
         while True:
             # Room for it: a free slot, and room in the journal (which refuses before writing anything).
-            if self.session.full():
+            if session.full():
                 full = None  # (the exception made only if raised: its text is loaded for it)
             else:
                 try:
-                    pid = self.session.accept(topic, payload, qos, retain, mark, group > 0)
-                    self.mark = self.session.mark
+                    pid = session.accept(topic, payload, qos, retain, mark, group > 0)
+                    self.mark = session.mark
                     break
                 except QueueFull as exc:
                     full = exc
             if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
-                raise full or QueueFull(_text(_T_WINDOW_FULL, self.session.outstanding()))
+                raise full or QueueFull(_text(_T_WINDOW_FULL, session.outstanding()))
             self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
         try:
-            if group and self.session.staged < group:
+            if group and session.staged < group:
                 return pid  # staged: durable at the next flush(), poll() or full group
             if group:
-                self.session.sync()
-            if self.state == CONNECTED:
+                session.sync()
+            # Only when the message may leave now: with the window full (a burst), nothing new is sendable
+            # until acknowledgements come, which poll() reads and pumps after (a pump and a next_packet() for
+            # nothing cost a tenth of a queued message's CPU). What the last pump left (the non-blocking
+            # face's unsent tail) waits for the same poll().
+            if self.state == CONNECTED and session.in_window < session.window:
                 try:
                     self._pump()
                 except MQTTError:
@@ -395,7 +400,7 @@ class MQTTClient:
                     # would publish it again. The lost connection shows in `connected`; the flow resumes after it.
                     pass
         finally:
-            self.session.returned()  # the application's buffers are its own again
+            session.returned()  # the application's buffers are its own again
         return pid
 
     def flush(self):
@@ -426,7 +431,7 @@ class MQTTClient:
     def poll(self, timeout_ms=0):
         """Send what the session has ready, wait up to timeout_ms for input, handle it, keep the link alive."""
         if self.state != CONNECTED:
-            raise MQTTError("not connected")
+            raise MQTTError(_text(_T_NOT_CONNECTED))
         self._pump()
         if self._transport.wait(timeout_ms):
             self._receive()
@@ -469,10 +474,7 @@ class MQTTClient:
         session = self.session
         while self._transport is not None and (self._tail == self._end or self._drain(self.blocking)):
             end = 0
-            while True:
-                n = session.next_packet(self._out, end)
-                if not n:
-                    break
+            while n := session.next_packet(self._out, end):
                 end = n
             if not end:
                 break

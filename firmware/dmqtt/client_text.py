@@ -22,4 +22,5 @@ TEXT = (
     "an incoming QoS 2 message larger than the journal's records",  # _T_RX_LARGE
     "the broker sends faster than acknowledgements can go out",  # _T_ACKS_BEHIND
     "no free packet identifier",  # _T_NO_PID
+    "not connected",  # _T_NOT_CONNECTED
 )

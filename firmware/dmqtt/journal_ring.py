@@ -84,17 +84,20 @@ class RingJournal(Framing):
 
     # -- flash access: a failing flash is a journal error, never mistaken for a connection error -----------
 
+    def _failed(self, what, sector, off, exc):
+        return JournalError("flash %s failed at journal offset 0x%x (%s)" % (what, sector * _SECTOR + off, exc))
+
     def _read(self, sector, buf, off):
         try:
             self._part.readblocks(sector, buf, off)
         except OSError as exc:
-            raise JournalError("flash read failed at journal offset 0x%x (%s)" % (sector * _SECTOR + off, exc))
+            raise self._failed("read", sector, off, exc)
 
     def _write(self, sector, buf, off):
         try:
             self._part.writeblocks(sector, buf, off)
         except OSError as exc:
-            raise JournalError("flash program failed at journal offset 0x%x (%s)" % (sector * _SECTOR + off, exc))
+            raise self._failed("program", sector, off, exc)
 
     def _erase(self, sector):
         quiet = self.quiet
@@ -103,7 +106,7 @@ class RingJournal(Framing):
         try:
             self._part.ioctl(6, sector)
         except OSError as exc:
-            raise JournalError("flash erase failed at journal offset 0x%x (%s)" % (sector * _SECTOR, exc))
+            raise self._failed("erase", sector, 0, exc)
         finally:
             if quiet is not None:
                 quiet(False)
@@ -209,7 +212,10 @@ class RingJournal(Framing):
         """Read the record at (sector, off) into _rbuf: its body length, or AT_TORN, AT_ERASED, _AT_PAD."""
         buf = self._rbuf
         # One read of as much as a record can take (a slice is a heap object: only where the sector ends first).
-        self._read(sector, buf if room >= len(buf) else self._rmv[:room], off)
+        try:
+            self._part.readblocks(sector, buf if room >= len(buf) else self._rmv[:room], off)
+        except OSError as exc:
+            raise self._failed("read", sector, off, exc)
         if buf[0] == _PAD:
             return _AT_PAD
         if buf[0] == _ERASED and buf[1] == _ERASED and buf[2] == _ERASED:
@@ -239,11 +245,14 @@ class RingJournal(Framing):
                 self.sync()
             if self._offset + total > _SECTOR:
                 self._advance()
-            # _append's work written out (one call less per record): the head has room for it now.
-            addr = self._head * _SECTOR + self._offset
-            self._write(self._head, self._pid_record if total == PID_RECORD else self._mv[:total], self._offset)
-            self._offset += total
-            return addr
+            # _append's and _write's work written out (two calls less per record): the head has room for it now.
+            off = self._offset
+            try:
+                self._part.writeblocks(self._head, self._pid_record if total == PID_RECORD else self._mv[:total], off)
+            except OSError as exc:
+                raise self._failed("program", self._head, off, exc)
+            self._offset = off + total
+            return self._head * _SECTOR + off
         if self._stage is None:
             self._stage = bytearray(_STAGE)
             self._stage_mv = memoryview(self._stage)

@@ -113,14 +113,14 @@ class Session:
         self.staged = 0  # group-committed records not yet on flash
         # The packets to send, in order, each a ring of slot indices (head, length): the messages not yet sent as
         # PUBLISH on this connection, in acceptance order, and the flows owing a PUBREL, in the order their PUBRECs
-        # came [MQTT-4.6.0-3]. connected() rebuilds both; _used counts the flows that hold a place in the window
+        # came [MQTT-4.6.0-3]. connected() rebuilds both; in_window counts the flows that hold a place in the window
         # (PUBLISH sent and unacknowledged, or PUBREL owed or sent). next_packet() takes the head of a ring instead
         # of searching the slots: a pass over 32 slots costs about 5 us on the Unix port, a tenth of a message.
         self._sendq = bytearray(n)
         self._sendq_head = self._sendq_len = 0
         self._relq = bytearray(n)
         self._relq_head = self._relq_len = 0
-        self._used = 0
+        self.in_window = 0
         self._busy = 0  # slots that hold a flow: outstanding()
         # _fresh: the slot whose message the publish() that is running accepted, sent from the application's own
         # topic and payload instead of its record read back from flash (slices of the record would be objects per
@@ -358,13 +358,13 @@ class Session:
                 k -= 1
             order[k] = i
             n += 1
-        self._sendq_head = self._sendq_len = self._relq_head = self._relq_len = self._used = 0
+        self._sendq_head = self._sendq_len = self._relq_head = self._relq_len = self.in_window = 0
         for k in range(n):
             i = order[k]
             if state[i] == WAIT_COMP:  # PUBREL owed: its flow holds a place in the window
                 self._relq[self._relq_len] = i
                 self._relq_len += 1
-                self._used += 1
+                self.in_window += 1
             else:  # QUEUED, or WAIT_ACK not sent on this connection
                 order[self._sendq_len] = i
                 self._sendq_len += 1
@@ -406,7 +406,7 @@ class Session:
             self._relq_len -= 1
             self._tx[i] = 1
             return codec.encode_ack(codec.PUBREL, self._pid[i], 0, self.version, None, buf, at)
-        while self._sendq_len and self._used < self.window:
+        while self._sendq_len and self.in_window < self.window:
             i = self._sendq[self._sendq_head]
             end = self._encode_publish(i, buf, at)
             if not end:
@@ -464,7 +464,7 @@ class Session:
             self._qos[i] = qos
             self._state[i] = WAIT_ACK
             self._tx[i] = 1
-            self._used += 1
+            self.in_window += 1
         return n
 
     def wire_topic(self, topic):
@@ -609,7 +609,7 @@ class Session:
         pid = self._pid[i]
         self._journal_pid(rec.DONE, pid)
         if self._tx[i] or self._state[i] == WAIT_COMP:
-            self._used -= 1  # a place in the window is free
+            self.in_window -= 1  # a place in the window is free
         self._state[i] = FREE
         self._tx[i] = 0
         self._busy -= 1

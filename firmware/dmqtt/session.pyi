@@ -16,6 +16,7 @@ class Session:
     version: int
     window_config: int
     window: int
+    in_window: int  # flows holding a place in the window (PUBLISH unacknowledged, PUBREL owed or sent)
     max_qos: int
     retain_available: bool
     on_message: Callable[[str, bytes, int, bool, bool], None] | None

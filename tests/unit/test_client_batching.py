@@ -111,3 +111,23 @@ def test_a_no_matching_subscribers_puback_completes_the_flow_with_its_code() -> 
     client.poll(1)
     assert results == [(first, codec.NO_MATCHING_SUBSCRIBERS), (second, codec.SUCCESS)]
     assert client.outstanding() == 0 and client.published == 2 and client.refused == 0
+
+
+def test_a_publish_behind_a_full_window_asks_the_session_for_nothing() -> None:
+    """With the window full, a publish() journals and queues its message and leaves the pump alone: nothing can
+    leave until acknowledgements come, and the poll() that reads them sends what they let out. (A pump and a
+    next_packet() that finds nothing cost a tenth of a queued message's CPU.)"""
+    broker = CountingBroker()
+    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=4)
+    client.open()
+    client.connect(broker)
+    asked = []
+    next_packet = client.session.next_packet
+    client.session.next_packet = lambda buf, at=0: asked.append(at) or next_packet(buf, at)  # type: ignore[method-assign]
+    pids = fill_window(broker, client, 4, b"m")
+    assert asked  # while the window had room, each publish() pumped its message out
+    asked.clear()
+    queued = [client.publish(b"sensors/batch", b"q%03d" % k, 1) for k in range(6)]
+    assert asked == [] and broker.writes == []
+    writes = acknowledge(broker, client, codec.PUBACK, pids)
+    assert [p.pid for w in writes for p in packets_of(w, codec.V311)] == queued[:4]
