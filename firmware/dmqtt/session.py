@@ -607,7 +607,8 @@ class Session:
 
     def _finish(self, i, reason):
         pid = self._pid[i]
-        self._journal_pid(rec.DONE, pid)
+        self._fresh = -1  # (_journal_pid written out: one call less per message)
+        self.journal.commit(rec.DONE, rec.put_pid(self.journal.body, pid))
         if self._tx[i] or self._state[i] == WAIT_COMP:
             self.in_window -= 1  # a place in the window is free
         self._state[i] = FREE
