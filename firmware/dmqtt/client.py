@@ -361,13 +361,15 @@ class MQTTClient:
                 self.retain_cleared = session.retain_cleared
             wire = session.wire_topic(topic)
             self._write(
-                codec.write_publish(wire, payload, 0, 0, retain, False, self.version, session.wire_props, self._out)
+                codec.write_publish(
+                    wire, payload, 0, 0, retain, False, self.version, None, self._out, 0, session.wire_alias
+                )
             )
             if mark is not None:
                 session.note_mark(mark)
                 self.mark = mark
             return 0
-        start = _ticks_ms()
+        start = None  # (the clock read only when there is no room at once)
         group = self.group_commit
         while True:
             # Room for it: a free slot, and room in the journal (which refuses before writing anything).
@@ -380,6 +382,8 @@ class MQTTClient:
                     break
                 except QueueFull as exc:
                     full = exc
+            if start is None:
+                start = _ticks_ms()
             if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
                 raise full or QueueFull(_text(_T_WINDOW_FULL, session.outstanding()))
             self.poll(min(100, max(1, timeout_ms - _elapsed(start))))

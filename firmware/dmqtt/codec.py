@@ -441,16 +441,22 @@ def write_publish(
     props: "Props" = None,
     into: "bytearray | memoryview | None" = None,
     at: int = 0,
+    alias: int = 0,
 ) -> "Any":
     """encode_publish for a topic already validated (check_topic) and arguments already checked: the board
     resends journaled messages with this, the topic a memoryview into the journal's read buffer. Written out
     rather than through the put_ helpers: it runs for every message, and on MicroPython each call costs more than
-    the bytes it writes."""
+    the bytes it writes. alias: a 5.0 Topic Alias (0: none), written without the general property encoder, which
+    allocates (a sorted list, a tuple per property) and took four times the rest of the packet's time."""
     tlen = len(topic)
     if version == V5:
-        psize = props_size(props)
+        if alias and props:
+            props = dict(props)
+            props[TOPIC_ALIAS] = alias
+            alias = 0
+        psize = props_size(props) if props else 3 if alias else 0
         pblock = (1 if psize < 128 else varint_size(psize)) + psize
-    elif props:
+    elif props or alias:
         raise refused(_R_PROPS_NEED_V5)
     else:
         pblock = 0
@@ -474,6 +480,12 @@ def write_publish(
     if pblock == 1:
         buf[pos] = 0  # no properties
         pos += 1
+    elif alias:
+        buf[pos] = 3
+        buf[pos + 1] = TOPIC_ALIAS
+        buf[pos + 2] = alias >> 8
+        buf[pos + 3] = alias & 0xFF
+        pos += 4
     elif pblock:
         pos = put_props(buf, pos, props, psize)
     end = pos + len(payload)

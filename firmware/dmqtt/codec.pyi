@@ -104,6 +104,7 @@ def write_publish(
     props: _Props,
     into: _Buffer,
     at: int = 0,
+    alias: int = 0,
 ) -> int: ...
 @overload
 def encode_ack(

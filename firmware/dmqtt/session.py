@@ -130,7 +130,7 @@ class Session:
         self._fresh_topic = self._fresh_payload = b""
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
-        self.wire_props = {}  # the properties of the PUBLISH wire_topic() named last: its Topic Alias, or none
+        self.wire_alias = 0  # the Topic Alias of the PUBLISH wire_topic() named last (0: none)
 
     # -- journal owner -----------------------------------------------------------------------------------------
 
@@ -452,9 +452,10 @@ class Session:
             retain,
             resend and qos > 0,
             self.version,
-            self.wire_props,
+            None,
             buf,
             at,
+            self.wire_alias,
         )
         if n - at > self.max_packet:
             return n
@@ -468,22 +469,21 @@ class Session:
         return n
 
     def wire_topic(self, topic):
-        """The topic for a PUBLISH of `topic` on this connection, its properties left in wire_props (one dict,
-        reused: nothing allocated per message): a Topic Alias when the broker grants them (1 .. its Topic Alias
-        Maximum, never 0 nor above [MQTT-3.3.2-8] [MQTT-3.3.2-9]); once the broker knows the alias, a
-        zero-length name stands for the topic (MQTT 5.0 section 3.3.2.3.4)."""
-        props = self.wire_props
-        props.pop(codec.TOPIC_ALIAS, None)
+        """The topic for a PUBLISH of `topic` on this connection, its Topic Alias left in wire_alias (0: none;
+        codec.write_publish writes it): an alias when the broker grants them (1 .. its Topic Alias Maximum, never
+        0 nor above [MQTT-3.3.2-8] [MQTT-3.3.2-9]); once the broker knows the alias, a zero-length name stands
+        for the topic (MQTT 5.0 section 3.3.2.3.4)."""
+        self.wire_alias = 0
         if not self._alias_max:
             return topic
         aliases = self._aliases
         for i in range(len(aliases)):
             if aliases[i] == topic:
-                props[codec.TOPIC_ALIAS] = i + 1
+                self.wire_alias = i + 1
                 return b""
         if len(aliases) < self._alias_max:
             aliases.append(bytes(topic))
-            props[codec.TOPIC_ALIAS] = len(aliases)
+            self.wire_alias = len(aliases)
         return topic
 
     # -- incoming packets ----------------------------------------------------------------------------------

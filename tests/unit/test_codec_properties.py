@@ -54,6 +54,22 @@ def test_publish_round_trip(
         assert p.props == props
 
 
+@given(payloads, st.integers(0, 2), pids, st.integers(1, 65535), publish_props)
+def test_a_topic_alias_given_apart_is_the_property_it_stands_for(
+    payload: bytes, qos: int, pid: int, alias: int, props: dict[int, Any]
+) -> None:
+    """codec.write_publish's `alias` (the session's Topic Alias, written without the general property encoder)
+    gives the bytes of the same PUBLISH with a Topic Alias property [MQTT-3.3.2-8], alone or beside others."""
+    out = bytearray(2048)
+    pid = pid if qos else 0
+    n = codec.write_publish(b"", payload, qos, pid, False, False, codec.V5, props or None, out, 0, alias)
+    assert bytes(out[:n]) == codec.encode_publish("", payload, qos, pid, False, False, codec.V5, {**props, 0x23: alias})
+    p = one_packet(bytes(out[:n]), codec.V5)
+    assert p.props[0x23] == alias and p.payload == payload
+    with pytest.raises(codec.CodecError):
+        codec.write_publish(b"t", payload, qos, pid, False, False, codec.V311, None, out, 0, alias)
+
+
 @given(st.sampled_from([codec.PUBACK, codec.PUBREC, codec.PUBREL, codec.PUBCOMP]), pids, st.data())
 def test_v5_ack_round_trip(ptype: int, pid: int, data: st.DataObject) -> None:
     reasons = [0x00, 0x92] if ptype >= codec.PUBREL else [0x00, 0x10, 0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99]
