@@ -405,10 +405,10 @@ def render_profile(prof: dict[str, Any], umqtt_us: float | None) -> list[str]:
         *(
             [
                 f"In units that move with the interpreter rather than the machine: a message costs "
-                f"{base / prof['ref_us']:.2f} reference units (1 unit = 1,000 iterations of the fixed loop of "
+                f"{base / prof['ref_us']:.3f} reference units (1 unit = 1,000 iterations of the fixed loop of "
                 f"tools/bench_apps/clients/reference.py, {prof['ref_us']:.0f} us in this run)"
                 + (
-                    f", the median of {len(runs)} runs ({', '.join(f'{u:.2f}' for u in runs)})"
+                    f", the median of {len(runs)} runs ({', '.join(f'{u:.3f}' for u in runs)})"
                     if len(runs := prof.get("units_runs", [])) > 1
                     else ""
                 )
@@ -605,7 +605,7 @@ def goals_clients(fig: dict[str, Any]) -> list[str]:
         units = prof["us_unwrapped"] / prof["ref_us"]
         goals.append([f"durable QoS 1 CPU per message (the profile below), reference units: half of "
                       f"{FIRST_UNITS} (its first measure, {FIRST_UNITS_DATE})", f"<= {FIRST_UNITS / 2:.2f}",
-                      f"{units:.2f}", verdict(units <= FIRST_UNITS / 2)])  # fmt: skip
+                      f"{units:.3f}", verdict(units <= FIRST_UNITS / 2)])  # fmt: skip
     cpu = (fig.get("cpu") or {}).get("cases")
     if cpu:
         for case in ("qos 1, burst", "qos 1, loop"):
