@@ -1363,7 +1363,8 @@ def render_chip(figures: dict[str, Any]) -> list[str]:
         "Where the chip's time would go: at QoS 1 and 2 the CPU, not the flash nor the line, is the limit over "
         "TCP and at 921600 baud; at 115200 baud the line caps QoS 0. Over the serial link the link's own framing "
         "(COBS and CRC of each frame, in Python) comes on top of the CPU column and is not in this estimate. "
-        "Halving the client's CPU per message (figure 1's goal) would nearly double every CPU-bound cell.",
+        "The CPU column is this firmware's, at its own loopback rate: each further cut of the client's CPU per "
+        "message raises the CPU-bound cells in proportion (figure 1's profile).",
         "",
     ]
 
