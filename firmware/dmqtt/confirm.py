@@ -345,13 +345,14 @@ class ConfirmingSession(Session):
                 self._gone(self._lo, min(lowest, self._hi + 1) - 1)
         for k in range(self._nfound):
             try:
-                rtype, body = self.journal.read(self._found_at[k])
+                n = self.journal.read(self._found_at[k])
             except JournalError:
                 continue  # its sector was reused meanwhile: the next pass looks again
-            if rtype != rec.PUB or rec.serial_of(rec.PUB, body) != self._found[k]:
+            body = self.journal.record
+            if self.journal.record_type != rec.PUB or rec.serial_of(rec.PUB, body) != self._found[k]:
                 continue
             try:
-                self._requeue(body)
+                self._requeue(body[:n])
             except QueueFull:
                 return  # no room: the next poll tries again from the same place
             self.resent += 1

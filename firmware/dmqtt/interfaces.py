@@ -91,8 +91,13 @@ class Journal(Protocol):
         """visit(type, body, address) for every valid record, oldest first; visit must not read the journal."""
         ...
 
-    def read(self, addr: int) -> tuple[int, memoryview]:
-        """The record at `addr`: its type and body (valid until the next read)."""
+    # What read() read: the record's type, and its body at the start of a view of the read buffer.
+    record_type: int
+    record: memoryview
+
+    def read(self, addr: int) -> int:
+        """Read the record at `addr`: its body's length; its type in record_type and its body at the start of
+        record (both valid until the next read)."""
         ...
 
 

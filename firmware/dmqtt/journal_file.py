@@ -144,8 +144,8 @@ class FileJournal(Framing):
         self._file = open(self.path, "r+b")
         self._size = pos + total
         for old, new in moves:
-            rtype, body = self.read(new)
-            owner.moved(rtype, body, old, new)
+            n = self.read(new)
+            owner.moved(self.record_type, self._rmv[3 : 3 + n], old, new)
 
     def tend(self):
         """Idle-time work: none (LittleFS erases as it sees fit)."""
@@ -156,7 +156,9 @@ class FileJournal(Framing):
         self._replay(visit)
 
     def read(self, addr):
+        """As the ring's: the body's length; its type in record_type, its body at the start of record."""
         n = self._read_at(addr)
         if n < 0:
             raise JournalError("journal record at %d is unreadable" % addr)
-        return self._rbuf[0], self._rmv[3 : 3 + n]
+        self.record_type = self._rbuf[0]
+        return n

@@ -58,6 +58,8 @@ class Framing:
     """The buffers every backend frames records in: `body` (where the owner writes a record's body before
     commit) and a read buffer; seal() and check() are the framing rules."""
 
+    record_type = 0  # the type of the record read() read last (set there: no slot per instance before)
+
     def __init__(self, record_max):
         self.record_max = record_max
         self._buf = bytearray(record_max + OVERHEAD)
@@ -65,6 +67,9 @@ class Framing:
         self.body = self._mv[3 : 3 + record_max]  # the owner writes a record's body here, then commit()
         self._rbuf = bytearray(record_max + OVERHEAD)  # reads and carried-forward copies
         self._rmv = memoryview(self._rbuf)
+        # What read() read: its body at the start of `record` (a view of the read buffer made once: a view, and a
+        # tuple with the type, per read were objects per message sent from the journal), its type record_type.
+        self.record = self._rmv[3 : 3 + record_max]
         # A record whose body is a packet id (DONE, and the other acknowledgements' records: one or two per
         # message) framed in views made once: its CRC's and its program's slices would be two objects each.
         self._pid_crc = self._mv[: PID_RECORD - 4]
@@ -142,8 +147,9 @@ def pub_topic(body):
     return body[PUB_HEADER : PUB_HEADER + ((body[11] << 8) | body[12])]
 
 
-def pub_payload(body):
-    return body[PUB_HEADER + ((body[11] << 8) | body[12]) :]
+def pub_payload(body, n):
+    """The payload of a PUB body of n bytes (body may run on past them: the journal's read view)."""
+    return body[PUB_HEADER + ((body[11] << 8) | body[12]) : n]
 
 
 def serial_of(rtype, body):

@@ -400,10 +400,11 @@ class RingJournal(Framing):
             i = self._after(self._seq[i])
 
     def read(self, addr):
-        """The record at addr -> (type, body view valid until the next read)."""
-        sector = addr // _SECTOR
+        """Read the record at addr: -> its body's length; its type in record_type, its body at the start of
+        record (both valid until the next read)."""
         off = addr % _SECTOR
-        n = self._read_at(sector, off, _SECTOR - off)
+        n = self._read_at(addr // _SECTOR, off, _SECTOR - off)
         if n < 0:
             raise JournalError("journal record at 0x%x is unreadable" % addr)
-        return self._rbuf[0], self._rmv[3 : 3 + n]
+        self.record_type = self._rbuf[0]
+        return n

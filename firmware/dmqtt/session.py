@@ -429,9 +429,10 @@ class Session:
             topic = self._fresh_topic
             payload = self._fresh_payload
         else:
-            rtype, body = self.journal.read(self._addr[i])
+            n = self.journal.read(self._addr[i])
+            body = self.journal.record
             topic = rec.pub_topic(body)
-            payload = rec.pub_payload(body)
+            payload = rec.pub_payload(body, n)
         # Before wire_topic, which may give the topic an alias the broker would then be taken to know.
         if at and at + len(topic) + len(payload) + _PUBLISH_EXTRA > len(buf):
             return 0
@@ -566,8 +567,8 @@ class Session:
                 self._deliver_journaled(j)
 
     def _deliver_journaled(self, j):
-        _rtype, body = self.journal.read(self._rx_addr[j])
-        topic, payload, _qos, retain = rec.rx_message(body)
+        n = self.journal.read(self._rx_addr[j])
+        topic, payload, _qos, retain = rec.rx_message(self.journal.record[:n])
         self._handle(j, codec.decode_utf8(topic), payload, retain, True)
 
     def _handle(self, j, topic, payload, retain, dup):

@@ -111,7 +111,8 @@ def test_power_cut_at_every_operation(seed: int) -> None:
         model.live = {}
         for i in range(len(recovered._state)):
             if recovered._state[i]:
-                _rtype, body = recovered.journal.read(recovered._addr[i])
+                recovered.journal.read(recovered._addr[i])
+                body = recovered.journal.record
                 released = recovered._state[i] == WAIT_COMP
                 payload = b"" if released else bytes(body[13 + ((body[11] << 8) | body[12]) :])
                 model.live[recovered._pid[i]] = (recovered._qos[i], payload, released)
