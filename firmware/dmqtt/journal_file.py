@@ -67,7 +67,7 @@ class FileJournal(Framing):
                 return off, True
             if n < 0:
                 return off, False
-            visit(self._rbuf[0], self._rmv[3 : 3 + n], off)
+            visit(self._rbuf[0], self.record[:n], off)
             off += n + OVERHEAD
 
     def _read_at(self, off):
@@ -127,14 +127,14 @@ class FileJournal(Framing):
             n = self._read_at(off)
             if n < 0:
                 break
-            if owner.is_live(self._rbuf[0], self._rmv[3 : 3 + n], off):
+            if owner.is_live(self._rbuf[0], self.record[:n], off):
                 out.seek(pos)
                 out.write(self._rmv[: n + OVERHEAD])
                 moves.append((off, pos))
                 pos += n + OVERHEAD
             off += n + OVERHEAD
         # Built in the read buffer: self._buf may hold the record whose commit started this compaction.
-        total = self._seal(self._rmv, META, owner.snapshot(self._rmv[3 : 3 + self.record_max]))
+        total = self._seal(self._rmv, META, owner.snapshot(self.record))
         out.seek(pos)
         out.write(self._rmv[:total])
         out.flush()
@@ -145,7 +145,7 @@ class FileJournal(Framing):
         self._size = pos + total
         for old, new in moves:
             n = self.read(new)
-            owner.moved(self.record_type, self._rmv[3 : 3 + n], old, new)
+            owner.moved(self.record_type, self.record[:n], old, new)
 
     def tend(self):
         """Idle-time work: none (LittleFS erases as it sees fit)."""

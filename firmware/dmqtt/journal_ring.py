@@ -204,7 +204,7 @@ class RingJournal(Framing):
                 return off, True
             if n < 0:
                 return off, False  # torn: nothing after it in this sector is trusted
-            visit(buf[0], self._rmv[3 : 3 + n], sector * _SECTOR + off)
+            visit(buf[0], self.record[:n], sector * _SECTOR + off)
             off += n + OVERHEAD
         return off, True
 
@@ -291,7 +291,7 @@ class RingJournal(Framing):
                 continue
             if n < 0:
                 break
-            if self._owner.is_live(self._rbuf[0], self._rmv[3 : 3 + n], oldest * _SECTOR + off):
+            if self._owner.is_live(self._rbuf[0], self.record[:n], oldest * _SECTOR + off):
                 live += n + OVERHEAD
             off += n + OVERHEAD
         return _SECTOR_HEADER + META_SIZE + OVERHEAD + live + needed + _RESERVE <= _SECTOR
@@ -325,7 +325,7 @@ class RingJournal(Framing):
         self._head = sector
         self._offset = _SECTOR_HEADER
         # Built in the read buffer: self._buf may hold the owner's record whose commit opened this sector.
-        total = self._seal(self._rmv, META, self._owner.snapshot(self._rmv[3 : 3 + self.record_max]))
+        total = self._seal(self._rmv, META, self._owner.snapshot(self.record))
         self._append(self._rmv[:total])
         if not self._free():
             self._reclaim_oldest()
@@ -354,7 +354,7 @@ class RingJournal(Framing):
             if n < 0:
                 break
             old = oldest * _SECTOR + off
-            body = self._rmv[3 : 3 + n]
+            body = self.record[:n]
             if owner.is_live(self._rbuf[0], body, old):
                 owner.moved(self._rbuf[0], body, old, self._append(self._rmv[: n + OVERHEAD]))
             off += n + OVERHEAD
