@@ -29,6 +29,14 @@ class CountingBroker(Broker):
         return super().send(buf, start, end)
 
 
+def connected(broker: CountingBroker, version: int = codec.V311, **options: int) -> MQTTClient:
+    """A client over `broker`, its journal on an in-memory NOR partition, connected."""
+    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), version, **options)
+    client.open()
+    client.connect(broker)
+    return client
+
+
 def packets_of(write: bytes, version: int) -> list[codec.Packet]:
     """The packets of one write, which must end on a packet's end."""
     decoder = codec.PacketDecoder(version, 1 << 16)
@@ -55,9 +63,7 @@ def acknowledge(broker: CountingBroker, client: MQTTClient, ptype: int, pids: li
 
 def test_a_window_opened_by_acknowledgements_sends_the_queued_messages_in_one_write() -> None:
     broker = CountingBroker()
-    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=4)
-    client.open()
-    client.connect(broker)
+    client = connected(broker, window=4)
     pids = fill_window(broker, client, 10, b"m")  # 4 in flight, 6 queued behind the window
     assert len(broker.publishes()) == 4
     writes = acknowledge(broker, client, codec.PUBACK, pids[:4])
@@ -70,9 +76,7 @@ def test_a_window_opened_by_acknowledgements_sends_the_queued_messages_in_one_wr
 def test_what_does_not_fit_the_output_buffer_goes_in_the_next_write_whole_and_in_order() -> None:
     broker = CountingBroker()
     # A 256-byte output buffer: two 100-byte messages fit in it, a third does not.
-    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=6, max_packet=256)
-    client.open()
-    client.connect(broker)
+    client = connected(broker, window=6, max_packet=256)
     payload = b"p" * 97
     pids = fill_window(broker, client, 12, payload)
     writes = acknowledge(broker, client, codec.PUBACK, pids[:6])
@@ -85,9 +89,7 @@ def test_what_does_not_fit_the_output_buffer_goes_in_the_next_write_whole_and_in
 
 def test_pubrels_owed_together_leave_in_one_write_as_do_the_publishes_their_completion_lets_out() -> None:
     broker = CountingBroker()
-    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=2)
-    client.open()
-    client.connect(broker)
+    client = connected(broker, window=2)
     pids = [client.publish(b"sensors/batch", b"q2-%d" % k, 2) for k in range(4)]  # 2 in flight, 2 queued
     released = [(codec.PUBREL, pids[0]), (codec.PUBREL, pids[1])]
     let_out = [(codec.PUBLISH, pids[2]), (codec.PUBLISH, pids[3])]
@@ -99,11 +101,9 @@ def test_pubrels_owed_together_leave_in_one_write_as_do_the_publishes_their_comp
 
 def test_a_no_matching_subscribers_puback_completes_the_flow_with_its_code() -> None:
     broker = CountingBroker(codec.V5)
-    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V5, window=4)
+    client = connected(broker, codec.V5, window=4)
     results: list[tuple[int, int]] = []
     client.on_published = lambda pid, code: results.append((pid, code))
-    client.open()
-    client.connect(broker)
     first = client.publish(b"sensors/batch", b"nobody listens", 1)
     second = client.publish(b"sensors/batch", b"success", 1)
     broker.inbox += codec.encode_ack(codec.PUBACK, first, codec.NO_MATCHING_SUBSCRIBERS, codec.V5)
@@ -118,9 +118,7 @@ def test_a_publish_behind_a_full_window_asks_the_session_for_nothing() -> None:
     leave until acknowledgements come, and the poll() that reads them sends what they let out. (A pump and a
     next_packet() that finds nothing cost a tenth of a queued message's CPU.)"""
     broker = CountingBroker()
-    client = MQTTClient("batch", RingJournal(NorPartition(8), 256), codec.V311, window=4)
-    client.open()
-    client.connect(broker)
+    client = connected(broker, window=4)
     asked = []
     next_packet = client.session.next_packet
     client.session.next_packet = lambda buf, at=0: asked.append(at) or next_packet(buf, at)  # type: ignore[method-assign]
