@@ -349,7 +349,7 @@ def render_client_cpu(cpu: dict[str, Any] | None, prof: dict[str, Any] | None) -
             for case, got in sorted(cpu["cases"].items())]  # fmt: skip
     split = []
     if prof and prof.get("ref_us"):
-        whole = prof["us_unwrapped"] / prof["ref_us"]
+        whole = profile_units(prof)
         own = cpu["cases"]["qos 1, burst"]["units"]
         lead = "Where the profile's goal is missed" if whole > FIRST_UNITS / 2 else "The profile's split"
         split = [
@@ -379,6 +379,11 @@ def render_client_cpu(cpu: dict[str, Any] | None, prof: dict[str, Any] | None) -
     ]
 
 
+def profile_units(prof: dict[str, Any]) -> float:
+    """The profile's cost per message in reference units (its time against the reference loop's, same run)."""
+    return float(prof["us_unwrapped"] / prof["ref_us"])
+
+
 def render_profile(prof: dict[str, Any], umqtt_us: float | None) -> list[str]:
     """Figure 1's profile: where a durable QoS 1 message's time goes (tools/bench_apps/clients/profile.py)."""
     base = prof["us_unwrapped"]
@@ -405,7 +410,7 @@ def render_profile(prof: dict[str, Any], umqtt_us: float | None) -> list[str]:
         *(
             [
                 f"In units that move with the interpreter rather than the machine: a message costs "
-                f"{base / prof['ref_us']:.3f} reference units (1 unit = 1,000 iterations of the fixed loop of "
+                f"{profile_units(prof):.3f} reference units (1 unit = 1,000 iterations of the fixed loop of "
                 f"tools/bench_apps/clients/reference.py, {prof['ref_us']:.0f} us in this run)"
                 + (
                     f", the median of {len(runs)} runs ({', '.join(f'{u:.3f}' for u in runs)})"
@@ -602,7 +607,7 @@ def goals_clients(fig: dict[str, Any]) -> list[str]:
                     )
     prof = fig.get("profile") or {}
     if prof.get("ref_us"):
-        units = prof["us_unwrapped"] / prof["ref_us"]
+        units = profile_units(prof)
         goals.append([f"durable QoS 1 CPU per message (the profile below), reference units: half of "
                       f"{FIRST_UNITS} (its first measure, {FIRST_UNITS_DATE})", f"<= {FIRST_UNITS / 2:.2f}",
                       f"{units:.3f}", verdict(units <= FIRST_UNITS / 2)])  # fmt: skip
