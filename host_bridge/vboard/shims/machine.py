@@ -159,9 +159,9 @@ class UART:
         n += got or 0
         return n if n else None
 
-    def stall(self, us):
+    def stall(self, us, begun):
         """A flash operation of `us` microseconds, with the UART as an ESP32's then (see _RX_FIFO)."""
-        nor_flash.busy_us(us)
+        nor_flash.busy_us(us, begun)
         if self._held is None:
             self._held = bytearray(_HELD)
         held = self._held

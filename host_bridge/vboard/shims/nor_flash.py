@@ -96,6 +96,7 @@ class NorFlash:
         self._save()
 
     def program(self, part, addr, data):
+        begun = time.ticks_us()  # the chip's time runs from the command; the emulator's own work is inside it
         n = len(data)
         self._check(addr, n)
         if not self._paused:
@@ -121,13 +122,13 @@ class NorFlash:
             self._save()
             power_cut("program of %d bytes at 0x%x torn: an arbitrary subset of its bits cleared" % (len(data), addr))
         self._write(addr, old)
-        if self._timing:
-            _stall(program_us(addr, n))
         self._bump(part, 1, n)
         self._bump(part, 2, 1)
         if bad >= 0:
             self._bump(part, 4, 1)
         self._save()
+        if self._timing:
+            _stall(program_us(addr, n), begun)
         if bad >= 0:
             sys.stderr.write("flash: program over non-erased byte at 0x%x\n" % (addr + bad))
             raise OSError(5)  # EIO: the data on flash is now corrupt, as on a real chip
@@ -144,6 +145,7 @@ class NorFlash:
         return torn
 
     def erase(self, part, addr):
+        begun = time.ticks_us()
         if addr % SECTOR:
             raise OSError(22)
         self._check(addr, SECTOR)
@@ -155,10 +157,10 @@ class NorFlash:
             self._write(addr, self._ff[:done])
             power_cut("erase of sector 0x%x, %d bytes done" % (addr, done))
         self._write(addr, self._ff)
-        if self._timing:
-            _stall(_T_SECTOR_ERASE_US)
         self._bump(part, 3, 1)
         self._save()
+        if self._timing:
+            _stall(_T_SECTOR_ERASE_US, begun)
 
     def _fault(self, part, what, addr):
         if part != self._fail_part:
@@ -188,30 +190,39 @@ def program_us(addr, n):
     return int(total)
 
 
-def _stall(us):
-    """The chip busy for `us` microseconds; the UART, modelled as an ESP32's then, takes no more than its FIFO.
-    (Modules imported at the top: an import statement run in a function costs the virtual board's import hook a
-    quarter of a millisecond, which was counted as flash time.)"""
+def _stall(us, begun):
+    """The chip busy for `us` microseconds from `begun`, when the operation was issued: the emulator's own work
+    (its file I/O and counters) happens inside the chip's time, as the chip's own does, rather than on top of it.
+    The UART, modelled as an ESP32's then, takes no more than its FIFO. (Modules imported at the top: an import
+    statement run in a function costs the virtual board's import hook a quarter of a millisecond, which was
+    counted as flash time.)"""
+    global model_us
+    model_us += us
     uart = vboard_state.uart
     if uart is not None:
-        uart.stall(us)
+        uart.stall(us, begun)
     else:
-        busy_us(us)
+        busy_us(us, begun)
 
 
+# Microseconds of flash time by the model since boot: what a chip's CPU would have waited for its flash, whatever
+# the host did meanwhile (tools/bench_stalls.py counts it per publish() call).
+model_us = 0
 # Microseconds the waits below ran past their end since boot: the host took the core from the spin just before
-# its end (another process's turn). A chip never spends them; tools/bench_stalls.py takes them out of publish().
+# its end (another process's turn), or the emulator's own work outlasted the model's time. A chip spends neither;
+# tools/bench_stalls.py takes them out of publish().
 overshoot_us = 0
 
 
-def busy_us(us):
-    """Wait `us` microseconds as the chip does, its CPU held while the flash works: sleep for all but the last
-    millisecond, then spin on the clock. sleep_us alone overshoots on a host (by about 70 us a call here: a
-    sleep_us(357) took 430 us), which would count as flash time a chip never spends."""
+def busy_us(us, begun):
+    """Wait until `us` microseconds after `begun` as the chip does, its CPU held while the flash works: sleep for
+    all but the last millisecond, then spin on the clock. sleep_us alone overshoots on a host (by about 70 us a
+    call here: a sleep_us(357) took 430 us), which would count as flash time a chip never spends."""
     global overshoot_us
-    end = time.ticks_add(time.ticks_us(), us)
-    if us > 1500:
-        time.sleep_us(us - 1000)
+    end = time.ticks_add(begun, us)
+    left = time.ticks_diff(end, time.ticks_us())
+    if left > 1500:
+        time.sleep_us(left - 1000)
     while time.ticks_diff(end, time.ticks_us()) > 0:
         pass
     overshoot_us += time.ticks_diff(time.ticks_us(), end)

@@ -1,11 +1,15 @@
 # Virtual-board test app: raw operations on the "mqttlog" flash partition, given by the test in the environment
 # (so that /flash/config.json, and the LittleFS writes it causes, stay the same from boot to boot):
 # FLASH_OPS='[["erase", block], ["program", block, offset, "hex"], ["read", block, offset, n]]'
+# Ends with the flash time by the model that these operations took ("model_us N", 0 without flash timing), the
+# boot's own (formatting, installing files) left out.
 import json
 import os
 
 import esp32
+import nor_flash  # the virtual board's flash
 
+booted_us = nor_flash.model_us
 part = esp32.Partition.find(esp32.Partition.TYPE_DATA, label="mqttlog")[0]
 for op in json.loads(os.getenv("FLASH_OPS") or "[]"):
     try:
@@ -21,3 +25,4 @@ for op in json.loads(os.getenv("FLASH_OPS") or "[]"):
         print("ok", op[0])
     except OSError as exc:
         print("error", op[0], exc.args[0])
+print("model_us", nor_flash.model_us - booted_us)
