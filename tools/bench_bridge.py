@@ -75,11 +75,10 @@ def witnessed(records: list[Record], devices: Collection[str]) -> tuple[int, lis
     return len(seen), arrivals, fields
 
 
-def bridge_retransmissions(log: str) -> int:
-    """The bridge's link retransmissions over its run: each board's `event=stopped` line, at its clean stop."""
-    return sum(
-        int(line.split("retransmissions=")[1].split()[0]) for line in log.splitlines() if "event=stopped" in line
-    )
+def bridge_counter(log: str, name: str) -> int:
+    """One of the bridge's counters over its run (`retransmissions`, `timeouts`, ...), summed over its boards:
+    each board's `event=stopped` line, at its clean stop."""
+    return sum(int(line.split(f" {name}=")[1].split()[0]) for line in log.splitlines() if "event=stopped" in line)
 
 
 def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: int, tag: str) -> dict[str, Any]:
@@ -145,7 +144,9 @@ def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: in
         row["links"] = [s.get("link", {}) for s in summaries]
         assert bridge is not None and bridge_cpu is not None
         row["bridge_cpu_s_per_1000"] = bridge_cpu / max(1, delivered) * 1000
-        row["bridge_retransmissions"] = bridge_retransmissions(bridge.text())
+        log = bridge.text()
+        row["bridge_retransmissions"] = bridge_counter(log, "retransmissions")
+        row["bridge_timeouts"] = bridge_counter(log, "timeouts")
     return row
 
 

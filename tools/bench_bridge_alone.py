@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_bridge import bridge_retransmissions, cpu_seconds, host_busy, witnessed
+from bench_bridge import bridge_counter, cpu_seconds, host_busy, witnessed
 from figure_cli import print_board_figure
 from synthetic_boards import Fleet
 
@@ -66,7 +66,7 @@ def run(work: Path, broker: Mosquitto, boards: int, count: int) -> dict[str, Any
         "bridge_core_share": bridge_cpu / seconds,
         "boards_core_share": own / seconds,
         "host_cpu_busy": round((busy1 - busy0) / max(1.0, total1 - total0), 2),
-        "bridge_retransmissions": bridge_retransmissions(bridge.text()),
+        "bridge_retransmissions": bridge_counter(bridge.text(), "retransmissions"),
         "board_retransmissions": sum(b.link.retransmissions for b in fleet.boards),
         **latency,
     }

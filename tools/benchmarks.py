@@ -884,11 +884,20 @@ def _late_acks(serial: list[dict[str, Any]]) -> list[str]:
     timeouts = sum(link.get("timeouts", 0) for link in links)
     resent = sum(link.get("retransmissions", 0) for link in links)
     damaged = sum(link.get("crc_errors", 0) for link in links)
+    bridge_timeouts = sum(r.get("bridge_timeouts", 0) for r in serial)
+    bridge_resent = sum(r.get("bridge_retransmissions", 0) for r in serial)
     if not links:
         return []
     return [
         f"The boards' links in these runs: {timeouts} timeouts, {resent} frames sent again, {damaged} frames "
-        "damaged (a clean line loses nothing; a timeout there is an ack that came late). Until 0.6.0 each such "
+        f"damaged; the bridge's: {bridge_timeouts} timeouts, {bridge_resent} frames sent again (a clean line loses "
+        "nothing; a timeout there is an ack that came late: a board, a relay or the bridge that waited for a "
+        "core). A line that has damaged nothing for 5 s now waits a second for an ack (RFC 6298's floor) instead "
+        "of its ceiling (280 ms at 115200 baud): of five serial runs of 64 boards before the change (2026-11-26, "
+        "the serial run of `tools/bench_bridge.py --boards 64` alone), three had retransmissions (boards' + "
+        "bridge's: 2 + 3, 0 + 2, 0 + 1; the last full `make bench` before them 17 + 12), each a timeout of one "
+        "frame: a peer not run for more than 280 ms while both cores were busy. Four runs after it had none. "
+        "Until 0.6.0 each such "
         "timeout cost a window: the late acks that came after the resent frame, read one at a time, confirmed "
         "it, and the link took that for an answer to its copy and sent every frame written in between again "
         "(711 + 300 retransmissions at 64 boards in the last full run before the change, 2-4 timeouts a board, "

@@ -58,6 +58,12 @@ _RESET_EVERY_MS = const(250)
 _MARGIN_MS = const(60)
 _GROW_BYTES = const(8)
 _MIN_RTO_MARGIN_MS = const(20)
+# The timeout at least, on a line that has damaged nothing lately: RFC 6298's floor (its 2.4), for its reason. A
+# late ack there is not a loss but a peer, or a host, that did not run for a moment: a bridge's host emulating 64
+# boards starved one past a 115200-baud line's 280 ms ceiling in 3 runs of 5 (BENCHMARKS figure 6), past a
+# second in none of 4. The price: a clean line's first lost frame, when no later frame shows the gap, is found
+# after a second instead of the ceiling.
+_CLEAN_TIMEOUT_MS = const(1000)
 MIN_PAYLOAD = const(32)
 _START_PAYLOAD = const(64)  # a clean line grows it to the maximum in 22 frames; a noisy one starts nearer its size
 # Frames in flight at most (two bytes of selective ack). Measured on the simulated line at 921600 baud with a
@@ -122,6 +128,7 @@ class Link:
         self.max_timeout_ms = timeout_for(baud)
         self._frame_ms = full_frame_ms(baud)
         self.min_timeout_ms = 2 * self._frame_ms + _MIN_RTO_MARGIN_MS
+        self.clean_timeout_ms = max(self.max_timeout_ms, _CLEAN_TIMEOUT_MS)
         self.timeout_ms = self.max_timeout_ms
         self._srtt8 = 0  # smoothed round trip x 8, 0 before the first sample (RFC 6298's SRTT, in ms)
         self._rttvar4 = 0  # its mean deviation x 4
@@ -580,10 +587,10 @@ class Link:
     def _timeout(self, now):
         """The retransmission timeout in force: the measured one on a line that has lately damaged frames (or
         lost ours: a gap in the peer's selective ack), where a frame's loss is likely and its quick recovery is
-        the rate; at least timeout_for() on a line that has damaged nothing for _DAMAGE_RECENT_MS, where a late
-        ack means a peer or a host that is slow for a moment (a garbage collection, a core it waited for), and
-        a retransmission would be spurious. A clean line's first loss is thus found later, once."""
-        return self.timeout_ms if self._damaging(now) else self.max_timeout_ms
+        the rate; clean_timeout_ms on a line that has damaged nothing for _DAMAGE_RECENT_MS, where a late ack
+        means a peer or a host that is slow for a moment (a garbage collection, a core it waited for), and a
+        retransmission would be spurious. A clean line's first loss is thus found later, once."""
+        return self.timeout_ms if self._damaging(now) else self.clean_timeout_ms
 
     def _damaging(self, now):
         """The line has damaged a frame (or lost one of ours) in the last _DAMAGE_RECENT_MS: it may lose the next."""

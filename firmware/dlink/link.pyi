@@ -17,6 +17,7 @@ class Link:
     epoch: int
     window: int
     max_timeout_ms: int
+    clean_timeout_ms: int
     min_timeout_ms: int
     timeout_ms: int
     min_payload: int

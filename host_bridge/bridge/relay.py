@@ -50,6 +50,7 @@ COUNTERS = (
     "bytes_up",
     "bytes_down",
     "retransmissions",
+    "timeouts",
     "crc_errors",
     "resyncs",
     "board_restarts",
@@ -61,7 +62,7 @@ COUNTERS = (
     "flash_pauses",
 )
 # The bridge's counters that are the link's, in the order _account() reads them.
-_LINK_COUNTERS = ("frames_in", "frames_out", "retransmissions", "crc_errors", "resyncs", "flash_pauses")
+_LINK_COUNTERS = ("frames_in", "frames_out", "retransmissions", "timeouts", "crc_errors", "resyncs", "flash_pauses")
 # Bytes from a board waiting for the broker to take them. Past this the bridge stops reading the board's MQTT
 # channel: the link's window then holds the board back, instead of the bridge buffering without bound.
 DOWN_QUEUE_MAX = 64 * 1024
@@ -351,6 +352,7 @@ class BoardSession:
             link.decoder.frames,
             link.frames_out,
             link.retransmissions,
+            link.timeouts,  # nothing confirmed for the retransmission timeout: a loss, or a board late to answer
             link.decoder.crc_errors,
             link.decoder.overflows,
             link.pauses,  # the board erasing flash: the bridge wrote nothing meanwhile
