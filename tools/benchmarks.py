@@ -833,9 +833,12 @@ def render_bridge(fig: dict[str, Any]) -> list[str]:
         retx = sum(r["retransmissions"] + r.get("bridge_retransmissions", 0) for r in serial)
         goals.append(["clean lines: link retransmissions, all runs", "0", str(retx), verdict(retx == 0)])
         limit = fig["frame_ms"] + 20
-        worst = max(r["latency_p99_ms"] for r in serial)
-        goals.append([f"p99 latency, every size (a message's frame is {fig['frame_ms']} ms at {fig['baud']} baud)",
-                      f"<= {limit:.0f} ms", f"{worst:.0f} ms", verdict(worst <= limit)])  # fmt: skip
+        worst = max(serial, key=lambda r: r["latency_p99_ms"])
+        tcp = next(t for t in fig["rows"] if t["boards"] == worst["boards"] and t["transport"] == "tcp")
+        goals.append([f"p99 latency, every size (a message's frame is {fig['frame_ms']} ms at {fig['baud']} baud; "
+                      "in brackets the same boards' over TCP, the host's share)", f"<= {limit:.0f} ms",
+                      f"{worst['latency_p99_ms']:.0f} ms ({tcp['latency_p99_ms']:.0f} ms)",
+                      verdict(worst["latency_p99_ms"] <= limit)])  # fmt: skip
     return [
         "## 6. Bridge scale",
         "",
@@ -872,7 +875,10 @@ def render_bridge(fig: dict[str, Any]) -> list[str]:
         "and the p99 count. Real boards bring their own CPUs; on this machine more cores are the only cure. "
         "Sampled again from /proc over 3 s of the 64 serial boards' run (2026-11-26): the MicroPython boards 0.87 "
         "of a core together, the benchmark's process (the emulated lines' relay threads) 0.41, the bridge 0.41, "
-        "Mosquitto 0.08.",
+        "Mosquitto 0.08. And by second of one serial run of 64 boards (2026-11-26, arrivals at the witness): p99 "
+        "21-34 ms in the first three seconds and 10 ms in the last two, 114-334 ms in the five between, when all "
+        "64 boards publish at once and the host has no core to spare: the late messages are the saturated "
+        "host's, not a slow start or a slow end.",
         "",
         *_late_acks(serial),
     ]
