@@ -194,6 +194,7 @@ def serial_run(work: Path, broker: Mosquitto, baud: int, pause: bool, flash_timi
         "board_crc_errors": link.get("crc_errors"),
         "board_retransmissions": link.get("retransmissions"),
         "bridge_retransmissions": int(fields.get("retransmissions", 0)),
+        "bridge_timeouts": int(fields.get("timeouts", 0)),
         "flash_pauses": int(fields.get("flash_pauses", 0)),
     }
     if len(arrivals) >= 2:

@@ -1224,6 +1224,8 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         f"{r['bridge_retransmissions']} at {r['baud']}" for r in fig["serial"] if not r["flash_timing"]
     )
     lost_paused = sum(r["fifo_bytes_lost"] for r in paused)
+    paused_retx = sum(r["bridge_retransmissions"] for r in paused)
+    paused_timeouts = sum(r["bridge_timeouts"] for r in paused)
     beyond = idle["own_p100_us"] - cpu["own_p100_us"] - program
     wall_note = [
         "publish()'s p100 on the wall clock, less two things a chip does not spend: its socket write (timed on the "
@@ -1233,8 +1235,8 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         f"at most {idle['over_p100_us'] / 1000:.2f} ms in one call). Left, with the W25Q32JV's time: "
         f"{idle['own_p100_us'] / 1000:.2f} ms; without it (the client's own CPU): "
         f"{cpu['own_p100_us'] / 1000:.2f} ms; one program: {program / 1000:.2f} ms; so {beyond / 1000:+.2f} ms "
-        "beside a program plus the client's slowest call. That difference compares two maxima of one run each and "
-        "is the host's, not a second flash operation: the flash wait column counts, on the board, the model's "
+        "beside a program plus the client's slowest call. That difference compares two maxima of one run each, and "
+        "it is no second flash operation: the flash wait column counts, on the board, the model's "
         "time of every program and erase inside each call (nor_flash.model_us), whatever the host did, and no "
         "call of the idle runs waited for more than one PUB record's program. A call that waits 0.4 ms for its "
         "flash lasts ten times as long as one that does not, and meets the host's interruptions ten times as "
@@ -1311,10 +1313,12 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         *wall_note,
         f"Bridge retransmissions of the same boards with the flash's time off: {base_retx}."
         + (
-            " Those with the pause and the flash's time on are not the FIFO's (it lost nothing, and the board saw "
-            "no damaged frame): the bridge sent frames again that the board acknowledged late, behind its own "
-            "flash programs; why late enough to pass the bridge's timeout or tail-loss probe is not measured yet."
-            if any(r["bridge_retransmissions"] for r in paused)
+            f" With the pause and the flash's time on: {paused_retx}, of them {paused_timeouts} after a timeout (an "
+            "ack later than the clean line's second), the others found missing from the board's selective ack. "
+            "They are not the FIFO's (it lost nothing, and the board saw no damaged frame); a frame the board had "
+            "no room to hold while its application waited for its flash is one way to them, not measured yet. "
+            "Three reruns of the 115200 run with the pause (2026-11-26) had none."
+            if paused_retx
             else " With the pause and the flash's time on: none either."
         ),
         "",
