@@ -65,6 +65,8 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "send_p100_us",
         "over_p100_us",
         "waited_p100_us",
+        "waited_calls",
+        "waited_p50_us",
         "own_p100_us",
         "flash_p100_us",
         "over_10ms",
@@ -118,6 +120,8 @@ def publish_times(work: Path, broker: str, count: int, idle_ms: int, flash_timin
         "send_p100_us": float(max(end.summary["send_us"])),
         "over_p100_us": float(max(end.summary["over_us"])),
         "waited_p100_us": float(max(end.summary["waited_us"])),
+        "waited_calls": sum(1 for waited in end.summary["waited_us"] if waited),
+        "waited_p50_us": percentile(end.summary["waited_us"], 0.50),
         "own_p100_us": float(max(own)),
         "flash_p100_us": float(max(end.summary["flash_us"])),
     }
