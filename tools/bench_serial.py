@@ -35,6 +35,10 @@ SIZES = (64, 512)
 NOISE = {"clean": 0.0, "1e-5": 1e-5, "1e-4": 1e-4, "1e-3": 1e-3}
 TOPIC = "sensors/{client_id}/telemetry"  # 28 bytes with a 10-character client id: a typical topic
 MQTT_OVERHEAD = 40  # about what a PUBLISH adds to a payload without a topic alias (for sizing the runs)
+# Runs of each cell at a bit error rate of 1e-3, the cell the median run: one run's rate moved between 0.29 and
+# 0.37 of the clean line's from run to run of the same cell (2026-11-26, 115200 baud, QoS 2, 88 bytes: as many
+# timeouts as the host's timing lets the noise cause, 6-23), more than the goal's margin.
+ROUNDS_AT_1E3 = 3
 
 
 class WireMeter(threading.Thread):
@@ -148,9 +152,17 @@ def figure(quick: bool, runs: list[tuple[int, int, int, str]] | None = None) -> 
             # As many messages as a clean line carries in `seconds`; a noisy one gets the same and more time.
             count = max(20, int(seconds * baud / 10 / (max(size, 86) + MQTT_OVERHEAD)))
             limit_s = 30 + seconds * (12 if noise == "1e-3" else 4)
-            row = run_one(Path(tmp), broker, n, baud, qos, size, noise, count, limit_s)
+            rounds = ROUNDS_AT_1E3 if noise == "1e-3" and not quick else 1
+            cell = []
+            for i in range(rounds):
+                run = run_one(Path(tmp) / f"round{i}", broker, n, baud, qos, size, noise, count, limit_s)
+                cell.append(run)
+                print(_line(run), flush=True)
+            cell.sort(key=lambda r: r.get("payload_efficiency") or 0.0)
+            row = cell[len(cell) // 2]
+            if rounds > 1:
+                row["round_payload_efficiencies"] = [r.get("payload_efficiency") for r in cell]
             rows.append(row)
-            print(_line(row), flush=True)
     clean = {(r["baud"], r["qos"], r["size"]): r.get("payload_efficiency") for r in rows if r["line"] == "clean"}
     for r in rows:
         base = clean.get((r["baud"], r["qos"], r["size"]))

@@ -736,9 +736,17 @@ def render_serial(fig: dict[str, Any]) -> list[str]:
     for noise, goal in (("1e-4", 0.70), ("1e-3", 0.30)):
         noisy = [r for r in rows if r["line"] == noise and r.get("of_clean")]
         if noisy:
-            worst = min(r["of_clean"] for r in noisy)
-            goals.append([f"bit error rate {noise}: payload rate / the clean line's (worst run)", f">= {goal}",
-                          f"{worst:.2f}", verdict(worst >= goal)])  # fmt: skip
+            worst = min(noisy, key=lambda r: r["of_clean"])
+            measured = f"{worst['of_clean']:.2f}"
+            label = f"bit error rate {noise}: payload rate / the clean line's (worst run)"
+            if "round_payload_efficiencies" in worst:
+                label = (
+                    f"bit error rate {noise}: payload rate / the clean line's (worst cell, each the median of "
+                    f"{len(worst['round_payload_efficiencies'])} runs; that cell's runs in brackets)"
+                )
+                base = worst["payload_efficiency"] / worst["of_clean"]
+                measured += " (" + ", ".join(f"{e / base:.2f}" for e in worst["round_payload_efficiencies"]) + ")"
+            goals.append([label, f">= {goal}", measured, verdict(worst["of_clean"] >= goal)])  # fmt: skip
     noisy_runs = [r for r in rows if r["line"] != "clean"]
     if noisy_runs:
         reconnects = sum(r.get("reconnects") or 0 for r in noisy_runs)
@@ -754,7 +762,9 @@ def render_serial(fig: dict[str, Any]) -> list[str]:
         "noisy line (bit flips at the stated rate, dropped bytes at half of it, both directions) the payload rate "
         "against the clean line's in the same run in brackets; link retransmissions (rtx) and MQTT reconnects "
         "from the board's summary. The smallest telemetry message the board app sends is its JSON of about 86 "
-        "bytes (`payload_bytes: 64` pads nothing), so that is the small size here.",
+        "bytes (`payload_bytes: 64` pads nothing), so that is the small size here. At a bit error rate of 1e-3 "
+        f"each cell is the median of {bench_serial.ROUNDS_AT_1E3} runs: one run's rate there moves more from run "
+        "to run than the goal's margin (the number of timeouts the noise causes depends on the host's timing).",
         "",
         table(["baud", "QoS", "payload B", *lines], table_rows),
         "",
