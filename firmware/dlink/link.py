@@ -61,7 +61,7 @@ _MIN_RTO_MARGIN_MS = const(20)
 # The timeout at least, on a line that has damaged nothing lately: RFC 6298's floor (its 2.4), for its reason. A
 # late ack there is not a loss but a peer, or a host, that did not run for a moment: a bridge's host emulating 64
 # boards starved one past a 115200-baud line's 280 ms ceiling in 3 runs of 5 (BENCHMARKS figure 6), past a
-# second in none of 4. The price: a clean line's first lost frame, when no later frame shows the gap, is found
+# second in none of 6. The price: a clean line's first lost frame, when no later frame shows the gap, is found
 # after a second instead of the ceiling.
 _CLEAN_TIMEOUT_MS = const(1000)
 MIN_PAYLOAD = const(32)
