@@ -900,7 +900,7 @@ def _late_acks(serial: list[dict[str, Any]]) -> list[str]:
     timeouts = sum(link.get("timeouts", 0) for link in links)
     resent = sum(link.get("retransmissions", 0) for link in links)
     damaged = sum(link.get("crc_errors", 0) for link in links)
-    bridge_timeouts = sum(r.get("bridge_timeouts", 0) for r in serial)
+    bridge_timeouts = sum(r["bridge_timeouts"] for r in serial)
     bridge_resent = sum(r.get("bridge_retransmissions", 0) for r in serial)
     if not links:
         return []
@@ -912,7 +912,7 @@ def _late_acks(serial: list[dict[str, Any]]) -> list[str]:
         "of its ceiling (280 ms at 115200 baud): of five serial runs of 64 boards before the change (2026-11-26, "
         "the serial run of `tools/bench_bridge.py --boards 64` alone), three had retransmissions (boards' + "
         "bridge's: 2 + 3, 0 + 2, 0 + 1; the last full `make bench` before them 17 + 12), each a timeout of one "
-        "frame: a peer not run for more than 280 ms while both cores were busy. Four runs after it had none. "
+        "frame: a peer not run for more than 280 ms while both cores were busy. Six runs after it had none. "
         "Until 0.6.0 each such "
         "timeout cost a window: the late acks that came after the resent frame, read one at a time, confirmed "
         "it, and the link took that for an answer to its copy and sent every frame written in between again "
@@ -1261,9 +1261,8 @@ def render_stalls(fig: dict[str, Any]) -> list[str]:
         "wall-clock p100 against a program plus the client's p100, which its runs missed by a few hundredths of "
         "a millisecond (0.47 and 0.48 ms against 0.45 in the last two full runs before the emulator's change "
         "below; after it 0.47-0.48 against 0.45 in three runs of four, 0.43 in the fourth); the goal is now the "
-        "flash's wait, which is what the "
-        "erase ahead bounds and what a chip pays, and the wall clock is "
-        "shown beside it. The emulator's own work for an operation (its Python, its file writes, its counters) "
+        "flash's wait, which is what the erase ahead bounds and what a chip pays, and the wall clock is shown "
+        "beside it. The emulator's own work for an operation (its Python, its file writes, its counters) "
         "now runs inside the model's time, as a chip's does inside its own; it used to come on top, 7-46 us a "
         "program, which the run with the flash's time off paid too.",
         "",
