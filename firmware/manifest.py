@@ -21,6 +21,7 @@ package(
         "confirm.py",
         "transport.py",
         "tls.py",
+        "wifi.py",
     ],
     opt=3,
 )
@@ -29,3 +30,5 @@ package("dboard", files=["console.py"], opt=3)
 module("board_app.py", base_path="app", opt=3)
 module("config.py", base_path="app", opt=3)
 module("realboard.py", base_path="app", opt=3)
+module("continuous.py", base_path="app", opt=3)
+module("duty.py", base_path="app", opt=3)

@@ -1,11 +1,9 @@
 # Sensor-board application (started by main.py; compiled to .mpy like the rest). Reads config.json, counts boots
-# in flash, opens the MQTT journal, connects (WiFi first on a real board) and publishes `count` telemetry
-# messages, resuming a run that a reset or a power cut interrupted: the number of messages accepted so far is
-# journaled with each message. When every QoS 1/2 message is acknowledged it prints one JSON summary line; on
-# the Unix port it then exits 0, a real board idles.
-#
-# With group_commit N, up to N messages are staged in RAM and programmed together: a power cut loses the
-# staged ones, and the journaled mark with them, so the run republishes them (under the new boot).
+# in flash, opens the MQTT journal, supervises WiFi (a board on tcp with "wifi": supervise.py), connects, and
+# hands the board to its run: continuous.py publishes `count` telemetry messages and resumes a run that a reset
+# or a power cut interrupted; duty.py takes one reading a wake and deep-sleeps between wakes ("sleep"). When the
+# run's every QoS 1/2 message is acknowledged it prints one JSON summary line; on the Unix port it then exits 0,
+# a real board idles.
 #
 # Each message: {"dev", "boot", "seq" (0, 1, 2 ... within this boot, counted when publish() accepts it), "t"
 # (ms since boot), "reading", "pad"} padded to payload_bytes.
@@ -17,7 +15,12 @@ import time
 
 import dmqtt
 from dboard import console
-from dmqtt.errors import JournalError, MQTTError, PublishRefused, QueueFull, forget
+from dmqtt.errors import DmqttError, JournalError, MQTTError, forget
+
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
+    from dmqtt.client import Backoff
 
 _UNIX = sys.platform == "linux"
 _MQTT5 = 5  # dmqtt.codec.V5
@@ -34,6 +37,8 @@ def load_modules(cfg):
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
     else:
         names.append("dmqtt.transport")  # with TLS, dmqtt.tls is loaded only to build the context (tls_context)
+        if cfg["wifi"]:
+            names.append("dmqtt.wifi")
     if cfg["confirm"]:
         names.append("dmqtt.confirm")
     for name in names:
@@ -50,9 +55,7 @@ def tls_context(cfg):
     from dmqtt import tls
 
     try:
-        return tls.context(cfg["tls"], cfg["root"])
-    except tls.TLSConfigError as exc:
-        raise BadConfig(str(exc))
+        return tls.context(cfg["tls"], cfg["root"])  # TLSConfigError for a certificate or key it cannot use
     finally:
         forget("dmqtt.tls")
 
@@ -70,41 +73,36 @@ def next_boot(root):
     return boot
 
 
-class BadConfig(Exception):
-    """The config passed its checks but a file it names cannot be used (a certificate, a key)."""
-
-
 CLOCK_VALID_FROM = 2024  # a year before which the clock cannot be right: certificates are newer than that
 
 
-class HeapWatch:
-    """How close the board comes to a MemoryError: the lowest free heap after a collection, measured at each
-    connect, every _HEAP_EVERY accepted messages and at the end of the run, and the largest free block at that
-    low point (a fragmented heap fails an allocation that its total would allow). A collection costs about half
-    a millisecond at 110 KB on the Unix port; the block search, a few more, only at a new low."""
-
-    def __init__(self):
-        self.low = 0x7FFFFFFF
-        self.block = 0
-        # What TLS holds: the context (certificates mbedTLS parsed) and an open connection. On an ESP32 mbedTLS
-        # allocates from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's, so the
-        # summary says how much, for the figure a chip would show.
-        self.tls = 0
-        self.tls_session = 0
-
-    def collected(self):
-        gc.collect()
-        return gc.mem_free()
-
-    def check(self):
-        free = self.collected()
-        if free < self.low:
-            self.low = free
-            self.block = largest_block(free)
-        return free
+# How close the board comes to a MemoryError: the lowest free heap after a collection, measured at each connect,
+# every few accepted messages and at the end of the run, and the largest free block at that low point (a
+# fragmented heap fails an allocation that its total would allow). A collection costs about half a millisecond at
+# 110 KB on the Unix port; the block search, a few more, only at a new low. Module state, not an object: on a
+# deployed board a class costs heap that functions do not.
+heap_low = 0x7FFFFFFF
+heap_block = 0
+# What TLS holds: the context (certificates mbedTLS parsed) and an open connection. On an ESP32 mbedTLS allocates
+# from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's, so the summary says how much,
+# for the figure a chip would show.
+heap_tls = 0
+heap_tls_session = 0
 
 
-_HEAP_EVERY = 32
+def collected():
+    gc.collect()
+    return gc.mem_free()
+
+
+def heap_check():
+    """The free heap now, after a collection; a new low is kept, with its largest free block."""
+    global heap_low, heap_block
+    free = collected()
+    if free < heap_low:
+        heap_low = free
+        heap_block = largest_block(free)
+    return free
 
 
 def largest_block(limit):
@@ -127,70 +125,103 @@ def reading(seq):
     return 20.0 + (seq % 20) * 0.25
 
 
+def open_board(cfg, boot):
+    """The board of this boot, its journal open (what a power cut interrupted resumed), its WiFi supervised and
+    its client made. Boot code: forgotten once it has run (forget_boot_code)."""
+    global heap_tls
+    board = Board()
+    from dmqtt.client import Backoff, MQTTClient
+    from dmqtt.journal import open_journal
+
+    board.cfg = cfg
+    board.boot = boot
+    board.backoff = Backoff()
+    board.retry_at = time.ticks_ms()
+    board.heap_at_boot = 0
+    board.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
+    board.subscribed = False  # this boot has made its subscriptions
+    board.wifi = None
+    if cfg["wifi"] and cfg["transport"] == "tcp":
+        # dmqtt.wifi supervises the link; its events are said on the console (docs/console-protocol.md).
+        from dmqtt import wifi
+
+        w = cfg["wifi"]
+        wifi.start(w["ssid"], w["password"], w["ip"], w["bssid"])
+        wifi.on_up = board.on_wifi_up
+        wifi.on_down = board.on_wifi_down
+        board.wifi = wifi
+        board.wifi_from = time.ticks_ms()
+    # The transport's code (loaded by load_modules), only the one in use.
+    if cfg["transport"] == "serial":
+        from dlink.transport import LinkTransport
+
+        board.transport_class = LinkTransport
+    else:
+        from dmqtt.transport import TCPTransport
+
+        board.transport_class = TCPTransport
+    board.tls_ctx = None
+    if cfg["tls"]:
+        free = collected()
+        board.tls_ctx = tls_context(cfg)
+        heap_tls = free - collected()
+    # The journal first, and its backend's import garbage collected (on a deployed board the backend's code
+    # loads into the heap here): the client's buffers then find the free heap in larger blocks.
+    store = open_journal()
+    gc.collect()
+    client_class = MQTTClient
+    options = cfg["confirm"] or {}  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
+    if options:
+        from dmqtt.confirm import ConfirmingClient as client_class  # type: ignore[assignment]
+
+        options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
+    board.client = client_class(
+        cfg["client_id"],
+        store,
+        version=cfg["version"],
+        keepalive=cfg["keepalive"],
+        clean=False,
+        session_expiry=cfg["session_expiry"],
+        window=cfg["window"],
+        username=cfg["username"],
+        password=cfg["password"],
+        will=cfg["will"],
+        group_commit=cfg["group_commit"],
+        **options,
+    )
+    board.client.on_message = board.on_message
+    board.client.on_published = board.on_published
+    board.client.on_disconnect = board.on_disconnect
+    if options:
+        board.client.session.on_late = board.on_late  # a ConfirmingSession
+        # (config.py subscribes to its topic with the others)
+    if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
+        # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
+        board.client.session.journal.quiet = board.transport_class.hush
+    forget("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
+    for note in board.client.open():
+        print(note)
+    print(console.BOOT % (boot, board.client.outstanding(), dmqtt.__version__))
+    return board
+
+
 class Board:
-    def __init__(self, cfg, boot):
-        from dmqtt.client import Backoff, MQTTClient
-        from dmqtt.journal import open_journal
+    """The board application's state and the hooks its client calls; its run is continuous.py's or duty.py's.
+    open_board() sets every attribute (annotated here for the type checker: annotations cost a board nothing)."""
 
-        self.cfg = cfg
-        self.boot = boot
-        self.backoff = Backoff()
-        self.retry_at = time.ticks_ms()
-        self.heap_at_boot = 0
-        self.heap = HeapWatch()
-        self.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
-        self.subscribed = False  # this boot has made its subscriptions
-        # The transport's code (loaded by load_modules), only the one in use.
-        if cfg["transport"] == "serial":
-            from dlink.transport import LinkTransport
-
-            self.transport_class = LinkTransport
-        else:
-            from dmqtt.transport import TCPTransport
-
-            self.transport_class = TCPTransport  # type: ignore[assignment]
-        self.tls_ctx = None
-        if cfg["tls"]:
-            free = self.heap.collected()
-            self.tls_ctx = tls_context(cfg)
-            self.heap.tls = free - self.heap.collected()
-        # The journal first, and its backend's import garbage collected (on a deployed board the backend's code
-        # loads into the heap here): the client's buffers then find the free heap in larger blocks.
-        store = open_journal()
-        gc.collect()
-        client_class = MQTTClient
-        options = cfg["confirm"] or {}  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
-        if options:
-            from dmqtt.confirm import ConfirmingClient as client_class  # type: ignore[assignment]
-
-            options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
-        self.client = client_class(
-            cfg["client_id"],
-            store,
-            version=cfg["version"],
-            keepalive=cfg["keepalive"],
-            clean=False,
-            session_expiry=cfg["session_expiry"],
-            window=cfg["window"],
-            username=cfg["username"],
-            password=cfg["password"],
-            will=cfg["will"],
-            group_commit=cfg["group_commit"],
-            **options,
-        )
-        self.client.on_message = self.on_message
-        self.client.on_published = self.on_published
-        self.client.on_disconnect = self.on_disconnect
-        if options:
-            self.client.session.on_late = self.on_late  # type: ignore[attr-defined]  # a ConfirmingSession
-            # (config.py subscribes to its topic with the others)
-        if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
-            # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
-            self.client.session.journal.quiet = self.transport_class.hush
-        forget("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
-        for note in self.client.open():
-            print(note)
-        print(console.BOOT % (boot, self.client.outstanding(), dmqtt.__version__))
+    cfg: dict[str, Any]
+    boot: int
+    client: Any  # dmqtt.client.MQTTClient, or dmqtt.confirm.ConfirmingClient with confirm
+    backoff: Backoff
+    retry_at: Any  # ticks: the next connection attempt, not before
+    heap_at_boot: int
+    finished: bool  # every message acknowledged: the DISCONNECT that follows is ours
+    subscribed: bool  # this boot has made its subscriptions
+    wifi: Any  # dmqtt.wifi, supervising the link; None without WiFi (the serial link, or no "wifi")
+    wifi_from: Any  # ticks: when the supervision began
+    transport_class: Any
+    tls_ctx: Any
+    dropped = 0  # QoS 0 readings dropped while the WiFi was down
 
     def on_message(self, topic, payload, qos, retain, dup):
         print(console.MESSAGE % (topic, qos, payload))
@@ -204,6 +235,16 @@ class Board:
     def on_late(self, count):
         print(console.UNCONFIRMED % (count, self.cfg["confirm"]["timeout_s"]))
 
+    def on_wifi_up(self, outage_ms):
+        wifi = self.wifi
+        if outage_ms is None:
+            print(console.WIFI_JOINED % (wifi.sta.ifconfig()[0], time.ticks_diff(time.ticks_ms(), self.wifi_from)))
+        else:
+            print(console.WIFI_UP % outage_ms)
+
+    def on_wifi_down(self):
+        print(console.WIFI_DOWN % self.wifi.sta.status())
+
     def on_published(self, pid, code):
         if code >= 0x80:  # counted by the client (client.refused)
             print(console.PUBLISH_NACKED % (pid, code))
@@ -213,13 +254,11 @@ class Board:
         client = self.client
         if client.connected:
             return True
+        if self.wifi is not None and not self.wifi.check():
+            return False  # no MQTT attempt without a link: the WiFi supervision rejoins, with its own backoff
         if time.ticks_diff(time.ticks_ms(), self.retry_at) < 0:
             return False
         try:
-            if self.cfg["wifi"] and self.cfg["transport"] == "tcp":
-                import realboard
-
-                realboard.join_wifi(self.cfg["wifi"])
             present = client.connect(self.open_transport())
             print(console.CONNECTED % (present, client.outstanding()))
             # The session keeps its subscriptions: made again at a boot's first connection (the config may have
@@ -235,7 +274,7 @@ class Board:
                     client.subscribe(topic, qos)
                 self.subscribed = True
             self.backoff.reset()
-            self.heap.check()
+            heap_check()
             return True
         except (OSError, MQTTError) as exc:
             client.close()
@@ -250,6 +289,7 @@ class Board:
             return False
 
     def open_transport(self):
+        global heap_tls_session
         cfg = self.cfg
         if cfg["transport"] == "serial":
             uart = cfg["uart"]
@@ -268,123 +308,50 @@ class Board:
             import realboard
 
             realboard.set_clock(CLOCK_VALID_FROM)
-        free = self.heap.collected()
+        free = collected()
         transport = self.transport_class(
             cfg["host"], cfg["port"], tls=self.tls_ctx, server_hostname=tls["server_hostname"]
         )
-        self.heap.tls_session = max(self.heap.tls_session, free - self.heap.collected())
+        heap_tls_session = max(heap_tls_session, free - collected())
         return transport
 
-    def ensure_connected(self):
+    def ensure_connected(self, qos0=False, deadline=None):
+        """Until connected (True). For a QoS 0 message (`qos0`: it is not queued), not through a WiFi outage,
+        nor past `deadline` (ticks): False then, and the reading is dropped (counted)."""
         while not self.try_connect():
-            time.sleep_ms(max(1, time.ticks_diff(self.retry_at, time.ticks_ms())))
+            if qos0 and (
+                (self.wifi and not self.wifi.up) or (deadline and time.ticks_diff(deadline, time.ticks_ms()) <= 0)
+            ):
+                return False
+            time.sleep_ms(max(1, min(50, time.ticks_diff(self.retry_at, time.ticks_ms()))))
+        return True
 
-    def idle(self, ms):
-        """Serve the connection (acks, keep-alive, reconnects) for ms milliseconds."""
-        deadline = time.ticks_add(time.ticks_ms(), ms)
-        while True:
-            left = time.ticks_diff(deadline, time.ticks_ms())
-            if self.try_connect():
-                try:
-                    self.client.poll(max(0, min(100, left)))
-                except (OSError, MQTTError):
-                    self.client.close()  # said by on_disconnect
-            elif left > 0:
-                time.sleep_ms(min(left, 50))
-            if time.ticks_diff(deadline, time.ticks_ms()) <= 0:
-                return
+    def payload(self, seq):
+        cfg = self.cfg
+        body = {
+            "dev": cfg["client_id"],
+            "boot": self.boot,
+            "seq": seq,
+            "t": time.ticks_ms(),
+            "reading": reading(seq),
+        }
+        if cfg["payload_bytes"]:
+            body["pad"] = ""
+            body["pad"] = "x" * max(0, cfg["payload_bytes"] - len(json.dumps(body)))
+        return json.dumps(body).encode()
 
-    def heap_checkpoint(self, seq):
-        """Every _HEAP_EVERY accepted messages, and with heap_log_every N a line every N (so that a long run
-        shows whether the heap holds: no leak, no fragmentation that grows)."""
-        every = self.cfg["heap_log_every"]
-        logged = every and seq % every == 0
-        if logged or seq % _HEAP_EVERY == 0:
-            free = self.heap.check()
-            if logged:
-                print(console.HEAP % (seq, free, largest_block(free)))
-
-    def run(self):
+    def finish(self, seq, total, start):
+        """The run is complete: the summary line (its keys in the order dboard/console.py defines them), after a
+        clean DISCONNECT."""
         cfg = self.cfg
         client = self.client
-        done_before = client.mark  # accepted in earlier boots of this run
-        todo = max(0, cfg["count"] - done_before)
-        topic = cfg["topic"].encode()
-        start = time.ticks_ms()
-        seq = 0
-        skipped = 0  # messages publish() refused outright (too large for this broker): not accepted, not retried
-        self.try_connect()
-        while seq + skipped < todo:
-            if cfg["qos"] == 0:
-                self.ensure_connected()  # QoS 0 is not queued: it needs the connection
-            body = {
-                "dev": cfg["client_id"],
-                "boot": self.boot,
-                "seq": seq,
-                "t": time.ticks_ms(),
-                "reading": reading(seq),
-            }
-            if cfg["payload_bytes"]:
-                body["pad"] = ""
-                body["pad"] = "x" * max(0, cfg["payload_bytes"] - len(json.dumps(body)))
-            try:
-                # QoS 1/2 while disconnected: accepted into the journal (the offline queue) and sent on reconnect.
-                wait = 30000 if client.connected else 0
-                client.publish(
-                    topic, json.dumps(body).encode(), cfg["qos"], mark=done_before + seq + 1, timeout_ms=wait
-                )
-            except QueueFull:
-                print(console.QUEUE_FULL % client.outstanding())
-                self.ensure_connected()
-                continue
-            except PublishRefused as exc:
-                skipped += 1  # counted by the client (client.refused)
-                print(console.PUBLISH_REFUSED % exc)
-                continue
-            except (OSError, MQTTError):
-                client.close()  # said by on_disconnect
-                continue
-            seq += 1  # counted when publish() has accepted it
-            group = cfg["group_commit"]
-            if cfg["qos"] and not group:
-                print(console.ACCEPTED % (self.boot, seq - 1))  # the witness: on the console before any cut
-            self.heap_checkpoint(seq)
-            if not group or seq % group == 0 or seq == todo:
-                client.flush()  # with group commit: the group is made durable here
-                if cfg["qos"] and group:
-                    print(console.ACCEPTED % (self.boot, seq - 1))
-                self.idle(cfg["interval_ms"])
-        if cfg["qos"] and cfg["group_commit"] and seq % cfg["group_commit"] and seq != todo:
-            client.flush()  # a last group cut short by refused messages
-            print(console.ACCEPTED % (self.boot, seq - 1))
-        while client.outstanding():
-            self.ensure_connected()
-            try:
-                client.wait_idle(60000)
-            except (OSError, MQTTError):
-                client.close()  # said by on_disconnect
-        if cfg["confirm"]:
-            # Until the recorder has stored every message (sending again what it lacks), while it makes progress:
-            # three timeouts without a confirmation moving the floor end the wait (a recorder down or catching up
-            # on a backlog takes longer than that to come back). What is still unconfirmed then is counted in the
-            # summary and stays in the journal, for the next boot.
-            patience = 3000 * cfg["confirm"]["timeout_s"]
-            left = client.unconfirmed()  # type: ignore[attr-defined]
-            until = time.ticks_add(time.ticks_ms(), patience)
-            while (left or client.outstanding()) and time.ticks_diff(until, time.ticks_ms()) > 0:
-                self.idle(100)
-                now_left = client.unconfirmed()  # type: ignore[attr-defined]
-                if now_left < left:
-                    left = now_left
-                    until = time.ticks_add(time.ticks_ms(), patience)
-        self.heap.check()
-        # The summary line: its keys in the order dboard/console.py defines them.
+        heap_check()
         values = (
             cfg["client_id"],
             self.boot,
             cfg["qos"],
             seq,
-            done_before + seq,
+            total,
             cfg["count"],
             client.refused,
             client.reconnects,
@@ -392,16 +359,24 @@ class Board:
             time.ticks_diff(time.ticks_ms(), start),
             self.heap_at_boot,
             gc.mem_free(),
-            self.heap.low,
-            self.heap.block,
-            self.heap.tls + self.heap.tls_session,
+            heap_low,
+            heap_block,
+            heap_tls + heap_tls_session,
             dmqtt.__version__,
         )
         summary = dict(zip(console.SUMMARY_KEYS, values))
         if cfg["transport"] == "serial":
             summary["link"] = self.transport_class.stats()
         if cfg["confirm"]:
-            summary["confirm"] = client.session.stats()  # type: ignore[attr-defined]
+            summary["confirm"] = client.session.stats()
+        wifi = self.wifi
+        if wifi is not None:
+            summary["wifi"] = {
+                "joins": wifi.joins,
+                "outages": wifi.outages,
+                "offline_ms": wifi.offline_ms + wifi.offline_now(),
+                "dropped": self.dropped,
+            }
         self.finished = True
         client.disconnect()
         print(json.dumps(summary))
@@ -412,7 +387,7 @@ def forget_boot_code():
     heap for as long as the function is, and these are a kilobyte the run can use (the config checker and the
     journal's opener go the same way, as whole modules)."""
     g = globals()
-    for name in ("load_modules", "next_boot", "read_config", "tls_context", "forget_boot_code"):
+    for name in ("load_modules", "next_boot", "read_config", "tls_context", "open_board", "forget_boot_code"):
         del g[name]
 
 
@@ -443,20 +418,32 @@ def main(heap_at_boot):
     gc.collect()
     load_modules(cfg)
     try:
-        board = Board(cfg, next_boot(cfg["root"]))
+        board = open_board(cfg, next_boot(cfg["root"]))
         forget_boot_code()
         board.heap_at_boot = heap_at_boot
-        board.run()
-    except BadConfig as exc:
+        # A board that sleeps between readings wakes to one; any other runs until every reading is published.
+        if cfg["sleep"]:
+            from duty import run
+        else:
+            from continuous import run
+    except JournalError as exc:
+        return journal_stop(exc)
+    except DmqttError as exc:  # dmqtt.tls.TLSConfigError: a certificate or key the config names is unusable
         print(console.CONFIG_ERROR % exc)  # names the field and the problem, never key material
         print("fix config.json (or the files it names) and reset the board")
         return 3  # console_host.CONFIG_ERROR_STATUS
+    try:
+        run(board)
     except JournalError as exc:
-        # The flash under the journal failed (or is full of live records): retrying the same program would
-        # only spin. Say where, and stop; start() decides whether a reset may help.
-        print(console.JOURNAL_ERROR % exc)
-        return JOURNAL_FAILED
+        return journal_stop(exc)
     return 0
+
+
+def journal_stop(exc):
+    """The flash under the journal failed (or is full of live records): retrying the same program would only
+    spin. Say where, and stop; start() decides whether a reset may help."""
+    print(console.JOURNAL_ERROR % exc)
+    return JOURNAL_FAILED
 
 
 JOURNAL_FAILED = 5

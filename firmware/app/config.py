@@ -18,7 +18,7 @@ KEYS = (
     "client_id mqtt_version transport broker uart wifi will username password publish subscribe tls keepalive_s"
     " session_expiry_s window group_commit heap_log_every publish.topic publish.qos publish.count"
     " publish.interval_ms publish.payload_bytes uart.id uart.baud uart.tx uart.rx uart.pause wifi.ssid"
-    " wifi.password"
+    " wifi.password wifi.ip wifi.bssid sleep sleep.every_s sleep.awake_s"
     " will.topic will.payload will.qos will.retain tls.ca tls.cert tls.key tls.server_hostname tls.insecure"
     " subscribe.topic subscribe.qos confirm confirm.topic confirm.timeout_s confirm.hold"
 ).split()
@@ -120,6 +120,46 @@ def _tls(raw, transport):
     }
 
 
+def _wifi(wifi):
+    """wifi: {ssid, password, ip, bssid}; None without it. ip: [address, mask, gateway, dns] for a static address
+    (no DHCP); bssid: the access point's, "aa:bb:cc:dd:ee:ff" (no scan of every channel)."""
+    if wifi is None:
+        return None
+    if not isinstance(wifi, dict) or not isinstance(wifi.get("ssid"), str) or not wifi["ssid"]:
+        raise ConfigError("wifi must be {ssid, password, ip, bssid}")
+    ip = wifi.get("ip")
+    if ip is not None and not (isinstance(ip, list) and len(ip) == 4 and all(_dotted(a, ".", 10, 4) for a in ip)):
+        raise ConfigError("wifi.ip must be [address, mask, gateway, dns], four dotted addresses")
+    bssid = wifi.get("bssid")
+    if bssid is not None and not _dotted(bssid, ":", 16, 6):
+        raise ConfigError('wifi.bssid must be six hex bytes, "aa:bb:cc:dd:ee:ff"')
+    return {
+        "ssid": wifi["ssid"],
+        "password": str(wifi.get("password", "")),
+        "ip": tuple(ip) if ip else None,
+        "bssid": bytes(int(b, 16) for b in bssid.split(":")) if bssid else None,
+    }
+
+
+def _dotted(text, sep, base, count):
+    """`text` is `count` bytes written in `base` and joined by `sep` (an IPv4 address, a MAC address)."""
+    try:
+        parts = [int(p, base) for p in text.split(sep)]
+    except (AttributeError, ValueError):
+        return False
+    return len(parts) == count and all(0 <= p < 256 for p in parts)
+
+
+def _sleep(raw):
+    """sleep: {every_s, awake_s}: a reading at each wake, then deep sleep; None without it."""
+    sleep = raw.get("sleep")
+    if sleep is None:
+        return None
+    if not isinstance(sleep, dict):
+        raise ConfigError("sleep must be {every_s, awake_s}")
+    return {"every_s": _int(sleep, "every_s", 60, 1, 86400), "awake_s": _int(sleep, "awake_s", 30, 1, 3600)}
+
+
 def _int(raw, key, default, low, high):
     value = raw.get(key, default)
     if not isinstance(value, int) or not low <= value <= high:
@@ -191,9 +231,7 @@ def check(raw):
         raise ConfigError("uart must be {id, baud, tx, rx, pause}")
     if not isinstance(uart.get("pause", True), bool):
         raise ConfigError("uart.pause must be true or false")
-    wifi = raw.get("wifi")
-    if wifi is not None and (not isinstance(wifi, dict) or not wifi.get("ssid")):
-        raise ConfigError("wifi must be {ssid, password}")
+    wifi = _wifi(raw.get("wifi"))
     will = raw.get("will")
     if will is not None:
         if not isinstance(will, dict) or not isinstance(will.get("topic"), str) or will.get("qos", 0) not in (0, 1, 2):
@@ -237,6 +275,7 @@ def check(raw):
         "host": host,
         "port": port,
         "wifi": wifi,
+        "sleep": _sleep(raw),
         "keepalive": _int(raw, "keepalive_s", 60, 0, 65535),
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
         "window": "auto" if raw.get("window", "auto") == "auto" else _int(raw, "window", 8, 1, 65535),

@@ -1,31 +1,10 @@
 # What only a real board does, kept out of board_app.py so that a board loads it only when it needs it (a
-# deployed board pays its code in heap): join WiFi, set the clock by NTP before TLS checks a certificate's dates,
-# and, when a run ends, reset after a journal error (a few times) or idle with the REPL reachable.
+# deployed board pays its code in heap): set the clock by NTP before TLS checks a certificate's dates, and, when a
+# run ends, reset after a journal error (a few times) or idle with the REPL reachable. (WiFi is dmqtt.wifi's.)
 
 import time
 
 from dboard import console
-
-
-def join_wifi(wifi):
-    """A real board on TCP joins WiFi first, with retries; the Unix port has no network module."""
-    try:
-        import network
-    except ImportError:
-        return
-    sta = network.WLAN(network.STA_IF)
-    sta.active(True)
-    for attempt in range(10):
-        if sta.isconnected():
-            return
-        sta.connect(wifi["ssid"], wifi.get("password", ""))
-        for _ in range(100):
-            if sta.isconnected():
-                print("wifi: connected", sta.ifconfig()[0])
-                return
-            time.sleep_ms(100)
-        print("wifi: attempt %d failed" % (attempt + 1))
-    raise OSError("wifi: could not join %s" % wifi["ssid"])
 
 
 def set_clock(valid_from):

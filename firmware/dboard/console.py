@@ -26,6 +26,13 @@ JOURNAL_ERROR = "journal error: %s"  # the flash under the journal failed (statu
 # With confirm: messages the broker acknowledged stayed unconfirmed by the recorder for confirm.timeout_s (said
 # once per boot; they are sent again, and counted in the summary's "confirm").
 UNCONFIRMED = "unconfirmed: %d messages not confirmed by the recorder after %d s; sending them again"
+# With wifi: the boot's first join (address, ms since the first attempt); the link dropped (the station's
+# status), said once per outage; the link back, with the outage's length.
+WIFI_JOINED = "wifi: joined %s in %d ms"
+WIFI_DOWN = "wifi: down (status %d)"
+WIFI_UP = "wifi: up again after %d ms"
+# With sleep: the boot ends in deep sleep for this long, with these QoS 1/2 messages still unacknowledged.
+SLEEP = "sleep: %d ms, %d in flight"
 
 # The summary: one line, a JSON object with these keys (all integers but dev and version, the client's
 # dmqtt.__version__; "link", the serial link's counters as an object, only on the serial transport; "confirm",

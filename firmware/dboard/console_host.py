@@ -27,6 +27,10 @@ FORMATS: dict[str, str] = {
     "config_error": console.CONFIG_ERROR,
     "journal_error": console.JOURNAL_ERROR,
     "unconfirmed": console.UNCONFIRMED,
+    "wifi_joined": console.WIFI_JOINED,
+    "wifi_down": console.WIFI_DOWN,
+    "wifi_up": console.WIFI_UP,
+    "sleep": console.SLEEP,
 }
 # The board's main() returns this after a config_error line (docs/console-protocol.md): a virtual board's exit
 # status. (The board writes the literal: a name there would cost a deployed board heap it does not have.)

@@ -22,11 +22,16 @@ class CutPlan:
     cuts: power cuts wanted at most (None: every boot gets one, the run completes when a boot outruns it).
     inside_flash: the share of cuts made inside a flash program or erase (boards that allow it; others get a
     cut at a random moment instead). flash_ops: the range the operation is drawn from (1-based, per boot).
-    window: seconds after boot within which a cut at a random moment falls; accepted: see below."""
+    in_sleep: the share of cuts made inside a deep sleep (boards that sleep in no host time; others get a cut
+    at a random moment, which lands in a sleep as often as the board sleeps), the Nth sleep from the start drawn
+    from `sleeps`. window: seconds after boot within which a cut at a random moment falls; accepted: see
+    below."""
 
     cuts: int | None = 3
     inside_flash: float = 0.5
     flash_ops: tuple[int, int] = (5, 150)
+    in_sleep: float = 0.0
+    sleeps: tuple[int, int] = (1, 20)
     window: tuple[float, float] = (0.2, 1.0)
     max_boots: int = 400
     # Instead of a random moment: right after the board says it accepted a message drawn from this range (its
@@ -44,6 +49,7 @@ class CycleResult:
     boots: int = 0
     cuts: int = 0
     cuts_in_flash: int = 0
+    cuts_in_sleep: int = 0
     summary: dict[str, object] | None = None
     last: BootEnd | None = None
     ends: list[str] = field(default_factory=list)
@@ -80,11 +86,17 @@ def check_reboots(dut: Dut, result: CycleResult, end: BootEnd) -> None:
 
 
 def boot_once(
-    dut: Dut, cut_after: float | None = None, cut_at_op: int = 0, timeout: float = 300, cut_accepted: int = 0
+    dut: Dut,
+    cut_after: float | None = None,
+    cut_at_op: int = 0,
+    timeout: float = 300,
+    cut_accepted: int = 0,
+    cut_in_sleep: int = 0,
 ) -> BootEnd:
-    """One boot (machine.reset() included), optionally cut `cut_after` seconds in, at flash operation
-    `cut_at_op`, or right after the board's `cut_accepted`th accepted message of this boot."""
-    dut.start(cut_at_op=cut_at_op)
+    """One boot (the resets and wakes from deep sleep that follow it included), optionally cut `cut_after`
+    seconds in, at flash operation `cut_at_op`, right after the board's `cut_accepted`th accepted message since
+    this start, or inside its `cut_in_sleep`th deep sleep."""
+    dut.start(cut_at_op=cut_at_op, cut_in_sleep=cut_in_sleep)
     done = threading.Event()  # this boot has ended: a watcher must not cut the next one
     watcher: threading.Thread | None = None
     if cut_after is not None:
@@ -105,13 +117,13 @@ def boot_once(
 
 
 def _cut_when_accepted(dut: Dut, n: int, done: threading.Event) -> None:
-    """Cut the power once this boot's console shows `n` accepted messages (read every 5 ms, only what is new:
-    a few more may be accepted meanwhile); nothing if the boot ends first."""
+    """Cut the power once the console since this start shows `n` accepted messages (read every 5 ms, only what
+    is new: a few more may be accepted meanwhile); nothing if the boot ends first."""
     seen = 0
     read = 0
     partial = ""
     while not done.wait(0.005):
-        text = dut.console.text()
+        text = dut.console.since_start()
         new, read = partial + text[read:], len(text)
         *whole, partial = new.split("\n")
         seen += len(console_host.lines("\n".join(whole), "accepted"))
@@ -133,9 +145,15 @@ def run_to_completion(
     result = CycleResult()
     while stop is None or not stop.is_set():
         cut_after: float | None = None
-        cut_at_op = cut_accepted = 0
+        cut_at_op = cut_accepted = cut_in_sleep = 0
         if plan.cuts is None or result.cuts < plan.cuts:
-            if dut.flash_cuts and rng.random() < plan.inside_flash:
+            draw = rng.random()
+            if draw < plan.in_sleep:
+                if dut.sleep_cuts:
+                    cut_in_sleep = rng.randrange(*plan.sleeps)
+                else:
+                    cut_after = rng.uniform(*plan.window)
+            elif dut.flash_cuts and draw < plan.in_sleep + plan.inside_flash:
                 cut_at_op = rng.randrange(*plan.flash_ops)
             elif plan.accepted is not None:
                 cut_accepted = rng.randrange(*plan.accepted)
@@ -144,7 +162,7 @@ def run_to_completion(
         if on_boot is not None:
             on_boot(result, f"boot {result.boots + 1} running")
         started = time.monotonic()
-        end = boot_once(dut, cut_after, cut_at_op, timeout, cut_accepted)
+        end = boot_once(dut, cut_after, cut_at_op, timeout, cut_accepted, cut_in_sleep)
         result.boots += 1
         result.last = end
         result.ends.append(end.kind)
@@ -152,6 +170,7 @@ def run_to_completion(
         if end.kind == "power-cut":
             result.cuts += 1
             result.cuts_in_flash += 1 if cut_at_op else 0
+            result.cuts_in_sleep += 1 if cut_in_sleep else 0
             if on_boot is not None:
                 on_boot(result, f"power cut {result.cuts}")
             if result.boots >= plan.max_boots:

@@ -33,7 +33,9 @@ class DutError(HostBridgeError):
 
 @dataclass
 class BootEnd:
-    """How one boot ended: "done" (the run completed: `summary` is its last line), "power-cut", or "failed"."""
+    """How one boot ended: "done" (the run completed: `summary` is its last line), "power-cut", "asleep" (in a
+    deep sleep with no timer to wake it), or "failed". A boot the bench started includes the boots the board made
+    by itself after it (resets, wakes from deep sleep): `console` holds them all."""
 
     kind: str
     status: int | None  # the process's exit status (virtual boards)
@@ -50,16 +52,25 @@ class ConsoleLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
         self.boot_offset = 0
+        self.start_offset = 0  # where the bench's last start() began: its boots since (resets, wakes) follow
 
-    def new_boot(self, boot: int) -> None:
+    def new_boot(self, boot: int, started: bool = True) -> None:
+        """A boot's header; `started`: the bench started this boot (not a reset or a wake of the board's own)."""
         if self.path is not None:
             with open(self.path, "ab") as f:
+                if started:
+                    self.start_offset = f.tell()
                 f.write(f"=== boot {boot} ===\n".encode())
                 self.boot_offset = f.tell()
 
     def text(self) -> str:
         """This boot's console so far."""
         return self._read(self.boot_offset)
+
+    def since_start(self) -> str:
+        """The console since the bench last started the board: every boot the board made since by itself (a
+        reset, a wake from deep sleep), each after its `=== boot N ===` line."""
+        return self._read(self.start_offset)
 
     def all(self) -> str:
         """Every boot's console, each after its `=== boot N ===` line: what the board printed before each cut
@@ -78,6 +89,7 @@ class Dut(ABC):
     """What every device under test offers a scenario. Subclasses fill in the hardware."""
 
     flash_cuts = False  # can a power cut land inside a chosen flash operation?
+    sleep_cuts = False  # can a power cut land inside a chosen deep sleep? (a board that sleeps in no host time)
     can_unplug = False
     link_port: str | None = None  # host end of the board's link UART, for the bridge
     # What a completed run's summary line must hold (dboard/console.py): the board application's keys, unless
@@ -117,7 +129,9 @@ class Dut(ABC):
         return True
 
     @abstractmethod
-    def start(self, cut_at_op: int = 0) -> None: ...
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+        """A boot. `cut_at_op`: a power cut during this boot's Nth flash program or erase (flash_cuts);
+        `cut_in_sleep`: a power cut during the Nth deep sleep the board goes into from here (sleep_cuts)."""
 
     @abstractmethod
     def power_cut(self) -> None: ...
@@ -167,6 +181,6 @@ class Dut(ABC):
     def alive(self) -> bool:
         return True
 
-    def _begin_boot(self) -> None:
+    def _begin_boot(self, started: bool = True) -> None:
         self.boots += 1
-        self.console.new_boot(self.boots)
+        self.console.new_boot(self.boots, started)

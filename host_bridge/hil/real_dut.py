@@ -113,9 +113,11 @@ class SerialDut(Dut):
             finally:
                 self._open()
 
-    def start(self, cut_at_op: int = 0) -> None:
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
         if cut_at_op:
             raise DutError(f"{self.name}: a real board cannot be cut inside a chosen flash operation")
+        if cut_in_sleep:
+            raise DutError(f"{self.name}: a real board sleeps in real time: cut it at a moment instead")
         with self._power:
             self._begin_boot()
             self._cut_requested = False

@@ -7,6 +7,7 @@ import json
 import random
 import signal
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from dboard import console_host
@@ -21,6 +22,7 @@ from host_bridge.net import Destination, add_wait_argument, await_broker
 from host_bridge.vboard.flash_image import parse_size, size_argument
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
+from host_bridge.vboard.wifi import AccessPoint, JoinModel, Outage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,8 +72,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cut.add_argument("--cut-op", type=int, default=0, metavar="N", help="cut power during the Nth program/erase")
     cut.add_argument("--cut-after", type=float, metavar="S", help="cut power S seconds after boot")
     cut.add_argument("--cut-random", type=float, metavar="S", help="cut power at a random moment within S seconds")
+    wifi = parser.add_argument_group("WiFi (the board's network.WLAN joins a virtual access point on this host)")
+    wifi.add_argument(
+        "--ap",
+        metavar="SSID:PASSWORD",
+        help="the access point is this network: another name or password fails to join, as on a chip "
+        "(default: it takes any)",
+    )
+    wifi.add_argument(
+        "--ap-outage",
+        action="append",
+        default=[],
+        type=Outage.parse,
+        metavar="AT:FOR",
+        help="the access point goes down AT seconds after start, for FOR seconds (repeatable)",
+    )
+    wifi.add_argument(
+        "--ap-outages",
+        type=float,
+        metavar="RATE",
+        help="random outages, RATE a minute on average, each 1 to 30 s long (seeded by --seed)",
+    )
+    wifi.add_argument(
+        "--join-scale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="host time a join or a scan takes, as a share of a chip's (default 1: a DHCP join takes 1.75 s)",
+    )
+    wifi.add_argument(
+        "--beacon-timeout",
+        type=float,
+        default=6.0,
+        metavar="S",
+        help="seconds without the access point before a station notices it is gone (ESP-IDF's default: 6)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for line faults and half-done operations")
-    parser.add_argument("--stats", action="store_true", help="print flash counters as `flash-stats: JSON` at exit")
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="print flash counters as `flash-stats: JSON` at exit, sleep counters as `sleep-stats: JSON` and the "
+        "access point's as `ap-stats: JSON`",
+    )
     parser.add_argument(
         "--flash-timing", action="store_true", help="programs and erases take a real SPI NOR chip's time (W25Q32JV)"
     )
@@ -95,6 +137,22 @@ def run(args: argparse.Namespace) -> int:
                 f"is it running (host-bridge broker starts one), and is the broker in {args.config} right?",
             )
     faults = None if args.no_serial else LineFaults(args.baud, args.noise, args.drop, args.garbage, args.seed)
+    ssid = password = None
+    if args.ap is not None:
+        ssid, sep, password = args.ap.partition(":")
+        if not ssid or not sep:
+            raise VBoardError(f"--ap is SSID:PASSWORD (an open network: SSID:), not {args.ap!r}")
+    if args.beacon_timeout < 0:
+        raise VBoardError(f"--beacon-timeout must be 0 or more seconds, not {args.beacon_timeout}")
+    ap = AccessPoint(
+        args.flash.with_name(args.flash.name + ".ap"),
+        ssid,
+        password,
+        JoinModel(scale=args.join_scale, beacon_ms=round(args.beacon_timeout * 1000)),
+        args.ap_outage,
+    )
+    if args.ap_outages is not None:
+        ap.random_outages(args.ap_outages, seed=args.seed)
     # Ended by SIGTERM (a harness, systemd, `kill`): unwind, so that the board and its serial line go with us.
     # SIGKILL cannot be caught: then the kernel's parent-death signal takes the board down (see runner.py).
     signal.signal(signal.SIGTERM, _terminated)
@@ -117,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
         install=args.install,
         deploy=not args.no_deploy,
         console_pty=args.console or False,
+        ap=ap,
     )
     cut_after = args.cut_after
     if args.cut_random is not None:
@@ -128,8 +187,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"console-port: {dut.vboard.console_port}", flush=True)
         sys.stdout.flush()
         end = boot_once(dut, cut_after, args.cut_op, timeout=_NO_TIMEOUT)
-        if dut.boots > 1:
-            print(f"vboard: resets booted the board {dut.boots - 1} more time(s)", file=sys.stderr, flush=True)
+        wakes = dut.vboard.wakes
+        if dut.boots - 1 - wakes > 0:
+            print(f"vboard: resets booted the board {dut.boots - 1 - wakes} more time(s)", file=sys.stderr, flush=True)
+        if wakes:
+            slept = dut.vboard.sleep_stats()["deep_slept_ms"] / 1000
+            print(f"vboard: the board woke {wakes} time(s) from deep sleep, {slept:.0f} s asleep", file=sys.stderr)
+        if end.kind == "asleep":
+            print("vboard: the board is in deep sleep with no timer to wake it", file=sys.stderr, flush=True)
         if end.kind == "power-cut":
             print("vboard: power cut; the flash file keeps what was programmed", file=sys.stderr, flush=True)
         if end.status == console_host.CONFIG_ERROR_STATUS:
@@ -142,10 +207,13 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.stats:
             print("flash-stats: " + json.dumps(dut.stats(), sort_keys=True), flush=True)
+            print("sleep-stats: " + json.dumps(dut.vboard.sleep_stats(), sort_keys=True), flush=True)
+            print("ap-stats: " + json.dumps(asdict(ap.stats), sort_keys=True), flush=True)
         assert end.status is not None
-        return end.status
+        return 0 if end.kind == "asleep" else end.status
     finally:
         dut.close()
+        ap.close()
 
 
 _NO_TIMEOUT = 10 * 365 * 24 * 3600.0  # a board on the command line runs until it ends or is ended

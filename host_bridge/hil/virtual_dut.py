@@ -17,14 +17,16 @@ from host_bridge.boards.definition import BoardDefinition
 from host_bridge.boards.firmware_build import secrets_of
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.power import PowerSwitch, SigkillSwitch
-from host_bridge.vboard.runner import POWER_CUT_EXIT_STATUS, VirtualBoard
+from host_bridge.vboard.runner import DEEPSLEEP_EXIT_STATUS, POWER_CUT_EXIT_STATUS, VirtualBoard
 from host_bridge.vboard.serial_line import LineFaults
+from host_bridge.vboard.wifi import AccessPoint
 
 
 class VirtualDut(Dut):
     """The virtual board as a device under test."""
 
     flash_cuts = True
+    sleep_cuts = True
     can_unplug = True
 
     def __init__(
@@ -54,6 +56,7 @@ class VirtualDut(Dut):
         self.link_port = str(self.vboard.serial_link) if faults is not None else None
         self._console_target = console
         self._cut_requested = False
+        self._cut_in_sleep = 0
         self._seeds = random.Random(seed)
         self.pids: list[int] = []  # every boot's process, so a harness can show they all ended
 
@@ -76,8 +79,18 @@ class VirtualDut(Dut):
             raise DutError(f"{self.name} has no serial line")
         self.vboard.line.set_faults(faults)
 
-    def start(self, cut_at_op: int = 0) -> None:
-        self._begin_boot()
+    @property
+    def ap(self) -> AccessPoint:
+        """The access point this board's WiFi joins (its own, unless one was given to share)."""
+        assert self.vboard.ap is not None, f"{self.name} is closed"
+        return self.vboard.ap
+
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+        self._cut_in_sleep = cut_in_sleep
+        self._boot(cut_at_op, started=True)
+
+    def _boot(self, cut_at_op: int, started: bool) -> None:
+        self._begin_boot(started)
         self._cut_requested = False
         board = self.vboard
         board.cut_at_op = cut_at_op
@@ -101,9 +114,11 @@ class VirtualDut(Dut):
         return process is not None and process.poll() is None
 
     def wait_boot(self, timeout: float) -> BootEnd:
-        """Until this boot's process ends; machine.reset() or a soft reset at the REPL boots it again (reset cause
-        HARD_RESET or SOFT_RESET) and the wait goes on."""
+        """Until the board stops booting by itself: machine.reset() or a soft reset at the REPL boots it again
+        (reset cause HARD_RESET or SOFT_RESET), and so does the timer of a deep sleep (DEEPSLEEP_RESET, at once:
+        sleep takes no host time), and the wait goes on. The boot's console is every boot's since start()."""
         deadline = time.monotonic() + timeout
+        sleeps = 0
         while True:
             try:
                 status = self.vboard.wait(max(0.1, deadline - time.monotonic()))
@@ -113,10 +128,19 @@ class VirtualDut(Dut):
                     f"{self.name}: boot {self.boots} did not end within {timeout:.0f} s (cut now); "
                     f"console log {self.console.path}"
                 ) from None
-            if not self.vboard.next_boot(status):
+            rebooting = self.vboard.next_boot(status)
+            if status == DEEPSLEEP_EXIT_STATUS:
+                sleeps += 1
+                if sleeps == self._cut_in_sleep:
+                    self.power_cut()  # the board is asleep: it loses its RTC memory, its next boot is a power-on
+                    status = POWER_CUT_EXIT_STATUS
+                    break
+            if not rebooting:
                 break
-            self.start()
-        text = self.console.text()
+            self._boot(0, started=False)
+        text = self.console.since_start()
+        if status == DEEPSLEEP_EXIT_STATUS:
+            return BootEnd("asleep", status, None, text)  # a deep sleep without a timer: nothing wakes it
         if status == POWER_CUT_EXIT_STATUS:
             self.cuts += 1
             return BootEnd("power-cut", status, None, text)

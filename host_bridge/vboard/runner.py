@@ -38,6 +38,7 @@ from host_bridge.processes import dies_with_parent, register
 from host_bridge.vboard.console import Console
 from host_bridge.vboard.flash_image import SECTOR, FlashLock, create_flash, parse_size, read_stats, stats_path
 from host_bridge.vboard.serial_line import LineFaults, SerialLine
+from host_bridge.vboard.wifi import AccessPoint
 
 # Exit statuses by which a boot asks to be booted again (the shims' machine.reset(), vrepl's soft reset).
 RESET_EXIT_STATUS = 99  # machine.reset(): a hard reset
@@ -45,6 +46,9 @@ SOFT_RESET_EXIT_STATUS = 98  # a soft reset (Ctrl-D at the REPL, machine.soft_re
 RAW_SOFT_RESET_EXIT_STATUS = 97  # a soft reset from the raw REPL: boot.py, then the raw REPL, no main.py
 REBOOT_STATUSES = (RESET_EXIT_STATUS, SOFT_RESET_EXIT_STATUS, RAW_SOFT_RESET_EXIT_STATUS)
 POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
+# machine.deepsleep() ends the boot process by SIGUSR1 (the shim, so that nothing after it runs); wait() reports
+# it as this status.
+DEEPSLEEP_EXIT_STATUS = 96
 # Heap beyond --heap for what is not the firmware's on a real board: the emulation's own code (machine, esp32,
 # flash, REPL) and, in the frozen install path, the firmware's frozen modules (about 70 KB of bytecode on this
 # 64-bit port); a board with a romfs partition also gets the partition's size, for its memory-mapped image.
@@ -56,8 +60,9 @@ SHIM_HEAP = 320 * 1024
 # py/, extmod/, shared/ and ports/esp32/, so a little more in fact). vboot.py gives the firmware a pool that
 # size (docs/virtual-board.md).
 FIRST_QSTR_POOL = 800
-# machine.reset_cause() values (the ESP32 port's).
-PWRON_RESET, HARD_RESET, SOFT_RESET = 1, 2, 5
+# machine.reset_cause() values (the ESP32 port's), and the wake_reason() of a timer wake.
+PWRON_RESET, HARD_RESET, DEEPSLEEP_RESET, SOFT_RESET = 1, 2, 4, 5
+TIMER_WAKE = 4
 
 INSTALL_PATHS = ("deployed", "romfs", "frozen")
 
@@ -131,7 +136,10 @@ class VirtualBoard:
     console_pty: bool | Path = False  # a console port with the REPL (a Path: also reachable at that fixed path)
     seed: int = 0
     uid: str = "24d7eb000001"
+    # The access point the board's WiFi joins (None: one of its own, up until told otherwise, any SSID).
+    ap: AccessPoint | None = None
     reset_cause: int = PWRON_RESET
+    wake_reason: int = 0
     raw_repl: bool = False  # this boot comes from a soft reset at the raw REPL: no main.py
     stdout: int | IO[Any] | None = None
     stderr: int | IO[Any] | None = None
@@ -166,6 +174,14 @@ class VirtualBoard:
         self.console_line: Console | None = None
         if self.console_pty:
             self.console_line = Console(self.console_pty if isinstance(self.console_pty, Path) else None)
+        self._own_ap = self.ap is None
+        if self.ap is None:
+            self.ap = AccessPoint(self.flash.with_name(self.flash.name + ".ap"))
+        # A new board is a power-on: its RTC starts with the host's clock and empty slow memory.
+        self.rtc_path = self.flash.with_name(self.flash.name + ".rtc")
+        self.rtc_path.unlink(missing_ok=True)
+        self.wakes = 0  # boots that were wakes from deep sleep
+        self.asleep = False  # the last boot ended in deep sleep, and the next has not begun
 
     @property
     def serial_port(self) -> str | None:
@@ -212,6 +228,9 @@ class VirtualBoard:
                 "VBOARD_SEED": str(self.seed),
                 "VBOARD_UID": self.uid,
                 "VBOARD_RESET_CAUSE": str(self.reset_cause),
+                "VBOARD_WAKE_REASON": str(self.wake_reason),
+                "VBOARD_RTC": str(self.rtc_path.resolve()),
+                "VBOARD_AP": self.ap.environment() if self.ap is not None else "",
                 "VBOARD_BOOT_MODE": "raw" if self.raw_repl else "",
                 "VBOARD_CONSOLE": "1" if self.console_line else "",
                 "VBOARD_INSTALL": self.install,
@@ -235,6 +254,9 @@ class VirtualBoard:
             raise VBoardError(f"the board on {self.flash} is already running (pid {self.process.pid})")
         if self.deploy and self.install == "romfs":
             self._write_romfs(romfs_image(self.root).read_bytes())
+        self.asleep = False
+        if self.reset_cause == DEEPSLEEP_RESET:
+            self.wakes += 1
         # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
         # the firmware to exactly heap_bytes.
         cmd = [
@@ -265,9 +287,12 @@ class VirtualBoard:
         self.lock.note(f"virtual board pid {self.process.pid}, started by pid {os.getpid()} ({' '.join(sys.argv[:3])})")
 
     def wait(self, timeout: float | None = None) -> int:
-        """The board's exit status; POWER_CUT_EXIT_STATUS when it died of a power cut."""
+        """The board's exit status; POWER_CUT_EXIT_STATUS when it died of a power cut, DEEPSLEEP_EXIT_STATUS when
+        it went into deep sleep."""
         assert self.process is not None, "start() the board first"
         code = self.process.wait(timeout)
+        if code == -signal.SIGUSR1:
+            return DEEPSLEEP_EXIT_STATUS
         return POWER_CUT_EXIT_STATUS if code == -signal.SIGKILL else code
 
     def output(self, timeout: float) -> str:
@@ -282,24 +307,71 @@ class VirtualBoard:
         return out.decode(errors="replace")
 
     def power_cut(self) -> None:
-        """SIGKILL of the board's process group: the flash keeps what was programmed, RAM is lost."""
+        """SIGKILL of the board's process group: the flash keeps what was programmed, RAM is lost. A board asleep
+        (its last boot ended in deep sleep) loses its RTC memory, and its next boot is a power-on."""
         if self.process is not None and self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self.process.wait()
+        elif self.asleep:
+            self.asleep = False
+            self._power_on()
+
+    def _power_on(self) -> None:
+        """The next boot is a power-on: reset cause PWRON_RESET, no wake reason, RTC slow memory lost (its
+        clock and the emulation's sleep counters are kept)."""
+        self.reset_cause, self.wake_reason, self.raw_repl = PWRON_RESET, 0, False
+        state = self._rtc()
+        if state.pop("memory", ""):
+            self._write_rtc(state)
+
+    def _rtc(self) -> dict[str, Any]:
+        try:
+            state = json.loads(self.rtc_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return state if isinstance(state, dict) else {}
+
+    def _write_rtc(self, state: dict[str, Any]) -> None:
+        tmp = self.rtc_path.with_name(self.rtc_path.name + ".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.rtc_path)
+
+    def sleep_stats(self) -> dict[str, int]:
+        """Deep sleeps and wakes, light sleeps, and the time slept in each (milliseconds of the board's clock),
+        since this board was made."""
+        state = self._rtc()
+        return {
+            "deep_sleeps": int(state.get("deep", 0)),
+            "wakes": self.wakes,
+            "deep_slept_ms": int(state.get("deep_ms", 0)),
+            "light_sleeps": int(state.get("light", 0)),
+            "light_slept_ms": int(state.get("light_ms", 0)),
+        }
 
     def stats(self) -> dict[str, dict[str, int]]:
         return read_stats(self.flash, self.partitions)
 
     def next_boot(self, status: int) -> bool:
-        """After a boot ended with `status`: set up the next one as the reset asked (machine.reset(), a soft
-        reset at the REPL) and return True; False when the status is not a reset."""
+        """After a boot ended with `status`: set up the next one as the reset or the wake asks (machine.reset(), a
+        soft reset at the REPL, the timer of a deep sleep) and return True; False when nothing boots the board
+        again by itself (the next boot, when the bench makes one, is a power-on; a deep sleep without a timer
+        leaves the board asleep)."""
+        if status == DEEPSLEEP_EXIT_STATUS:
+            self.asleep = True
+            if int(self._rtc().get("sleep_ms", 0)) <= 0:
+                # No timer: asleep until a reset (the EN pin), which keeps the RTC's memory.
+                self.reset_cause, self.wake_reason, self.raw_repl = HARD_RESET, 0, False
+                return False
+            self.reset_cause, self.wake_reason, self.raw_repl = DEEPSLEEP_RESET, TIMER_WAKE, False
+            return True
         if status not in REBOOT_STATUSES:
-            self.reset_cause, self.raw_repl = PWRON_RESET, False
+            self._power_on()
             return False
         self.reset_cause = HARD_RESET if status == RESET_EXIT_STATUS else SOFT_RESET
+        self.wake_reason = 0
         self.raw_repl = status == RAW_SOFT_RESET_EXIT_STATUS
         return True
 
@@ -326,6 +398,9 @@ class VirtualBoard:
         if self.console_line is not None:
             self.console_line.close()
             self.console_line = None
+        if self._own_ap and self.ap is not None:
+            self.ap.close()
+            self.ap = None
         if self.lock is not None:
             self.lock.release()
             self.lock = None

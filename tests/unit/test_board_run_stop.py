@@ -33,7 +33,7 @@ class RacingDut:
         self.running = threading.Event()
         self.cut = threading.Event()
 
-    def start(self, cut_at_op: int = 0) -> None:
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
         self.stop_requested.wait(10)
         self.cut.clear()
         self.running.set()

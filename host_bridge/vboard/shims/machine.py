@@ -1,7 +1,9 @@
-# machine module shim for the virtual board: what the firmware uses of UART, Pin, WDT, reset_cause,
-# unique_id and reset. The UART is the board end of a pseudo-terminal that the runner relays (paced, noisy)
-# to the host end it announces as `serial-port: PATH`.
+# machine module shim for the virtual board: what the firmware uses of UART, Pin, WDT, RTC, reset_cause,
+# wake_reason, unique_id, reset and the sleeps. The UART is the board end of a pseudo-terminal that the runner
+# relays (paced, noisy) to the host end it announces as `serial-port: PATH`.
 
+import binascii
+import os
 import sys
 import termios
 import time
@@ -15,10 +17,23 @@ WDT_RESET = 3
 DEEPSLEEP_RESET = 4
 SOFT_RESET = 5
 
+# machine.wake_reason() values (the ESP32 port's, ESP-IDF's esp_sleep_wakeup_cause_t): 0 after a reset that was
+# not a wake from sleep.
+PIN_WAKE = EXT0_WAKE = 2
+EXT1_WAKE = 3
+TIMER_WAKE = 4
+TOUCHPAD_WAKE = 5
+ULP_WAKE = 6
+# Pin.irq(wake=...) values.
+SLEEP = 2
+DEEPSLEEP = 4
+
 # Exit statuses by which the board process tells the runner "reset me" (host_bridge.vboard.runner): a hard reset
 # reboots a real board from the ROM; a soft reset restarts MicroPython (boot.py, main.py) on the same chip.
 RESET_EXIT_STATUS = 99
 SOFT_RESET_EXIT_STATUS = 98
+# RTC slow memory the ESP32 port gives the application (MICROPY_HW_RTC_USER_MEM_MAX).
+_RTC_MEMORY = 2048
 
 _VMIN = 6
 _VTIME = 5
@@ -33,8 +48,77 @@ def unique_id():
     return bytes(int(uid[i : i + 2], 16) for i in range(0, len(uid), 2))
 
 
+def wake_reason():
+    return int(vboard_state.env("VBOARD_WAKE_REASON", "0"))
+
+
 def reset():
     sys.exit(RESET_EXIT_STATUS)
+
+
+def deepsleep(time_ms=0):
+    """The chip powers down all but its RTC: this boot ends here, RAM and open sockets with it (closed by the
+    kernel, no DISCONNECT), and the runner boots it again at once with reset_cause() DEEPSLEEP_RESET and
+    wake_reason() TIMER_WAKE, its clock `time_ms` later. Without a time there is no wake: the board sleeps until
+    it is reset, and the runner ends the run. Like a power cut, nothing after this call runs, no finally block
+    either: the process ends by a signal the runner tells apart (SIGUSR1), sent by a shell to its parent, as the
+    Unix port has no kill()."""
+    state = vboard_state.rtc()
+    time_ms = max(0, int(time_ms))
+    state["sleep_ms"] = time_ms if time_ms else -1
+    state["clock_ms"] += time_ms
+    state["deep"] += 1
+    state["deep_ms"] += time_ms
+    vboard_state.save_rtc()
+    os.system("kill -USR1 $PPID")
+    while True:  # never return: the signal ends the process
+        pass
+
+
+def lightsleep(time_ms=0):
+    """RAM is kept and the call returns, its time slept in no host time: the clock and the ticks move on by
+    `time_ms`. The radio is off meanwhile: a sleep longer than the access point's beacon timeout loses the WiFi
+    association (network.WLAN), as a chip's station does."""
+    time_ms = max(0, int(time_ms))
+    time.slept(time_ms)
+    state = vboard_state.rtc()
+    state["light"] += 1
+    state["light_ms"] += time_ms
+    vboard_state.save_rtc()
+    network = sys.modules.get("network")
+    if network is not None:
+        network.radio_off(time_ms)
+
+
+class RTC:
+    """The RTC: its clock (datetime) and its slow memory, which keeps its bytes through deep sleep and resets and
+    loses them at a power cut."""
+
+    def __init__(self, id=0):
+        pass
+
+    def datetime(self, when=None):
+        if when is None:
+            t = time.localtime()
+            return (t[0], t[1], t[2], t[6], t[3], t[4], t[5], 0)
+        year, month, day, _weekday, hour, minute, second = when[:7]
+        target = time.mktime((year, month, day, hour, minute, second, 0, 0))
+        vboard_state.rtc()["clock_ms"] += int((target - time.time()) * 1000)
+        vboard_state.save_rtc()
+        return None
+
+    def init(self, when):
+        self.datetime(when)
+
+    def memory(self, data=None):
+        state = vboard_state.rtc()
+        if data is None:
+            return binascii.unhexlify(state["memory"])
+        if len(data) > _RTC_MEMORY:
+            raise ValueError("buffer too long")
+        state["memory"] = binascii.hexlify(data).decode()
+        vboard_state.save_rtc()
+        return None
 
 
 def soft_reset():

@@ -41,3 +41,38 @@ def _fault(spec):
         return None
     label, _, n = spec.rpartition(":")
     return label, int(n)
+
+
+# What survives a deep sleep: the RTC's clock and its slow memory (machine.RTC().memory()), and the emulation's
+# sleep counters. Kept in a small JSON file beside the flash (VBOARD_RTC), written whole through a rename so
+# that a power cut in the middle of a write leaves the last one. The runner drops "memory" at every power-on
+# (a power cut, a new board), as RTC slow memory loses it; the clock and the counters stay.
+#   clock_ms   how far the board's clock is ahead of the host's: the time it slept, and RTC.datetime() settings
+#   memory     RTC slow memory, hex
+#   deep, deep_ms, light, light_ms   deep and light sleeps since the board was made, and the time slept in each
+#   sleep_ms   the deep sleep this boot ended with (0: none, -1: without a timer), read by the runner
+_rtc = None
+
+
+def rtc():
+    global _rtc
+    if _rtc is None:
+        _rtc = {"clock_ms": 0, "memory": "", "deep": 0, "deep_ms": 0, "light": 0, "light_ms": 0, "sleep_ms": 0}
+        path = env("VBOARD_RTC")
+        if path is not None:
+            try:
+                with open(path) as f:
+                    _rtc.update(json.loads(f.read()))
+            except (OSError, ValueError):
+                pass  # none yet (a new board), or a file the host is about to replace
+        _rtc["sleep_ms"] = 0
+    return _rtc
+
+
+def save_rtc():
+    path = env("VBOARD_RTC")
+    if path is None:
+        return
+    with open(path + ".tmp", "w") as f:
+        f.write(json.dumps(rtc()))
+    os.rename(path + ".tmp", path)

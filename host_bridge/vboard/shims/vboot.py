@@ -14,10 +14,12 @@
 import gc
 import json
 import os
+import socket  # noqa: F401
 import sys
 
 import esp32
 import machine  # noqa: F401  (C on a real board: loaded here, before the firmware's heap is pinned)
+import network  # noqa: F401  (likewise, with the socket module a station's sockets go through)
 import vboard_state
 import vfs
 import vrepl
@@ -199,20 +201,22 @@ class _Names:
 
 
 def reserve_qstr_pool(first):
-    """Give the firmware's interned names (qstrs) the pool a chip gives them: `first` entries, allocated early.
+    """Give the firmware's interned names (qstrs) the pool a chip gives them: `first` entries, at the cost of one
+    such pool in its heap.
 
     MicroPython grows its pool of interned names by doubling: a new pool is twice the last one. On an ESP32 the
     last pool at boot is the image's frozen one, so the first name the firmware interns allocates one pool of
     twice that (about 800 entries for ESP32_GENERIC, see runner.FIRST_QSTR_POOL) while the heap is still in one
     piece, and all of the firmware's names fit in it. The Unix port's own pools are small: left alone, the
-    firmware's names would grow them step by step in the middle of its imports, wanting 7 KB in one block when
-    the heap may no longer have it. So throwaway names are interned here, in the emulation's share, until a pool
-    of 320 entries is allocated and filled so that `first` - 640 slots stay free: the firmware's names take
-    those, then a pool of 640 entries in the firmware's heap, early, for `first` in all. Returns the bytes a
-    chip's pool of `first` entries costs beyond that one, which the firmware's heap gives up as well."""
+    firmware's names would grow them step by step in the middle of its imports, wanting several KB in one block
+    when the heap may no longer have it. So throwaway names are interned here, in the emulation's share, until
+    a pool of at least `first` entries has been allocated, and into it until `first` of its slots are left: the
+    firmware's names take those, and a name beyond them starts a pool in the firmware's heap, as on a chip.
+    Returns the bytes a chip's pool of `first` entries costs, which the firmware's heap gives up instead."""
     if not first:
         return 0
-    shim, pool = 320, 640
+    entry = _WORD + 3  # a pool's entry: the name's pointer, its 2-byte hash and 1-byte length (py/qstr.h)
+    header = 6 * _WORD
     names = _Names()
     gc.collect()
     gc.disable()  # a collection inside the loop would hide the allocation it watches for
@@ -223,17 +227,15 @@ def reserve_qstr_pool(first):
             getattr(names, "vboard_qstr_%d" % i, None)
             i += 1
             grown = before - gc.mem_free()
-            if grown > shim * _WORD:  # that name started a pool of `shim` entries, or (unexpected) a larger one
-                break
-        if grown > shim * _WORD * 2:
-            sys.stderr.write("vboard: the interned names' pools are past %d entries already\n" % shim)
-            sys.exit(4)
-        for j in range(shim - (first - pool) - 1):
+            if grown > 1024:  # that name started a pool (a name's own bytes come in chunks of about 128)
+                size = (grown - header) // entry
+                if size >= first:
+                    break
+        for j in range(size - first - 1):
             getattr(names, "vboard_qstr_%d" % (i + j), None)
     finally:
         gc.enable()
-    entry = grown // shim  # bytes per entry: a pointer, the hash and the length
-    return (first - pool) * entry
+    return header + first * entry
 
 
 def run_file(name):

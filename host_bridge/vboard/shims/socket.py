@@ -1,0 +1,212 @@
+# socket module shim for the virtual board: the Unix port's own sockets, and for a board on WiFi (an active
+# network.WLAN station, see network.py) TCP sockets that go through the virtual access point the host runs
+# (host_bridge/vboard/wifi.py), so that its outages reach them as they reach lwIP's:
+#
+# - connect() without an association fails at once with EHOSTUNREACH (lwIP: no route);
+# - an open socket whose association is lost fails with ECONNABORTED (ESP-IDF takes the station's address away
+#   when it disconnects, and lwIP aborts the connections bound to it), whatever the host's reset said;
+# - getaddrinfo() of a name (not a literal address) fails with OSError(-202) without an association (lwIP's
+#   resolver: EAI_FAIL).
+#
+# A station socket is a host socket to the access point's relay, which is told the destination and the
+# association's generation in a header (b"VBAP", generation u32, sockaddr length u8, sockaddr) and answers with
+# one byte, 0 or the errno of the connection it made to the destination; then bytes flow both ways until the
+# access point loses the station. The class is an io.IOBase with the stream protocol, so that select.poll polls
+# the host socket's descriptor (ioctl MP_STREAM_GET_FILENO) and ssl wraps it as it wraps a socket.
+#
+# A board that never activates the station (a config without "wifi") gets the port's own sockets: it reaches
+# the host's network directly, as if wired.
+import sys
+
+_path = sys.path
+sys.path = []  # the built-in module, not this file
+try:
+    import socket as _port
+    from socket import *  # noqa: F403
+finally:
+    sys.path = _path
+
+import errno
+import io
+import select
+import struct
+
+import network
+
+_MAGIC = b"VBAP"
+_EAI_FAIL = -202
+_STREAM_POLL = 3
+_STREAM_CLOSE = 4
+_STREAM_GET_FILENO = 10
+_EINVAL = 22
+
+
+def getaddrinfo(host, port, af=0, type=0, proto=0, flags=0):
+    if network.on_wifi() and not network.associated() and not _literal(host):
+        raise OSError(_EAI_FAIL)
+    return _port.getaddrinfo(host, port, af, type, proto, flags)
+
+
+def _literal(host):
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() for p in parts)
+
+
+def socket(af=_port.AF_INET, type=_port.SOCK_STREAM, proto=0):
+    if af == _port.AF_INET and type == _port.SOCK_STREAM and network.on_wifi():
+        station = _SPARE.pop() if _SPARE else _StationSocket()
+        station.open()
+        return station
+    return _port.socket(af, type, proto)
+
+
+class _StationSocket(io.IOBase):
+    """A TCP socket of the WiFi station, through the access point's relay. The wrapper is the emulation's, not
+    the firmware's: a few are made at import (before the firmware's heap is pinned) and reused once closed, so
+    that a board pays for a socket what a chip's does, the port's own socket object."""
+
+    def __init__(self):
+        self._s = None
+        self._epoch = -1  # the association it was opened in
+
+    def open(self):
+        self._s = _port.socket()
+        self._epoch = -1
+
+    # -- what lwIP would say -------------------------------------------------------------------------------
+
+    def _lost(self):
+        """The association this socket lives in is gone (the station's own count first: it costs no file
+        read)."""
+        return self._epoch != network._sta.epoch or self._epoch != network.epoch()
+
+    def _failed(self, exc):
+        if exc.errno != errno.EAGAIN and self._lost():
+            self._s.close()
+            return OSError(errno.ECONNABORTED)
+        return exc
+
+    def _check(self):
+        if self._epoch != network._sta.epoch:  # lost by the station itself (a light sleep, disconnect())
+            self._s.close()
+            raise OSError(errno.ECONNABORTED)
+
+    # -- socket ----------------------------------------------------------------------------------------------
+
+    def connect(self, addr):
+        port, generation = network.route()
+        self._epoch = network._sta.epoch
+        sockaddr = bytes(addr)
+        try:
+            self._s.connect(_port.getaddrinfo("127.0.0.1", port)[0][-1])
+            self._s.write(_MAGIC + struct.pack(">IB", generation, len(sockaddr)) + sockaddr)
+            answer = self._s.read(1)
+        except OSError as exc:
+            raise self._failed(exc)
+        if not answer:
+            self._s.close()
+            raise OSError(errno.ECONNABORTED if self._lost() else errno.EHOSTUNREACH)
+        if answer[0]:
+            self._s.close()
+            raise OSError(answer[0])
+
+    def settimeout(self, seconds):
+        self._s.settimeout(seconds)
+
+    def setblocking(self, flag):
+        self._s.setblocking(flag)
+
+    def setsockopt(self, level, option, value):
+        self._s.setsockopt(level, option, value)
+
+    def fileno(self):
+        return self._s.fileno()
+
+    def close(self):
+        if self._s is not None:
+            self._s.close()
+            self._s = None
+            if len(_SPARE) < _SPARES:
+                _SPARE.append(self)
+
+    def readinto(self, buf, nbytes=None):
+        self._check()
+        try:
+            got = self._s.readinto(buf) if nbytes is None else self._s.readinto(buf, nbytes)
+        except OSError as exc:
+            raise self._failed(exc)
+        if got == 0 and self._lost():
+            raise OSError(errno.ECONNABORTED)
+        return got
+
+    def read(self, nbytes=-1):
+        self._check()
+        try:
+            data = self._s.read(nbytes) if nbytes >= 0 else self._s.read()
+        except OSError as exc:
+            raise self._failed(exc)
+        if data == b"" and self._lost():
+            raise OSError(errno.ECONNABORTED)
+        return data
+
+    def recv(self, nbytes):
+        self._check()
+        try:
+            data = self._s.recv(nbytes)
+        except OSError as exc:
+            raise self._failed(exc)
+        if data == b"" and self._lost():
+            raise OSError(errno.ECONNABORTED)
+        return data
+
+    def readline(self):
+        self._check()
+        try:
+            return self._s.readline()
+        except OSError as exc:
+            raise self._failed(exc)
+
+    def write(self, buf, offset=None, length=None):
+        self._check()
+        try:
+            if offset is None:
+                return self._s.write(buf)
+            if length is None:
+                return self._s.write(buf, offset)
+            return self._s.write(buf, offset, length)
+        except OSError as exc:
+            raise self._failed(exc)
+
+    def send(self, buf):
+        self._check()
+        try:
+            return self._s.send(buf)
+        except OSError as exc:
+            raise self._failed(exc)
+
+    def sendall(self, buf):
+        self._check()
+        try:
+            return self._s.sendall(buf)
+        except OSError as exc:
+            raise self._failed(exc)
+
+    def ioctl(self, request, arg):
+        """The stream protocol's control calls, for select.poll and ssl: the host socket's descriptor, a poll of
+        it, close."""
+        if request == _STREAM_GET_FILENO:
+            return self._s.fileno()
+        if request == _STREAM_POLL:
+            poller = select.poll()
+            poller.register(self._s, arg)
+            for _obj, events in poller.ipoll(0):
+                return events
+            return 0
+        if request == _STREAM_CLOSE:
+            self.close()
+            return 0
+        return -_EINVAL
+
+
+_SPARES = 2  # a board has its connection to the broker, and at times a second (a TLS handshake's retry)
+_SPARE = [_StationSocket() for _ in range(_SPARES)]

@@ -1,0 +1,58 @@
+# time module shim for the virtual board: the Unix port's own `time`, with the board's clock. A chip's clock (its
+# RTC timer) runs on through deep and light sleep; the virtual board sleeps in no host time at all, so its clock
+# is the host's plus what it has slept (and what RTC.datetime() set), kept in vboard_state.rtc()["clock_ms"].
+#
+# time(), time_ns(), localtime() and gmtime() read that clock. The ticks go on from where they were after a
+# light sleep, as a chip's do (ticks_ms and its kin are swapped for shifted ones at the first light sleep, so that
+# a board that never sleeps keeps the port's own); after a deep sleep they start again, as they do on a chip.
+import sys
+
+_path = sys.path
+sys.path = []  # the built-in module, not this file
+try:
+    import time as _port
+    from time import *  # noqa: F403
+finally:
+    sys.path = _path
+
+import vboard_state
+
+
+def _clock_ms():
+    return vboard_state.rtc()["clock_ms"]
+
+
+def time():
+    return _port.time() + _clock_ms() / 1000
+
+
+def time_ns():
+    return _port.time_ns() + _clock_ms() * 1000000
+
+
+def localtime(secs=None):
+    return _port.localtime(int(time() if secs is None else secs))
+
+
+def gmtime(secs=None):
+    return _port.gmtime(int(time() if secs is None else secs))
+
+
+_shift_ms = 0
+
+
+def _ticks_ms():
+    return _port.ticks_add(_port.ticks_ms(), _shift_ms)
+
+
+def _ticks_us():
+    return _port.ticks_add(_port.ticks_us(), _shift_ms * 1000)
+
+
+def slept(ms):
+    """A light sleep of `ms` milliseconds took no host time: the clock and the ticks move on by it."""
+    global _shift_ms, ticks_ms, ticks_us
+    vboard_state.rtc()["clock_ms"] += ms
+    _shift_ms += ms
+    ticks_ms = _ticks_ms
+    ticks_us = _ticks_us
