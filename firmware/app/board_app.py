@@ -17,6 +17,14 @@ import dmqtt
 from dboard import console
 from dmqtt.errors import DmqttError, JournalError, MQTTError, forget
 
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
@@ -37,6 +45,8 @@ def load_modules(cfg):
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
     else:
         names.append("dmqtt.transport")  # with TLS, dmqtt.tls is loaded only to build the context (tls_context)
+        if cfg["tls"]:
+            names.append("tls_open")
         if cfg["wifi"]:
             names.append("dmqtt.wifi")
     if cfg["confirm"]:
@@ -73,21 +83,20 @@ def next_boot(root):
     return boot
 
 
-CLOCK_VALID_FROM = 2024  # a year before which the clock cannot be right: certificates are newer than that
-
-
 # How close the board comes to a MemoryError: the lowest free heap after a collection, measured at each connect,
 # every few accepted messages and at the end of the run, and the largest free block at that low point (a
 # fragmented heap fails an allocation that its total would allow). A collection costs about half a millisecond at
 # 110 KB on the Unix port; the block search, a few more, only at a new low. Module state, not an object: on a
 # deployed board a class costs heap that functions do not.
-heap_low = 0x7FFFFFFF
-heap_block = 0
-# What TLS holds: the context (certificates mbedTLS parsed) and an open connection. On an ESP32 mbedTLS allocates
-# from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's, so the summary says how much,
-# for the figure a chip would show.
-heap_tls = 0
-heap_tls_session = 0
+# One list of four, [low, block, TLS context, TLS session]: a global name each would be four interned names more,
+# which a board keeps for good. What TLS holds: the context (certificates mbedTLS parsed) and an open connection.
+# On an ESP32 mbedTLS allocates from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's,
+# so the summary says how much, for the figure a chip would show.
+heap = [0x7FFFFFFF, 0, 0, 0]
+_LOW = const(0)
+_BLOCK = const(1)
+_TLS = const(2)
+_TLS_SESSION = const(3)  # (tls_open.py sets it)
 
 
 def collected():
@@ -97,11 +106,10 @@ def collected():
 
 def heap_check():
     """The free heap now, after a collection; a new low is kept, with its largest free block."""
-    global heap_low, heap_block
     free = collected()
-    if free < heap_low:
-        heap_low = free
-        heap_block = largest_block(free)
+    if free < heap[_LOW]:
+        heap[_LOW] = free
+        heap[_BLOCK] = largest_block(free)
     return free
 
 
@@ -128,7 +136,6 @@ def reading(seq):
 def open_board(cfg, boot):
     """The board of this boot, its journal open (what a power cut interrupted resumed), its WiFi supervised and
     its client made. Boot code: forgotten once it has run (forget_boot_code)."""
-    global heap_tls
     board = Board()
     from dmqtt.client import Backoff, MQTTClient
     from dmqtt.journal import open_journal
@@ -142,15 +149,9 @@ def open_board(cfg, boot):
     board.subscribed = False  # this boot has made its subscriptions
     board.wifi = None
     if cfg["wifi"] and cfg["transport"] == "tcp":
-        # dmqtt.wifi supervises the link; its events are said on the console (docs/console-protocol.md).
-        from dmqtt import wifi
+        import supervise
 
-        w = cfg["wifi"]
-        wifi.start(w["ssid"], w["password"], w["ip"], w["bssid"])
-        wifi.on_up = board.on_wifi_up
-        wifi.on_down = board.on_wifi_down
-        board.wifi = wifi
-        board.wifi_from = time.ticks_ms()
+        board.wifi = supervise.start(cfg["wifi"])
     # The transport's code (loaded by load_modules), only the one in use.
     if cfg["transport"] == "serial":
         from dlink.transport import LinkTransport
@@ -164,7 +165,7 @@ def open_board(cfg, boot):
     if cfg["tls"]:
         free = collected()
         board.tls_ctx = tls_context(cfg)
-        heap_tls = free - collected()
+        heap[_TLS] = free - collected()
     # The journal first, and its backend's import garbage collected (on a deployed board the backend's code
     # loads into the heap here): the client's buffers then find the free heap in larger blocks.
     store = open_journal()
@@ -218,7 +219,6 @@ class Board:
     finished: bool  # every message acknowledged: the DISCONNECT that follows is ours
     subscribed: bool  # this boot has made its subscriptions
     wifi: Any  # dmqtt.wifi, supervising the link; None without WiFi (the serial link, or no "wifi")
-    wifi_from: Any  # ticks: when the supervision began
     transport_class: Any
     tls_ctx: Any
     dropped = 0  # QoS 0 readings dropped while the WiFi was down
@@ -234,16 +234,6 @@ class Board:
 
     def on_late(self, count):
         print(console.UNCONFIRMED % (count, self.cfg["confirm"]["timeout_s"]))
-
-    def on_wifi_up(self, outage_ms):
-        wifi = self.wifi
-        if outage_ms is None:
-            print(console.WIFI_JOINED % (wifi.sta.ifconfig()[0], time.ticks_diff(time.ticks_ms(), self.wifi_from)))
-        else:
-            print(console.WIFI_UP % outage_ms)
-
-    def on_wifi_down(self):
-        print(console.WIFI_DOWN % self.wifi.sta.status())
 
     def on_published(self, pid, code):
         if code >= 0x80:  # counted by the client (client.refused)
@@ -289,31 +279,13 @@ class Board:
             return False
 
     def open_transport(self):
-        global heap_tls_session
         cfg = self.cfg
         if cfg["transport"] == "serial":
             uart = cfg["uart"]
             return self.transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
-        tls = cfg["tls"]
-        if tls is None:
+        if cfg["tls"] is None:
             return self.transport_class(cfg["host"], cfg["port"])
-        if tls["insecure"]:
-            print(
-                "tls: WARNING: certificate verification is off (tls.insecure):"
-                " anyone on the path can pose as the broker"
-            )
-        elif time.gmtime()[0] < CLOCK_VALID_FROM:
-            # Certificate validity is checked against the board's clock: an ESP32 without a set RTC starts in
-            # 2000. (The virtual board has the host's clock.)
-            import realboard
-
-            realboard.set_clock(CLOCK_VALID_FROM)
-        free = collected()
-        transport = self.transport_class(
-            cfg["host"], cfg["port"], tls=self.tls_ctx, server_hostname=tls["server_hostname"]
-        )
-        heap_tls_session = max(heap_tls_session, free - collected())
-        return transport
+        return sys.modules["tls_open"].connect(self)
 
     def ensure_connected(self, qos0=False, deadline=None):
         """Until connected (True). For a QoS 0 message (`qos0`: it is not queued), not through a WiFi outage,
@@ -359,9 +331,9 @@ class Board:
             time.ticks_diff(time.ticks_ms(), start),
             self.heap_at_boot,
             gc.mem_free(),
-            heap_low,
-            heap_block,
-            heap_tls + heap_tls_session,
+            heap[_LOW],
+            heap[_BLOCK],
+            heap[_TLS] + heap[_TLS_SESSION],
             dmqtt.__version__,
         )
         summary = dict(zip(console.SUMMARY_KEYS, values))
@@ -369,14 +341,8 @@ class Board:
             summary["link"] = self.transport_class.stats()
         if cfg["confirm"]:
             summary["confirm"] = client.session.stats()
-        wifi = self.wifi
-        if wifi is not None:
-            summary["wifi"] = {
-                "joins": wifi.joins,
-                "outages": wifi.outages,
-                "offline_ms": wifi.offline_ms + wifi.offline_now(),
-                "dropped": self.dropped,
-            }
+        if self.wifi is not None:
+            summary["wifi"] = sys.modules["supervise"].counters(self.dropped)
         self.finished = True
         client.disconnect()
         print(json.dumps(summary))
@@ -427,7 +393,8 @@ def main(heap_at_boot):
         else:
             from continuous import run
     except JournalError as exc:
-        return journal_stop(exc)
+        print(console.JOURNAL_ERROR % exc)
+        return JOURNAL_FAILED
     except DmqttError as exc:  # dmqtt.tls.TLSConfigError: a certificate or key the config names is unusable
         print(console.CONFIG_ERROR % exc)  # names the field and the problem, never key material
         print("fix config.json (or the files it names) and reset the board")
@@ -435,15 +402,11 @@ def main(heap_at_boot):
     try:
         run(board)
     except JournalError as exc:
-        return journal_stop(exc)
+        # The flash under the journal failed (or is full of live records): retrying the same program would only
+        # spin. Say where, and stop; start() decides whether a reset may help.
+        print(console.JOURNAL_ERROR % exc)
+        return JOURNAL_FAILED
     return 0
-
-
-def journal_stop(exc):
-    """The flash under the journal failed (or is full of live records): retrying the same program would only
-    spin. Say where, and stop; start() decides whether a reset may help."""
-    print(console.JOURNAL_ERROR % exc)
-    return JOURNAL_FAILED
 
 
 JOURNAL_FAILED = 5

@@ -4,12 +4,64 @@
 
 import json
 
+from dmqtt.errors import explain
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+# The refusals' words are in config_text (errors.explain), one per number here: loaded only to say what is wrong,
+# so that a board whose config is right does not keep them (string constants are interned names, which a board
+# keeps for good, in the heap and in the pool of names its image leaves it: docs/virtual-board.md).
+_T_UNKNOWN_KEY = const(0)
+_T_NO_CONFIG = const(1)
+_T_NO_FILE = const(2)
+_T_IS_NOT_VALID_JSON = const(3)
+_T_NOT_OBJECTS = const(4)
+_T_MUST_BE_AN_OBJECT = const(5)
+_T_TLS_IS_FOR_TRANSPORT = const(6)
+_T_TLS_MUST_BE_CA = const(7)
+_T_TLS_MUST_BE_A = const(8)
+_T_TLS_INSECURE_MUST_BE = const(9)
+_T_TLS_CA_IS_REQUIRED = const(10)
+_T_TLS_CERT_AND_TLS = const(11)
+_T_WIFI_MUST_BE_SSID = const(12)
+_T_WIFI_IP_MUST_BE = const(13)
+_T_WIFI_BSSID_MUST_BE = const(14)
+_T_SLEEP_MUST_BE = const(15)
+_T_MUST_BE_AN_INTEGER = const(16)
+_T_TOPIC_NOT_UTF8 = const(17)
+_T_TOPIC_INVALID = const(18)
+_T_CONFIRM_MUST_BE_TOPIC = const(19)
+_T_CONFIRM_IS_FOR_PUBLISH = const(20)
+_T_CONFIRM_HOLD_MUST_BE = const(21)
+_T_NOT_AN_OBJECT = const(22)
+_T_CLIENT_ID_MUST_BE_A = const(23)
+_T_MQTT_VERSION_MUST_BE_ONE = const(24)
+_T_TRANSPORT_MUST_BE_TCP = const(25)
+_T_BROKER_MUST_BE_HOST = const(26)
+_T_UART_MUST_BE_ID = const(27)
+_T_UART_PAUSE_MUST_BE = const(28)
+_T_WILL_MUST_BE_TOPIC = const(29)
+_T_MUST_BE_A_STRING = const(30)
+_T_PUBLISH_MUST_BE_AN = const(31)
+_T_PUBLISH_QOS_MUST_BE = const(32)
+_T_SUBSCRIBE_ENTRIES_MUST_BE = const(33)
+
 ROOTS = ("/flash", "")
 VERSIONS = {"3.1": 3, "3.1.1": 4, "5": 5, "5.0": 5}
 
 
 class ConfigError(Exception):
     pass
+
+
+def _refuse(rule, arg=None):
+    raise ConfigError(explain("config_text", rule, arg))
 
 
 # Every key config.json may hold (a dotted name per nested key): any other is refused, so that a misspelt "qso"
@@ -28,7 +80,7 @@ def _known(obj, where):
     for key in obj:
         name = where + key
         if name not in KEYS:
-            raise ConfigError("unknown key %s" % name)
+            _refuse(_T_UNKNOWN_KEY, name)
         value = obj[key]
         for item in value if isinstance(value, list) else (value,):
             if isinstance(item, dict):
@@ -45,7 +97,7 @@ def root():
             return candidate
         except OSError:
             pass
-    raise ConfigError("no config.json in /flash or /")
+    _refuse(_T_NO_CONFIG)
 
 
 SECRET_KEYS = ("username", "password")  # also wifi.password and tls.key, merged from secrets.json
@@ -66,19 +118,19 @@ def _json(path, required):
             text = f.read()
     except OSError:
         if required:
-            raise ConfigError("no %s" % path)
+            _refuse(_T_NO_FILE, path)
         return None
     try:
         return json.loads(text)
     except ValueError:
-        raise ConfigError("%s is not valid JSON" % path)
+        _refuse(_T_IS_NOT_VALID_JSON, path)
 
 
 def merge_secrets(raw, secrets):
     """secrets.json beside config.json (so that config.json can be shared and committed): username, password,
     {"wifi": {"password"}}, {"tls": {"key"}} override what config.json says."""
     if not isinstance(raw, dict) or not isinstance(secrets, dict):
-        raise ConfigError("config.json and secrets.json must each hold a JSON object")
+        _refuse(_T_NOT_OBJECTS)
     for key in SECRET_KEYS:
         if key in secrets:
             raw[key] = secrets[key]
@@ -87,7 +139,7 @@ def merge_secrets(raw, secrets):
         if isinstance(value, dict) and key in value:
             raw.setdefault(section, {})
             if not isinstance(raw[section], dict):
-                raise ConfigError("%s must be an object" % section)
+                _refuse(_T_MUST_BE_AN_OBJECT, section)
             raw[section][key] = value[key]
 
 
@@ -98,19 +150,19 @@ def _tls(raw, transport):
     if tls is None:
         return None
     if transport != "tcp":
-        raise ConfigError("tls is for transport tcp (over the serial link the bridge speaks TLS to the broker)")
+        _refuse(_T_TLS_IS_FOR_TRANSPORT)
     if not isinstance(tls, dict):
-        raise ConfigError("tls must be {ca, cert, key, server_hostname, insecure}")
+        _refuse(_T_TLS_MUST_BE_CA)
     for key in ("ca", "cert", "key", "server_hostname"):
         if tls.get(key) is not None and (not isinstance(tls[key], str) or not tls[key]):
-            raise ConfigError("tls.%s must be a path on the board or PEM text" % key)
+            _refuse(_T_TLS_MUST_BE_A, key)
     insecure = tls.get("insecure", False)
     if not isinstance(insecure, bool):
-        raise ConfigError("tls.insecure must be true or false")
+        _refuse(_T_TLS_INSECURE_MUST_BE)
     if not tls.get("ca") and not insecure:
-        raise ConfigError('tls.ca is required to verify the broker (or "insecure": true, for lab use only)')
+        _refuse(_T_TLS_CA_IS_REQUIRED)
     if bool(tls.get("cert")) != bool(tls.get("key")):
-        raise ConfigError("tls.cert and tls.key go together (a client certificate and its key)")
+        _refuse(_T_TLS_CERT_AND_TLS)
     return {
         "ca": tls.get("ca"),
         "cert": tls.get("cert"),
@@ -126,13 +178,13 @@ def _wifi(wifi):
     if wifi is None:
         return None
     if not isinstance(wifi, dict) or not isinstance(wifi.get("ssid"), str) or not wifi["ssid"]:
-        raise ConfigError("wifi must be {ssid, password, ip, bssid}")
+        _refuse(_T_WIFI_MUST_BE_SSID)
     ip = wifi.get("ip")
     if ip is not None and not (isinstance(ip, list) and len(ip) == 4 and all(_dotted(a, ".", 10, 4) for a in ip)):
-        raise ConfigError("wifi.ip must be [address, mask, gateway, dns], four dotted addresses")
+        _refuse(_T_WIFI_IP_MUST_BE)
     bssid = wifi.get("bssid")
     if bssid is not None and not _dotted(bssid, ":", 16, 6):
-        raise ConfigError('wifi.bssid must be six hex bytes, "aa:bb:cc:dd:ee:ff"')
+        _refuse(_T_WIFI_BSSID_MUST_BE)
     return {
         "ssid": wifi["ssid"],
         "password": str(wifi.get("password", "")),
@@ -150,20 +202,10 @@ def _dotted(text, sep, base, count):
     return len(parts) == count and all(0 <= p < 256 for p in parts)
 
 
-def _sleep(raw):
-    """sleep: {every_s, awake_s}: a reading at each wake, then deep sleep; None without it."""
-    sleep = raw.get("sleep")
-    if sleep is None:
-        return None
-    if not isinstance(sleep, dict):
-        raise ConfigError("sleep must be {every_s, awake_s}")
-    return {"every_s": _int(sleep, "every_s", 60, 1, 86400), "awake_s": _int(sleep, "awake_s", 30, 1, 3600)}
-
-
 def _int(raw, key, default, low, high):
     value = raw.get(key, default)
     if not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError("%s must be an integer from %d to %d" % (key, low, high))
+        _refuse(_T_MUST_BE_AN_INTEGER, (key, low, high))
     return value
 
 
@@ -177,14 +219,14 @@ def _topic(topic, what, is_filter):
         data = topic.encode()
         data.decode()
     except UnicodeError:
-        raise ConfigError("%s %r: not well-formed UTF-8 [MQTT-1.5.3-1]" % (what, topic))
+        _refuse(_T_TOPIC_NOT_UTF8, (what, topic))
     try:
         if is_filter:
             codec.check_filter(data)
         else:
             codec.check_topic(data)
     except codec.CodecError as exc:
-        raise ConfigError("%s %r: %s" % (what, topic, exc))
+        _refuse(_T_TOPIC_INVALID, (what, topic, exc))
 
 
 def _confirm(raw, cid, qos):
@@ -193,49 +235,52 @@ def _confirm(raw, cid, qos):
     if confirm is None:
         return None
     if not isinstance(confirm, dict):
-        raise ConfigError("confirm must be {topic, timeout_s, hold}")
+        _refuse(_T_CONFIRM_MUST_BE_TOPIC)
     if qos == 0:
-        raise ConfigError("confirm is for publish.qos 1 and 2 (QoS 0 messages are not journaled)")
+        _refuse(_T_CONFIRM_IS_FOR_PUBLISH)
     topic = str(confirm.get("topic", "confirm/{client_id}")).replace("{client_id}", cid)
     _topic(topic, "confirm.topic", False)
     hold = confirm.get("hold", False)
     if not isinstance(hold, bool):
-        raise ConfigError("confirm.hold must be true or false")
+        _refuse(_T_CONFIRM_HOLD_MUST_BE)
     # Named as dmqtt.confirm.ConfirmingClient takes them.
     return {"confirm_topic": topic, "timeout_s": _int(confirm, "timeout_s", 30, 1, 86400), "hold": hold}
 
 
 def check(raw):
     if not isinstance(raw, dict):
-        raise ConfigError("config.json must hold a JSON object")
+        _refuse(_T_NOT_AN_OBJECT)
     _known(raw, "")
     cid = raw.get("client_id")
     if not isinstance(cid, str) or not cid:
-        raise ConfigError("client_id must be a non-empty string")
+        _refuse(_T_CLIENT_ID_MUST_BE_A)
     version = VERSIONS.get(str(raw.get("mqtt_version", "3.1.1")))
     if version is None:
-        raise ConfigError("mqtt_version must be one of 3.1, 3.1.1, 5")
+        _refuse(_T_MQTT_VERSION_MUST_BE_ONE)
     transport = raw.get("transport", "tcp")
     if transport not in ("tcp", "serial"):
-        raise ConfigError('transport must be "tcp" or "serial"')
+        _refuse(_T_TRANSPORT_MUST_BE_TCP)
     host, port = "", 0
     broker = str(raw.get("broker", ""))
     if broker or transport == "tcp":
         # Over the serial link the broker is optional: the bridge's default broker is used without one.
         host, _, port_text = broker.rpartition(":")
         if not host or not port_text.isdigit():
-            raise ConfigError("broker must be host:port, got %r" % broker)
+            _refuse(_T_BROKER_MUST_BE_HOST, broker)
         port = int(port_text)
     uart = raw.get("uart", {})
     if not isinstance(uart, dict):
-        raise ConfigError("uart must be {id, baud, tx, rx, pause}")
+        _refuse(_T_UART_MUST_BE_ID)
     if not isinstance(uart.get("pause", True), bool):
-        raise ConfigError("uart.pause must be true or false")
+        _refuse(_T_UART_PAUSE_MUST_BE)
     wifi = _wifi(raw.get("wifi"))
+    sleep = raw.get("sleep")
+    if sleep is not None and not isinstance(sleep, dict):
+        _refuse(_T_SLEEP_MUST_BE)
     will = raw.get("will")
     if will is not None:
         if not isinstance(will, dict) or not isinstance(will.get("topic"), str) or will.get("qos", 0) not in (0, 1, 2):
-            raise ConfigError("will must be {topic, payload, qos 0..2, retain}")
+            _refuse(_T_WILL_MUST_BE_TOPIC)
         will = (
             will["topic"].replace("{client_id}", cid),
             str(will.get("payload", "")).encode(),
@@ -244,17 +289,17 @@ def check(raw):
         )
     for key in ("username", "password"):
         if raw.get(key) is not None and not isinstance(raw.get(key), str):
-            raise ConfigError("%s must be a string" % key)
+            _refuse(_T_MUST_BE_A_STRING, key)
     pub = raw.get("publish", {})
     if not isinstance(pub, dict):
-        raise ConfigError("publish must be an object")
+        _refuse(_T_PUBLISH_MUST_BE_AN)
     qos = pub.get("qos", 1)
     if qos not in (0, 1, 2):
-        raise ConfigError("publish.qos must be 0, 1 or 2")
+        _refuse(_T_PUBLISH_QOS_MUST_BE)
     subs = []
     for sub in raw.get("subscribe", []):
         if not isinstance(sub, dict) or not isinstance(sub.get("topic"), str) or sub.get("qos", 0) not in (0, 1, 2):
-            raise ConfigError("subscribe entries must be {topic, qos 0..2}")
+            _refuse(_T_SUBSCRIBE_ENTRIES_MUST_BE)
         subs.append((sub["topic"].replace("{client_id}", cid), sub.get("qos", 0)))
     topic = str(pub.get("topic", "sensors/{client_id}/telemetry")).replace("{client_id}", cid)
     _topic(topic, "publish.topic", False)
@@ -275,7 +320,9 @@ def check(raw):
         "host": host,
         "port": port,
         "wifi": wifi,
-        "sleep": _sleep(raw),
+        # sleep: {every_s, awake_s}: one reading a wake, then deep sleep until the next.
+        "sleep": sleep
+        and {"every_s": _int(sleep, "every_s", 60, 1, 86400), "awake_s": _int(sleep, "awake_s", 30, 1, 3600)},
         "keepalive": _int(raw, "keepalive_s", 60, 0, 65535),
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
         "window": "auto" if raw.get("window", "auto") == "auto" else _int(raw, "window", 8, 1, 65535),

@@ -84,7 +84,16 @@ def check():
         up = False
         down = _attempt_at = now  # the station is rejoining by itself already
     elif _attempt_at is None or (_retry_at is not None and time.ticks_diff(now, _retry_at) >= 0):
-        _attempt(_attempt_at is not None)
+        ssid, password, ip, bssid = _network  # type: ignore[misc]
+        try:
+            if _attempt_at is not None:
+                sta.disconnect()  # the station's own attempt failed: it scans again
+            sta.active(True)  # type: ignore[union-attr]
+            if ip is not None:
+                sta.ifconfig(ip)  # type: ignore[union-attr]
+            sta.connect(ssid, password, bssid=bssid)  # type: ignore[union-attr]
+        except OSError:
+            pass  # the WiFi driver refused (busy, not started): this attempt fails by its timeout
         _attempt_at = now
         _retry_at = None
     elif _retry_at is None and time.ticks_diff(now, _attempt_at) >= attempt_ms:
@@ -113,16 +122,3 @@ def join(timeout_ms):
 def offline_now():
     """Milliseconds of the outage under way (0 when up)."""
     return 0 if _down_at is None else time.ticks_diff(time.ticks_ms(), _down_at)
-
-
-def _attempt(again):
-    ssid, password, ip, bssid = _network  # type: ignore[misc]
-    try:
-        if again:
-            sta.disconnect()  # type: ignore[union-attr]  # the station's own attempt failed: from the scan again
-        sta.active(True)  # type: ignore[union-attr]
-        if ip is not None:
-            sta.ifconfig(ip)  # type: ignore[union-attr]
-        sta.connect(ssid, password, bssid=bssid)  # type: ignore[union-attr]
-    except OSError:
-        pass  # the WiFi driver refused (busy, not started): this attempt fails by its timeout

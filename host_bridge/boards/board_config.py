@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,8 +23,14 @@ class BoardConfigError(HostBridgeError):
 
 @functools.cache
 def checker() -> ModuleType:
-    """The firmware's own config checker, loaded from its source once per process."""
-    spec = importlib.util.spec_from_file_location("board_config", assets.APP / "config.py")
+    """The firmware's own config checker, loaded from its source once per process, with its texts
+    (config_text, which it looks up by name when it refuses a file, as the board does)."""
+    sys.modules.setdefault("config_text", _load("config_text", assets.APP / "config_text.py"))
+    return _load("board_config", assets.APP / "config.py")
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

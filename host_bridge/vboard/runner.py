@@ -50,9 +50,10 @@ POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
 # it as this status.
 DEEPSLEEP_EXIT_STATUS = 96
 # Heap beyond --heap for what is not the firmware's on a real board: the emulation's own code (machine, esp32,
-# flash, REPL) and, in the frozen install path, the firmware's frozen modules (about 70 KB of bytecode on this
-# 64-bit port); a board with a romfs partition also gets the partition's size, for its memory-mapped image.
-SHIM_HEAP = 320 * 1024
+# network, socket, flash, REPL), the pool of interned names reserved for the firmware (vboot.reserve_qstr_pool)
+# and, in the frozen install path, the firmware's frozen modules (about 80 KB of bytecode on this 64-bit port);
+# a board with a romfs partition also gets the partition's size, for its memory-mapped image.
+SHIM_HEAP = 384 * 1024
 # The firmware's first pool of interned names (qstrs), in entries: on an ESP32 image, twice the image's frozen
 # pool, allocated at the first name the firmware interns. ESP32_GENERIC 1.29 freezes asyncio, mip, requests,
 # webrepl, umqtt, neopixel, onewire and more: their modules, compiled with mpy-cross, intern about 400 names
@@ -241,6 +242,7 @@ class VirtualBoard:
                 "VBOARD_HEAP": str(self.heap_bytes),
                 # Frozen names are in the image (the preloaded modules' names here, in the emulation's share).
                 "VBOARD_QSTR_POOL": "" if self.install == "frozen" else str(FIRST_QSTR_POOL),
+                "VBOARD_QSTR_CACHE": str(self.flash.with_name(self.flash.name + ".qstr").resolve()),
                 "VBOARD_FROZEN": json.dumps(frozen_modules(Path(self.firmware))),
             }
         )

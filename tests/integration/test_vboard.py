@@ -290,8 +290,10 @@ def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Pat
     assert "boot 1 reset_cause 1 uid 24d7eb000001" in lines
     assert "boot 2 reset_cause 2 uid 24d7eb000001" in lines  # machine.reset() booted it again, HARD_RESET
     assert "config cli-board" in lines
-    stats = json.loads(lines[-1].removeprefix("flash-stats: "))
+    printed = {line.split(": ", 1)[0]: json.loads(line.split(": ", 1)[1]) for line in lines if "-stats: " in line}
+    stats = printed["flash-stats"]
     assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "romfs", "mqttlog"}
+    assert printed["sleep-stats"]["wakes"] == 0 and printed["ap-stats"]["outages"] == 0
     # The config went onto the board's flash: a third boot without --config still finds it there.
     again = subprocess.run(
         [

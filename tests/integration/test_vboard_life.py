@@ -1,0 +1,272 @@
+"""A board's life on the virtual board: deep and light sleep (the clock, RTC memory, wakes, power cuts in the
+sleep), and WiFi (a station that joins in the modelled time, an access point that goes away and comes back, its
+sockets failing as lwIP's do). Each test runs a small application of tests/vboard_apps on a virtual board."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.hil.virtual_dut import VirtualDut
+from host_bridge.vboard.runner import DEEPSLEEP_RESET, PWRON_RESET, TIMER_WAKE, VirtualBoard
+from host_bridge.vboard.wifi import AccessPoint, JoinModel
+from tests.conftest import REPO
+
+APPS = REPO / "tests" / "vboard_apps"
+SIM = BoardDefinition.load("sim")
+
+
+def sleeper(tmp_path: Path, **config: object) -> VirtualDut:
+    dut = VirtualDut(
+        "sleeper", SIM, flash=tmp_path / "board.flash", console_log=tmp_path / "console.log", app=APPS / "sleeper"
+    )
+    dut.configure(config, check=False)
+    return dut
+
+
+def boots(text: str) -> list[dict[str, object]]:
+    return [
+        {"wakes": int(m[1]), "cause": int(m[2]), "reason": int(m[3]), "clock": int(m[4]), "memory": m[5]}
+        for m in re.finditer(r"boot wakes=(\d+) cause=(\d+) reason=(\d+) clock=(\d+) memory=(\S+)", text)
+    ]
+
+
+def test_deep_sleep_ends_the_boot_and_wakes_the_board_on_its_clock_in_no_host_time(tmp_path: Path) -> None:
+    """Each deep sleep ends its boot (nothing after the call runs); the board wakes at once with DEEPSLEEP_RESET
+    and TIMER_WAKE, its clock a minute on, RTC memory kept; twenty minutes of board time take seconds of host
+    time; the vboard counts the wakes and the time slept."""
+    dut = sleeper(tmp_path, wakes=20, sleep_ms=60000)
+    began = time.monotonic()
+    dut.start()
+    end = dut.wait_boot(120)
+    host_s = time.monotonic() - began
+    try:
+        assert end.status == 0, end.console[-2000:]  # (kind "failed": a test app prints no summary line)
+        seen = boots(end.console)
+        assert [b["wakes"] for b in seen] == list(range(21))
+        assert (seen[0]["cause"], seen[0]["reason"]) == (PWRON_RESET, 0)
+        assert all((b["cause"], b["reason"]) == (DEEPSLEEP_RESET, TIMER_WAKE) for b in seen[1:])
+        steps = [int(b["clock"]) - int(a["clock"]) for a, b in zip(seen, seen[1:], strict=False)]  # type: ignore[call-overload]
+        assert all(60 <= step <= 62 for step in steps), steps
+        assert "never: deepsleep returned" not in end.console
+        assert host_s < 20 * 60 / 10, f"twenty minutes of sleep took {host_s:.0f} s of host time"
+        assert dut.vboard.sleep_stats() == {
+            "deep_sleeps": 20,
+            "wakes": 20,
+            "deep_slept_ms": 20 * 60000,
+            "light_sleeps": 0,
+            "light_slept_ms": 0,
+        }
+    finally:
+        dut.close()
+
+
+def test_rtc_memory_survives_a_reset_and_deep_sleep_but_not_a_power_cut_in_the_sleep(tmp_path: Path) -> None:
+    """machine.reset() keeps RTC memory (HARD_RESET), so does deep sleep; a power cut that lands inside the
+    sleep loses it, and the next boot is a power-on: the count starts again."""
+    dut = sleeper(tmp_path, wakes=3, sleep_ms=1000, reset_once=True)
+    try:
+        dut.start(cut_in_sleep=2)  # the second deep sleep of this start
+        end = dut.wait_boot(60)
+        assert end.kind == "power-cut", end.console[-2000:]
+        seen = boots(end.console)
+        assert [(b["wakes"], b["memory"]) for b in seen] == [(0, "b''"), (0, "b'0'"), (1, "b'1'")]
+        assert [b["cause"] for b in seen] == [PWRON_RESET, 2, DEEPSLEEP_RESET]  # 2: HARD_RESET
+        dut.start()
+        end = dut.wait_boot(60)
+        assert end.status == 0, end.console[-2000:]
+        again = boots(end.console)
+        assert (again[0]["cause"], again[0]["reason"], again[0]["memory"]) == (PWRON_RESET, 0, "b''")
+        assert dut.vboard.sleep_stats()["wakes"] == 1 + 3  # the sleep cut short woke nothing
+    finally:
+        dut.close()
+
+
+def test_light_sleep_keeps_ram_and_moves_the_clock_and_the_ticks(tmp_path: Path) -> None:
+    dut = sleeper(tmp_path, wakes=0, sleep_ms=1, light=45000)
+    began = time.monotonic()
+    try:
+        dut.start()
+        end = dut.wait_boot(60)
+        assert end.status == 0, end.console[-2000:]
+        found = re.search(r"light kept=\[1, 2, 3\] clock\+(\d+) ticks\+(\d+)", end.console)
+        assert found, end.console
+        assert 45 <= int(found[1]) <= 46 and 45000 <= int(found[2]) < 46000
+        assert time.monotonic() - began < 30
+        assert dut.vboard.sleep_stats()["light_slept_ms"] == 45000
+    finally:
+        dut.close()
+
+
+def test_a_cut_at_the_wake_and_in_the_first_program_leaves_a_board_that_boots_again(tmp_path: Path) -> None:
+    """Power cuts where a chip's can land besides the sleep: at the wake, before the application runs (a cut a
+    few milliseconds into the boot), and in the boot's first flash program (the application's first write,
+    emulated half done). Each next boot is a power-on on the same flash; the run still completes."""
+    dut = sleeper(tmp_path, wakes=2, sleep_ms=1000)
+    try:
+        dut.start()
+        threading.Timer(0.005, dut.power_cut).start()
+        assert dut.wait_boot(60).kind == "power-cut"
+        dut.start(cut_at_op=1)
+        cut = dut.wait_boot(60)
+        assert cut.kind == "power-cut" and "vboard: power cut during" in cut.console, cut.console[-2000:]
+        dut.start()
+        end = dut.wait_boot(60)
+        assert end.status == 0, end.console[-2000:]
+        assert boots(end.console)[0]["cause"] == PWRON_RESET
+    finally:
+        dut.close()
+
+
+# -- WiFi ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def echo() -> Iterator[str]:
+    """A TCP echo server on loopback: HOST:PORT."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=relay, args=(conn,), daemon=True).start()
+
+    def relay(conn: socket.socket) -> None:
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+
+
+def station(tmp_path: Path, ap: AccessPoint, **config: object) -> VirtualBoard:
+    path = tmp_path / "station.json"
+    path.write_text(json.dumps(config))
+    board = VirtualBoard(
+        tmp_path / "station.flash",
+        config=path,
+        app=APPS / "station",
+        ap=ap,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    board.start()
+    return board
+
+
+def output(board: VirtualBoard, timeout: float = 60) -> str:
+    text = board.output(timeout)
+    assert board.wait() == 0, text
+    return text
+
+
+def statuses(text: str) -> tuple[list[int], bool, int]:
+    found = re.search(r"statuses \[([\d, ]*)\] connected (True|False) after (\d+)", text)
+    assert found, text
+    return [int(x) for x in found[1].split(",") if x.strip()], found[2] == "True", int(found[3])
+
+
+def test_a_join_takes_the_modelled_time_with_dhcp_and_a_fraction_of_it_with_a_static_address(
+    tmp_path: Path,
+) -> None:
+    model = JoinModel(scale=0.2)  # a DHCP join: 350 ms of host time, a fast one 40 ms
+    with AccessPoint(tmp_path / "ap", model=model) as ap:
+        board = station(tmp_path, ap, ssid="lab", password="pw")
+        text = output(board)
+        seen, connected, ms = statuses(text)
+        assert connected and seen == [1001], text  # STAT_CONNECTING until joined
+        assert 350 <= ms < 350 + 300, ms
+        assert "idle 1000 False 24d7eb000001" in text  # STAT_IDLE, the MAC from the board's unique id
+        board.close()
+        board = station(
+            tmp_path,
+            ap,
+            ssid="lab",
+            password="pw",
+            ip=["192.168.4.50", "255.255.255.0", "192.168.4.1", "192.168.4.1"],
+            bssid="02:00:00:00:aa:01",
+        )
+        _seen, connected, fast = statuses(output(board))
+        assert connected and 40 <= fast < 40 + 200 and fast < ms / 2, (fast, ms)
+        board.close()
+
+
+def test_a_wrong_network_or_password_fails_as_on_a_chip(tmp_path: Path) -> None:
+    """--ap SSID:PASSWORD: another name is never found (STAT_NO_AP_FOUND after each scan), a wrong password
+    fails its handshake (STAT_WRONG_PASSWORD); the station keeps trying, as the ESP32 port's does."""
+    model = JoinModel(scale=0.05)
+    with AccessPoint(tmp_path / "ap", ssid="lab", password="secret", model=model) as ap:
+        for ssid, password, expected in (("lobby", "secret", 201), ("lab", "guess", 202)):
+            board = station(tmp_path, ap, ssid=ssid, password=password, give_up_ms=600)
+            seen, connected, _ = statuses(output(board))
+            assert not connected and seen[0] == 1001 and expected in seen, (ssid, seen)
+            board.close()
+        board = station(tmp_path, ap, ssid="lab", password="secret")
+        assert statuses(output(board))[1]
+        board.close()
+
+
+def test_an_outage_aborts_the_stations_sockets_and_new_ones_fail_until_it_is_back(tmp_path: Path, echo: str) -> None:
+    """The access point goes down: after the beacon timeout the station has lost it (isconnected() False), its
+    open socket fails with ECONNABORTED, a new connect with EHOSTUNREACH, a name does not resolve (-202); once
+    the access point is back the station rejoins by itself in its join time and talks again."""
+    model = JoinModel(scale=0.1, beacon_ms=500)
+    with AccessPoint(tmp_path / "ap", model=model) as ap:
+        board = station(tmp_path, ap, ssid="lab", echo=echo)
+        assert board.process is not None and board.process.stdout is not None
+        said = b""
+        while b"talking" not in said:
+            chunk = board.process.stdout.readline()
+            assert chunk, said.decode()
+            said += chunk
+        ap.down()
+        time.sleep(1.5)
+        ap.up()
+        text = said.decode() + output(board)
+        assert "socket failed ECONNABORTED connected False" in text, text
+        assert "connect failed EHOSTUNREACH" in text and "resolve failed -202" in text, text
+        rejoined = re.search(r"rejoined after (\d+) status 1010", text)
+        assert rejoined, text
+        assert text.count("echo b'") == 2 and "echo b'again'" in text
+        assert (ap.stats.outages, ap.stats.stations_lost) == (1, 1)
+        board.close()
+
+
+def test_an_outage_shorter_than_the_beacon_timeout_only_stalls_the_link(tmp_path: Path, echo: str) -> None:
+    """Frames sent while the access point is away wait, as in the air for a station that has noticed nothing:
+    the socket lives on, and what was sent arrives once it is back."""
+    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.1, beacon_ms=5000)) as ap:
+        board = station(tmp_path, ap, ssid="lab", echo=echo)
+        assert board.process is not None and board.process.stdout is not None
+        said = b""
+        while b"talking" not in said:
+            said += board.process.stdout.readline()
+        ap.down()
+        time.sleep(0.8)
+        ap.up()
+        time.sleep(0.5)
+        board.power_cut()  # it would talk for ever: the socket never failed
+        rest = board.output(5)
+        assert "socket failed" not in rest and (ap.stats.outages, ap.stats.stations_lost) == (1, 0), rest
+        board.close()
