@@ -149,9 +149,16 @@ def open_board(cfg, boot):
     board.subscribed = False  # this boot has made its subscriptions
     board.wifi = None
     if cfg["wifi"] and cfg["transport"] == "tcp":
+        # dmqtt.wifi supervises the link from here on (its check() makes the first attempt); supervise.py says it.
         import supervise
 
-        board.wifi = supervise.start(cfg["wifi"])
+        from dmqtt import wifi
+
+        w = cfg["wifi"]
+        wifi.start(w["ssid"], w["password"], w["ip"], w["bssid"])
+        wifi.on_up = wifi.on_down = supervise.say
+        supervise.began = time.ticks_ms()
+        board.wifi = wifi
     # The transport's code (loaded by load_modules), only the one in use.
     if cfg["transport"] == "serial":
         from dlink.transport import LinkTransport

@@ -1,6 +1,7 @@
-# The board application's WiFi, for a board on tcp with "wifi" in config.json: dmqtt.wifi's supervision, its
-# events said on the console (docs/console-protocol.md), its counters in the summary. Loaded only by such a
-# board: what it interns (names are a board's for good) and its code (a deployed board's heap) others are spared.
+# The board application's WiFi, for a board on tcp with "wifi" in config.json: dmqtt.wifi's events said on the
+# console (docs/console-protocol.md), its counters in the summary (board_app.open_board starts the supervision).
+# Loaded only by such a board: what it interns (names are a board's for good) and its code (a deployed board's
+# heap) others are spared.
 
 import time
 
@@ -10,23 +11,14 @@ from dmqtt import wifi
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
-_began: "Any" = 0  # ticks: when the supervision began, for the first join's time
+began: "Any" = 0  # ticks: when the supervision began (board_app.open_board), for the first join's time
 
 
-def start(cfg):
-    """Supervise config.json's checked "wifi"; returns dmqtt.wifi, whose check() says whether the link is up."""
-    global _began
-    wifi.start(cfg["ssid"], cfg["password"], cfg["ip"], cfg["bssid"])
-    wifi.on_up = wifi.on_down = _say
-    _began = time.ticks_ms()
-    return wifi
-
-
-def _say(outage_ms=-1):
+def say(outage_ms=-1):
     """The hooks of dmqtt.wifi, both: on_up(None) the first join, on_up(ms) the link back, on_down() it dropped."""
     if outage_ms is None:
         address = wifi.sta.ifconfig()[0]  # type: ignore[union-attr]
-        print(console.WIFI_JOINED % (address, time.ticks_diff(time.ticks_ms(), _began)))
+        print(console.WIFI_JOINED % (address, time.ticks_diff(time.ticks_ms(), began)))
     elif outage_ms < 0:
         print(console.WIFI_DOWN % wifi.sta.status())  # type: ignore[union-attr]
     else:

@@ -1,5 +1,6 @@
 # WiFi supervision for a board on TCP: join a network, notice when the link drops, rejoin with a capped
-# exponential backoff, and tell the application (hooks, counters), without ever blocking unless asked to.
+# exponential backoff, and tell the application (hooks, counters), without ever blocking: an application that
+# wants to wait for the link calls check() until it says True (docs/client.md).
 # mqtt_as does the same inside its client; here it is a helper of its own, so that both faces of the client and
 # an application of one's own share it (docs/client.md, "WiFi").
 #
@@ -24,7 +25,6 @@ except ImportError:
         return x
 
 
-_POLL_MS = const(20)
 _BACKOFF_MS = const(1000)  # the first wait after a failed attempt; doubled at each failure
 _BACKOFF_CAP_MS = const(30000)
 
@@ -107,16 +107,6 @@ def check():
         if on_down is not None:
             on_down()
     return False
-
-
-def join(timeout_ms):
-    """Blocks until joined (True) or `timeout_ms` has passed (False)."""
-    began = time.ticks_ms()
-    while not check():
-        if time.ticks_diff(time.ticks_ms(), began) >= timeout_ms:
-            return False
-        time.sleep_ms(_POLL_MS)
-    return True
 
 
 def offline_now():

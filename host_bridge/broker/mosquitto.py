@@ -67,9 +67,11 @@ class Mosquitto:
         options: tuple[str, ...] = (),
         allow_anonymous: bool = True,
         host: str = "127.0.0.1",
+        tls_listener: tuple[Path, Path] | None = None,
     ) -> None:
         """`options`: further mosquitto.conf lines (e.g. "max_packet_size 200", "password_file PATH"); `host`: the
-        address it listens on (127.0.0.1; 0.0.0.0 only for boards on a real network, never in tests)."""
+        address it listens on (127.0.0.1; 0.0.0.0 only for boards on a real network, never in tests);
+        `tls_listener`: (certificate, key) of a second listener, TLS, beside a plain one (`tls_address`)."""
         self.workdir = Path(workdir)
         self.host = host
         self.options = options
@@ -78,6 +80,8 @@ class Mosquitto:
         self._port_chosen_here = not port  # a free port taken by another process first may be swapped for one
         self.persistence = persistence
         self.tls = tls  # (certificate, key) for a TLS listener
+        self.tls_listener = tls_listener
+        self.tls_port = free_port() if tls_listener else 0
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / "mosquitto.log"
 
@@ -89,6 +93,13 @@ class Mosquitto:
     @property
     def address(self) -> str:
         return f"{self.client_host}:{self.port}"
+
+    @property
+    def tls_address(self) -> str:
+        """The second, TLS listener's address (tls_listener)."""
+        if not self.tls_port:
+            raise BrokerError("this broker has no second TLS listener (tls_listener)")
+        return f"{self.client_host}:{self.tls_port}"
 
     def write_config(self) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -111,6 +122,9 @@ class Mosquitto:
         if os.geteuid() == 0:
             # Started as root, Mosquitto would switch to the "mosquitto" user and lose access to our files.
             lines.append(f"user {getpass.getuser()}")
+        if self.tls_listener is not None:
+            lines += [f"listener {self.tls_port} {self.host}"]
+            lines += [f"certfile {self.tls_listener[0]}", f"keyfile {self.tls_listener[1]}"]
         lines += list(self.options)
         if self.persistence == "every-change":
             # Saved after every queued message or subscription change, the nearest Mosquitto comes to durable:

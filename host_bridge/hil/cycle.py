@@ -21,7 +21,8 @@ class CutPlan:
 
     cuts: power cuts wanted at most (None: every boot gets one, the run completes when a boot outruns it).
     inside_flash: the share of cuts made inside a flash program or erase (boards that allow it; others get a
-    cut at a random moment instead). flash_ops: the range the operation is drawn from (1-based, per boot).
+    cut at a random moment instead). flash_ops: the range the operation is drawn from (1-based, counted from the
+    bench's start of the board, over the boots it makes by itself after it).
     in_sleep: the share of cuts made inside a deep sleep (boards that sleep in no host time; others get a cut
     at a random moment, which lands in a sleep as often as the board sleeps), the Nth sleep from the start drawn
     from `sleeps`. window: seconds after boot within which a cut at a random moment falls; accepted: see

@@ -92,6 +92,8 @@ class Dut(ABC):
     sleep_cuts = False  # can a power cut land inside a chosen deep sleep? (a board that sleeps in no host time)
     can_unplug = False
     link_port: str | None = None  # host end of the board's link UART, for the bridge
+    # The network this board joins on TCP, as config.json's "wifi" (None: no WiFi of the bench's to give it).
+    wifi: dict[str, str] | None = None
     # What a completed run's summary line must hold (dboard/console.py): the board application's keys, unless
     # the DUT runs another application (the benchmarks' own).
     summary_keys: tuple[str, ...] = console.SUMMARY_KEYS
@@ -102,6 +104,7 @@ class Dut(ABC):
         self.console = ConsoleLog(console_log)
         self.boots = 0
         self.cuts = 0
+        self.cut_times: list[float] = []  # time.time() of every power cut the bench made
         self.config: dict[str, Any] = {}
 
     # -- to be provided --------------------------------------------------------------------------------------

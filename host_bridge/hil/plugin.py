@@ -9,6 +9,10 @@ Options are resolved once into a HilConfig; each concern is one fixture:
   hil_duts / hil_dut  the boards under test, one per --hil-dut: configure(), start(), expect(), power_cut(),
               reset(), unplug()/replug() where the board allows, stats() where it has flash counters (not
               named `dut`, which is pytest-embedded's: both plugins can share one environment)
+  hil_ap      the access point the boards on TCP join: down(), up(), outage(s); for virtual boards one shared
+              by the test's boards, for real boards --hil-ap-cmd's command (skips the test without one)
+  hil_fleet   fleet(n): n boards for a scenario that runs several at once (virtual boards on the test's access
+              point; on real boards, those given)
   subscriber  a QoS 2 persistent-session witness recording every delivery
   verdict     judge(runs) -> Verdict: sent, received, lost, duplicated, boots, power cuts per board, with the
               promises the Spark audit uses; printed and saved in the test's log folder
@@ -35,6 +39,8 @@ import pytest
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.bridge.command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.broker.pki import CertificateAuthority
+from host_bridge.hil.access_point import AccessPointSwitch, CommandAccessPoint
 from host_bridge.hil.dut import Dut
 from host_bridge.hil.power import CommandSwitch, ModemLines, PowerSwitch, RtsEnSwitch
 from host_bridge.hil.real_dut import SerialDut
@@ -44,6 +50,7 @@ from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess, sigterm_as_ctrl_c, still_running
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
+from host_bridge.vboard.wifi import AccessPoint, JoinModel
 
 SIM = "sim"
 LINK_BAUD = 115200
@@ -69,6 +76,9 @@ class HilConfig:
     cycles: int
     install: str = "deployed"
     notes: list[str] = field(default_factory=list)
+    wifi: tuple[str, str] | None = None  # real boards' network (SSID, password)
+    ap_cmd: str | None = None
+    join_scale: float = 0.1
 
     @property
     def virtual(self) -> bool:
@@ -105,6 +115,19 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "cycles": (
         "repeat the power-cut scenarios N times and write their tables as CSV (default: $HIL_CYCLES or 1)",
         {"type": int, "metavar": "N"},
+    ),
+    "wifi": (
+        "the network real boards on TCP join, as config.json's wifi (virtual boards join the bench's own)",
+        {"metavar": "SSID:PASSWORD"},
+    ),
+    "ap-cmd": (
+        "command that takes the access point real boards join down or up, e.g. 'smartplug lab-ap {action}' "
+        "({action}: down or up)",
+        {"metavar": "CMD"},
+    ),
+    "join-scale": (
+        "host time a virtual board's WiFi join takes, as a share of a chip's (default 0.1: 175 ms for a DHCP join)",
+        {"type": float, "metavar": "F"},
     ),
 }
 
@@ -149,6 +172,9 @@ def resolve(config: pytest.Config) -> HilConfig:
         BoardDefinition.load(board)  # a wrong name fails here, once, with the list of boards
     cycles = int(_option(config, "cycles") or os.environ.get("HIL_CYCLES", "1") or 1)
     log_dir = Path(_option(config, "log-dir") or Path(str(config.rootpath)) / "build" / "hil" / "logs")
+    wifi = _option(config, "wifi")
+    if wifi is not None and ":" not in wifi:
+        raise pytest.UsageError(f"--hil-wifi {wifi}: give SSID:PASSWORD (an open network: SSID:)")
     return HilConfig(
         specs,
         _option(config, "broker"),
@@ -156,6 +182,9 @@ def resolve(config: pytest.Config) -> HilConfig:
         log_dir.resolve(),
         max(1, cycles),
         _option(config, "install") or "deployed",
+        wifi=(wifi.split(":", 1)[0], wifi.split(":", 1)[1]) if wifi else None,
+        ap_cmd=_option(config, "ap-cmd"),
+        join_scale=float(_option(config, "join-scale") or 0.1),
     )
 
 
@@ -164,7 +193,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "hil_virtual(why): needs what only a virtual board offers (skipped on real boards)"
     )
-    config.addinivalue_line("markers", "broker(persistence=True): how the broker fixture's Mosquitto is configured")
+    config.addinivalue_line(
+        "markers",
+        "broker(persistence=True, tls=False): how the broker fixture's Mosquitto is configured (tls: a second "
+        "listener, TLS, at broker.tls_address, its CA in the test's log folder, pki/ca/ca.pem)",
+    )
     try:
         config.stash[_CONFIG] = resolve(config)
     except Exception as exc:  # noqa: BLE001 (any bad option becomes a usage error naming it)
@@ -273,7 +306,11 @@ def broker(
         return
     marker = request.node.get_closest_marker("broker")
     persistence = bool(marker.kwargs.get("persistence", True)) if marker else True
-    with Mosquitto(hil_log / "broker", persistence=persistence) as b:
+    tls = None
+    if marker and marker.kwargs.get("tls"):
+        # A second listener, TLS, with a certificate of a CA of the test's own (hil_log/pki/ca/ca.pem).
+        tls = CertificateAuthority(hil_log / "pki" / "ca").issue("broker", "localhost", dns="localhost")
+    with Mosquitto(hil_log / "broker", persistence=persistence, tls_listener=tls) as b:
         yield b
 
 
@@ -335,8 +372,53 @@ def make_switch(spec: DutSpec, power_cmd: str | None) -> Callable[[ModemLines], 
     return RtsEnSwitch
 
 
+class NoAccessPoint:
+    """Real boards without --hil-ap-cmd: the bench cannot take their access point away."""
+
+    def _refuse(self) -> None:
+        pytest.skip("this scenario takes the access point down: give --hil-ap-cmd for real boards")
+
+    def down(self) -> None:
+        self._refuse()
+
+    def up(self) -> None:
+        self._refuse()
+
+    def outage(self, seconds: float) -> None:
+        self._refuse()
+
+
 @pytest.fixture
-def hil_duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path) -> Iterator[list[Dut]]:
+def hil_ap(hil_config: HilConfig, hil_log: Path) -> Iterator[AccessPointSwitch]:
+    """The access point of the test's boards on TCP: one virtual access point that every virtual board of the
+    test joins (its joins scaled by --hil-join-scale, its beacon timeout ESP-IDF's 6 s), or --hil-ap-cmd's for
+    real boards."""
+    if not hil_config.virtual:
+        yield CommandAccessPoint(hil_config.ap_cmd) if hil_config.ap_cmd else NoAccessPoint()
+        return
+    with AccessPoint(hil_log / "access-point", model=JoinModel(scale=hil_config.join_scale)) as ap:
+        yield ap
+
+
+def virtual_dut(hil_config: HilConfig, hil_log: Path, name: str, spec: DutSpec, seed: int, ap: Any) -> VirtualDut:
+    """A virtual board of the bench: its flash, console log and link UART in the test's folder."""
+    return VirtualDut(
+        name,
+        BoardDefinition.load(spec.board),
+        flash=hil_log / name / "board.flash",
+        console_log=hil_log / f"{name}.console.log",
+        faults=LineFaults(baud=LINK_BAUD),
+        serial_link=hil_log / name / "ttyLINK",
+        seed=seed,
+        install=hil_config.install,
+        ap=ap if isinstance(ap, AccessPoint) else None,
+    )
+
+
+@pytest.fixture
+def hil_duts(
+    request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path, hil_ap: AccessPointSwitch
+) -> Iterator[list[Dut]]:
     """The boards under test, one per --hil-dut (a virtual board by default), each with its power switch and
     console log; every one closed (and a virtual one's process ended) after the test."""
     made: list[Dut] = []
@@ -345,18 +427,7 @@ def hil_duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Pat
             board = BoardDefinition.load(spec.board)
             name = f"dut{i}"
             if spec.virtual:
-                made.append(
-                    VirtualDut(
-                        name,
-                        board,
-                        flash=hil_log / name / "board.flash",
-                        console_log=hil_log / f"{name}.console.log",
-                        faults=LineFaults(baud=LINK_BAUD),
-                        serial_link=hil_log / name / "ttyLINK",
-                        seed=i,
-                        install=hil_config.install,
-                    )
-                )
+                made.append(virtual_dut(hil_config, hil_log, name, spec, i, hil_ap))
             else:
                 assert spec.port is not None
                 made.append(
@@ -368,6 +439,7 @@ def hil_duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Pat
                         make_switch(spec, hil_config.power_cmd),
                         spec.link_port,
                         install=hil_config.install,
+                        wifi={"ssid": hil_config.wifi[0], "password": hil_config.wifi[1]} if hil_config.wifi else None,
                     )
                 )
         yield made
@@ -380,6 +452,31 @@ def hil_duts(request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Pat
 def hil_dut(hil_duts: list[Dut]) -> Dut:
     """The first board under test."""
     return hil_duts[0]
+
+
+@pytest.fixture
+def hil_fleet(
+    hil_config: HilConfig, hil_log: Path, hil_duts: list[Dut], hil_ap: AccessPointSwitch
+) -> Iterator[Callable[[int], list[Dut]]]:
+    """fleet(n): n boards for a scenario that runs several at once. On virtual benches, the boards of --hil-dut
+    and as many more as n asks, on the test's access point; on real benches, the boards given (at least one,
+    the scenario spreads its configurations over them)."""
+    extra: list[Dut] = []
+
+    def fleet(n: int) -> list[Dut]:
+        if not hil_config.virtual:
+            return hil_duts
+        spec = hil_config.duts[0]
+        while len(hil_duts) + len(extra) < n:
+            i = len(hil_duts) + len(extra)
+            extra.append(virtual_dut(hil_config, hil_log, f"dut{i}", spec, i, hil_ap))
+        return (hil_duts + extra)[:n]
+
+    try:
+        yield fleet
+    finally:
+        for d in extra:
+            d.close()
 
 
 @pytest.fixture

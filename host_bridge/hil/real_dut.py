@@ -30,11 +30,13 @@ class SerialDut(Dut):
         baud: int = 115200,
         deploy: Any = None,
         install: str = "deployed",
+        wifi: dict[str, str] | None = None,
     ) -> None:
         """`switch_factory(modem_lines) -> PowerSwitch`: the switch may need this DUT's port (RTS on EN).
         `deploy(port, config_path)`: copies firmware and config (default: mpremote through realboard, as
         `install` says: .mpy files, a ROMFS image, or only config and main.py beside a frozen image)."""
         super().__init__(name, board, log_dir / f"{name}.console.log")
+        self.wifi = wifi
         self.log_dir = log_dir
         self.port_path = port
         self.baud = baud
@@ -127,6 +129,7 @@ class SerialDut(Dut):
 
     def power_cut(self) -> None:
         with self._power:
+            self.cut_times.append(time.time())
             self.switch.cut()
             self._cut_requested = True  # only now: wait_boot() must not start the next boot while this one cuts
 

@@ -4,8 +4,12 @@ and one board's run through power cuts, reported as the verdict's BoardRun."""
 from __future__ import annotations
 
 import random
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
+from dboard import console_host
 from host_bridge.hil.cycle import CutPlan, run_to_completion
 from host_bridge.hil.dut import Dut, DutError
 from host_bridge.hil.verdict import BoardRun
@@ -22,10 +26,13 @@ def app_config(
     version: str = "3.1.1",
     transport: str = "tcp",
     baud: int = 115200,
+    wifi: bool = False,
     **extra: Any,
 ) -> dict[str, Any]:
     """config.json for the board application: `count` telemetry messages at `qos` over `transport`. Over the
-    serial link the board's link UART (id and pins) comes from its board definition."""
+    serial link the board's link UART (id and pins) comes from its board definition. On TCP a real board joins
+    the bench's network (--hil-wifi), and so does a virtual one when the scenario asks (`wifi`: its access
+    point)."""
     publish = {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": 100}
     publish.update(extra.pop("publish", {}))
     config: dict[str, Any] = {
@@ -36,6 +43,8 @@ def app_config(
     }
     if transport == "tcp":
         config["broker"] = broker
+        if dut.wifi is not None and (wifi or not dut.board.virtual):
+            config["wifi"] = dict(dut.wifi)
     else:
         uart = dut.board.uart
         config["uart"] = {"id": uart.id if uart else 1, "baud": baud}
@@ -61,3 +70,67 @@ def run_board(
             f"(expected {count - refused} and {refused}); console log {dut.console.path}"
         )
     return run
+
+
+class Fleet:
+    """Boards that run to completion at once, each in a thread of its own (run_board, through its plan's power
+    cuts, none unless given), while the test's thread disturbs them (power cuts, access point outages) at
+    moments it chooses by what they say. A board whose run fails fails the test: runs() raises its error."""
+
+    def __init__(
+        self,
+        duts: list[Dut],
+        configs: list[dict[str, Any]],
+        plans: list[CutPlan] | None = None,
+        timeout: float = 300,
+    ) -> None:
+        self.duts = duts
+        self._results: list[BoardRun | BaseException | None] = [None] * len(duts)
+        plans = plans or [CutPlan.none()] * len(duts)
+        self._threads = [
+            threading.Thread(target=self._run, args=(i, config, plan, timeout), name=f"fleet-{dut.name}", daemon=True)
+            for i, (dut, config, plan) in enumerate(zip(duts, configs, plans, strict=True))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, i: int, config: dict[str, Any], plan: CutPlan, timeout: float) -> None:
+        try:
+            self._results[i] = run_board(self.duts[i], config, plan, seed=i, timeout=timeout)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test's thread, which raises it)
+            self._results[i] = exc
+
+    def accepted(self, dut: Dut) -> int:
+        """Messages `dut` has said it accepted, over every boot so far."""
+        return len(console_host.lines(dut.console.all(), "accepted"))
+
+    def wait(self, what: str, done: Callable[[], bool], timeout: float = 120) -> None:
+        """Until done() (checked every 10 ms); AssertionError naming `what` if it does not come, or at once if a
+        board's run has failed meanwhile."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            for result in self._results:
+                if isinstance(result, BaseException):
+                    raise result
+            assert time.monotonic() < deadline, f"{what} did not happen within {timeout:.0f} s"
+            time.sleep(0.01)
+
+    def wait_accepted(self, n: int, timeout: float = 120) -> None:
+        """Until every board has said it accepted at least `n` messages."""
+        self.wait(
+            f"{n} accepted messages on every board", lambda: all(self.accepted(d) >= n for d in self.duts), timeout
+        )
+
+    def runs(self, timeout: float = 300) -> list[BoardRun]:
+        """Every board's run once it has completed; the first failure raised."""
+        for thread in self._threads:
+            thread.join(timeout)
+            if thread.is_alive():
+                raise DutError(f"{thread.name}: the run did not complete within {timeout:.0f} s")
+        runs = []
+        for result in self._results:
+            if isinstance(result, BaseException):
+                raise result
+            assert result is not None
+            runs.append(result)
+        return runs

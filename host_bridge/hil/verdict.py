@@ -14,7 +14,7 @@ from dboard import console_host
 from dmqtt_telemetry.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
 from host_bridge.hil.cycle import CycleResult
 from host_bridge.hil.dut import Dut, DutError
-from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.subscriber import Record, Subscriber
 
 # The heap budget every run is held to (docs/install-paths.md): the lowest free heap the board saw, at the virtual
 # board's 64-bit object sizes (a chip's 32-bit objects leave it more), counting back what TLS held on the Unix
@@ -37,6 +37,7 @@ class BoardTally:
     power_cuts: int
     verdict: str
     heap_low: int | None = None  # bytes: the board's lowest free heap, as the budget counts it; None unknown
+    heap_goal: int = HEAP_GOAL
 
 
 @dataclass
@@ -54,6 +55,9 @@ class BoardRun:
     heap_low: int | None = None
     last_accepted: dict[int, int] | None = None
     resumed_in_flight: int = 0  # boots after a cut that resumed QoS 1/2 messages in flight
+    cuts_in_flash: int = 0  # power cuts made inside a flash program or erase
+    cuts_in_sleep: int = 0  # power cuts made inside a deep sleep
+    heap_goal: int = HEAP_GOAL  # the lowest free heap it must keep (host_bridge.hil.heap.heap_goal)
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any], qos: int, boots: int = 1, power_cuts: int = 0) -> BoardRun:
@@ -69,6 +73,8 @@ class BoardRun:
             raise DutError(f"{dut.name}: the run ended without its summary line; console log {dut.console.path}")
         run = cls.witnessed(dut, result.summary, qos, result.boots, result.cuts)
         run.resumed_in_flight = result.resumed_in_flight
+        run.cuts_in_flash = result.cuts_in_flash
+        run.cuts_in_sleep = result.cuts_in_sleep
         return run
 
     @classmethod
@@ -109,11 +115,11 @@ class Verdict:
         for v in self.per_qos.values():
             lines += [f"  QoS {v.qos} ({PROMISES[v.qos]}): {p}" for p in v.problems[:10]]
         for t in self.short_of_heap():
-            lines.append(f"  heap: {t.board} reached {t.heap_low} bytes free, under the budget of {HEAP_GOAL}")
+            lines.append(f"  heap: {t.board} reached {t.heap_low} bytes free, under the budget of {t.heap_goal}")
         return "\n".join(lines)
 
     def short_of_heap(self) -> list[BoardTally]:
-        return [t for t in self.tallies if t.heap_low is not None and t.heap_low < HEAP_GOAL]
+        return [t for t in self.tallies if t.heap_low is not None and t.heap_low < t.heap_goal]
 
     def boot_table(self) -> str:
         """Per board and boot (as the board numbers its boots): what arrived of each."""
@@ -172,7 +178,7 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
         lost = sum(b["lost"] for b in mine) + tails.get(run.dev, 0)
         dups = sum(b["duplicates"] for b in mine)
         kept = run.qos == 0 or (lost == 0 and (run.qos == 1 or dups == 0))
-        kept = kept and (run.heap_low is None or run.heap_low >= HEAP_GOAL)
+        kept = kept and (run.heap_low is None or run.heap_low >= run.heap_goal)
         tallies.append(
             BoardTally(
                 scenario,
@@ -186,6 +192,27 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
                 run.power_cuts,
                 "PASS" if kept else "FAIL",
                 run.heap_low,
+                run.heap_goal,
             )
         )
     return Verdict(scenario, tallies, per_qos, rows)
+
+
+def resent_without_cut(records: list[Record], dev: str, cut_times: list[float], slack: float = 1.0) -> list[str]:
+    """Messages of `dev` the broker passed on again with no power cut of the board between the two deliveries
+    (nor within `slack` seconds before the first: a cut can land before the broker's delivery of what the board
+    sent just before it). A board that reads its acknowledgements before it sleeps never sends again what the
+    broker acknowledged; a cut between the broker's acknowledgement and the board's journal record is the one
+    thing that may (QoS 1: at least once). Counted where the broker's deliveries are seen, from `records`
+    (the subscriber's), not from anything the board says."""
+    arrivals: dict[tuple[int, int], list[float]] = {}
+    for record in records:
+        seen = record.telemetry
+        if seen is not None and seen.dev == dev:
+            arrivals.setdefault((seen.boot, seen.seq), []).append(record.arrived)
+    found = []
+    for (boot, seq), times in sorted(arrivals.items()):
+        for first, again in zip(times, times[1:], strict=False):
+            if not any(first - slack <= cut <= again for cut in cut_times):
+                found.append(f"boot {boot} seq {seq}: again {again - first:.2f} s after the first, no cut between")
+    return found

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -28,6 +29,7 @@ class VirtualDut(Dut):
     flash_cuts = True
     sleep_cuts = True
     can_unplug = True
+    wifi = {"ssid": "hil-bench", "password": "hil-bench"}  # its access point takes any network and password
 
     def __init__(
         self,
@@ -57,6 +59,8 @@ class VirtualDut(Dut):
         self._console_target = console
         self._cut_requested = False
         self._cut_in_sleep = 0
+        self._cut_at_op = self._ops_at_boot = 0
+        self._power = threading.Lock()  # a cut from another thread against the next boot of the board's own
         self._seeds = random.Random(seed)
         self.pids: list[int] = []  # every boot's process, so a harness can show they all ended
 
@@ -86,12 +90,21 @@ class VirtualDut(Dut):
         return self.vboard.ap
 
     def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+        """A boot; `cut_at_op` counts the flash programs and erases from here, over the boots the board makes by
+        itself after this one (a wake from deep sleep may do only a few)."""
         self._cut_in_sleep = cut_in_sleep
-        self._boot(cut_at_op, started=True)
+        with self._power:
+            self._cut_requested = False
+            self._boot(cut_at_op, started=True)
+
+    def _flash_ops(self) -> int:
+        """Programs and erases the board has made on its flash (its counters survive every boot)."""
+        return sum(p["program_ops"] + p["blocks_erased"] for p in self.vboard.stats().values())
 
     def _boot(self, cut_at_op: int, started: bool) -> None:
         self._begin_boot(started)
-        self._cut_requested = False
+        self._cut_at_op = cut_at_op
+        self._ops_at_boot = self._flash_ops() if cut_at_op else 0
         board = self.vboard
         board.cut_at_op = cut_at_op
         board.seed = self._seeds.randrange(1 << 30)  # a fresh half-done-operation draw per boot, reproducibly
@@ -106,8 +119,13 @@ class VirtualDut(Dut):
         self.pids.append(board.process.pid)
 
     def power_cut(self) -> None:
-        self._cut_requested = True
-        self.switch.cut()
+        """The board's power goes: a boot running dies (SIGKILL); between two boots of its own (inside a deep
+        sleep, at a reset) the next one becomes a power-on. Safe from any thread: wait_boot() starts a board's
+        next boot of its own under the same lock, so that a cut cannot fall between its decision and the boot."""
+        with self._power:
+            self._cut_requested = True
+            self.cut_times.append(time.time())
+            self.switch.cut()
 
     def alive(self) -> bool:
         process = self.vboard.process
@@ -128,16 +146,26 @@ class VirtualDut(Dut):
                     f"{self.name}: boot {self.boots} did not end within {timeout:.0f} s (cut now); "
                     f"console log {self.console.path}"
                 ) from None
-            rebooting = self.vboard.next_boot(status)
-            if status == DEEPSLEEP_EXIT_STATUS:
-                sleeps += 1
-                if sleeps == self._cut_in_sleep:
-                    self.power_cut()  # the board is asleep: it loses its RTC memory, its next boot is a power-on
+            with self._power:
+                if self._cut_requested:  # killed now, or cut between two boots (a sleep, a reset)
+                    self.vboard.next_boot(POWER_CUT_EXIT_STATUS)  # the next boot is a power-on
                     status = POWER_CUT_EXIT_STATUS
                     break
-            if not rebooting:
-                break
-            self._boot(0, started=False)
+                rebooting = self.vboard.next_boot(status)
+                if status == DEEPSLEEP_EXIT_STATUS:
+                    sleeps += 1
+                    if sleeps == self._cut_in_sleep:
+                        # The board is asleep: it loses its RTC memory, its next boot is a power-on.
+                        self._cut_requested = True
+                        self.cut_times.append(time.time())
+                        self.switch.cut()
+                        status = POWER_CUT_EXIT_STATUS
+                        break
+                if not rebooting:
+                    break
+                # A cut inside a flash operation that this boot did not reach is for the next one's.
+                left = self._cut_at_op - (self._flash_ops() - self._ops_at_boot) if self._cut_at_op else 0
+                self._boot(max(0, left), started=False)
         text = self.console.since_start()
         if status == DEEPSLEEP_EXIT_STATUS:
             return BootEnd("asleep", status, None, text)  # a deep sleep without a timer: nothing wakes it

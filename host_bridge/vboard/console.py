@@ -6,8 +6,9 @@ written there is the board's input (its REPL's, vboot's vrepl shim).
 A Ctrl-C byte is not passed on as a byte: it becomes SIGINT to the board process, which the MicroPython Unix
 port turns into KeyboardInterrupt, as the ESP32 port's UART driver raises KeyboardInterrupt when it sees
 Ctrl-C. Back-to-back Ctrl-C bytes are one interrupt: the Unix port exits outright on a second SIGINT that
-arrives before the first one is handled. A board ignores Ctrl-C while its process starts (as a chip does
-during its ROM boot).
+arrives before the first one is handled. A board ignores Ctrl-C until its boot has set itself up (the `ready`
+file, which vboot makes just before boot.py), as a chip does during its ROM boot and MicroPython's start, when
+its interrupt character is off.
 
 The pty outlives boots, as the USB port outlives resets of a board behind a USB-UART bridge: each boot's
 process is attached with boot() and its output drained before the next one's."""
@@ -30,7 +31,10 @@ _INTERRUPT_GAP_S = 0.1  # Ctrl-C bytes closer than this make one interrupt
 
 
 class Console:
-    def __init__(self, link: Path | None = None) -> None:
+    def __init__(self, ready: Path, link: Path | None = None) -> None:
+        """`ready`: the file a boot makes once Ctrl-C may interrupt it (removed at each boot()); `link`: a fixed
+        path for the host end, as /dev/serial/by-id is for a real adapter."""
+        self.ready = ready
         self.link = link
         self._master, self._slave = pty.openpty()
         tty.setraw(self._slave)
@@ -61,6 +65,7 @@ class Console:
         program's standard output."""
         if self._output is not None:
             self._output.join(5)  # the previous boot's last words come first
+        self.ready.unlink(missing_ok=True)
         assert process.stdin is not None and process.stdout is not None
         if sink is None:
             target = os.dup(1)
@@ -119,7 +124,7 @@ class Console:
         if process is None or process.poll() is not None or self._stdin < 0:
             return
         for i, piece in enumerate(data.split(bytes((CTRL_C,)))):
-            if i:
+            if i and self.ready.exists():
                 now = time.monotonic()
                 if now - self._last_interrupt > _INTERRUPT_GAP_S:
                     self._last_interrupt = now
@@ -148,6 +153,7 @@ class Console:
             self._stdin = -1
         if self.link is not None:
             self.link.unlink(missing_ok=True)
+        self.ready.unlink(missing_ok=True)
 
 
 def _write_all(fd: int, data: bytes) -> None:

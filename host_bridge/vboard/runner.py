@@ -174,7 +174,10 @@ class VirtualBoard:
             self.line = SerialLine(self.faults, self.serial_link)
         self.console_line: Console | None = None
         if self.console_pty:
-            self.console_line = Console(self.console_pty if isinstance(self.console_pty, Path) else None)
+            self.console_line = Console(
+                self.flash.with_name(self.flash.name + ".ready"),
+                self.console_pty if isinstance(self.console_pty, Path) else None,
+            )
         self._own_ap = self.ap is None
         if self.ap is None:
             self.ap = AccessPoint(self.flash.with_name(self.flash.name + ".ap"))
@@ -234,6 +237,7 @@ class VirtualBoard:
                 "VBOARD_AP": self.ap.environment() if self.ap is not None else "",
                 "VBOARD_BOOT_MODE": "raw" if self.raw_repl else "",
                 "VBOARD_CONSOLE": "1" if self.console_line else "",
+                "VBOARD_READY": str(self.console_line.ready) if self.console_line else "",
                 "VBOARD_INSTALL": self.install,
                 "VBOARD_APP": str(self.root) if self.deploy else "",
                 "VBOARD_CONFIG": str(Path(self.config).resolve()) if self.config else "",

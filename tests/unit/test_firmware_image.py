@@ -57,7 +57,11 @@ def imports_of(path: Path) -> set[str]:
         found |= {n for n in names if module_file(n) is not None and module_file(n).exists()}  # type: ignore[union-attr]
     # load_modules() imports by a list of names, errors.explain() by a name: those strings count too.
     for node in run_on_a_board(ast.parse(path.read_text())):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.replace(".", "_").isidentifier():
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.replace(".", "_").isidentifier()
+        ):
             file = module_file(node.value)
             if file is not None and file.exists():
                 found.add(node.value)

@@ -56,3 +56,23 @@ def test_a_summary_without_heap_figures_is_judged_on_the_promises_alone() -> Non
     run = BoardRun.from_summary({"dev": "b1", "total": 10}, qos=1)
     assert run.heap_low is None
     judged(run).assert_kept()
+
+
+def test_a_message_delivered_again_with_no_cut_between_is_a_resend_after_its_acknowledgement() -> None:
+    """resent_without_cut: a second delivery of a message is explained only by a power cut between the two (or
+    just before the first); with none it is reported, naming the message."""
+    from dmqtt_telemetry.promises import Delivery
+    from host_bridge.hil.subscriber import Record
+    from host_bridge.hil.verdict import resent_without_cut
+
+    def record(seq: int, at: float, dev: str = "b1") -> Record:
+        return Record("sensors/b1/telemetry", b"{}", 1, False, False, at, Delivery(dev, 3, seq, 1))
+
+    once = [record(0, 10.0), record(1, 11.0)]
+    assert resent_without_cut(once, "b1", []) == []
+    again = [*once, record(0, 20.0)]
+    assert resent_without_cut(again, "b1", [15.0]) == []  # a cut came between
+    assert resent_without_cut(again, "b1", [9.5]) == []  # just before the first delivery: the send was before it
+    found = resent_without_cut(again, "b1", [5.0, 25.0])
+    assert found == ["boot 3 seq 0: again 10.00 s after the first, no cut between"]
+    assert resent_without_cut([*again, record(0, 30.0, "b2")], "b2", []) == []  # another board's own

@@ -292,6 +292,11 @@ def main():
     pin_heap(reserve_qstr_pool(int(vboard_state.env("VBOARD_QSTR_POOL", "0"))))
     raw_repl = vboard_state.env("VBOARD_BOOT_MODE") == "raw"
     status = 0
+    ready = vboard_state.env("VBOARD_READY")
+    if ready is not None:
+        # From here on Ctrl-C interrupts, as a chip's does once MicroPython runs boot.py (during its own start the
+        # interrupt character is off): the console delivers it only once this file exists.
+        open(ready, "w").close()
     try:
         run_file("boot.py")
         if not raw_repl:

@@ -1,0 +1,179 @@
+"""A board's life: WiFi that goes away in the middle of a run, and deep sleep between readings, with power cuts
+anywhere, judged by the witness (what each board said it accepted the moment publish() returned) as every other
+scenario is. On virtual boards the access point is the bench's (host_bridge.vboard.wifi), its joins scaled by
+--hil-join-scale; on real boards it is --hil-ap-cmd's, their network --hil-wifi's.
+
+`make test` gives one dose of each; `make soak` the long ones: HIL_OUTAGE_MINUTES of random outages and cuts,
+HIL_WAKES wakes."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dboard import console_host
+from host_bridge.hil.access_point import AccessPointSwitch
+from host_bridge.hil.cycle import CutPlan
+from host_bridge.hil.dut import Dut
+from host_bridge.hil.heap import heap_goal
+from host_bridge.hil.plugin import HilConfig
+from host_bridge.hil.scenario import Fleet, app_config
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.hil.verdict import BoardRun, Verdict, resent_without_cut
+from host_bridge.hil.virtual_dut import VirtualDut
+
+Judge = Callable[[list[BoardRun]], Verdict]
+# (QoS, TLS) of the outage scenario's boards.
+OUTAGE_BOARDS = [(1, False), (2, False), (1, True), (2, True)]
+BEACON_S = 6  # ESP-IDF's beacon timeout: an outage shorter than this is only a stall to a station
+
+
+def device_id(*parts: object) -> str:
+    return "-".join(["life", *map(str, parts), f"{time.monotonic_ns() % 10**8}"])
+
+
+def lines(dut: Dut, kind: str) -> list[console_host.Line]:
+    return console_host.lines(dut.console.all(), kind)
+
+
+def tls_ready(dut: Dut, hil_log: Path, broker: Any) -> dict[str, Any]:
+    """The board's TLS settings for the broker's second listener, the test's CA put on its filesystem."""
+    if not isinstance(dut, VirtualDut):
+        pytest.skip("TLS outages: the CA would have to be deployed to the real board; run the plain ones")
+    dut.vboard.put = ((hil_log / "pki" / "ca" / "ca.pem", "ca.pem"),)
+    return {"ca": "ca.pem", "server_hostname": "localhost"}
+
+
+@pytest.mark.broker(tls=True)
+def test_wifi_outages_in_the_middle_of_qos_runs(
+    hil_fleet: Callable[[int], list[Dut]],
+    hil_ap: AccessPointSwitch,
+    broker: Any,
+    verdict: Judge,
+    hil_log: Path,
+    hil_config: HilConfig,
+) -> None:
+    """QoS 1 and QoS 2 boards over TCP, with and without TLS, all on one access point: a 1 s outage (shorter
+    than the beacon timeout: the stations notice nothing, their links stall and go on), then a 30 s one. Two
+    boards lose their power during it, two during the rejoin once it is back. Each board says the outage on its
+    console, keeps accepting QoS 1/2 readings into its journal meanwhile, and completes its run on its own once
+    the access point is back: no QoS 1 message lost, every QoS 2 message stored exactly once."""
+    duts = hil_fleet(len(OUTAGE_BOARDS))
+    configs = []
+    for i, (qos, tls) in enumerate(OUTAGE_BOARDS[: len(duts)]):
+        dut = duts[i]
+        extra: dict[str, Any] = {"tls": tls_ready(dut, hil_log, broker)} if tls else {}
+        address = broker.tls_address if tls else broker.address
+        config = app_config(
+            dut, device_id("out", qos, "tls" if tls else "tcp"), address, qos, 200, "5", wifi=True, **extra
+        )
+        config["publish"].update({"interval_ms": 50})
+        configs.append(config)
+    fleet = Fleet(duts, configs)
+    fleet.wait_accepted(30)
+    hil_ap.outage(1.0)
+    fleet.wait_accepted(60)
+    downs = [len(lines(d, "wifi_down")) for d in duts]
+    hil_ap.down()
+    down_at = time.monotonic()
+    fleet.wait(
+        "every board saying the outage",
+        lambda: all(len(lines(d, "wifi_down")) > n for d, n in zip(duts, downs, strict=True)),
+        30,
+    )
+    during = duts[:2]
+    for dut in during:
+        dut.power_cut()  # during the outage: it boots again with no access point to join
+    time.sleep(max(0.0, 30 - (time.monotonic() - down_at)))
+    ups = [len(lines(d, "wifi_up")) + len(lines(d, "wifi_joined")) for d in duts]
+    hil_ap.up()
+    rejoining = duts[2:]
+    time.sleep(0.05)  # inside the rejoin: a DHCP join takes 1.75 s on a chip, --hil-join-scale of it here
+    for dut, n in zip(rejoining, ups[2:], strict=True):
+        joined = len(lines(dut, "wifi_up")) + len(lines(dut, "wifi_joined"))
+        dut.power_cut()
+        assert joined == n, f"{dut.name} had rejoined before its cut: the cut did not land in the rejoin"
+    runs = fleet.runs()
+    for run, dut, (_qos, tls) in zip(runs, duts, OUTAGE_BOARDS, strict=False):
+        # A board that stays awake with WiFi supervised has its documented floor on the deployed path.
+        run.heap_goal = heap_goal("tls-wifi" if tls else "tcp-wifi", dut.board.name, hil_config.install)
+    result = verdict(runs)
+    result.assert_kept()
+    assert all(r.power_cuts == 1 for r in runs), [r.power_cuts for r in runs]
+    for dut in duts:
+        backs = [ln.values[0] for ln in lines(dut, "wifi_up")]
+        assert lines(dut, "wifi_down") and (backs or dut in rejoining), f"{dut.name}: no outage on its console"
+    stats = getattr(hil_ap, "stats", None)
+    if stats is not None:  # the virtual access point: only the 30 s outage outlasted the beacon timeout
+        assert (stats.outages, stats.stations_lost) == (2, 1), stats
+
+
+def sleep_config(dut: Dut, qos: int, broker: Any, wakes: int) -> dict[str, Any]:
+    # A virtual board sleeps in no host time: a minute between readings. A real one sleeps for real.
+    every = 60 if isinstance(dut, VirtualDut) else 3
+    config = app_config(dut, device_id("sleep", qos), broker.address, qos, wakes, "5", wifi=True)
+    config["sleep"] = {"every_s": every, "awake_s": 20}
+    return config
+
+
+def test_deep_sleep_wakes_read_their_acknowledgements_and_never_resend_what_was_acknowledged(
+    hil_fleet: Callable[[int], list[Dut]], broker: Any, subscriber: Subscriber, verdict: Judge
+) -> None:
+    """Boards that deep-sleep between readings, one QoS 1 and one QoS 2: each wake joins WiFi, publishes its
+    reading, reads its acknowledgement, and sleeps. Power cuts land anywhere in the cycle: inside a sleep, in a
+    flash program of the first wake, at random moments (the wake, the imports, the join, the flow). Nothing is
+    lost, QoS 2 arrives exactly once, and no message arrives again at the broker unless a cut came between."""
+    wakes = int(os.environ.get("HIL_WAKES", "120"))
+    duts = hil_fleet(2)
+    plans = [
+        CutPlan(cuts=wakes // 12, in_sleep=0.35, sleeps=(1, 30), inside_flash=0.25, flash_ops=(1, 12), window=(0.05, 4))
+        for _ in duts
+    ]
+    configs = [sleep_config(dut, qos, broker, wakes) for dut, qos in zip(duts, (1, 2), strict=False)]
+    runs = Fleet(duts, configs, plans, timeout=60 + wakes * 2).runs()
+    result = verdict(runs)
+    result.assert_kept()
+    for dut, run, config in zip(duts, runs, configs, strict=False):
+        assert run.power_cuts == wakes // 12, f"{dut.name}: the dose was not given ({run.power_cuts} cuts)"
+        if isinstance(dut, VirtualDut):
+            assert run.cuts_in_sleep and run.cuts_in_flash, f"{dut.name}: a kind of cut never landed: {run}"
+            assert dut.vboard.wakes >= wakes - run.power_cuts, (dut.vboard.wakes, wakes)
+        resent = resent_without_cut(subscriber.records, config["client_id"], dut.cut_times)
+        assert not resent, f"{dut.name} sent again what the broker had acknowledged: {resent[:5]}"
+        assert len(lines(dut, "sleep")) >= wakes - 1 - run.power_cuts
+
+
+@pytest.mark.skipif(not os.environ.get("HIL_OUTAGE_MINUTES"), reason="make soak: HIL_OUTAGE_MINUTES=N")
+def test_random_outages_and_power_cuts_for_minutes(
+    hil_fleet: Callable[[int], list[Dut]], hil_ap: AccessPointSwitch, broker: Any, verdict: Judge
+) -> None:
+    """`make soak`: for HIL_OUTAGE_MINUTES minutes, outages of 1 to 30 s at random and power cuts at random,
+    under a QoS 1 and a QoS 2 board that publish all along; then every promise judged."""
+    minutes = float(os.environ["HIL_OUTAGE_MINUTES"])
+    rng = random.Random(7)
+    duts = hil_fleet(2)
+    count = int(minutes * 60 * 8)  # about eight readings a second, for the whole dose
+    configs = []
+    for dut, qos in zip(duts, (1, 2), strict=False):
+        config = app_config(dut, device_id("soak", qos), broker.address, qos, count, "5", wifi=True)
+        config["publish"].update({"interval_ms": 100})
+        configs.append(config)
+    fleet = Fleet(duts, configs, timeout=minutes * 60 + 600)
+    until = time.monotonic() + minutes * 60
+    while time.monotonic() < until:
+        time.sleep(rng.uniform(5, 40))
+        length = rng.uniform(1, 30)
+        hil_ap.down()
+        time.sleep(rng.uniform(0, length))
+        rng.choice(duts).power_cut()
+        time.sleep(rng.uniform(0, length / 2))
+        hil_ap.up()
+        time.sleep(rng.uniform(0, 0.3))
+        rng.choice(duts).power_cut()
+    verdict(fleet.runs(timeout=minutes * 60 + 600)).assert_kept()
