@@ -135,9 +135,11 @@ firmware: $(STAMP)
 		$(if $(DRY_RUN),--dry-run)
 
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times, 100,000
-# messages through 200 dropped connections and 50 power cuts with the heap watched.
+# messages through 200 dropped connections and 50 power cuts with the heap watched, 500 deep-sleep wakes per
+# board and ten minutes of WiFi outages.
 soak: system-deps $(STAMP)
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
+	HIL_WAKES=500 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml
 	$(BIN)/python -m pytest -q tests/hil --hil-install romfs
 	$(BIN)/python -m pytest -q tests/hil --hil-install frozen

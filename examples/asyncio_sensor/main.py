@@ -1,6 +1,7 @@
 # An asyncio sensor app: a sensor sampled every 10 ms, a reading published at QoS 2 every interval_ms, and
 # commands received at QoS 2 on cmd/<client id>, in one event loop. The client connects, reconnects and reads
-# acknowledgements in a task of its own, so nothing here blocks. Settings: example.json (examples/README.md).
+# acknowledgements in a task of its own, so nothing here blocks; with "wifi" in the settings it keeps the WiFi
+# link up too, and says each outage. Settings: example.json (examples/README.md).
 import asyncio
 import json
 import time
@@ -13,7 +14,12 @@ with open("example.json") as f:
     cfg = json.load(f)
 host, port = cfg["broker"].rsplit(":", 1)
 me = cfg["client_id"]
-client = AsyncClient(me, open_journal(), version=5)  # flows a reset interrupted resume
+if "wifi" in cfg:  # join, and rejoin with backoff whenever the link drops
+    from dmqtt import wifi
+
+    wifi.start(cfg["wifi"]["ssid"], cfg["wifi"].get("password", ""))
+# Flows a reset interrupted resume; with WiFi, no connection is tried while the link is down.
+client = AsyncClient(me, open_journal(), version=5, wifi=wifi if "wifi" in cfg else None)
 latest = 0.0
 
 
@@ -39,10 +45,22 @@ async def commands():
         print("command", payload.decode(), "dup" if dup else "new")
 
 
+async def outages():
+    """The connection's events: down when it is lost (the broker, or the WiFi under it), up when it is back."""
+    while True:
+        await client.down.wait()
+        client.down.clear()
+        print("down:", client.last_error)
+        client.up.clear()
+        await client.up.wait()
+        print("up")
+
+
 async def main():
     asyncio.create_task(sensor())
     asyncio.create_task(commands())
     await client.connect(lambda: TCPTransport(host, int(port)))
+    asyncio.create_task(outages())
     await client.subscribe("cmd/" + me, 2)
     print("listening on cmd/" + me)
     for seq in range(client.client.mark, cfg["count"]):  # from where the last reset stopped it

@@ -48,6 +48,7 @@ _BUSY_MS = const(1)  # between polls while flows are in flight or messages wait 
 _ACK_TIMEOUT_MS = const(10000)  # CONNACK, SUBACK
 _HOLD_MS = const(5000)  # a connection without a session waits this long for the application (_open)
 _HELD = const(2)  # Session._rx_handled: the application has the message and has not said it is done
+_WIFI_MS = const(50)  # between checks of a WiFi link that is down
 
 
 class _DeferringSession(Session):
@@ -118,15 +119,19 @@ class AsyncClient:
     blocking client underneath is `client` (its counters, `mark`, `outstanding()`; leave its hooks alone).
 
     Events (asyncio.Event, set by the client, cleared by the application, as mqtt_as has them): `up`, a
-    connection was made; `down`, one was lost."""
+    connection was made; `down`, one was lost (the broker's, or the WiFi's under it).
 
-    def __init__(self, client_id, store, idle_ms=20, queue_max=16, **options):
+    `wifi`: dmqtt.wifi once started (wifi.start(ssid, password)), for a board on WiFi: no connection is tried
+    while the link is down, and the link is rejoined with its backoff (its on_up/on_down hooks say when)."""
+
+    def __init__(self, client_id, store, idle_ms=20, queue_max=16, wifi=None, **options):
         c = self.client = _Client(client_id, store, **options)
         self._session: _DeferringSession = c.session  # type: ignore[assignment]  # what _Client makes
         c.on_message = self._arrived
         c.on_disconnect = self._lost
         c.on_published = self._ended
         self.idle_ms = idle_ms
+        self.wifi = wifi
         self.queue_max = queue_max  # QoS 0 messages beyond this many waiting are dropped (counted)
         self.dropped = 0
         self.last_error = None  # why the last connection attempt failed or the last connection ended
@@ -186,6 +191,9 @@ class AsyncClient:
         backoff = Backoff()
         while True:
             if c.state != CONNECTED:
+                if self.wifi is not None and not self.wifi.check():
+                    await _sleep_ms(_WIFI_MS)  # no link: nothing to try until the supervision has it back
+                    continue
                 try:
                     await self._open()
                     backoff.reset()

@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ap-outage",
         action="append",
         default=[],
-        type=Outage.parse,
+        type=_outage,
         metavar="AT:FOR",
         help="the access point goes down AT seconds after start, for FOR seconds (repeatable)",
     )
@@ -214,6 +214,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         dut.close()
         ap.close()
+
+
+def _outage(text: str) -> Outage:
+    try:
+        return Outage.parse(text)
+    except VBoardError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _NO_TIMEOUT = 10 * 365 * 24 * 3600.0  # a board on the command line runs until it ends or is ended

@@ -20,6 +20,7 @@ from host_bridge.boards import partitions
 from host_bridge.boards.definition import BOARDS_DIR, CHIPS, BoardDefinition, BoardError, available
 from host_bridge.boards.realboard import DeployError, check_image, flash_commands
 from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.hil.access_point import AccessPointError, CommandAccessPoint
 from host_bridge.hil.cycle import CutPlan, run_to_completion
 from host_bridge.hil.dut import DutError
 from host_bridge.hil.power import CommandSwitch, PowerError, RtsEnSwitch
@@ -95,6 +96,19 @@ def pty_board(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         subprocess.run(
             [sys.executable, str(REPO / "tests" / "hil" / "pty_board_power.py"), str(state_dir), "off"], timeout=30
         )
+
+
+def test_access_point_command_is_told_down_and_up(tmp_path: Path) -> None:
+    """--hil-ap-cmd: the command with {action} filled in, down then up for an outage; a failing or missing
+    command is an error naming it."""
+    out = tmp_path / "actions"
+    ap = CommandAccessPoint(f"sh -c 'echo $0 >> {out}' {{action}}")
+    ap.outage(0.05)
+    assert out.read_text().split() == ["down", "up"]
+    with pytest.raises(AccessPointError, match="failed"):
+        CommandAccessPoint("false").down()
+    with pytest.raises(AccessPointError, match="not found"):
+        CommandAccessPoint("no-such-plug {action}").up()
 
 
 def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_board: tuple[Path, Path]) -> None:

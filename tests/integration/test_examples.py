@@ -27,6 +27,7 @@ from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
 from host_bridge.vboard import LineFaults, VirtualBoard
+from host_bridge.vboard.wifi import AccessPoint, JoinModel
 from tests.conftest import REPO
 from tests.integration.boards import read_until
 from tests.integration.test_vboard_console import console_board, mpremote
@@ -184,6 +185,33 @@ def test_the_asyncio_example_keeps_its_schedule_through_power_cuts_and_a_broker_
     # reconnects with backoff of 500 ms and more never held the loop.
     print(f"\nasyncio example: worst sensor lateness {late} ms over {count} QoS 2 messages, 2 cuts, 1 broker restart")
     assert late < 400, console[-2000:]
+
+
+def test_the_asyncio_example_keeps_its_wifi_through_an_outage_and_says_it(tmp_path: Path, broker: Mosquitto) -> None:
+    """With "wifi" in its settings the asyncio client supervises the link (dmqtt.wifi): the access point goes
+    away mid-run, the connection's `down` event says so once the station notices, `up` once it has rejoined and
+    reconnected, and every reading arrives once."""
+    dev, count = "aio-wifi-1", 80
+    config = settings(tmp_path, dev, broker.address, count, interval_ms=30, wifi={"ssid": "lab", "password": "pw"})
+    subscriber = Subscriber(broker.address, "aio-wifi-witness", f"sensors/{dev}/#")
+    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.05, beacon_ms=500)) as ap:
+        board = example_board(tmp_path, "asyncio_sensor", config, ap=ap)
+        try:
+            wait_readings(subscriber, 20)
+            ap.down()
+            console = read_until(board, lambda out: "down:" in out)
+            ap.up()
+            console += finish(board)
+        finally:
+            board.close()
+    try:
+        wait_readings(subscriber, count)
+        assert sorted(readings(subscriber)) == list(range(count))
+    finally:
+        subscriber.close()
+    assert "down: connection lost" in console and "ECONNABORTED" in console, console[-2000:]
+    assert console.index("down:") < console.rindex("\nup\n") and f"done {count}" in console, console[-2000:]
+    assert ap.stats.stations_lost == 1
 
 
 def test_the_serial_example_publishes_through_the_host_bridge(tmp_path: Path, broker: Mosquitto) -> None:

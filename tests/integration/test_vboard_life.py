@@ -8,6 +8,7 @@ import json
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from host_bridge.boards.definition import BoardDefinition
+from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.runner import DEEPSLEEP_RESET, PWRON_RESET, TIMER_WAKE, VirtualBoard
 from host_bridge.vboard.wifi import AccessPoint, JoinModel
@@ -270,3 +272,78 @@ def test_an_outage_shorter_than_the_beacon_timeout_only_stalls_the_link(tmp_path
         rest = board.output(5)
         assert "socket failed" not in rest and (ap.stats.outages, ap.stats.stations_lost) == (1, 0), rest
         board.close()
+
+
+# -- the board application, from the command line ------------------------------------------------------------
+
+
+def vboard_cli(tmp_path: Path, config: dict[str, object], *options: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "board.json"
+    path.write_text(json.dumps(config))
+    return subprocess.run(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "b.flash"), "--config", str(path)]
+        + ["--no-serial", "--stats", *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+
+
+def printed(stdout: str, name: str) -> dict[str, object]:
+    line = next(ln for ln in stdout.splitlines() if ln.startswith(f"{name}: "))
+    return json.loads(line.split(": ", 1)[1])  # type: ignore[no-any-return]
+
+
+def test_the_board_application_rides_out_a_scheduled_outage_from_the_command_line(
+    tmp_path: Path, mosquitto: Mosquitto
+) -> None:
+    """`host-bridge vboard --ap lab:pw --ap-outage 1:3`: the board joins, the access point goes away a second in
+    for three, the board says the outage once and its length, keeps journaling, and completes; the summary counts
+    the joins and the time offline, --stats the access point's outage."""
+    config = {
+        "client_id": "cli-wifi",
+        "broker": mosquitto.address,
+        "mqtt_version": "5",
+        "wifi": {"ssid": "lab", "password": "pw"},
+        "publish": {"qos": 1, "count": 120, "interval_ms": 25},
+    }
+    options = ["--ap", "lab:pw", "--ap-outage", "1:3", "--beacon-timeout", "0.5", "--join-scale", "0.05"]
+    result = vboard_cli(tmp_path, config, *options)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    out = result.stdout
+    assert re.search(r"wifi: joined 192\.168\.4\.\d+ in \d+ ms", out), out[-3000:]
+    assert out.count("wifi: down (status") == 1 and re.search(r"wifi: up again after (\d+) ms", out), out[-3000:]
+    summary = next(json.loads(ln) for ln in out.splitlines() if ln.startswith('{"'))
+    assert summary["total"] == 120 and summary["wifi"]["joins"] == 2 and summary["wifi"]["outages"] == 1
+    assert 1500 <= summary["wifi"]["offline_ms"] <= 4000, summary
+    assert printed(out, "ap-stats")["stations_lost"] == 1 and printed(out, "ap-stats")["outages"] == 1
+
+
+def test_a_board_that_sleeps_between_readings_runs_a_day_of_wakes_from_the_command_line(
+    tmp_path: Path, mosquitto: Mosquitto
+) -> None:
+    """config.json's sleep: one reading a wake, each acknowledged before the board deep-sleeps a minute; the
+    command boots it until the wake that completes the run, and counts the wakes."""
+    config = {
+        "client_id": "cli-sleep",
+        "broker": mosquitto.address,
+        "mqtt_version": "5",
+        "wifi": {"ssid": "lab"},
+        "publish": {"qos": 2, "count": 30},
+        "sleep": {"every_s": 60, "awake_s": 10},
+    }
+    result = vboard_cli(tmp_path, config, "--join-scale", "0.02")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert result.stdout.count("sleep: ") == 29 and "accepted 30 0" in result.stdout, result.stdout[-2000:]
+    assert "the board woke 29 time(s) from deep sleep" in result.stderr, result.stderr
+    stats = printed(result.stdout, "sleep-stats")
+    assert stats["wakes"] == 29 and 29 * 59000 <= int(stats["deep_slept_ms"]) <= 29 * 60000  # type: ignore[call-overload]
+
+
+def test_a_malformed_access_point_option_is_refused(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    config = {"client_id": "cli-bad", "broker": mosquitto.address}
+    for options in (["--ap", "lab"], ["--ap-outage", "soon"], ["--join-scale", "0"]):
+        result = vboard_cli(tmp_path, config, *options)
+        assert result.returncode == 2 and result.stdout == "", (options, result.stdout, result.stderr)
+        assert "--ap" in result.stderr or "scale" in result.stderr, result.stderr

@@ -23,6 +23,7 @@ MODULES = {
     "dmqtt.journal": "dmqtt/journal.py",
     "dmqtt.transport": "dmqtt/transport.py",
     "dmqtt.tls": "dmqtt/tls.py",
+    "dmqtt.wifi": "dmqtt/wifi.py",
     "dlink.transport": "dlink/transport.py",
 }
 DOC = REPO / "docs" / "client.md"
