@@ -139,7 +139,7 @@ firmware: $(STAMP)
 # board and ten minutes of WiFi outages.
 soak: system-deps $(STAMP)
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
-	HIL_WAKES=500 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
+	HIL_WAKES=500 HIL_BATCH_WAKES=1200 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml
 	$(BIN)/python -m pytest -q tests/hil --hil-install romfs
 	$(BIN)/python -m pytest -q tests/hil --hil-install frozen

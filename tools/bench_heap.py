@@ -39,6 +39,7 @@ INSTALLS = ["deployed", "romfs", "frozen"]
 IMPORT_ORDER = [
     "dmqtt.errors",
     "dboard.console",
+    "telemetry",
     "board_app",
     "dmqtt.codec",
     "config",
@@ -57,6 +58,7 @@ IMPORT_ORDER = [
     "dlink.transport",
     "realboard",
     "dmqtt.codec_text",
+    "sampler",
 ]
 IMPORTS_APP = """import gc
 getattr(gc, "bench_first_name", None)
@@ -75,8 +77,9 @@ def import_costs(work: Path) -> dict[str, int]:
     """Heap each module takes when imported on a deployed virtual board, in IMPORT_ORDER (64-bit objects)."""
     app = work / "imports"
     app.mkdir()
-    for name in ("board_app.py", "config.py", "realboard.py"):
-        shutil.copyfile(assets.APP / name, app / name)
+    for module in assets.APP.glob("*.py"):
+        if module.name != "main.py":
+            shutil.copyfile(module, app / module.name)
     (app / "main.py").write_text(IMPORTS_APP % IMPORT_ORDER)
     # Every module at once, which no board loads: more heap than a board has (each import's cost is the same;
     # all of them take about 130 KB). Not 256 KB: the virtual board then found no block of that size in one

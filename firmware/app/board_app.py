@@ -5,8 +5,7 @@
 # run's every QoS 1/2 message is acknowledged it prints one JSON summary line; on the Unix port it then exits 0,
 # a real board idles.
 #
-# Each message: {"dev", "boot", "seq" (0, 1, 2 ... within this boot, counted when publish() accepts it), "t"
-# (ms since boot), "reading", "pad"} padded to payload_bytes.
+# Each message: dboard/console.py's payload().
 
 import gc
 import json
@@ -34,12 +33,29 @@ _UNIX = sys.platform == "linux"
 _MQTT5 = 5  # dmqtt.codec.V5
 
 
+# How close the board comes to a MemoryError: the lowest free heap after a collection, measured at each connect,
+# every few accepted messages and at the end of the run, and the largest free block at that low point (a
+# fragmented heap fails an allocation that its total would allow). A collection costs about half a millisecond at
+# 110 KB on the Unix port; the block search, a few more, only at a new low. Module state, not an object: on a
+# deployed board a class costs heap that functions do not.
+# One list of four, [low, block, TLS context, TLS session]: a global name each would be four interned names more,
+# which a board keeps for good. What TLS holds: the context (certificates mbedTLS parsed) and an open connection.
+# On an ESP32 mbedTLS allocates from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's,
+# so the summary says how much, for the figure a chip would show.
+heap = [0x7FFFFFFF, 0, 0, 0]
+_LOW = const(0)
+_BLOCK = const(1)
+_TLS = const(2)
+_TLS_SESSION = const(3)  # (tls_open.py sets it)
+
+
 def load_modules(cfg):
     """Import the client's modules one at a time, leaves first, with a collection after each: on a board whose
     code is loaded into the heap (.mpy files, as `host-bridge deploy` leaves them), each import's garbage (its
     module-level code, file buffers) is freed before the next one's code lands, so the free heap stays in large
     blocks for the buffers that follow. Only what this config uses: the serial link or TCP (and TLS). The link
-    goes first and makes its buffers at once, while the heap is in one piece."""
+    goes first and makes its buffers at once, while the heap is in one piece; the journal is opened as soon as
+    its module is in (returned: open_board hands it to the client)."""
     names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
     if cfg["transport"] == "serial":
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
@@ -51,12 +67,27 @@ def load_modules(cfg):
             names.append("dmqtt.wifi")
     if cfg["confirm"]:
         names.append("dmqtt.confirm")
+    names.append("duty" if cfg["sleep"] else "continuous")  # the run: a wake's, or one of readings all along
+    store = None
     for name in names:
         __import__(name)
         gc.collect()
-        if name == "dlink.transport":
+        if name == "dmqtt.journal":
+            # With TLS, the context first (its certificates parsed: mbedTLS wants blocks of a few KB). Then the
+            # journal's backend and its buffers, while the heap is in larger pieces (on a deployed board the
+            # backend's code loads into the heap here); open_board() hands it to the client.
+            if cfg["tls"]:
+                global tls_ctx
+                free = collected()
+                tls_ctx = tls_context(cfg)
+                heap[_TLS] = free - collected()
+            store = sys.modules[name].open_journal()
+            forget(name)  # its open_journal() has done its work
+            gc.collect()
+        elif name == "dlink.transport":
             uart = cfg["uart"]
             sys.modules[name].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
+    return store
 
 
 def tls_context(cfg):
@@ -81,22 +112,6 @@ def next_boot(root):
     with open(path, "w") as f:
         f.write(str(boot))
     return boot
-
-
-# How close the board comes to a MemoryError: the lowest free heap after a collection, measured at each connect,
-# every few accepted messages and at the end of the run, and the largest free block at that low point (a
-# fragmented heap fails an allocation that its total would allow). A collection costs about half a millisecond at
-# 110 KB on the Unix port; the block search, a few more, only at a new low. Module state, not an object: on a
-# deployed board a class costs heap that functions do not.
-# One list of four, [low, block, TLS context, TLS session]: a global name each would be four interned names more,
-# which a board keeps for good. What TLS holds: the context (certificates mbedTLS parsed) and an open connection.
-# On an ESP32 mbedTLS allocates from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's,
-# so the summary says how much, for the figure a chip would show.
-heap = [0x7FFFFFFF, 0, 0, 0]
-_LOW = const(0)
-_BLOCK = const(1)
-_TLS = const(2)
-_TLS_SESSION = const(3)  # (tls_open.py sets it)
 
 
 def collected():
@@ -128,62 +143,64 @@ def largest_block(limit):
     return low
 
 
-def reading(seq):
-    # Stand-in sensor: a slow deterministic wave, so the rollups have something to show.
-    return 20.0 + (seq % 20) * 0.25
+# The board of this boot: this module's state, set by open_board() (annotated here for the type checker:
+# annotations cost a board nothing), and the hooks its client calls. Module state, not an instance of a class: on a
+# deployed board a class costs heap that a module's functions do not. Its run (continuous.py's or duty.py's) is
+# given this module as `board`.
+cfg: dict[str, Any]
+boot: int
+client: Any  # dmqtt.client.MQTTClient, or dmqtt.confirm.ConfirmingClient with confirm
+backoff: Backoff
+retry_at: Any  # ticks: the next connection attempt, not before
+heap_at_boot = 0
+finished = False  # every message acknowledged: the DISCONNECT that follows is ours
+subscribed = False  # this boot has made its subscriptions
+wifi: Any = None  # dmqtt.wifi, supervising the link; None without WiFi (the serial link, or no "wifi")
+transport_class: Any = None
+tls_ctx: Any = None
+dropped = 0  # QoS 0 readings dropped while the WiFi was down
 
 
-def open_board(cfg, boot):
-    """The board of this boot, its journal open (what a power cut interrupted resumed), its WiFi supervised and
-    its client made. Boot code: forgotten once it has run (forget_boot_code)."""
-    board = Board()
+def open_board(config, store):
+    """The board of this boot (this module), its journal open (what a power cut interrupted resumed), its WiFi
+    supervised and its client made. Boot code: forgotten once it has run (forget_boot_code)."""
+    global cfg, boot, backoff, retry_at, wifi, transport_class, client
     from dmqtt.client import Backoff, MQTTClient
-    from dmqtt.journal import open_journal
 
-    board.cfg = cfg
-    board.boot = boot
-    board.backoff = Backoff()
-    board.retry_at = time.ticks_ms()
-    board.heap_at_boot = 0
-    board.finished = False  # every message acknowledged: the DISCONNECT that follows is ours
-    board.subscribed = False  # this boot has made its subscriptions
-    board.wifi = None
+    cfg = config
+    boot = next_boot(cfg["root"])
+    backoff = Backoff()
+    retry_at = time.ticks_ms()
     if cfg["wifi"] and cfg["transport"] == "tcp":
         # dmqtt.wifi supervises the link from here on (its check() makes the first attempt); supervise.py says it.
         import supervise
 
-        from dmqtt import wifi
+        from dmqtt import wifi as station
 
         w = cfg["wifi"]
-        wifi.start(w["ssid"], w["password"], w["ip"], w["bssid"])
-        wifi.on_up = wifi.on_down = supervise.say
+        station.start(w["ssid"], w["password"], w["ip"], w["bssid"])
+        station.on_up = station.on_down = supervise.say
         supervise.began = time.ticks_ms()
-        board.wifi = wifi
+        wifi = station
     # The transport's code (loaded by load_modules), only the one in use.
     if cfg["transport"] == "serial":
         from dlink.transport import LinkTransport
 
-        board.transport_class = LinkTransport
+        transport_class = LinkTransport
     else:
         from dmqtt.transport import TCPTransport
 
-        board.transport_class = TCPTransport
-    board.tls_ctx = None
-    if cfg["tls"]:
-        free = collected()
-        board.tls_ctx = tls_context(cfg)
-        heap[_TLS] = free - collected()
-    # The journal first, and its backend's import garbage collected (on a deployed board the backend's code
-    # loads into the heap here): the client's buffers then find the free heap in larger blocks.
-    store = open_journal()
-    gc.collect()
+        transport_class = TCPTransport
     client_class = MQTTClient
-    options = cfg["confirm"] or {}  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
+    options = dict(cfg["confirm"] or {})  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
     if options:
         from dmqtt.confirm import ConfirmingClient as client_class  # type: ignore[assignment]
 
         options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
-    board.client = client_class(
+    sleep = cfg["sleep"]
+    if sleep and sleep["readings_per_send"] > 1:
+        options["max_messages"] = sleep["queue_limit"]  # the journal's slots hold the readings of sampling wakes
+    client = client_class(
         cfg["client_id"],
         store,
         version=cfg["version"],
@@ -197,162 +214,144 @@ def open_board(cfg, boot):
         group_commit=cfg["group_commit"],
         **options,
     )
-    board.client.on_message = board.on_message
-    board.client.on_published = board.on_published
-    board.client.on_disconnect = board.on_disconnect
-    if options:
-        board.client.session.on_late = board.on_late  # a ConfirmingSession
+    client.on_message = on_message
+    client.on_published = on_published
+    client.on_disconnect = on_disconnect
+    if cfg["confirm"]:
+        client.session.on_late = on_late  # a ConfirmingSession
         # (config.py subscribes to its topic with the others)
     if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
         # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
-        board.client.session.journal.quiet = board.transport_class.hush
-    forget("dmqtt.journal")  # its open_journal() has done its work: the backend is the client's now
-    for note in board.client.open():
+        client.session.journal.quiet = transport_class.hush
+    for note in client.open():
         print(note)
-    print(console.BOOT % (boot, board.client.outstanding(), dmqtt.__version__))
-    return board
+    print(console.BOOT % (boot, client.outstanding(), dmqtt.__version__))
+    return sys.modules[__name__]
 
 
-class Board:
-    """The board application's state and the hooks its client calls; its run is continuous.py's or duty.py's.
-    open_board() sets every attribute (annotated here for the type checker: annotations cost a board nothing)."""
+def on_message(topic, payload, qos, retain, dup):
+    print(console.MESSAGE % (topic, qos, payload))
 
-    cfg: dict[str, Any]
-    boot: int
-    client: Any  # dmqtt.client.MQTTClient, or dmqtt.confirm.ConfirmingClient with confirm
-    backoff: Backoff
-    retry_at: Any  # ticks: the next connection attempt, not before
-    heap_at_boot: int
-    finished: bool  # every message acknowledged: the DISCONNECT that follows is ours
-    subscribed: bool  # this boot has made its subscriptions
-    wifi: Any  # dmqtt.wifi, supervising the link; None without WiFi (the serial link, or no "wifi")
-    transport_class: Any
-    tls_ctx: Any
-    dropped = 0  # QoS 0 readings dropped while the WiFi was down
 
-    def on_message(self, topic, payload, qos, retain, dup):
-        print(console.MESSAGE % (topic, qos, payload))
+def on_disconnect(code, reason):
+    # Every lost connection is said here, also those the client meets inside publish() (the message is
+    # journaled all the same); the summary counts the reconnects. Not our own DISCONNECT at the end.
+    if not finished:
+        print(console.CONNECTION_LOST % reason)
 
-    def on_disconnect(self, code, reason):
-        # Every lost connection is said here, also those the client meets inside publish() (the message is
-        # journaled all the same); the summary counts the reconnects. Not our own DISCONNECT at the end.
-        if not self.finished:
-            print(console.CONNECTION_LOST % reason)
 
-    def on_late(self, count):
-        print(console.UNCONFIRMED % (count, self.cfg["confirm"]["timeout_s"]))
+def on_late(count):
+    print(console.UNCONFIRMED % (count, cfg["confirm"]["timeout_s"]))
 
-    def on_published(self, pid, code):
-        if code >= 0x80:  # counted by the client (client.refused)
-            print(console.PUBLISH_NACKED % (pid, code))
 
-    def try_connect(self):
-        """One connection attempt when the backoff allows it; True when connected."""
-        client = self.client
-        if client.connected:
-            return True
-        if self.wifi is not None and not self.wifi.check():
-            return False  # no MQTT attempt without a link: the WiFi supervision rejoins, with its own backoff
-        if time.ticks_diff(time.ticks_ms(), self.retry_at) < 0:
-            return False
-        try:
-            present = client.connect(self.open_transport())
-            print(console.CONNECTED % (present, client.outstanding()))
-            # The session keeps its subscriptions: made again at a boot's first connection (the config may have
-            # changed; a retained confirmation comes at once), when the broker has lost the session, and on MQTT 5
-            # at every connection: Mosquitto restarted from its snapshot after a SIGKILL was seen to report an MQTT
-            # 5 session present that no longer delivered to its subscription (make soak's chaos campaign: the
-            # boards heard only the retained confirmations of their subscriptions). Not at every reconnect on 3.1:
-            # a SUBSCRIBE written behind a resent PUBLISH that the broker refuses and closes on (Mosquitto on
-            # 3.1.1, outside the ACL) draws a reset that discards its unread acknowledgement; MQTT 5 refuses with a
-            # reason code instead (PUBACK 0x87, Not authorized).
-            if not (present and self.subscribed) or client.version == _MQTT5:
-                for topic, qos in self.cfg["subscribe"]:
-                    client.subscribe(topic, qos)
-                self.subscribed = True
-            self.backoff.reset()
-            heap_check()
-            return True
-        except (OSError, MQTTError) as exc:
-            client.close()
-            delay = self.backoff.next_ms()  # capped exponential with jitter
-            self.retry_at = time.ticks_add(time.ticks_ms(), delay)
-            if isinstance(exc, OSError):
-                client.connect_failures += 1  # the network's: the client counts its own (refused, no CONNACK)
-            # Failures since the last connection: the 1st, 2nd, 4th, 8th... are said, so a board that cannot
-            # reach its broker says so at once, then ever more quietly.
-            if not self.backoff.attempt & (self.backoff.attempt - 1):
-                print(console.CONNECT_FAILED % (exc, delay))
-            return False
+def on_published(pid, code):
+    if code >= 0x80:  # counted by the client (client.refused)
+        print(console.PUBLISH_NACKED % (pid, code))
 
-    def open_transport(self):
-        cfg = self.cfg
-        if cfg["transport"] == "serial":
-            uart = cfg["uart"]
-            return self.transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
-        if cfg["tls"] is None:
-            return self.transport_class(cfg["host"], cfg["port"])
-        return sys.modules["tls_open"].connect(self)
 
-    def ensure_connected(self, qos0=False, deadline=None):
-        """Until connected (True). For a QoS 0 message (`qos0`: it is not queued), not through a WiFi outage,
-        nor past `deadline` (ticks): False then, and the reading is dropped (counted)."""
-        while not self.try_connect():
-            if qos0 and (
-                (self.wifi and not self.wifi.up) or (deadline and time.ticks_diff(deadline, time.ticks_ms()) <= 0)
-            ):
-                return False
-            time.sleep_ms(max(1, min(50, time.ticks_diff(self.retry_at, time.ticks_ms()))))
+def try_connect():
+    """One connection attempt when the backoff allows it; True when connected."""
+    global retry_at, subscribed
+    if client.connected:
         return True
-
-    def payload(self, seq):
-        cfg = self.cfg
-        body = {
-            "dev": cfg["client_id"],
-            "boot": self.boot,
-            "seq": seq,
-            "t": time.ticks_ms(),
-            "reading": reading(seq),
-        }
-        if cfg["payload_bytes"]:
-            body["pad"] = ""
-            body["pad"] = "x" * max(0, cfg["payload_bytes"] - len(json.dumps(body)))
-        return json.dumps(body).encode()
-
-    def finish(self, seq, total, start):
-        """The run is complete: the summary line (its keys in the order dboard/console.py defines them), after a
-        clean DISCONNECT."""
-        cfg = self.cfg
-        client = self.client
+    if wifi is not None and not wifi.check():
+        return False  # no MQTT attempt without a link: the WiFi supervision rejoins, with its own backoff
+    if time.ticks_diff(time.ticks_ms(), retry_at) < 0:
+        return False
+    try:
+        present = client.connect(open_transport())
+        print(console.CONNECTED % (present, client.outstanding()))
+        # The session keeps its subscriptions: made again at a boot's first connection (the config may have
+        # changed; a retained confirmation comes at once), when the broker has lost the session, and on MQTT 5
+        # at every connection: Mosquitto restarted from its snapshot after a SIGKILL was seen to report an MQTT
+        # 5 session present that no longer delivered to its subscription (make soak's chaos campaign: the
+        # boards heard only the retained confirmations of their subscriptions). Not at every reconnect on 3.1:
+        # a SUBSCRIBE written behind a resent PUBLISH that the broker refuses and closes on (Mosquitto on
+        # 3.1.1, outside the ACL) draws a reset that discards its unread acknowledgement; MQTT 5 refuses with a
+        # reason code instead (PUBACK 0x87, Not authorized).
+        if not (present and subscribed) or client.version == _MQTT5:
+            for topic, qos in cfg["subscribe"]:
+                client.subscribe(topic, qos)
+            subscribed = True
+        backoff.reset()
         heap_check()
-        values = (
-            cfg["client_id"],
-            self.boot,
-            cfg["qos"],
-            seq,
-            total,
-            cfg["count"],
-            client.refused,
-            client.reconnects,
-            client.connect_failures,
-            time.ticks_diff(time.ticks_ms(), start),
-            self.heap_at_boot,
-            gc.mem_free(),
-            heap[_LOW],
-            heap[_BLOCK],
-            heap[_TLS] + heap[_TLS_SESSION],
-            dmqtt.__version__,
-        )
-        summary = dict(zip(console.SUMMARY_KEYS, values))
-        if cfg["transport"] == "serial":
-            summary["link"] = self.transport_class.stats()
-        if cfg["confirm"]:
-            summary["confirm"] = client.session.stats()
-        if self.wifi is not None:
-            summary["wifi"] = sys.modules["supervise"].counters(self.dropped)
-        self.finished = True
-        client.disconnect()
-        print(json.dumps(summary))
+        return True
+    except (OSError, MQTTError) as exc:
+        client.close()
+        delay = backoff.next_ms()  # capped exponential with jitter
+        retry_at = time.ticks_add(time.ticks_ms(), delay)
+        if isinstance(exc, OSError):
+            client.connect_failures += 1  # the network's: the client counts its own (refused, no CONNACK)
+        # Failures since the last connection: the 1st, 2nd, 4th, 8th... are said, so a board that cannot
+        # reach its broker says so at once, then ever more quietly.
+        if not backoff.attempt & (backoff.attempt - 1):
+            print(console.CONNECT_FAILED % (exc, delay))
+        return False
+
+
+def open_transport():
+    if cfg["transport"] == "serial":
+        uart = cfg["uart"]
+        return transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
+    if cfg["tls"] is None:
+        return transport_class(cfg["host"], cfg["port"])
+    return sys.modules["tls_open"].connect(sys.modules[__name__])
+
+
+def ensure_connected(qos0=False, deadline=None):
+    """Until connected (True). For a QoS 0 message (`qos0`: it is not queued), not through a WiFi outage, nor
+    past `deadline` (ticks): False then, and the reading is dropped (counted)."""
+    while not try_connect():
+        if qos0 and ((wifi and not wifi.up) or (deadline and time.ticks_diff(deadline, time.ticks_ms()) <= 0)):
+            return False
+        time.sleep_ms(max(1, min(50, time.ticks_diff(retry_at, time.ticks_ms()))))
+    return True
+
+
+def payload(seq):
+    return console.payload(cfg["client_id"], boot, seq, cfg["payload_bytes"])
+
+
+def finish(seq, total, start):
+    """The run is complete: the summary line (its keys in the order dboard/console.py defines them), after a clean
+    DISCONNECT."""
+    global finished
+    heap_check()
+    values = (
+        cfg["client_id"],
+        boot,
+        cfg["qos"],
+        seq,
+        total,
+        cfg["count"],
+        client.refused,
+        client.reconnects,
+        client.connect_failures,
+        time.ticks_diff(time.ticks_ms(), start),
+        heap_at_boot,
+        gc.mem_free(),
+        heap[_LOW],
+        heap[_BLOCK],
+        heap[_TLS] + heap[_TLS_SESSION],
+        dmqtt.__version__,
+    )
+    summary = dict(zip(console.SUMMARY_KEYS, values))
+    if cfg["transport"] == "serial":
+        summary["link"] = transport_class.stats()
+    if cfg["confirm"]:
+        summary["confirm"] = client.session.stats()
+    if wifi is not None:
+        # dmqtt.wifi's counters: joins, outages, milliseconds offline (the outage under way included), and the
+        # QoS 0 readings dropped while offline.
+        summary["wifi"] = {
+            "joins": wifi.joins,
+            "outages": wifi.outages,
+            "offline_ms": wifi.offline_ms + wifi.offline_now(),
+            "dropped": dropped,
+        }
+    finished = True
+    client.disconnect()
+    print(json.dumps(summary))
 
 
 def forget_boot_code():
@@ -389,9 +388,8 @@ def main(heap_at_boot):
         print("fix config.json (or the files it names) and reset the board")
         return 3  # console_host.CONFIG_ERROR_STATUS
     gc.collect()
-    load_modules(cfg)
     try:
-        board = open_board(cfg, next_boot(cfg["root"]))
+        board = open_board(cfg, load_modules(cfg))
         forget_boot_code()
         board.heap_at_boot = heap_at_boot
         # A board that sleeps between readings wakes to one; any other runs until every reading is published.

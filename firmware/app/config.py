@@ -51,6 +51,7 @@ _T_MUST_BE_A_STRING = const(30)
 _T_PUBLISH_MUST_BE_AN = const(31)
 _T_PUBLISH_QOS_MUST_BE = const(32)
 _T_SUBSCRIBE_ENTRIES_MUST_BE = const(33)
+_T_BATCH_NEEDS_QOS = const(34)
 
 ROOTS = ("/flash", "")
 VERSIONS = {"3.1": 3, "3.1.1": 4, "5": 5, "5.0": 5}
@@ -70,7 +71,8 @@ KEYS = (
     "client_id mqtt_version transport broker uart wifi will username password publish subscribe tls keepalive_s"
     " session_expiry_s window group_commit heap_log_every publish.topic publish.qos publish.count"
     " publish.interval_ms publish.payload_bytes uart.id uart.baud uart.tx uart.rx uart.pause wifi.ssid"
-    " wifi.password wifi.ip wifi.bssid sleep sleep.every_s sleep.awake_s"
+    " wifi.password wifi.ip wifi.bssid sleep sleep.every_s sleep.awake_s sleep.readings_per_send sleep.queue_limit"
+    " sleep.max_reading_age_s"
     " will.topic will.payload will.qos will.retain tls.ca tls.cert tls.key tls.server_hostname tls.insecure"
     " subscribe.topic subscribe.qos confirm confirm.topic confirm.timeout_s confirm.hold"
 ).split()
@@ -311,6 +313,22 @@ def check(raw):
     confirm = _confirm(raw, cid, qos)
     if confirm:
         subs.append((confirm["confirm_topic"], 0))  # the recorder's newest is retained: it comes at each subscribe
+    if sleep is not None:
+        # One reading a wake, then deep sleep until the next (every_s; a wake that cannot deliver gives up after
+        # awake_s). readings_per_send above 1: store-and-forward, the readings journaled at sampling wakes
+        # (sampler.py) and sent every readings_per_send-th wake, or once queue_limit wait (the journal's slots), or
+        # once the oldest is max_reading_age_s old. (Keys of 10 characters and more are not interned: a board
+        # keeps what config.py interns for good, and the serial board with confirmation is near its pool's end.)
+        per_send = _int(sleep, "readings_per_send", 1, 1, 255)
+        if per_send > 1 and not qos:
+            _refuse(_T_BATCH_NEEDS_QOS)
+        sleep = {
+            "every_s": _int(sleep, "every_s", 60, 1, 86400),
+            "awake_s": _int(sleep, "awake_s", 30, 1, 3600),
+            "readings_per_send": per_send,
+            "queue_limit": _int(sleep, "queue_limit", 64, 1, 255),
+            "max_reading_age_s": _int(sleep, "max_reading_age_s", 0, 0, 604800),
+        }
     return {
         "confirm": confirm,
         "client_id": cid,
@@ -320,9 +338,7 @@ def check(raw):
         "host": host,
         "port": port,
         "wifi": wifi,
-        # sleep: {every_s, awake_s}: one reading a wake, then deep sleep until the next.
-        "sleep": sleep
-        and {"every_s": _int(sleep, "every_s", 60, 1, 86400), "awake_s": _int(sleep, "awake_s", 30, 1, 3600)},
+        "sleep": sleep,
         "keepalive": _int(raw, "keepalive_s", 60, 0, 65535),
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
         "window": "auto" if raw.get("window", "auto") == "auto" else _int(raw, "window", 8, 1, 65535),

@@ -18,7 +18,7 @@ TEXT = (
     "wifi must be {ssid, password, ip, bssid}",  # _T_WIFI_MUST_BE_SSID
     "wifi.ip must be [address, mask, gateway, dns], four dotted addresses",  # _T_WIFI_IP_MUST_BE
     'wifi.bssid must be six hex bytes, "aa:bb:cc:dd:ee:ff"',  # _T_WIFI_BSSID_MUST_BE
-    "sleep must be {every_s, awake_s}",  # _T_SLEEP_MUST_BE
+    "sleep must be {every_s, awake_s, readings_per_send, queue_limit, max_reading_age_s}",  # _T_SLEEP_MUST_BE
     "%s must be an integer from %d to %d",  # _T_MUST_BE_AN_INTEGER
     "%s %r: not well-formed UTF-8 [MQTT-1.5.3-1]",  # _T_TOPIC_NOT_UTF8
     "%s %r: %s",  # _T_TOPIC_INVALID
@@ -37,4 +37,5 @@ TEXT = (
     "publish must be an object",  # _T_PUBLISH_MUST_BE_AN
     "publish.qos must be 0, 1 or 2",  # _T_PUBLISH_QOS_MUST_BE
     "subscribe entries must be {topic, qos 0..2}",  # _T_SUBSCRIBE_ENTRIES_MUST_BE
+    "sleep.readings_per_send above 1 needs publish.qos 1 or 2: a QoS 0 reading is not journaled",  # _T_BATCH_NEEDS_QOS
 )

@@ -1,7 +1,10 @@
-# The duty cycle of a board that deep-sleeps between readings (config.json "sleep"), loaded only by such a board:
-# a wake takes its reading, journals it, sends what the journal holds and reads every acknowledgement (within
-# sleep.awake_s), then deep-sleeps until the next wake. A deep sleep is a reset to the journal: what the broker
-# has not acknowledged stays on flash and goes at the next wake, and nothing it has acknowledged goes again.
+# The duty cycle of a board that deep-sleeps between readings (config.json "sleep"), loaded only by such a board.
+# This is the wake that runs the application: a power-on, or a sending wake (with readings_per_send above 1 the
+# others are sampler.py's sampling wakes, which only journal their reading). It takes its reading, journals it,
+# sends what the journal holds and reads every acknowledgement within sleep.awake_s (MQTTClient.settle), leaves
+# the sampling wakes their plan in RTC memory, and deep-sleeps until the next wake. A deep sleep is a reset to the
+# journal: what the broker has not acknowledged stays on flash and goes at the next sending wake, and nothing it
+# has acknowledged goes again.
 
 import time
 
@@ -10,15 +13,15 @@ from dmqtt.errors import MQTTError, PublishRefused, QueueFull
 
 
 def run(board):
-    """One wake of `board` (board_app.Board, its journal open): its reading published (QoS 1/2: journaled, the
-    witness line printed; QoS 0 needs the connection within the awake time, or the reading is dropped and
-    counted, the run's progress journaled all the same), then everything in the journal sent and acknowledged,
-    then deep sleep. The wake that finds the run's last reading acknowledged ends the run with the summary line
-    instead."""
+    """One wake of `board` (board_app, its journal open): its reading published (QoS 1/2: journaled, the witness
+    line printed; QoS 0 needs the connection within the awake time, or the reading is dropped and counted, the
+    run's progress journaled all the same), then everything in the journal sent and acknowledged, then deep sleep.
+    The wake that finds the run's last reading acknowledged ends the run with the summary line instead."""
     cfg = board.cfg
+    sleep = cfg["sleep"]
     client = board.client
     start = time.ticks_ms()
-    deadline = time.ticks_add(start, cfg["sleep"]["awake_s"] * 1000)
+    deadline = time.ticks_add(start, sleep["awake_s"] * 1000)
     seq = 0
     if client.mark >= cfg["count"]:
         pass  # every reading of the run is taken: this wake only sends what is left
@@ -38,22 +41,37 @@ def run(board):
             print(console.PUBLISH_REFUSED % exc)
         except (OSError, MQTTError):
             client.close()  # QoS 0 met a lost connection: this reading is lost
-    while client.outstanding() and time.ticks_diff(deadline, time.ticks_ms()) > 0:
+    # A wake takes one reading: the code that makes its message (and, at QoS 1/2, the QoS 0 reading's wait for a
+    # connection) need not hold heap while the wake sends: on a deployed board a function's bytecode is in the heap
+    # for as long as the function is (as board_app.forget_boot_code() has it).
+    del console.payload, board.payload
+    if cfg["qos"]:
+        del board.ensure_connected
+    # Until everything is acknowledged (and, with confirmation, the recorder's retained confirmation read), or
+    # the awake time is spent; a connection lost meanwhile is made again.
+    while time.ticks_diff(deadline, time.ticks_ms()) > 0:
         if board.try_connect():
-            try:
-                client.wait_idle(max(1, min(100, time.ticks_diff(deadline, time.ticks_ms()))))
-            except (OSError, MQTTError):
-                client.close()  # said by on_disconnect
+            board.finished = True  # the DISCONNECT that ends settle() is ours: the broker keeps the session
+            left = client.settle(time.ticks_diff(deadline, time.ticks_ms()))
+            board.finished = False
+            if not left:
+                break
+        elif not client.outstanding() and not cfg["confirm"]:
+            break  # QoS 0, or everything acknowledged at an earlier wake: nothing to wait for
         else:
             time.sleep_ms(20)
     if client.mark >= cfg["count"] and not client.outstanding():
         board.finish(seq, client.mark, start)
         return
-    if client.connected:
-        board.finished = True  # the DISCONNECT is ours: the broker keeps the session and discards the will
-        client.disconnect()
-    ms = max(1, cfg["sleep"]["every_s"] * 1000 - time.ticks_diff(time.ticks_ms(), start))
-    print(console.SLEEP % (ms, client.outstanding()))
+    client.close()  # (the deadline came during a connection attempt)
     import machine
 
+    if sleep["readings_per_send"] > 1:
+        import sampler  # (loaded now, past the wake's heap low)
+
+        sampler.after(board, seq, time.time())
+    else:
+        machine.RTC().memory(b"")  # no sampling wakes (a plan a config with readings_per_send left is void)
+    ms = max(1, sleep["every_s"] * 1000 - time.ticks_diff(time.ticks_ms(), start))
+    print(console.SLEEP % (ms, client.outstanding()))
     machine.deepsleep(ms)

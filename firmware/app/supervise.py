@@ -1,5 +1,6 @@
 # The board application's WiFi, for a board on tcp with "wifi" in config.json: dmqtt.wifi's events said on the
-# console (docs/console-protocol.md), its counters in the summary (board_app.open_board starts the supervision).
+# console (docs/console-protocol.md) (board_app.open_board starts the supervision; finish.py puts its counters in
+# the summary).
 # Loaded only by such a board: what it interns (names are a board's for good) and its code (a deployed board's
 # heap) others are spared.
 
@@ -23,14 +24,3 @@ def say(outage_ms=-1):
         print(console.WIFI_DOWN % wifi.sta.status())  # type: ignore[union-attr]
     else:
         print(console.WIFI_UP % outage_ms)
-
-
-def counters(dropped):
-    """The summary's "wifi": joins, outages, milliseconds offline (the outage under way included), and the QoS 0
-    readings `dropped` while offline."""
-    return {
-        "joins": wifi.joins,
-        "outages": wifi.outages,
-        "offline_ms": wifi.offline_ms + wifi.offline_now(),
-        "dropped": dropped,
-    }

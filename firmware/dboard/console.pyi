@@ -19,3 +19,5 @@ WIFI_DOWN: Final[str]
 WIFI_UP: Final[str]
 SLEEP: Final[str]
 SUMMARY_KEYS: Final[tuple[str, ...]]
+
+def payload(dev: str, boot: int, seq: int, size: int) -> bytes: ...

@@ -300,6 +300,17 @@ class AsyncClient:
             self._room.clear()
             await self._room.wait()
 
+    async def settle(self, timeout_ms):
+        """End a wake before deep sleep (docs/low-power.md): until every QoS 1/2 message is acknowledged (the
+        connection task reconnecting meanwhile) or timeout_ms has passed, then close(). Returns how many are left:
+        they stay journaled and go at the next connection."""
+        try:
+            await asyncio.wait_for(self.wait_idle(), timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            pass
+        await self.close()
+        return self.client.outstanding()
+
     async def _writable(self):
         c = self.client
         while c.state != CONNECTED or c._tail != c._end:

@@ -432,6 +432,18 @@ class MQTTClient:
             self.poll(min(left, 100))
         return True
 
+    def settle(self, timeout_ms):
+        """End a wake before deep sleep (docs/low-power.md): poll until every QoS 1/2 message is acknowledged or
+        timeout_ms has passed, then a clean DISCONNECT (the broker keeps the session). Returns how many are left:
+        they stay journaled and go at the next connection. A connection lost meanwhile ends the wait."""
+        try:
+            if self.state == CONNECTED:
+                self.wait_idle(timeout_ms)
+                self.disconnect()
+        except (OSError, MQTTError):
+            self.close()
+        return self.session.outstanding()
+
     def poll(self, timeout_ms=0):
         """Send what the session has ready, wait up to timeout_ms for input, handle it, keep the link alive."""
         if self.state != CONNECTED:

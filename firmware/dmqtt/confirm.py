@@ -20,7 +20,7 @@ from array import array
 
 from dmqtt import journal_record as rec
 from dmqtt.client import CONNECTED, MQTTClient
-from dmqtt.errors import JournalError, QueueFull
+from dmqtt.errors import JournalError, MQTTError, QueueFull
 from dmqtt.session import FREE, Session
 
 if False:  # type checkers only: MicroPython has no typing module
@@ -422,6 +422,11 @@ class ConfirmingSession(Session):
         self._nfound = n + 1
 
 
+# How long settle() waits past the acknowledgements for a retained confirmation that has not come: the recorder
+# publishes it when it stores a batch, so none comes only before it has stored anything of this board's.
+_HEAR_MS = const(500)
+
+
 class ConfirmingClient(MQTTClient):
     """MQTTClient with end-to-end confirmation: the recorder's confirmations arrive on `confirm_topic` (subscribe
     to it at QoS 0 after each connect: the recorder retains its newest), never reaching on_message; messages are
@@ -448,6 +453,21 @@ class ConfirmingClient(MQTTClient):
         if self.state == CONNECTED:  # (else the client's poll says it is not)
             self.session.tend()
         super().poll(timeout_ms)
+
+    def settle(self, timeout_ms):
+        """As MQTTClient.settle, with the recorder's retained confirmation read: it follows the SUBACK of
+        confirm_topic, so it has come by the time the messages are acknowledged, or within _HEAR_MS after (none
+        comes while the recorder has stored nothing of this board's). What it says is missing goes again first."""
+        end = time.ticks_add(time.ticks_ms(), timeout_ms)
+        try:
+            self.wait_idle(timeout_ms)
+            hear = time.ticks_add(time.ticks_ms(), min(_HEAR_MS, time.ticks_diff(end, time.ticks_ms())))
+            while self.session._stamp < 0 and time.ticks_diff(hear, time.ticks_ms()) > 0:  # none since boot
+                self.poll(20)
+            self.poll()  # what the confirmation says is missing, queued and sent
+        except (OSError, MQTTError):
+            self.close()
+        return super().settle(max(0, time.ticks_diff(end, time.ticks_ms())))
 
     def _message(self, topic, payload, qos, retain, dup):
         if topic == self.confirm_topic:

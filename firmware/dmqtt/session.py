@@ -14,9 +14,11 @@
 
 from array import array
 
-from dmqtt import codec
 from dmqtt import journal_record as rec
 from dmqtt.errors import ProtocolError, QueueFull, explain
+
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
 
 try:
     from micropython import const
@@ -25,6 +27,8 @@ except ImportError:
     def const(x):  # type: ignore[misc]
         return x
 
+
+_V311 = const(4)  # codec.V311
 
 FREE = const(0)
 QUEUED = const(1)
@@ -44,6 +48,12 @@ _T_NO_PID = const(17)
 
 def _text(rule, arg=None):
     return explain("dmqtt.client_text", rule, arg)
+
+
+# The wire's code (dmqtt.codec), loaded at the first connection or delivery (connected(), deliver_pending()): a
+# session that only journals (the sampling wake of a board that sleeps between readings) never loads it, nor
+# spends its heap and time.
+codec: "Any" = None
 
 
 _CONTROL_MAX = const(16)
@@ -68,7 +78,7 @@ class Session:
     # on return.
     defer = False
 
-    def __init__(self, store, version=codec.V311, window=8, max_messages=32, rx_max=16):
+    def __init__(self, store, version=_V311, window=8, max_messages=32, rx_max=16):
         self.journal = store
         self.version = version
         # The window: flows in flight at once. 0 (auto): as many as the broker's Receive Maximum allows, up to the
@@ -325,6 +335,9 @@ class Session:
         """After CONNACK. The window is ours (or our slots, on auto) capped by the broker's Receive Maximum: the
         client sends no more unacknowledged QoS 1/2 PUBLISH packets than that [MQTT-3.3.4-7]. topic_aliases: the
         broker's Topic Alias Maximum (0: none)."""
+        global codec
+        if codec is None:
+            from dmqtt import codec
         self.connected_now = True
         # Aliases live as long as the network connection: none is carried to the next one [MQTT-3.3.2-7], so a
         # flow resent after a reconnect names its topic again.
@@ -562,6 +575,9 @@ class Session:
         """Hand the application the incoming QoS 2 messages its handler has not returned from (a power cut or
         an exception came first), from the journal, flagged dup: the client calls this when the journal is open
         and at every connect."""
+        global codec
+        if codec is None:
+            from dmqtt import codec
         for j in range(len(self._rx_pid)):
             if self._rx_pid[j] and not self._rx_handled[j]:
                 self._deliver_journaled(j)

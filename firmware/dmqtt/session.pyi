@@ -10,6 +10,7 @@ FREE: Final[int]
 QUEUED: Final[int]
 WAIT_ACK: Final[int]
 WAIT_COMP: Final[int]
+codec: Any  # dmqtt.codec, once a connection or a delivery has loaded it; None before
 
 class Session:
     journal: Journal

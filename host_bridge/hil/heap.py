@@ -38,6 +38,8 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "tcp-wifi": {"qos": 1, "wifi": True},
     "tls-wifi": {"qos": 1, "wifi": True, "tls": True},
     "tcp-wifi-sleep": {"qos": 1, "wifi": True, "sleep": {"every_s": 60, "awake_s": 20}},
+    # Store-and-forward: a sending wake with a batch of 60 readings journaled by the sampling wakes before it.
+    "tcp-wifi-batch": {"qos": 1, "wifi": True, "sleep": {"every_s": 60, "awake_s": 20, "readings_per_send": 60}},
     "serial-qos2-subscription": {"qos": 2, "subscribe": SUBSCRIPTION, "transport": "serial"},
 }
 # Each distinct heap among the board definitions (110 KB with WiFi, 140 KB without: the ESP32 and the virtual
@@ -100,7 +102,8 @@ def heap_run(
     # a board that sleeps takes a reading a wake: a dozen wakes show its heap.
     ap = AccessPoint(work / f"{dev}.ap", model=JoinModel(scale=0.05))
     if "sleep" in options:
-        messages = min(messages, 12)
+        # (store-and-forward: two batches)
+        messages = 2 * options["sleep"].get("readings_per_send", 6)
     dut = VirtualDut(
         dev,
         BoardDefinition.load(board_name),

@@ -121,6 +121,10 @@ class Fleet:
             f"{n} accepted messages on every board", lambda: all(self.accepted(d) >= n for d in self.duts), timeout
         )
 
+    def finished(self) -> bool:
+        """Whether every board's run has ended (completed or failed)."""
+        return not any(thread.is_alive() for thread in self._threads)
+
     def runs(self, timeout: float = 300) -> list[BoardRun]:
         """Every board's run once it has completed; the first failure raised."""
         for thread in self._threads:

@@ -185,6 +185,7 @@ class VirtualBoard:
         self.rtc_path = self.flash.with_name(self.flash.name + ".rtc")
         self.rtc_path.unlink(missing_ok=True)
         self.wakes = 0  # boots that were wakes from deep sleep
+        self.sleeps: list[dict[str, Any]] = []  # last_wake() of each boot that ended in deep sleep, in order
         self.asleep = False  # the last boot ended in deep sleep, and the next has not begun
 
     @property
@@ -357,6 +358,22 @@ class VirtualBoard:
             "light_slept_ms": int(state.get("light_ms", 0)),
         }
 
+    def last_wake(self) -> dict[str, Any]:
+        """The last boot that ended in deep sleep: how long it was awake (`awake_ms`, host milliseconds from the
+        process's start to the deepsleep() call; `firmware_us`, microseconds from its boot.py's start, the
+        emulation's own start left out; `emulated_us`, the emulated hardware's (flash, RTC memory) among those;
+        light sleeps count in both), the script it slept from (`script`: "boot.py" or "main.py"), and the modules it
+        had loaded then (`loaded`, names as sys.modules has them; with frozen code, every frozen module is loaded
+        from the start)."""
+        state = self._rtc()
+        return {
+            "awake_ms": int(state.get("awake_ms", 0)),
+            "firmware_us": int(state.get("firmware_us", 0)),
+            "emulated_us": int(state.get("emulated_us", 0)),
+            "script": state.get("script"),
+            "loaded": list(state.get("loaded", [])),
+        }
+
     def stats(self) -> dict[str, dict[str, int]]:
         return read_stats(self.flash, self.partitions)
 
@@ -367,6 +384,7 @@ class VirtualBoard:
         leaves the board asleep)."""
         if status == DEEPSLEEP_EXIT_STATUS:
             self.asleep = True
+            self.sleeps.append(self.last_wake())
             if int(self._rtc().get("sleep_ms", 0)) <= 0:
                 # No timer: asleep until a reset (the EN pin), which keeps the RTC's memory.
                 self.reset_cause, self.wake_reason, self.raw_repl = HARD_RESET, 0, False

@@ -111,6 +111,7 @@ class AccessPoint:
         outages: Iterable[Outage] = (),
     ) -> None:
         self.state_path = Path(state)
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
         self.ssid = ssid
         self.password = password
         self.model = model or JoinModel()

@@ -101,8 +101,7 @@ def test_wifi_outages_in_the_middle_of_qos_runs(
         assert joined == n, f"{dut.name} had rejoined before its cut: the cut did not land in the rejoin"
     runs = fleet.runs()
     for run, dut, (_qos, tls) in zip(runs, duts, OUTAGE_BOARDS, strict=False):
-        # A board that stays awake with WiFi supervised has its documented floor on the deployed path.
-        run.heap_goal = heap_goal("tls-wifi" if tls else "tcp-wifi", dut.board.name, hil_config.install)
+        awake_with_wifi(run, dut, hil_config, tls)
     result = verdict(runs)
     result.assert_kept()
     assert all(r.power_cuts == 1 for r in runs), [r.power_cuts for r in runs]
@@ -112,6 +111,11 @@ def test_wifi_outages_in_the_middle_of_qos_runs(
     stats = getattr(hil_ap, "stats", None)
     if stats is not None:  # the virtual access point: only the 30 s outage outlasted the beacon timeout
         assert (stats.outages, stats.stations_lost) == (2, 1), stats
+
+
+def awake_with_wifi(run: BoardRun, dut: Dut, hil_config: HilConfig, tls: bool = False) -> None:
+    """A board that stays awake with its WiFi supervised has its documented floor on the deployed path."""
+    run.heap_goal = heap_goal("tls-wifi" if tls else "tcp-wifi", dut.board.name, hil_config.install)
 
 
 def sleep_config(dut: Dut, qos: int, broker: Any, wakes: int) -> dict[str, Any]:
@@ -149,9 +153,69 @@ def test_deep_sleep_wakes_read_their_acknowledgements_and_never_resend_what_was_
         assert len(lines(dut, "sleep")) >= wakes - 1 - run.power_cuts
 
 
+def batch_config(dut: Dut, qos: int, broker: Any, wakes: int, readings_per_send: int) -> dict[str, Any]:
+    config = sleep_config(dut, qos, broker, wakes)
+    config["client_id"] = device_id("batch", qos)
+    # A wake that cannot reach the broker gives up within awake_s (host time, on a virtual board too).
+    config["sleep"].update({"awake_s": 2, "readings_per_send": readings_per_send, "queue_limit": 64})
+    return config
+
+
+def test_store_and_forward_across_deep_sleep_under_cuts_and_outages(
+    hil_fleet: Callable[[int], list[Dut]],
+    hil_ap: AccessPointSwitch,
+    broker: Any,
+    subscriber: Subscriber,
+    verdict: Judge,
+) -> None:
+    """Boards that journal a reading at each wake with the radio off and send the batch every 10th wake, one QoS
+    1 and one QoS 2 (docs/low-power.md). Power cuts land anywhere in the cycle (inside a sleep, inside a flash
+    program, at random moments) and the access point goes away at sending wakes, so that a batch waits for a
+    later one. Judged at the broker by the witness: nothing lost, QoS 2 exactly once, and nothing the broker
+    acknowledged sent again unless a cut came between. make soak gives HIL_BATCH_WAKES (1,000 and more)."""
+    wakes = int(os.environ.get("HIL_BATCH_WAKES", "120"))
+    rng = random.Random(38)
+    duts = hil_fleet(2)
+    plans = [
+        CutPlan(cuts=wakes // 20, in_sleep=0.35, sleeps=(1, 40), inside_flash=0.3, flash_ops=(1, 40), window=(0.02, 3))
+        for _ in duts
+    ]
+    configs = [batch_config(dut, qos, broker, wakes, 10) for dut, qos in zip(duts, (1, 2), strict=False)]
+    fleet = Fleet(duts, configs, plans, timeout=120 + wakes * 2)
+    # The access point goes away as a sending wake begins (the board says `boot` when the application runs), at
+    # about one sending wake in four, for up to longer than the wake stays awake (awake_s): it then gives up.
+    outages = 0
+    seen = 0
+    while not fleet.finished():
+        boots = sum(len(lines(dut, "boot")) for dut in duts)
+        if boots > seen:
+            seen = boots
+            if rng.random() < 0.25:
+                hil_ap.outage(rng.uniform(0.5, 3))
+                outages += 1
+        time.sleep(0.01)
+    runs = fleet.runs()
+    result = verdict(runs)
+    result.assert_kept()
+    assert outages, "no access point outage was given"
+    for dut, run, config in zip(duts, runs, configs, strict=False):
+        assert run.power_cuts == wakes // 20, f"{dut.name}: the dose was not given ({run.power_cuts} cuts)"
+        sleeps = lines(dut, "sleep")
+        sampled = len(sleeps) - len(lines(dut, "boot"))
+        assert sampled >= wakes // 2, f"{dut.name}: only {sampled} of {len(sleeps)} wakes were sampling wakes"
+        if isinstance(dut, VirtualDut):
+            assert run.cuts_in_sleep and run.cuts_in_flash, f"{dut.name}: a kind of cut never landed: {run}"
+        resent = resent_without_cut(subscriber.records, config["client_id"], dut.cut_times)
+        assert not resent, f"{dut.name} sent again what the broker had acknowledged: {resent[:5]}"
+
+
 @pytest.mark.skipif(not os.environ.get("HIL_OUTAGE_MINUTES"), reason="make soak: HIL_OUTAGE_MINUTES=N")
 def test_random_outages_and_power_cuts_for_minutes(
-    hil_fleet: Callable[[int], list[Dut]], hil_ap: AccessPointSwitch, broker: Any, verdict: Judge
+    hil_fleet: Callable[[int], list[Dut]],
+    hil_ap: AccessPointSwitch,
+    broker: Any,
+    verdict: Judge,
+    hil_config: HilConfig,
 ) -> None:
     """`make soak`: for HIL_OUTAGE_MINUTES minutes, outages of 1 to 30 s at random and power cuts at random,
     under a QoS 1 and a QoS 2 board that publish all along; then every promise judged."""
@@ -176,4 +240,7 @@ def test_random_outages_and_power_cuts_for_minutes(
         hil_ap.up()
         time.sleep(rng.uniform(0, 0.3))
         rng.choice(duts).power_cut()
-    verdict(fleet.runs(timeout=minutes * 60 + 600)).assert_kept()
+    runs = fleet.runs(timeout=minutes * 60 + 600)
+    for run, dut in zip(runs, duts, strict=True):
+        awake_with_wifi(run, dut, hil_config)
+    verdict(runs).assert_kept()

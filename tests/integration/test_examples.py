@@ -239,13 +239,59 @@ def test_the_serial_example_publishes_through_the_host_bridge(tmp_path: Path, br
         subscriber.close()
 
 
+def test_the_battery_example_sends_a_batch_every_tenth_wake_through_an_outage_and_a_power_cut(
+    tmp_path: Path, broker: Mosquitto
+) -> None:
+    """The battery sensor deep-sleeps between readings and sends every 10th wake: the access point is away at the
+    second sending wake, which gives up within its awake time, keeps its readings and sleeps; a power cut lands
+    in a sleep (RTC memory lost: the power-on sends at once). Every reading reaches the broker once: nothing
+    acknowledged is sent again."""
+    dev, count = "battery-1", 35
+    config = settings(
+        tmp_path, dev, broker.address, count, every_s=60, readings_per_send=10, awake_s=2, wifi={"ssid": "lab"}
+    )
+    subscriber = Subscriber(broker.address, "battery-witness", f"sensors/{dev}/#")
+    wakes: list[str] = []
+    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.05)) as ap:
+        board = example_board(tmp_path, "battery_sensor", config, ap=ap)
+        try:
+            while True:
+                assert board.process is not None
+                out = board.process.communicate(timeout=60)[0].decode(errors="replace")
+                wakes.append(out)
+                status = board.wait()
+                if len(wakes) == 15:
+                    ap.down()  # the sending wake at reading 20
+                elif len(wakes) == 21:
+                    ap.up()
+                if not board.next_boot(status):
+                    assert status == 0, out
+                    break
+                if len(wakes) == 25:
+                    board.power_cut()  # in the sleep after reading 25: the next boot is a power-on
+                assert len(wakes) < 60, "the run never completed"
+                board.start()
+        finally:
+            board.close()
+    try:
+        wait_readings(subscriber, count)
+        assert sorted(readings(subscriber)) == list(range(count))  # once each: nothing acknowledged went again
+    finally:
+        subscriber.close()
+    sends = [out for out in wakes if "sent:" in out]
+    assert len(wakes) == count and "done 35" in wakes[-1], wakes[-3:]
+    # The power-on, readings 10, 20 (no access point: all 10 left), 26 (the power-on after the cut), 30, 35.
+    assert len(sends) == 6, "\n".join(f"{i + 1}: {out}" for i, out in enumerate(wakes) if out.strip())
+    assert "sent: 10 readings left" in sends[2] and all("sent: 0 readings left" in out for out in sends[3:]), sends
+
+
 def test_each_example_is_a_short_program() -> None:
     """The shortest program that does its job: a page of code, importing only the library and MicroPython."""
     for main in sorted(EXAMPLES.glob("*/main.py")):
         code = [ln for ln in main.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
         assert len(code) <= 60, f"{main} has {len(code)} lines of code"
         imports = {ln.split()[1].split(".")[0] for ln in code if ln.startswith(("import ", "from "))}
-        assert imports <= {"asyncio", "gc", "json", "time", "dmqtt", "dlink"}, (main, imports)
+        assert imports <= {"asyncio", "gc", "json", "machine", "time", "dmqtt", "dlink"}, (main, imports)
 
 
 def test_the_examples_readme_names_each_example() -> None:

@@ -34,7 +34,17 @@ ROWS: list[tuple[str, Any, str]] = [
         r"wifi.ip must be \[address, mask, gateway, dns\]",
     ),
     ("wifi bssid short", {"wifi": {"ssid": "l", "bssid": "02:00:00:00:aa"}}, r"wifi.bssid must be six hex bytes"),
-    ("sleep not an object", {"sleep": 60}, r"sleep must be \{every_s, awake_s\}"),
+    (
+        "sleep not an object",
+        {"sleep": 60},
+        r"sleep must be \{every_s, awake_s, readings_per_send, queue_limit, max_reading_age_s\}",
+    ),
+    (
+        "store-and-forward at QoS 0",
+        {"sleep": {"readings_per_send": 10}, "publish": {"qos": 0}},
+        r"sleep.readings_per_send above 1 needs publish.qos 1 or 2",
+    ),
+    ("store-and-forward queue of none", {"sleep": {"queue_limit": 0}}, r"queue_limit must be an integer from 1 to 255"),
     ("sleep period zero", {"sleep": {"every_s": 0}}, r"every_s must be an integer from 1 to 86400"),
     ("will without topic", {"will": {"payload": "x"}}, r"will must be \{topic, payload, qos 0..2, retain\}"),
     ("password not text", {"password": 5}, r"password must be a string"),

@@ -38,7 +38,7 @@ VALID: list[dict[str, Any]] = [
             "ip": ["10.0.0.9", "255.255.255.0", "10.0.0.1", "10.0.0.1"],
             "bssid": "02:00:00:00:aa:01",
         },
-        "sleep": {"every_s": 300, "awake_s": 20},
+        "sleep": {"every_s": 300, "awake_s": 20, "readings_per_send": 10, "queue_limit": 32, "max_reading_age_s": 3600},
         "will": {"topic": "status/{client_id}", "payload": "gone", "qos": 1, "retain": True},
         "username": "u",
         "password": "p",

@@ -26,7 +26,8 @@ def module_file(name: str) -> Path | None:
     if parts[0] in FIRMWARE_PACKAGES:
         return FIRMWARE.joinpath(*parts).with_suffix(".py")
     app = FIRMWARE / "app" / f"{name}.py"
-    return app if app.exists() else None
+    # boot.py and main.py are the port's entry scripts, run as source: never imported as modules.
+    return app if app.exists() and name not in ENTRY_SCRIPTS else None
 
 
 def run_on_a_board(tree: ast.AST) -> list[ast.AST]:
@@ -68,8 +69,12 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
+ENTRY_SCRIPTS = ("boot", "main")
+
+
 def reachable_from_main() -> set[str]:
-    todo = imports_of(FIRMWARE / "app" / "main.py")
+    """What boot.py and main.py import, and what that imports in turn."""
+    todo = imports_of(FIRMWARE / "app" / "boot.py") | imports_of(FIRMWARE / "app" / "main.py")
     seen: set[str] = set()
     while todo:
         name = todo.pop()

@@ -1,6 +1,8 @@
 # esp32 module shim for the virtual board: Partition backed by the emulated NOR flash. Only what the firmware
 # uses: find/info and the extended block interface (readblocks/writeblocks with an offset, ioctl erase).
 
+import time
+
 import vboard_state
 
 _SECTOR = 4096
@@ -41,10 +43,15 @@ class Partition:
     def info(self):
         return (self._type, self._subtype, self._offset, self._size, self._label, False)
 
+    # Each operation's own time is counted (vboard_state.emulated_us): Python here, the flash driver's C and the chip's
+    # SPI on a board, so that the firmware's time can be told apart from the emulation's (tools/bench_energy.py).
     def readblocks(self, block, buf, offset=0):
+        begun = time.ticks_us()
         vboard_state.flash().read(self._index, self._addr(block, offset, len(buf)), buf)
+        vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun)
 
     def writeblocks(self, block, buf, offset=None):
+        begun = time.ticks_us()
         flash = vboard_state.flash()
         if offset is None:
             # The simple block interface erases before writing whole blocks, as esp32.Partition does.
@@ -52,6 +59,7 @@ class Partition:
                 flash.erase(self._index, self._addr(block + i, 0, _SECTOR))
             offset = 0
         flash.program(self._index, self._addr(block, offset, len(buf)), buf)
+        vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun)
 
     def ioctl(self, op, arg):
         if op == 4:  # block count
@@ -59,7 +67,9 @@ class Partition:
         if op == 5:  # block size
             return _SECTOR
         if op == 6:  # erase one block
+            begun = time.ticks_us()
             vboard_state.flash().erase(self._index, self._addr(arg, 0, _SECTOR))
+            vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun)
             return 0
         return 0  # init, deinit, sync: nothing to do on NOR flash
 

@@ -64,6 +64,13 @@ def deepsleep(time_ms=0):
     either: the process ends by a signal the runner tells apart (SIGUSR1), sent by a shell to its parent, as the
     Unix port has no kill()."""
     state = vboard_state.rtc()
+    now = time.ticks_ms()
+    state["awake_ms"] = time.ticks_diff(now, vboard_state.started_ms)  # (light sleeps included)
+    begun = vboard_state.firmware_us
+    state["firmware_us"] = time.ticks_diff(time.ticks_us(), begun) if begun is not None else 1000 * state["awake_ms"]
+    state["emulated_us"] = vboard_state.emulated_us - vboard_state.firmware_emulated_us
+    state["script"] = vboard_state.script
+    state["loaded"] = sorted(sys.modules)
     time_ms = max(0, int(time_ms))
     state["sleep_ms"] = time_ms if time_ms else -1
     state["clock_ms"] += time_ms
@@ -111,14 +118,18 @@ class RTC:
         self.datetime(when)
 
     def memory(self, data=None):
-        state = vboard_state.rtc()
-        if data is None:
-            return binascii.unhexlify(state["memory"])
-        if len(data) > _RTC_MEMORY:
-            raise ValueError("buffer too long")
-        state["memory"] = binascii.hexlify(data).decode()
-        vboard_state.save_rtc()
-        return None
+        begun = time.ticks_us()  # (a memory copy on a chip: the emulation's time, counted apart)
+        try:
+            state = vboard_state.rtc()
+            if data is None:
+                return binascii.unhexlify(state["memory"])
+            if len(data) > _RTC_MEMORY:
+                raise ValueError("buffer too long")
+            state["memory"] = binascii.hexlify(data).decode()
+            vboard_state.save_rtc()
+            return None
+        finally:
+            vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun)
 
 
 def soft_reset():

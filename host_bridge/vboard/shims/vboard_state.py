@@ -4,6 +4,15 @@
 import json
 import os
 import random
+import time
+
+started_ms = time.ticks_ms()  # this boot's start (the process's): a deep sleep says how long the wake took
+firmware_us = None  # (ticks_us) when vboot handed the board to its boot.py (the emulation's own start done)
+# Microseconds this boot has spent in the emulation's stand-ins for the chip's hardware (the flash's operations,
+# esp32.Partition; RTC memory, machine.RTC): Python here, C and silicon on a board.
+emulated_us = 0
+firmware_emulated_us = 0  # emulated_us when boot.py began
+script = None  # the script running: "boot.py" or "main.py"
 
 _flash = None
 rom_image = None  # the "romfs" partition as mapped at boot (vboot), for vromfs
@@ -51,6 +60,10 @@ def _fault(spec):
 #   memory     RTC slow memory, hex
 #   deep, deep_ms, light, light_ms   deep and light sleeps since the board was made, and the time slept in each
 #   sleep_ms   the deep sleep this boot ended with (0: none, -1: without a timer), read by the runner
+#   awake_ms, firmware_us, emulated_us, script, loaded   that boot's time to the deep sleep (host milliseconds from
+#              its process's start, microseconds from its boot.py's, and of those the emulated hardware's own), the
+#              script it slept from, and the modules it had loaded then (sys.modules: the firmware's and the
+#              emulation's), read by the runner
 _rtc = None
 
 

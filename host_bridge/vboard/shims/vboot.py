@@ -16,6 +16,7 @@ import json
 import os
 import socket  # noqa: F401
 import sys
+import time
 
 import esp32
 import machine  # noqa: F401  (C on a real board: loaded here, before the firmware's heap is pinned)
@@ -261,6 +262,7 @@ def reserve_qstr_pool(first):
 
 def run_file(name):
     """Run boot.py or main.py from the filesystem if it is there, as the port's pyexec_file_if_exists."""
+    vboard_state.script = name
     try:
         source = read_file(name)
     except OSError:
@@ -289,6 +291,9 @@ def main():
     os.chdir(ROOT)
     if frozen_names and staged is not None:
         load_frozen(staged, frozen_names)
+    # The RTC's state (its clock, its slow memory) read now, into the emulation's part of the heap: a chip keeps
+    # it outside the heap, and a plan in RTC memory read first at a wake would otherwise charge the firmware's.
+    vboard_state.rtc()
     pin_heap(reserve_qstr_pool(int(vboard_state.env("VBOARD_QSTR_POOL", "0"))))
     raw_repl = vboard_state.env("VBOARD_BOOT_MODE") == "raw"
     status = 0
@@ -298,6 +303,8 @@ def main():
         # interrupt character is off): the console delivers it only once this file exists.
         open(ready, "w").close()
     try:
+        vboard_state.firmware_us = time.ticks_us()  # the emulation's own start ends here: boot.py is the board's
+        vboard_state.firmware_emulated_us = vboard_state.emulated_us
         run_file("boot.py")
         if not raw_repl:
             run_file("main.py")
