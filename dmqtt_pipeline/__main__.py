@@ -48,6 +48,11 @@ def add_jobs(sub: argparse._SubParsersAction[argparse.ArgumentParser], **parser_
             job.add_argument(
                 "--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail'
             )
+            job.add_argument(
+                "--accepted",
+                metavar="FILE",
+                help='JSON Lines {"dev", "boot", "seq"}: what each board\'s console said it accepted (the witness)',
+            )
         if name in ("report", "all"):
             job.add_argument(
                 "--timeline",
@@ -97,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
                 expect = audit.load_expectations(f.read())
         except OSError as exc:
             raise PipelineError(f"cannot read --expect {args.expect}: {exc.strerror}") from None
+    if getattr(args, "accepted", None):
+        try:
+            with open(args.accepted) as f:
+                expect = audit.load_acceptances(f.read(), expect)
+        except OSError as exc:
+            raise PipelineError(f"cannot read --accepted {args.accepted}: {exc.strerror}") from None
     events = None
     if getattr(args, "timeline", None):
         try:

@@ -30,13 +30,23 @@ from dmqtt_telemetry.promises import (
     SUMMARY_FILE,
     Expectation,
     QosVerdict,
+    Witness,
     absurd,
     duplicates,
     judge,
     lost,
 )
 
-__all__ = ["PROMISES", "Expectation", "QosVerdict", "judge", "audit", "boot_table", "load_expectations"]
+__all__ = [
+    "PROMISES",
+    "Expectation",
+    "QosVerdict",
+    "judge",
+    "audit",
+    "boot_table",
+    "load_expectations",
+    "load_acceptances",
+]
 
 CLOCK_NOTE = (
     "board clocks are not synchronised: per boot, the offset between the board's t and received_at is taken "
@@ -45,7 +55,8 @@ CLOCK_NOTE = (
 
 
 def load_expectations(text: str) -> dict[str, Expectation]:
-    """JSON {"dev": messages} or {"dev": {"messages": N, "qos": Q}}."""
+    """--expect: JSON {"dev": messages} or {"dev": {"messages": N, "qos": Q, "boot": B, "sent": S}} (boot and
+    sent: the summary's last boot and what it accepted in it; each key but messages optional)."""
     try:
         raw = json.loads(text)
         if not isinstance(raw, dict):
@@ -53,14 +64,35 @@ def load_expectations(text: str) -> dict[str, Expectation]:
         result = {}
         for dev, value in raw.items():
             entry = value if isinstance(value, dict) else {"messages": value}
+            final = (int(entry["boot"]), int(entry["sent"])) if "boot" in entry and "sent" in entry else None
             result[str(dev)] = Expectation(
-                int(entry["messages"]), None if entry.get("qos") is None else int(entry["qos"])
+                int(entry["messages"]), None if entry.get("qos") is None else int(entry["qos"]), final=final
             )
         return result
     except (ValueError, KeyError, TypeError) as exc:
         raise PipelineError(
             f'--expect must be JSON {{"dev": messages}} or {{"dev": {{"messages": N, "qos": Q}}}} ({exc})'
         ) from None
+
+
+def load_acceptances(text: str, expect: dict[str, Expectation] | None) -> dict[str, Expectation]:
+    """--accepted: JSON Lines, one {"dev", "boot", "seq"} per `accepted` line a board's console printed (the
+    witness, docs/pipeline.md), added to the expectations (a device with no --expect entry is judged by its
+    witness alone)."""
+    seqs: dict[str, dict[int, list[int]]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            seqs.setdefault(str(row["dev"]), {}).setdefault(int(row["boot"]), []).append(int(row["seq"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PipelineError(f'--accepted line {number}: not {{"dev", "boot", "seq"}} ({exc})') from None
+    result = dict(expect or {})
+    for dev, boots in seqs.items():
+        known = result.get(dev) or Expectation(None)
+        result[dev] = Expectation(known.messages, known.qos, Witness(boots), known.final)
+    return result
 
 
 def invalid_reason() -> Column:

@@ -80,18 +80,43 @@ class Delivery:
     qos: int
 
 
+@dataclass(frozen=True)
+class Witness:
+    """What a board's console said it accepted, the moment publish() returned (dboard.console.ACCEPTED): per
+    boot, the seq of each `accepted` line. Independent of the board's journal, which a power cut can take a record
+    and its count from; a console can lose lines of its own (a real board's USB port that drops in a power cycle),
+    which shows as a gap in a boot's seqs."""
+
+    seqs: dict[int, list[int]]
+
+    @classmethod
+    def upto(cls, last: dict[int, int]) -> Witness:
+        """Every seq from 0 to `last` per boot, as a board that lost no console line says it."""
+        return cls({boot: list(range(top + 1)) for boot, top in last.items()})
+
+    @property
+    def last(self) -> dict[int, int]:
+        return {boot: max(seqs) for boot, seqs in self.seqs.items() if seqs}
+
+    def gaps(self, boot: int) -> list[tuple[int, int]]:
+        """The seqs below the boot's last that no line names, as ranges."""
+        return missing_ranges(sorted(set(self.seqs.get(boot, []))), limit=RANGES_LISTED)
+
+
 @dataclass
 class Expectation:
     """What a device is known to have accepted: catches a lost tail, which seq numbers alone cannot show.
 
-    `messages`: its run's accepted total (the board's summary). `last_accepted`: per boot, the last seq the board
-    said it accepted, on its console, the moment publish() returned (dboard.console.ACCEPTED): a witness
-    independent of the board's journal, which a power cut can take a record and its count from. When given, the
-    tails are judged per boot from it, and the total is only reported."""
+    `messages`: its run's accepted total, from the board's summary (its journal's count; None when no summary
+    came). `witness`: its console's `accepted` lines. `final`: the summary's (boot, accepted in that boot). Each
+    boot's tail is judged against the larger of what the witness and the summary say it accepted, and the run's
+    against its total; where they disagree (a summary that says more than the console shows, a gap in the
+    console's seqs), the verdict says so, and never silently takes one for the other."""
 
-    messages: int
+    messages: int | None
     qos: int | None = None
-    last_accepted: dict[int, int] | None = None
+    witness: Witness | None = None
+    final: tuple[int, int] | None = None
 
 
 def boot_rows(deliveries: Iterable[Delivery]) -> list[dict[str, Any]]:
@@ -201,37 +226,58 @@ def judge(
             qos = 1  # a device of which nothing arrived, of unknown QoS: judged as a promise to deliver
         v = verdicts.setdefault(qos, QosVerdict(qos))
         v.devices.add(dev)
-        if want.last_accepted is not None:
-            tails = witnessed_tails(dev, want.last_accepted, highest)
-            tail = sum(n for _, _, n in tails)
-            for boot, first, n in tails:
-                v.problems.append(
-                    f"{dev} boot {boot}: {n} accepted and never arrived (seq {format_ranges([(first, first + n - 1)])}:"
-                    f" the board said it accepted them)"
-                )
-        else:
-            tail = max(want.messages - seen, 0)  # accepted by the board, beyond every seq that arrived
-            if tail:
-                v.problems.append(
-                    f"{dev}: accepted {want.messages}, what arrived accounts for {seen} (highest seq + 1 over its "
-                    f"boots): {tail} lost after the last message seen of a boot"
-                )
-        checks.append({"dev": dev, "qos": qos, "expected": want.messages, "accounted": seen, "lost_tail": tail})
+        last, witnessed = expected_last(dev, want, v.problems if qos else [])
+        tails = [(boot, highest.get((dev, boot), -1) + 1, top - highest.get((dev, boot), -1))
+                 for boot, top in sorted(last.items()) if top > highest.get((dev, boot), -1)]  # fmt: skip
+        for boot, first, n in tails:
+            v.problems.append(
+                f"{dev} boot {boot}: {n} accepted and never arrived (seq {format_ranges([(first, first + n - 1)])}:"
+                f" the board said it accepted them)"
+            )
+        tail = sum(n for _, _, n in tails)
+        by_total = max(want.messages - seen, 0) if want.messages is not None else 0
+        if by_total > tail:
+            v.problems.append(
+                f"{dev}: accepted {want.messages}, what arrived accounts for {seen} (highest seq + 1 over its "
+                f"boots): {by_total - tail} lost after the last message seen of a boot"
+            )
+            tail = by_total
+        checks.append(
+            {"dev": dev, "qos": qos, "expected": want.messages, "witnessed": witnessed, "accounted": seen,
+             "lost_tail": tail}
+        )  # fmt: skip
         v.lost += tail
     return verdicts, checks
 
 
-def witnessed_tails(
-    dev: str, last_accepted: dict[int, int], highest: dict[tuple[str, int], int]
-) -> list[tuple[int, int, int]]:
-    """Per boot the board said it accepted seq 0..last: what lies beyond the highest seq that arrived of that
-    boot, as (boot, first seq missing, how many). The gaps below the highest are the boot rows' own count."""
-    tails = []
-    for boot, last in sorted(last_accepted.items()):
-        top = highest.get((dev, boot), -1)
-        if last > top:
-            tails.append((boot, top + 1, last - top))
-    return tails
+def expected_last(dev: str, want: Expectation, problems: list[str]) -> tuple[dict[int, int], int]:
+    """Per boot, the last seq the device accepted: the larger of what its witness and its summary say; and how
+    many messages that accounts for. Where the two disagree, or the console's own seqs have a gap, a `witness:`
+    problem says so (it is not a loss in itself: what did not arrive is counted from the boots' seqs)."""
+    last = dict(want.witness.last) if want.witness is not None else {}
+    if want.witness is not None:
+        for boot in sorted(want.witness.seqs):
+            gaps = want.witness.gaps(boot)
+            if gaps:
+                problems.append(
+                    f"witness: {dev} boot {boot}: no accepted line for seq {format_ranges(gaps)} (console lines lost)"
+                )
+    if want.final is not None and want.final[1] > 0:
+        boot, count = want.final
+        if count - 1 > last.get(boot, -1):
+            if want.witness is not None:
+                problems.append(
+                    f"witness: {dev} boot {boot}: its summary says it accepted {count}, its console shows "
+                    f"{last.get(boot, -1) + 1} (console lines lost)"
+                )
+            last[boot] = count - 1
+    witnessed = sum(top + 1 for top in last.values())
+    if want.witness is not None and want.messages is not None and want.messages > witnessed:
+        problems.append(
+            f"witness: {dev}: its summary's total is {want.messages}, its console accounts for {witnessed} "
+            "(console lines lost)"
+        )
+    return last, witnessed
 
 
 # -- a judged run, as the audit's summary.json records it --------------------------------------------------------

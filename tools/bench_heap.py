@@ -39,7 +39,6 @@ INSTALLS = ["deployed", "romfs", "frozen"]
 IMPORT_ORDER = [
     "dmqtt.errors",
     "dboard.console",
-    "telemetry",
     "board_app",
     "dmqtt.codec",
     "config",
@@ -162,7 +161,7 @@ def figure(quick: bool) -> dict[str, Any]:
                 if bits == 32:
                     os.environ["VBOARD_MICROPYTHON"] = str(port32)
                 try:
-                    summary = heap_run(
+                    summary, _accepted = heap_run(
                         work / f"{install}-{bits}", name, board, broker.address, (tls.address, ca.ca),
                         (bridge.start, bridge.stop), install,
                     )  # fmt: skip

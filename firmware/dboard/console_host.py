@@ -150,14 +150,14 @@ def heap_samples(text: str) -> list[dict[str, int]]:
     return [dict(zip(("seq", "free", "block"), ln.values, strict=True)) for ln in lines(text, "heap")]
 
 
-def accepted(text: str) -> dict[int, int]:
-    """The board's witness of what it accepted: per boot, the last seq of an `accepted` line (a boot numbers
-    its accepted messages 0, 1, 2 ..., so it accepted every seq up to that one)."""
-    last: dict[int, int] = {}
+def acceptances(text: str) -> dict[int, list[int]]:
+    """The board's witness of what it accepted: per boot, the seq of each `accepted` line, in the console's
+    order (a boot numbers its accepted messages 0, 1, 2 ...: a gap is a console line lost)."""
+    found: dict[int, list[int]] = {}
     for ln in lines(text, "accepted"):
         boot, seq = ln.values
-        last[boot] = max(seq, last.get(boot, -1))
-    return last
+        found.setdefault(boot, []).append(seq)
+    return found
 
 
 def boots(text: str) -> list[tuple[int, int]]:

@@ -330,9 +330,27 @@ class Stack:
         return [f"{r.spec.client_id}: {r.error}" for r in self.runs if r.error]
 
     def expected(self) -> dict[str, dict[str, int]]:
-        """What each board said it accepted (its summary's total): the audit's --expect, which catches a lost
-        tail."""
-        return {r.spec.client_id: {"messages": r.summary["total"], "qos": r.spec.qos} for r in self.runs if r.summary}
+        """What each board's summary says it accepted (its run's total, its last boot and what that boot accepted):
+        the audit's --expect, which catches a lost tail."""
+        return {
+            r.spec.client_id: {
+                "messages": r.summary["total"],
+                "qos": r.spec.qos,
+                "boot": r.summary["boot"],
+                "sent": r.summary["sent"],
+            }
+            for r in self.runs
+            if r.summary
+        }
+
+    def acceptances(self) -> list[dict[str, Any]]:
+        """The witness: every `accepted` line each board's console printed, over all its boots (the audit's
+        --accepted): what the board said it accepted the moment publish() returned, whatever its journal kept."""
+        rows = []
+        for run in self.runs:
+            for boot, seqs in sorted(run.dut.console.acceptances().items()):
+                rows += [{"dev": run.spec.client_id, "boot": boot, "seq": seq} for seq in seqs]
+        return rows
 
     def wake_unconfirmed(self, say: Say) -> None:
         """A board that ends its run with messages the recorder has not confirmed (it waits three confirmation
@@ -405,15 +423,22 @@ class Stack:
                     mine[key] = mine.get(key, 0) + value
         return total
 
-    def write_expected(self) -> Path:
-        path = self.out / "expected.json"
-        path.write_text(json.dumps(self.expected(), indent=2))
-        return path
+    def write_expected(self) -> tuple[Path, Path]:
+        """expected.json (the summaries') and accepted.jsonl (the witness) in the campaign's folder, for the
+        audit's --expect and --accepted (docs/pipeline.md)."""
+        expected = self.out / "expected.json"
+        expected.write_text(json.dumps(self.expected(), indent=2))
+        accepted = self.out / "accepted.jsonl"
+        accepted.write_text("".join(json.dumps(row) + "\n" for row in self.acceptances()))
+        return expected, accepted
 
 
-def pipeline_command(recorded: Path, results: Path, expect_file: Path, timeline: Path | None = None) -> list[str]:
-    """The Spark jobs as a user runs them (README, docs/pipeline.md); with the campaign's timeline for the
-    report."""
+def pipeline_command(
+    recorded: Path, results: Path, expectations: tuple[Path, Path], timeline: Path | None = None
+) -> list[str]:
+    """The Spark jobs as a user runs them (README, docs/pipeline.md), judged by the boards' summaries and their
+    consoles' witness (`expectations`: write_expected()'s files); with the campaign's timeline for the report."""
+    expect_file, accepted_file = expectations
     return [
         sys.executable,
         "-m",
@@ -426,14 +451,18 @@ def pipeline_command(recorded: Path, results: Path, expect_file: Path, timeline:
         str(results),
         "--expect",
         str(expect_file),
+        "--accepted",
+        str(accepted_file),
         *(("--timeline", str(timeline)) if timeline is not None else ()),
     ]
 
 
-def run_pipeline(recorded: Path, results: Path, expect_file: Path, timeline: Path | None = None) -> AuditSummary:
+def run_pipeline(
+    recorded: Path, results: Path, expectations: tuple[Path, Path], timeline: Path | None = None
+) -> AuditSummary:
     """Audit, rollup and report in one Spark session (a process of its own, its output on ours); the audit's
     verdict as its summary.json has it. HostBridgeError when the jobs could not run."""
-    done = subprocess.run(pipeline_command(recorded, results, expect_file, timeline), check=False)
+    done = subprocess.run(pipeline_command(recorded, results, expectations, timeline), check=False)
     if done.returncode not in (0, 1):  # 1: a broken promise, which the summary says
         raise HostBridgeError(f"the Spark jobs exited {done.returncode} (see their output above)")
     try:

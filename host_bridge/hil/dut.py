@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dboard import console
+from dboard import console, console_host
 from host_bridge.boards.board_config import check_value
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.errors import HostBridgeError
@@ -76,6 +76,10 @@ class ConsoleLog:
         """Every boot's console, each after its `=== boot N ===` line: what the board printed before each cut
         included (the bench's witness of what it accepted)."""
         return self._read(0)
+
+    def acceptances(self) -> dict[int, list[int]]:
+        """The witness over every boot: per boot (as the board numbers them), the seq of each `accepted` line."""
+        return console_host.acceptances(self.all())
 
     def _read(self, offset: int) -> str:
         if self.path is None:

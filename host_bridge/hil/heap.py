@@ -82,10 +82,11 @@ def heap_run(
     bridge: tuple[Callable[[Dut], None], Callable[[], None]],
     install: str = "deployed",
     messages: int = MESSAGES,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[int, list[int]]]:
     """Run configuration `name` on a virtual board of `board_name` to completion through one power cut; the
-    board's last summary. `tls`: the address of a broker's TLS listener and the CA that signed it; `bridge`:
-    (start it for this board, stop it), for the serial link."""
+    board's last summary, and its witness (console_host.acceptances: what its console said it accepted). `tls`:
+    the address of a broker's TLS listener and the CA that signed it; `bridge`: (start it for this board, stop
+    it), for the serial link."""
     options = dict(CONFIGURATIONS[name])
     transport = options.pop("transport", "tcp")
     qos = options.pop("qos")
@@ -143,4 +144,4 @@ def heap_run(
             recorder.stop()
     if result.summary is None or result.cuts != 1:
         raise DutError(f"{dev}: the run did not go through its power cut; console log {dut.console.path}")
-    return result.summary
+    return result.summary, dut.console.acceptances()

@@ -10,8 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dboard import console_host
-from dmqtt_telemetry.promises import PROMISES, Expectation, QosVerdict, boot_rows, format_ranges, judge
+from dmqtt_telemetry.promises import PROMISES, Expectation, QosVerdict, Witness, boot_rows, format_ranges, judge
 from host_bridge.hil.cycle import CycleResult
 from host_bridge.hil.dut import Dut, DutError
 from host_bridge.hil.subscriber import Record, Subscriber
@@ -43,9 +42,9 @@ class BoardTally:
 @dataclass
 class BoardRun:
     """What the bench knows of a board's run: its device id, QoS, accepted total, boots and power cuts, the
-    lowest free heap its summary reported (heap_min plus heap_tls), and the witness: per boot, the last seq the
-    board said it accepted (`accepted` lines on its console, printed when publish() returned), which the
-    verdict judges every accepted message by, whatever the journal kept."""
+    lowest free heap its summary reported (heap_min plus heap_tls), its summary's last boot, and the witness: the
+    seq of each `accepted` line on its console, printed when publish() returned, which the verdict judges every
+    accepted message by, whatever the journal kept."""
 
     dev: str
     qos: int
@@ -53,7 +52,8 @@ class BoardRun:
     boots: int = 1
     power_cuts: int = 0
     heap_low: int | None = None
-    last_accepted: dict[int, int] | None = None
+    witness: Witness | None = None  # its console's `accepted` lines (promises.Witness)
+    final: tuple[int, int] | None = None  # its summary's boot, and the messages it accepted in that boot
     resumed_in_flight: int = 0  # boots after a cut that resumed QoS 1/2 messages in flight
     cuts_in_flash: int = 0  # power cuts made inside a flash program or erase
     cuts_in_sleep: int = 0  # power cuts made inside a deep sleep
@@ -64,7 +64,8 @@ class BoardRun:
         """From the board's summary line (its last boot's): the accepted total and the heap's low point."""
         low = summary.get("heap_min")
         heap_low = int(low) + int(summary.get("heap_tls", 0)) if isinstance(low, int) else None
-        return cls(str(summary["dev"]), qos, int(str(summary["total"])), boots, power_cuts, heap_low)
+        final = (int(summary["boot"]), int(summary["sent"])) if "boot" in summary and "sent" in summary else None
+        return cls(str(summary["dev"]), qos, int(str(summary["total"])), boots, power_cuts, heap_low, final=final)
 
     @classmethod
     def from_cycle(cls, dut: Dut, result: CycleResult, qos: int) -> BoardRun:
@@ -83,7 +84,7 @@ class BoardRun:
         before each cut included)."""
         run = cls.from_summary(summary, qos, boots, power_cuts)
         if qos and dut.console.path is not None:
-            run.last_accepted = console_host.accepted(dut.console.all())
+            run.witness = Witness(dut.console.acceptances())
         return run
 
 
@@ -170,7 +171,7 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
             pass  # judged below: the verdict says what was lost
     wanted = {r.dev for r in runs}
     rows = [b for b in boot_rows(subscriber.deliveries()) if b["dev"] in wanted]
-    per_qos, checks = judge(rows, {r.dev: Expectation(r.sent, r.qos, r.last_accepted) for r in runs})
+    per_qos, checks = judge(rows, {r.dev: Expectation(r.sent, r.qos, r.witness, r.final) for r in runs})
     tails = {c["dev"]: c["lost_tail"] for c in checks}
     tallies = []
     for run in runs:

@@ -157,7 +157,7 @@ def batch_config(dut: Dut, qos: int, broker: Any, wakes: int, readings_per_send:
     config = sleep_config(dut, qos, broker, wakes)
     config["client_id"] = device_id("batch", qos)
     # A wake that cannot reach the broker gives up within awake_s (host time, on a virtual board too).
-    config["sleep"].update({"awake_s": 2, "readings_per_send": readings_per_send, "queue_limit": 64})
+    config["sleep"].update({"awake_s": 2, "readings_per_send": readings_per_send, "queue_limit": 32})
     return config
 
 
@@ -177,7 +177,7 @@ def test_store_and_forward_across_deep_sleep_under_cuts_and_outages(
     rng = random.Random(38)
     duts = hil_fleet(2)
     plans = [
-        CutPlan(cuts=wakes // 20, in_sleep=0.35, sleeps=(1, 40), inside_flash=0.3, flash_ops=(1, 40), window=(0.02, 3))
+        CutPlan(cuts=wakes // 15, in_sleep=0.35, sleeps=(1, 40), inside_flash=0.3, flash_ops=(1, 40), window=(0.02, 3))
         for _ in duts
     ]
     configs = [batch_config(dut, qos, broker, wakes, 10) for dut, qos in zip(duts, (1, 2), strict=False)]
@@ -199,7 +199,7 @@ def test_store_and_forward_across_deep_sleep_under_cuts_and_outages(
     result.assert_kept()
     assert outages, "no access point outage was given"
     for dut, run, config in zip(duts, runs, configs, strict=False):
-        assert run.power_cuts == wakes // 20, f"{dut.name}: the dose was not given ({run.power_cuts} cuts)"
+        assert run.power_cuts == wakes // 15, f"{dut.name}: the dose was not given ({run.power_cuts} cuts)"
         sleeps = lines(dut, "sleep")
         sampled = len(sleeps) - len(lines(dut, "boot"))
         assert sampled >= wakes // 2, f"{dut.name}: only {sampled} of {len(sleeps)} wakes were sampling wakes"

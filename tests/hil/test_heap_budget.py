@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dmqtt_telemetry.promises import Witness
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.broker.pki import CertificateAuthority
@@ -38,11 +39,13 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 def run(
     hil_log: Path, name: str, board: str, broker: Any, bridge: Bridge, tls: tuple[str, Path], install: str = "deployed"
 ) -> tuple[BoardRun, dict[str, Any]]:
-    summary = heap_run(
+    summary, accepted = heap_run(
         hil_log, name, board, broker.address, tls, (lambda dut: bridge.start([dut]), bridge.stop), install
     )
     qos = int(CONFIGURATIONS[name]["qos"])
-    return BoardRun.from_summary(summary, qos, 2, 1), summary
+    run = BoardRun.from_summary(summary, qos, 2, 1)
+    run.witness = Witness(accepted) if qos else None  # judged by what its console said it accepted
+    return run, summary
 
 
 @pytest.mark.parametrize("board", BOARDS)

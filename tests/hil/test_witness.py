@@ -101,7 +101,7 @@ def test_a_journal_that_returns_before_programming_is_caught_by_the_witness(
     planted = planted_app(hil_log / "planted-app")
     bad = outage_and_cut(hil_log, f"planted-q{qos}", broker, qos, planted)
     assert bad.power_cuts == 1 and bad.sent == COUNT  # the cut given, the total right: the bug hides there
-    blind = judge_runs(f"planted-q{qos}-by-total", subscriber, [replace(bad, last_accepted=None)], settle=5)
+    blind = judge_runs(f"planted-q{qos}-by-total", subscriber, [replace(bad, witness=None)], settle=5)
     assert not blind.tallies[0].lost, "judged by the journal's total the planted bug should hide: " + blind.table()
     caught = judge_runs(f"planted-q{qos}", subscriber, [bad], settle=5)
     caught.save(hil_log)
@@ -112,4 +112,4 @@ def test_a_journal_that_returns_before_programming_is_caught_by_the_witness(
     verdict = judge_runs(f"real-q{qos}", subscriber, [good])
     verdict.save(hil_log)
     verdict.assert_kept()
-    assert good.power_cuts == 1 and good.last_accepted and good.resumed_in_flight == 1, good
+    assert good.power_cuts == 1 and good.witness and good.resumed_in_flight == 1, good
