@@ -44,6 +44,8 @@ class CampaignResult:
     audit: AuditSummary | None = None
     failures: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
+    # QoS 2 messages the broker passed on twice after it went down between the two (Stack.duplicates_at_the_broker)
+    broker_redelivered: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -56,6 +58,7 @@ class CampaignResult:
             "power_cuts": self.power_cuts,
             "boots": self.boots,
             "repaired": self.audit.repaired if self.audit else 0,
+            "broker_redelivered": len(self.broker_redelivered),
             "qos": {
                 q: {
                     "messages": v.messages,
@@ -112,6 +115,7 @@ def run_campaign(
     say: Say = print,
     broker_fault: str = "kill",
     confirm: bool = True,
+    app: Path | None = None,
 ) -> CampaignResult:
     """Everything in `out` (emptied first). `faults`: how many of each kind (broker, bridge and recorder
     SIGKILLs, disk-full episodes) are injected while the boards run. `broker_fault`: "kill" (SIGKILL) or
@@ -132,7 +136,17 @@ def run_campaign(
     if disk is None:
         say("      (not root: no tmpfs for the disk-full episodes; they are left out)")
     broker = Mosquitto(out / "broker", persistence="every-change")
-    stack = Stack(out, broker, BOARDS, messages, cuts, rng, recorded=(disk or out) / "recorded", confirm=confirm)
+    stack = Stack(
+        out,
+        broker,
+        BOARDS,
+        messages,
+        cuts,
+        rng,
+        recorded=(disk or out) / "recorded",
+        confirm=confirm,
+        app=app,
+    )
     try:
         stack.start()
         say(
@@ -160,6 +174,7 @@ def run_campaign(
             result.faults[kind] += 1
             say(f"[chaos] {now:5.1f}s {kind}")
             if kind == "broker":
+                stack.broker_going_down()
                 if broker_fault == "kill":
                     broker.kill()
                 else:
@@ -184,6 +199,8 @@ def run_campaign(
         result.failures += stack.failures()
         stack.wake_unconfirmed(lambda text: say(f"[chaos] {text}"))
         stack.drain(lambda text: say(f"[chaos] {text.strip()}"), timeout=120)
+        duplicates, result.broker_redelivered = stack.duplicates_at_the_broker()
+        result.failures += [f"QoS 2 delivered twice at the broker: {d}" for d in duplicates]
     finally:
         filler.free()
         stack.stop()
@@ -215,6 +232,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="without end-to-end confirmation (what a broker SIGKILL loses is then lost)",
     )
+    parser.add_argument(
+        "--app", type=Path, help="the boards' application folder instead of the firmware's (a change under test)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -226,5 +246,6 @@ def run(args: argparse.Namespace) -> int:
         args.seed,
         broker_fault=args.broker_fault,
         confirm=args.confirm,
+        app=args.app.resolve() if args.app else None,
     )
     return 0 if result.ok else 1

@@ -48,9 +48,16 @@ class DemoResult:
     pids: list[int]  # every process the demo started (broker, recorders, bridge, boards): all ended by now
 
 
-def run_demo(out: Path, messages: int = 200, cuts: int = 3, seed: int = 2026, kill_recorder: bool = True) -> DemoResult:
+def run_demo(
+    out: Path,
+    messages: int = 200,
+    cuts: int = 3,
+    seed: int = 2026,
+    kill_recorder: bool = True,
+    app: Path | None = None,
+) -> DemoResult:
     """Everything in `out` (emptied first): broker/, boards/, logs/, recorded/ (Parquet), results/ (audit,
-    rollup, report)."""
+    rollup, report). `app`: the boards' application folder instead of the firmware's."""
     started = time.monotonic()
     rng = random.Random(seed)
     if out.exists():
@@ -61,7 +68,7 @@ def run_demo(out: Path, messages: int = 200, cuts: int = 3, seed: int = 2026, ki
 
     say(f"[1/5] Mosquitto on loopback (TLS, passwords, ACL), the recorder, the serial bridge (output in {out})")
     broker, security = secure_broker(out, [spec.client_id for spec in BOARDS])
-    stack = Stack(out, broker, BOARDS, messages, cuts, rng, security, confirm=True)
+    stack = Stack(out, broker, BOARDS, messages, cuts, rng, security, confirm=True, app=app)
     kills = 0
     try:
         stack.start()
@@ -97,6 +104,10 @@ def run_demo(out: Path, messages: int = 200, cuts: int = 3, seed: int = 2026, ki
             say(f"      FAILED {failure}")
         say("[3/5] boards done; waiting for the recorder to commit what the broker holds for it")
         stack.drain(say)
+        duplicates, _ = stack.duplicates_at_the_broker()  # (the demo never stops its broker)
+        for duplicate in duplicates:
+            say(f"      FAILED QoS 2 delivered twice at the broker: {duplicate}")
+        failed += duplicates
     finally:
         stack.stop()
     expected = stack.write_expected()
@@ -118,6 +129,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=int, default=200, help="messages per board")
     parser.add_argument("--cuts", type=int, default=3, help="power cuts per board")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument(
+        "--app", type=Path, help="the boards' application folder instead of the firmware's (a change under test)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,4 +139,5 @@ def run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: every process started here is stopped
 
     signal.signal(signal.SIGTERM, interrupted)
-    return run_demo(args.out.resolve(), args.messages, args.cuts, args.seed).exit_code
+    app = args.app.resolve() if args.app else None
+    return run_demo(args.out.resolve(), args.messages, args.cuts, args.seed, app=app).exit_code

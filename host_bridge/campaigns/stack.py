@@ -31,6 +31,7 @@ from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.errors import HostBridgeError
 from host_bridge.hil.cycle import CutPlan, CycleResult, boot_once, run_to_completion
+from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
 from host_bridge.recorder.recorder import command as recorder_command
@@ -111,6 +112,7 @@ class BoardRun:
     security: Security | None = None
     timeline: TimelineWriter | None = None
     confirm: bool = False
+    app: Path | None = None  # the board application's folder (None: the firmware's)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True)
@@ -130,6 +132,7 @@ class BoardRun:
             serial_link=self.serial_link if serial else None,
             seed=self.rng.randrange(1 << 30),
             put=put,
+            **self._app_option(),
         )
         publish = {
             "topic": "sensors/{client_id}/telemetry",
@@ -156,6 +159,9 @@ class BoardRun:
             config["confirm"] = {"timeout_s": CONFIRM_TIMEOUT_S}
         self.dut.configure(config)
         self._stop = threading.Event()
+
+    def _app_option(self) -> dict[str, Any]:
+        return {"app": self.app} if self.app is not None else {}
 
     @property
     def serial_link(self) -> Path:
@@ -262,9 +268,11 @@ class Stack:
         security: Security | None = None,
         recorded: Path | None = None,
         confirm: bool = False,
+        app: Path | None = None,
     ) -> None:
-        """`confirm`: end-to-end confirmation, on the boards (QoS 1/2) and in the recorder."""
-        self.out, self.broker, self.security, self.confirm = out, broker, security, confirm
+        """`confirm`: end-to-end confirmation, on the boards (QoS 1/2) and in the recorder. `app`: the boards'
+        application folder, instead of the firmware's (a change under test, or a planted bug)."""
+        self.out, self.broker, self.security, self.confirm, self.app = out, broker, security, confirm, app
         self.logs = out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.recorded = recorded or out / "recorded"
@@ -273,13 +281,19 @@ class Stack:
         self.bridge: ManagedProcess | None = None
         self.runs: list[BoardRun] = []
         self.bridge_starts = 0
+        # The broker's side: every delivery a subscriber of its own sees (as the HIL bench's does), to count what
+        # the broker passed on twice whatever the recorder then kept; and when the broker went down (a kill or a
+        # restart: time.time()), which may make it pass on a message again.
+        self.deliveries: Subscriber | None = None
+        self.broker_down: list[float] = []
         # What the campaign does to the system, for the report (dmqtt_telemetry.timeline).
         self.timeline = TimelineWriter(out / "timeline.jsonl")
         self._specs, self._messages, self._cuts, self._rng = specs, messages, cuts, rng
 
     def start(self) -> None:
-        """Broker, recorder, the boards' serial lines, the bridge; then the boards' runs begin."""
+        """Broker, its subscriber, recorder, the boards' serial lines, the bridge; then the boards' runs begin."""
         self.start_broker()
+        self.deliveries = self.subscriber("campaign-deliveries")
         self.start_recorder()
         self.runs = [
             BoardRun(
@@ -292,6 +306,7 @@ class Stack:
                 security=self.security,
                 timeline=self.timeline,
                 confirm=self.confirm,
+                app=self.app,
             )
             for spec in self._specs
         ]
@@ -303,6 +318,44 @@ class Stack:
     @property
     def serial_ports(self) -> dict[str, str]:
         return {r.spec.client_id: str(r.serial_link) for r in self.runs if r.spec.transport == "serial"}
+
+    def subscriber(self, client_id: str) -> Subscriber:
+        """A subscriber to every board's telemetry, as the recorder is allowed it (its user, with security)."""
+        if self.security is None:
+            return Subscriber(self.broker.address, client_id, "sensors/#")
+        return Subscriber(
+            self.broker.address,
+            client_id,
+            "sensors/#",
+            username="recorder",
+            password=(self.security.secrets_dir / "recorder.password").read_text(),
+            tls_ca=self.security.ca,
+        )
+
+    def broker_going_down(self) -> None:
+        """The campaign is about to kill or stop the broker."""
+        self.broker_down.append(time.time())
+
+    def duplicates_at_the_broker(self) -> tuple[list[str], list[str]]:
+        """QoS 2 messages the broker passed on twice as new messages (DUP 0: its own redelivery of an
+        unacknowledged one sets DUP), counted where the broker's deliveries are seen, not from what the recorder
+        kept: (duplicates, the broker's). One whose two deliveries straddle a broker kill or restart is the
+        broker's doing (it forgot what it had: docs/confirmation.md), said apart; any other fails a campaign."""
+        if self.deliveries is None:
+            return [], []
+        qos2 = {r.spec.client_id for r in self.runs if r.spec.qos == 2}
+        arrivals: dict[tuple[str, int, int], list[float]] = {}
+        for record in list(self.deliveries.records):
+            seen = record.telemetry
+            if seen is not None and seen.dev in qos2 and not record.dup:
+                arrivals.setdefault((seen.dev, seen.boot, seen.seq), []).append(record.arrived)
+        duplicates: list[str] = []
+        brokers: list[str] = []
+        for (dev, boot, seq), times in sorted(arrivals.items()):
+            for first, again in zip(times, times[1:], strict=False):
+                broker = any(first - 1.0 <= down <= again for down in self.broker_down)
+                (brokers if broker else duplicates).append(f"{dev} boot {boot} seq {seq}")
+        return duplicates, brokers
 
     def start_broker(self) -> None:
         self.broker.start()
@@ -386,7 +439,8 @@ class Stack:
             raise HostBridgeError(f"the recorder exited {code}; see {self.logs / 'recorder.log'}")
 
     def stop(self) -> None:
-        """Boards first (no more traffic), then the recorder (it commits what it holds), the bridge, the broker."""
+        """Boards first (no more traffic), then the recorder (it commits what it holds), the bridge, the broker's
+        subscriber, the broker."""
         for r in self.runs:
             r.stop()
         if self.recorder is not None:
@@ -395,6 +449,8 @@ class Stack:
         if self.bridge is not None:
             self.bridge.stop()
             self.bridge = None
+        if self.deliveries is not None:
+            self.deliveries.close()
         self.broker.stop()
         self.pids += [pid for r in self.runs for pid in r.pids]
         for dev, counters in self.link_counters().items():

@@ -108,7 +108,7 @@ class Dut(ABC):
         self.console = ConsoleLog(console_log)
         self.boots = 0
         self.cuts = 0
-        self.cut_times: list[float] = []  # time.time() of every power cut the bench made
+        self.cut_times: list[float] = []  # time.time() of every power cut (the bench's, and inside flash operations)
         self.config: dict[str, Any] = {}
 
     # -- to be provided --------------------------------------------------------------------------------------

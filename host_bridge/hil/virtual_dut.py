@@ -171,6 +171,8 @@ class VirtualDut(Dut):
             return BootEnd("asleep", status, None, text)  # a deep sleep without a timer: nothing wakes it
         if status == POWER_CUT_EXIT_STATUS:
             self.cuts += 1
+            if not self._cut_requested:
+                self.cut_times.append(time.time())  # a cut inside a flash operation, made by the board's flash
             return BootEnd("power-cut", status, None, text)
         summary = console_host.summary(text, self.summary_keys)
         kind = "done" if status == 0 and (summary is not None or self.console.path is None) else "failed"

@@ -1,6 +1,6 @@
 """The witness proves itself: a planted bug that the journal cannot show, and the verdict that catches it.
 
-The bug (tests/vboard_apps/lazy_journal/lazy_ring.py): publish() returns before the message's record is
+The bug (tests/plants/publish_before_flash/main.py): publish() returns before the message's record is
 programmed; the record waits in RAM until the next acknowledgement's record is written (or RAM is full), and
 resends read it from there, so nothing crashes. While the broker is away no acknowledgement comes, so a power
 cut then loses messages the board had accepted into its offline queue, and their progress mark with them: the
@@ -15,7 +15,6 @@ journal passes both ways."""
 from __future__ import annotations
 
 import random
-import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,26 +23,15 @@ from typing import Any
 import pytest
 
 from dboard import console_host
-from host_bridge import assets
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.hil.cycle import CutPlan, run_to_completion
 from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.hil.virtual_dut import VirtualDut
-from tests.conftest import APPS
+from tests.plants import planted_app
 
 COUNT = 300
-
-
-def planted_app(folder: Path) -> Path:
-    """The real application with the planted journal: firmware/app, then lazy_journal's main.py and module."""
-    folder.mkdir()
-    for source in assets.APP.glob("*.py"):
-        shutil.copyfile(source, folder / source.name)
-    for source in (APPS / "lazy_journal").glob("*.py"):
-        shutil.copyfile(source, folder / source.name)
-    return folder
 
 
 def accepted_in_this_boot(dut: VirtualDut) -> int:
@@ -98,7 +86,7 @@ def outage_and_cut(hil_log: Path, name: str, broker: Any, qos: int, app: Path | 
 def test_a_journal_that_returns_before_programming_is_caught_by_the_witness(
     hil_log: Path, broker: Any, subscriber: Subscriber, qos: int
 ) -> None:
-    planted = planted_app(hil_log / "planted-app")
+    planted = planted_app(hil_log / "planted-app", "publish_before_flash")
     bad = outage_and_cut(hil_log, f"planted-q{qos}", broker, qos, planted)
     assert bad.power_cuts == 1 and bad.sent == COUNT  # the cut given, the total right: the bug hides there
     blind = judge_runs(f"planted-q{qos}-by-total", subscriber, [replace(bad, witness=None)], settle=5)
