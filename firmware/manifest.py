@@ -13,6 +13,7 @@ package(
         "codec_text.py",
         "client_text.py",
         "session.py",
+        "inbox.py",
         "journal_record.py",
         "journal.py",
         "journal_ring.py",

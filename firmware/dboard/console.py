@@ -24,7 +24,7 @@ CONNECTION_LOST = "connection lost (%s)"
 PUBLISH_REFUSED = "publish refused: %s"
 PUBLISH_NACKED = "publish refused: packet id %d reason 0x%02x"  # the broker's reason code >= 0x80 in an ack
 QUEUE_FULL = "offline queue full (%d messages): waiting for the broker"
-MESSAGE = "message %s %d %r"  # topic, QoS, payload (bytes, as Python prints them)
+MESSAGE = "message %s %d %r %d"  # topic, QoS, payload (bytes, as Python prints them), receive number (QoS 2)
 HEAP = 'heap {"seq": %d, "free": %d, "block": %d}'  # with heap_log_every N, every N accepted messages
 CONFIG_ERROR = "config error: %s"  # the board stops (status 3): a field of config.json, or a file it names
 JOURNAL_ERROR = "journal error: %s"  # the flash under the journal failed (status 5)

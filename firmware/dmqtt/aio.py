@@ -73,7 +73,9 @@ class _DeferringSession(Session):
         if ptype == codec.PUBREL:
             j = self._rx_find(codec.check_ack(ptype, body, self.version))
             if j >= 0 and not self._rx_handled[j]:
-                self._deliver_journaled(j)  # (the application did not have it yet): it gets it now
+                from dmqtt import inbox
+
+                inbox.deliver(self, j)  # (the application did not have it yet): it gets it now
             if j >= 0 and self._rx_handled[j] == _HELD:
                 self._rx_rel[j] = 1  # answered once the application is done with it
                 return
@@ -91,7 +93,9 @@ class _DeferringSession(Session):
         if j < 0 or self._rx_handled[j] != _HELD:
             return
         if self._rx_rel[j] and self.connected_now:
-            self._release(j)
+            from dmqtt import inbox  # (loaded already: the message came through it)
+
+            inbox.release(self, j)
         else:
             self._rx_addr[j] = self._journal_pid(rec.HANDLED, pid)
             self._rx_handled[j] = 1  # a PUBREL (again, after a reconnect) releases it
@@ -340,11 +344,18 @@ class AsyncClient:
         m = self._holding = self._inbox.pop(0)
         return m[0], m[1], m[2], m[3], m[4]
 
+    def message_number(self):
+        """The receive number of the message the loop last gave (MQTTClient.message_number): keep it with the
+        message's effect, and skip a message whose number is the one kept."""
+        return self._holding[7] if self._holding else 0
+
     def _arrived(self, topic, payload, qos, retain, dup):
         if qos == 0 and len(self._inbox) >= self.queue_max:
             self.dropped += 1  # at most once: the application is behind
             return
-        self._inbox.append((topic, payload, qos, retain, dup, self._session.rx_pid, self.client.connects))
+        self._inbox.append(
+            (topic, payload, qos, retain, dup, self._session.rx_pid, self.client.connects, self._session.rx_number)
+        )
         self._news.set()
 
     def _done(self):

@@ -183,6 +183,13 @@ class MQTTClient:
         self.session.deliver_pending()
         return notes
 
+    def message_number(self):
+        """The receive number of the incoming QoS 2 message on_message is being given: the same at each delivery
+        of that message (after a power cut, dup set), larger for each later message, never reused while the
+        journal lives; 0 for QoS 0 and 1. Keep it with the handler's effect, in one write, and skip a delivery
+        whose number is the one kept: the message is then applied exactly once (docs/client.md)."""
+        return self.session.rx_number
+
     def outstanding(self):
         """QoS 1/2 messages accepted and not yet completed (in flight or queued, including the journaled ones
         a reboot brought back)."""

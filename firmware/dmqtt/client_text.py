@@ -1,7 +1,7 @@
-# The client's and the session's failures in words (errors.explain): one text per _T_ number of client.py and
-# session.py, in order. Loaded only when one is raised or told to on_disconnect, and dropped again on the board,
-# so that its text costs a deployed board no heap while nothing is wrong (tests/unit/test_client_text.py checks
-# the numbers).
+# The client's and the session's failures in words (errors.explain): one text per _T_ number of client.py,
+# session.py and inbox.py, in order. Loaded only when one is raised or told to on_disconnect, and dropped again
+# on the board, so that its text costs a deployed board no heap while nothing is wrong
+# (tests/unit/test_client_text.py checks the numbers).
 
 TEXT = (
     "expected CONNACK, got packet type %d",  # _T_NOT_CONNACK

@@ -152,13 +152,14 @@ class ConfirmingSession(Session):
         elif rtype == rec.CONFIRMED:
             self.floor = max(self.floor, rec.mark_of(body))
             self._journaled = self.floor
-        elif rtype == rec.META and len(body) > rec.META_SIZE:
-            floor, count = struct.unpack_from(">IB", body, rec.META_SIZE)
+        elif rtype == rec.META and len(body) > rec.meta_size(body):
+            tail = rec.meta_size(body)
+            floor, count = struct.unpack_from(">IB", body, tail)
             self.floor = max(self.floor, floor)
             self._journaled = self.floor
             self._epochs = 0
             for k in range(count):
-                epoch, first, done = struct.unpack_from(">III", body, rec.META_SIZE + 5 + 12 * k)
+                epoch, first, done = struct.unpack_from(">III", body, tail + 5 + 12 * k)
                 self._add(epoch, first)
                 self._done[k] = done
 

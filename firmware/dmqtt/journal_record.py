@@ -17,10 +17,11 @@ except ImportError:
 
 
 # The layout version in every sector header and file header. 2 added HANDLED and the message in RX; 3 added
-# EPOCH and CONFIRMED and the confirmation's tail of META (end-to-end confirmation, docs/confirmation.md). A
-# reader takes 1 and 2 as well (format 1's RX records are pid-only: messages delivered before they were
-# journaled).
-FORMAT = const(3)
+# EPOCH and CONFIRMED and the confirmation's tail of META (end-to-end confirmation, docs/confirmation.md); 4 added
+# the receive number (RX's flags bit 3 and the u32 after them; META's fourth field). A reader takes 1 to 3 as
+# well (format 1's RX records are pid-only: messages delivered before they were journaled); a journal holds
+# records of several formats after an update, so each record says its own layout.
+FORMAT = const(4)
 _OLDEST_FORMAT = const(1)
 
 # Record types (0x00 and 0xFF never are: erased flash and sealed padding).
@@ -42,16 +43,20 @@ AT_TORN = const(-1)  # what a reader finds instead of a body length
 AT_ERASED = const(-2)
 
 # Bodies. PUB: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain), serial u32, mark u32, topic length u16, topic,
-# payload. REL: pid u16, serial u32. RX: pid u16, flags u8, topic length u16, topic, payload (format 1: pid
-# only). DONE, RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32, then with confirmation on:
-# confirmed serial u32, epoch count u8, that many (epoch u32, first serial u32, stored u32). MARK, CONFIRMED: u32.
+# payload. REL: pid u16, serial u32. RX: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain, bit 3 numbered), the
+# receive number u32 when numbered (format 4), topic length u16, topic, payload (format 1: pid only). DONE,
+# RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32, receive number u32 (format 4), then with
+# confirmation on: confirmed serial u32, epoch count u8, that many (epoch u32, first serial u32, stored u32).
+# META's length tells the formats apart: 10 or 15 + 12k bytes before format 4, 14 or 19 + 12k since (length
+# mod 12: 10 or 3 before, 2 or 7 since). MARK, CONFIRMED: u32.
 # EPOCH: epoch u32, first serial u32 [, stored u32: the recorder stores it whole]. (The confirmation's bodies
 # and META's tail are written and read by dmqtt/confirm.py, the one module that uses them: a board without
-# confirmation never loads that code.)
+# confirmation never loads that code. RX's body likewise by dmqtt/inbox.py, but for the receive number that
+# replay counts from.)
 PUB_HEADER = const(13)
-RX_HEADER = const(5)
 _RETAIN = const(4)
-META_SIZE = const(10)
+_NUMBERED = const(8)  # RX's flags: the receive number follows them (dmqtt/inbox.py writes it)
+META_SIZE = const(14)
 
 
 class Framing:
@@ -166,27 +171,9 @@ def known_format(version):
     return version >= _OLDEST_FORMAT
 
 
-def rx_size(topic_len, payload_len):
-    return RX_HEADER + topic_len + payload_len
-
-
-def put_rx(body, pid, qos, retain, topic, payload):
-    """Fill an RX body: the incoming message itself, so that it reaches the application after a power cut."""
-    tlen = len(topic)
-    struct.pack_into(">HBH", body, 0, pid, qos | (_RETAIN if retain else 0), tlen)
-    body[RX_HEADER : RX_HEADER + tlen] = topic
-    n = RX_HEADER + tlen + len(payload)
-    body[RX_HEADER + tlen : n] = payload
-    return n
-
-
-def rx_message(body):
-    """-> (topic bytes, payload, qos, retain) of an RX body, or None for a format 1 RX (pid only)."""
-    if len(body) < RX_HEADER:
-        return None
-    tlen = (body[3] << 8) | body[4]
-    end = RX_HEADER + tlen
-    return body[RX_HEADER:end], body[end:], body[2] & 0x03, bool(body[2] & _RETAIN)
+def rx_number(body):
+    """The receive number of an RX body (0 before format 4 numbered them), which replay counts from."""
+    return struct.unpack_from(">I", body, 3)[0] if len(body) >= 9 and body[2] & _NUMBERED else 0
 
 
 def put_rel(body, pid, serial):
@@ -194,14 +181,20 @@ def put_rel(body, pid, serial):
     return 6
 
 
-def put_meta(body, next_pid, serial, mark):
-    struct.pack_into(">HII", body, 0, next_pid, serial, mark)
+def put_meta(body, next_pid, serial, mark, received):
+    struct.pack_into(">HIII", body, 0, next_pid, serial, mark, received)
     return META_SIZE
 
 
+def meta_size(body):
+    """Where a META body's confirmation tail starts: after the receive number (format 4) or the mark (before)."""
+    return META_SIZE if len(body) % 12 in (2, 7) else 10
+
+
 def meta(body):
-    """-> (next pid, serial, mark)"""
-    return struct.unpack_from(">HII", body, 0)
+    """-> (next pid, serial, mark, receive number: 0 before format 4)"""
+    received = struct.unpack_from(">I", body, 10)[0] if meta_size(body) == META_SIZE else 0
+    return struct.unpack_from(">HII", body) + (received,)
 
 
 def put_mark(body, mark):

@@ -40,8 +40,6 @@ _T_NO_SLOT = const(10)
 _T_NOT_JOURNALED = const(11)
 _T_SLOTS_FULL = const(12)
 _T_RECORD_LARGE = const(13)
-_T_RX_MAX = const(14)
-_T_RX_LARGE = const(15)
 _T_ACKS_BEHIND = const(16)
 _T_NO_PID = const(17)
 
@@ -50,7 +48,7 @@ def _text(rule, arg=None):
     return explain("dmqtt.client_text", rule, arg)
 
 
-# The wire's code (dmqtt.codec), loaded at the first connection or delivery (connected(), deliver_pending()): a
+# The wire's code (dmqtt.codec), loaded at the first connection (connected()) or delivery (dmqtt.inbox): a
 # session that only journals (the sampling wake of a board that sleeps between readings) never loads it, nor
 # spends its heap and time.
 codec: "Any" = None
@@ -112,6 +110,11 @@ class Session:
         self._rx_pid = array("H", bytes(2 * rx_max))
         self._rx_handled = bytearray(rx_max)  # 0: not yet, 1: handled (journaled); 2: held (dmqtt.aio)
         self.rx_pid = 0  # the packet id of the message on_message is being given
+        # The receive number of the QoS 2 message on_message is being given (0 for QoS 0 and 1, and for one
+        # journaled before format 4): the same at every delivery of the message, larger for every later one,
+        # never reused while the journal lives. `received` is the last one given out, kept in RX and META.
+        self.rx_number = 0
+        self.received = 0
         self._rx_addr = array("I", bytes(4 * rx_max))
         # Acks we owe the broker, in order: a ring of packet type << 24 | reason code << 16 | packet id (one array,
         # not three: a deployed board's heap keeps every object's header).
@@ -194,15 +197,18 @@ class Session:
                     return
                 self._rx_pid[j] = pid
             # A format 1 RX (pid only) was delivered before it was journaled: handled.
-            self._rx_handled[j] = 1 if rtype == rec.HANDLED or rec.rx_message(body) is None else 0
+            self._rx_handled[j] = 0 if rtype == rec.RX and len(body) > 2 else 1
             self._rx_addr[j] = addr
+            if rtype == rec.RX:
+                self.received = max(self.received, rec.rx_number(body))
         elif rtype == rec.RXDONE:
             j = self._rx_find(rec.pid_of(body))
             if j >= 0:
                 self._rx_pid[j] = 0
         elif rtype == rec.META:
-            self.next_pid, serial, mark = rec.meta(body)
+            self.next_pid, serial, mark, received = rec.meta(body)
             self.serial = max(self.serial, serial)
+            self.received = max(self.received, received)
             self.mark = max(self.mark, mark)
         elif rtype == rec.MARK:
             self.mark = max(self.mark, rec.mark_of(body))
@@ -253,7 +259,7 @@ class Session:
             self._rel_addr[i] = new
 
     def snapshot(self, body):
-        return rec.put_meta(body, self.next_pid, self.serial, self.mark)
+        return rec.put_meta(body, self.next_pid, self.serial, self.mark, self.received)
 
     # -- application side ----------------------------------------------------------------------------------
 
@@ -513,9 +519,11 @@ class Session:
             pid = codec.check_ack(ptype, body, self.version)
             j = self._rx_find(pid)
             if j >= 0:
+                from dmqtt import inbox
+
                 if not self._rx_handled[j]:
-                    self._deliver_journaled(j)  # (a handler that raised earlier): the application first
-                self._release(j)
+                    inbox.deliver(self, j)  # (a handler that raised earlier): the application first
+                inbox.release(self, j)
             else:
                 # Unexpected PUBREL: answer so the broker's flow ends; the connection stays up.
                 self._owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
@@ -540,34 +548,15 @@ class Session:
     def _on_publish(self, flags, body):
         topic, pid, payload, _props = codec.decode_publish(flags, body, self.version)
         qos = (flags >> 1) & 3
-        retain = bool(flags & 1)
-        dup = bool(flags & 8)
         if qos == 2:
-            # Exactly once to the application (docs/client.md): the message and its id go to the journal
-            # together before anyone sees it; the handler gets it (again after a reboot) until it has returned,
-            # and its return is journaled. PUBREC follows; a resend of a message already had is only
-            # acknowledged.
-            j = self._rx_find(pid)
-            if j < 0:
-                j = self._rx_find(0)
-                if j < 0:
-                    raise ProtocolError(_text(_T_RX_MAX), codec.RECEIVE_MAXIMUM_EXCEEDED)
-                wire = topic.encode()
-                body = self.journal.body
-                if rec.rx_size(len(wire), len(payload)) > len(body):
-                    raise ProtocolError(_text(_T_RX_LARGE))
-                self._fresh = -1  # journal.body is about to hold another record
-                n = rec.put_rx(body, pid, qos, retain, wire, payload)
-                self._rx_addr[j] = self.journal.commit(rec.RX, n)
-                self._rx_pid[j] = pid
-                self._rx_handled[j] = 0
-            if not self._rx_handled[j]:
-                self._handle(j, topic, payload, retain, dup)
-            self._owe(codec.PUBREC, pid, codec.SUCCESS)
+            from dmqtt import inbox  # the receive side for incoming QoS 2, loaded when first needed
+
+            inbox.publish(self, topic, pid, payload, bool(flags & 1), bool(flags & 8))
             return
         self.rx_pid = pid
+        self.rx_number = 0
         if self.on_message is not None:
-            self.on_message(topic, bytes(payload), qos, retain, dup)
+            self.on_message(topic, bytes(payload), qos, bool(flags & 1), bool(flags & 8))
         if qos == 1 and not self.defer:
             self._owe(codec.PUBACK, pid, codec.SUCCESS)
 
@@ -575,31 +564,21 @@ class Session:
         """Hand the application the incoming QoS 2 messages its handler has not returned from (a power cut or
         an exception came first), from the journal, flagged dup: the client calls this when the journal is open
         and at every connect."""
-        global codec
-        if codec is None:
-            from dmqtt import codec
         for j in range(len(self._rx_pid)):
             if self._rx_pid[j] and not self._rx_handled[j]:
-                self._deliver_journaled(j)
+                from dmqtt import inbox
 
-    def _deliver_journaled(self, j):
-        n = self.journal.read(self._rx_addr[j])
-        topic, payload, _qos, retain = rec.rx_message(self.journal.record[:n])
-        self._handle(j, codec.decode_utf8(topic), payload, retain, True)
+                inbox.deliver_pending(self)
+                return
 
     def _handle(self, j, topic, payload, retain, dup):
         """The handler, then its return journaled. A cut between the two is the one window no journal closes:
-        the message comes again after the reboot (dup set), which an idempotent handler takes in its stride."""
+        the message comes again after the reboot (dup set) with the same receive number, by which an
+        application that keeps the number with its effect recognises it (docs/client.md)."""
         if self.on_message is not None:
             self.on_message(topic, bytes(payload), 2, retain, dup)
         self._rx_addr[j] = self._journal_pid(rec.HANDLED, self._rx_pid[j])
         self._rx_handled[j] = 1
-
-    def _release(self, j):
-        pid = self._rx_pid[j]
-        self._journal_pid(rec.RXDONE, pid)  # before PUBCOMP lets the broker reuse the id
-        self._rx_pid[j] = 0
-        self._owe(codec.PUBCOMP, pid, codec.SUCCESS)
 
     # -- helpers ---------------------------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ class Session:
     staged: int
     defer: bool
     rx_pid: int
+    rx_number: int
+    received: int
     # The slots, for dmqtt.confirm's session (a subclass that sends journaled messages again as new flows).
     _pid: Any
     _state: bytearray

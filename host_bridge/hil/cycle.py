@@ -6,12 +6,15 @@ run completes. What "completes" means is the application's: its JSON summary lin
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dboard import console, console_host
+from dmqtt import journal_record as rec
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 
 
@@ -22,7 +25,9 @@ class CutPlan:
     cuts: power cuts wanted at most (None: every boot gets one, the run completes when a boot outruns it).
     inside_flash: the share of cuts made inside a flash program or erase (boards that allow it; others get a
     cut at a random moment instead). flash_ops: the range the operation is drawn from (1-based, counted from the
-    bench's start of the board, over the boots it makes by itself after it).
+    bench's start of the board, over the boots it makes by itself after it). in_erase: the share of those cuts
+    made inside the first or second erase instead (erases are a few in a hundred operations: a dose drawn from
+    all of them may miss every one).
     in_sleep: the share of cuts made inside a deep sleep (boards that sleep in no host time; others get a cut
     at a random moment, which lands in a sleep as often as the board sleeps), the Nth sleep from the start drawn
     from `sleeps`. window: seconds after boot within which a cut at a random moment falls; accepted: see
@@ -31,6 +36,7 @@ class CutPlan:
     cuts: int | None = 3
     inside_flash: float = 0.5
     flash_ops: tuple[int, int] = (5, 150)
+    in_erase: float = 0.0
     in_sleep: float = 0.0
     sleeps: tuple[int, int] = (1, 20)
     window: tuple[float, float] = (0.2, 1.0)
@@ -45,6 +51,31 @@ class CutPlan:
         return cls(cuts=0)
 
 
+# A cut inside a flash operation, as the virtual board says it (host_bridge/vboard/shims/nor_flash.py): the
+# operation, its partition, and for a program the first byte written, a journal record's type.
+_FLASH_CUT = re.compile(
+    r"vboard: power cut during (program|erase) .*?\(partition (\S+?)(?:, first byte 0x([0-9a-f]{2}))?\)"
+)
+_RECORDS = {rec.PUB: "PUB", rec.REL: "REL", rec.DONE: "DONE", rec.RX: "RX", rec.RXDONE: "RXDONE", rec.META: "META",
+            rec.MARK: "MARK", rec.HANDLED: "HANDLED", rec.EPOCH: "EPOCH", rec.CONFIRMED: "CONFIRMED"}  # fmt: skip
+
+
+def flash_cut_kind(console_text: str) -> str:
+    """Which operation a cut inside a flash operation hit, from the board's console: "PUB record", "DONE
+    record" ... (a program of the journal's ring, by its first record's type), "sector header" (another program
+    of the ring), "erase", "filesystem" (a program of LittleFS, the file journal's or the boot counter's)."""
+    found = _FLASH_CUT.findall(console_text)
+    if not found:
+        return "flash (unsaid)"
+    operation, partition, first = found[-1]
+    if operation == "erase":
+        return "erase" if partition == "mqttlog" else "filesystem"
+    if partition != "mqttlog":
+        return "filesystem"
+    name = _RECORDS.get(int(first, 16)) if first else None
+    return f"{name} record" if name else "sector header"
+
+
 @dataclass
 class CycleResult:
     boots: int = 0
@@ -57,6 +88,11 @@ class CycleResult:
     # What the board said of each boot it made (its `boot` lines): its own boot number and the QoS 1/2 messages
     # it resumed in flight. A boot cut before it could say so is missing here.
     board_boots: list[tuple[int, int]] = field(default_factory=list)
+    # The DUT's boot count when the run began (Dut.boots: with counts_own_boots, the board's wakes as well).
+    dut_boots_at_start: int = 0
+    # Where each cut landed: a flash operation's kind (flash_cut_kind), "sleep", "after an accepted message" or
+    # "at a random moment".
+    cut_kinds: Counter[str] = field(default_factory=Counter)
 
     @property
     def resumed_in_flight(self) -> int:
@@ -74,6 +110,15 @@ def check_reboots(dut: Dut, result: CycleResult, end: BootEnd) -> None:
     if any(b <= a for a, b in zip(numbers, numbers[1:], strict=False)):
         raise DutError(
             f"{dut.name}: the board's boot numbers {numbers} do not increase; console log {dut.console.path}"
+        )
+    # The board's own count against the bench's: it may count fewer boots (one cut before its counter was on
+    # flash), never more than were made (a reset the bench did not make: a watchdog, a brown-out, a crash).
+    made = dut.boots - result.dut_boots_at_start
+    if dut.counts_own_boots and numbers and numbers[-1] - numbers[0] + 1 > made:
+        raise DutError(
+            f"{dut.name}: the board counted boots {numbers[0]} to {numbers[-1]} while the bench made {made} "
+            f"(power cuts {result.cuts}, the board's own wakes and resets included): it reset by itself; console "
+            f"log {dut.console.path}"
         )
     this_boot = console_host.boots(end.console)
     assert end.summary is not None
@@ -143,7 +188,7 @@ def run_to_completion(
 ) -> CycleResult:
     """Boot `dut` again and again, cutting its power as `plan` says, until a boot completes the run. DutError
     when a boot fails (the console log named), or when the run never completes within plan.max_boots."""
-    result = CycleResult()
+    result = CycleResult(dut_boots_at_start=dut.boots)
     while stop is None or not stop.is_set():
         cut_after: float | None = None
         cut_at_op = cut_accepted = cut_in_sleep = 0
@@ -155,7 +200,10 @@ def run_to_completion(
                 else:
                     cut_after = rng.uniform(*plan.window)
             elif dut.flash_cuts and draw < plan.in_sleep + plan.inside_flash:
-                cut_at_op = rng.randrange(*plan.flash_ops)
+                if plan.in_erase and rng.random() < plan.in_erase:
+                    cut_at_op = -rng.randrange(1, 3)
+                else:
+                    cut_at_op = rng.randrange(*plan.flash_ops)
             elif plan.accepted is not None:
                 cut_accepted = rng.randrange(*plan.accepted)
             else:
@@ -172,6 +220,12 @@ def run_to_completion(
             result.cuts += 1
             result.cuts_in_flash += 1 if cut_at_op else 0
             result.cuts_in_sleep += 1 if cut_in_sleep else 0
+            if cut_at_op:
+                result.cut_kinds[flash_cut_kind(end.console)] += 1
+            elif cut_in_sleep:
+                result.cut_kinds["sleep"] += 1
+            else:
+                result.cut_kinds["after an accepted message" if cut_accepted else "at a random moment"] += 1
             if on_boot is not None:
                 on_boot(result, f"power cut {result.cuts}")
             if result.boots >= plan.max_boots:

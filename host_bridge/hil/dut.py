@@ -94,6 +94,7 @@ class Dut(ABC):
 
     flash_cuts = False  # can a power cut land inside a chosen flash operation?
     sleep_cuts = False  # can a power cut land inside a chosen deep sleep? (a board that sleeps in no host time)
+    counts_own_boots = False  # does `boots` count the boots the board makes by itself (wakes, resets) as well?
     can_unplug = False
     link_port: str | None = None  # host end of the board's link UART, for the bridge
     # The network this board joins on TCP, as config.json's "wifi" (None: no WiFi of the bench's to give it).
@@ -137,7 +138,8 @@ class Dut(ABC):
 
     @abstractmethod
     def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
-        """A boot. `cut_at_op`: a power cut during this boot's Nth flash program or erase (flash_cuts);
+        """A boot. `cut_at_op`: a power cut during this boot's Nth flash program or erase, or with -N its Nth
+        erase (flash_cuts);
         `cut_in_sleep`: a power cut during the Nth deep sleep the board goes into from here (sleep_cuts)."""
 
     @abstractmethod

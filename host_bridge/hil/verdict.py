@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import csv
 import fcntl
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ class BoardRun:
     resumed_in_flight: int = 0  # boots after a cut that resumed QoS 1/2 messages in flight
     cuts_in_flash: int = 0  # power cuts made inside a flash program or erase
     cuts_in_sleep: int = 0  # power cuts made inside a deep sleep
+    cut_kinds: Counter[str] = field(default_factory=Counter)  # where the cuts landed (cycle.CycleResult.cut_kinds)
+    counted_boots: int = 0  # the boots the board itself counted over the run (its boot lines: last - first + 1)
     heap_goal: int = HEAP_GOAL  # the lowest free heap it must keep (host_bridge.hil.heap.heap_goal)
 
     @classmethod
@@ -76,6 +79,9 @@ class BoardRun:
         run.resumed_in_flight = result.resumed_in_flight
         run.cuts_in_flash = result.cuts_in_flash
         run.cuts_in_sleep = result.cuts_in_sleep
+        run.cut_kinds = result.cut_kinds
+        numbers = [n for n, _ in result.board_boots]
+        run.counted_boots = numbers[-1] - numbers[0] + 1 if numbers else 0
         return run
 
     @classmethod

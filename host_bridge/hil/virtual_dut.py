@@ -28,6 +28,7 @@ class VirtualDut(Dut):
 
     flash_cuts = True
     sleep_cuts = True
+    counts_own_boots = True
     can_unplug = True
     wifi = {"ssid": "hil-bench", "password": "hil-bench"}  # its access point takes any network and password
 
@@ -90,21 +91,23 @@ class VirtualDut(Dut):
         return self.vboard.ap
 
     def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
-        """A boot; `cut_at_op` counts the flash programs and erases from here, over the boots the board makes by
-        itself after this one (a wake from deep sleep may do only a few)."""
+        """A boot; `cut_at_op` counts the flash programs and erases from here (below 0: the erases only), over
+        the boots the board makes by itself after this one (a wake from deep sleep may do only a few)."""
         self._cut_in_sleep = cut_in_sleep
         with self._power:
             self._cut_requested = False
             self._boot(cut_at_op, started=True)
 
-    def _flash_ops(self) -> int:
-        """Programs and erases the board has made on its flash (its counters survive every boot)."""
-        return sum(p["program_ops"] + p["blocks_erased"] for p in self.vboard.stats().values())
+    def _flash_ops(self, erases_only: bool = False) -> int:
+        """Programs and erases (or erases only) the board has made on its flash (its counters survive every
+        boot)."""
+        stats = self.vboard.stats().values()
+        return sum(p["blocks_erased"] + (0 if erases_only else p["program_ops"]) for p in stats)
 
     def _boot(self, cut_at_op: int, started: bool) -> None:
         self._begin_boot(started)
         self._cut_at_op = cut_at_op
-        self._ops_at_boot = self._flash_ops() if cut_at_op else 0
+        self._ops_at_boot = self._flash_ops(cut_at_op < 0) if cut_at_op else 0
         board = self.vboard
         board.cut_at_op = cut_at_op
         board.seed = self._seeds.randrange(1 << 30)  # a fresh half-done-operation draw per boot, reproducibly
@@ -164,8 +167,12 @@ class VirtualDut(Dut):
                 if not rebooting:
                     break
                 # A cut inside a flash operation that this boot did not reach is for the next one's.
-                left = self._cut_at_op - (self._flash_ops() - self._ops_at_boot) if self._cut_at_op else 0
-                self._boot(max(0, left), started=False)
+                left = 0
+                if self._cut_at_op > 0:
+                    left = max(0, self._cut_at_op - (self._flash_ops() - self._ops_at_boot))
+                elif self._cut_at_op < 0:
+                    left = min(0, self._cut_at_op + (self._flash_ops(True) - self._ops_at_boot))
+                self._boot(left, started=False)
         text = self.console.since_start()
         if status == DEEPSLEEP_EXIT_STATUS:
             return BootEnd("asleep", status, None, text)  # a deep sleep without a timer: nothing wakes it

@@ -134,7 +134,7 @@ def test_deep_sleep_wakes_read_their_acknowledgements_and_never_resend_what_was_
     reading, reads its acknowledgement, and sleeps. Power cuts land anywhere in the cycle: inside a sleep, in a
     flash program of the first wake, at random moments (the wake, the imports, the join, the flow). Nothing is
     lost, QoS 2 arrives exactly once, and no message arrives again at the broker unless a cut came between."""
-    wakes = int(os.environ.get("HIL_WAKES", "120"))
+    wakes = int(os.environ.get("HIL_WAKES", "84"))
     duts = hil_fleet(2)
     plans = [
         CutPlan(cuts=wakes // 12, in_sleep=0.35, sleeps=(1, 30), inside_flash=0.25, flash_ops=(1, 12), window=(0.05, 4))

@@ -108,8 +108,11 @@ def test_power_cuts_during_flows(
     result = verdict([run])
     result.assert_kept()
     assert run.power_cuts == 5, f"the dose was not given: {run.power_cuts} cuts"
-    assert run.boots == run.power_cuts + 1
-    assert run.resumed_in_flight >= 1, "no cut landed while messages were in flight"
+    # The board's own boot counter (in flash) saw every cut: no cut lands before it is written (op 5 on).
+    assert run.counted_boots == run.power_cuts + 1, f"the board counted {run.counted_boots} boots: {run.cut_kinds}"
+    assert run.resumed_in_flight >= run.power_cuts // 2, (
+        f"{run.resumed_in_flight} cuts with flows in flight: {run.cut_kinds}"
+    )
 
 
 def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], accepted: int) -> BoardRun:
@@ -117,12 +120,18 @@ def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], acc
     `accepted` messages: mid-run by what the board did, not by the clock."""
     dut.configure(config)
     ended = threading.Event()
+    failed: list[BaseException] = []
+    disturbed = threading.Event()
 
     def when_accepted() -> None:
-        while len(console_host.lines(dut.console.text(), "accepted")) < accepted:
-            if ended.wait(0.01):
-                return
-        disturb()
+        try:
+            while len(console_host.lines(dut.console.text(), "accepted")) < accepted:
+                if ended.wait(0.01):
+                    return
+            disturb()
+            disturbed.set()
+        except BaseException as exc:  # noqa: BLE001 (handed to the test's thread, which raises it)
+            failed.append(exc)
 
     dut.start()
     watcher = threading.Thread(target=when_accepted, daemon=True)
@@ -132,6 +141,9 @@ def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], acc
     finally:
         ended.set()
         watcher.join(60)
+    if failed:
+        raise failed[0]  # the disturbance failed: the test with it
+    assert disturbed.is_set(), f"the run ended before its {accepted}th accepted message: nothing was disturbed"
     assert end.kind == "done" and end.summary is not None, end.console[-2000:]
     assert (end.summary["total"], end.summary["refused"]) == (config["publish"]["count"], 0), end.summary
     return BoardRun.witnessed(dut, end.summary, config["publish"]["qos"], dut.boots, dut.cuts)

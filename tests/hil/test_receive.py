@@ -28,13 +28,22 @@ COMMANDS = 40
 PLAN = CutPlan(cuts=5, inside_flash=0.6, flash_ops=(5, 150), accepted=(20, 60))
 
 
-def commander(broker: str, topic: str, ready: threading.Event, stop: threading.Event) -> threading.Thread:
+def commander(
+    broker: str, topic: str, ready: threading.Event, stop: threading.Event, failures: list[BaseException]
+) -> threading.Thread:
     """Publishes COMMANDS commands at QoS 2 to `topic` once the board has subscribed (its session keeps the
-    subscription through its reboots, so the broker queues what comes while it is down)."""
+    subscription through its reboots, so the broker queues what comes while it is down). What goes wrong goes
+    into `failures`, for the test to raise."""
 
     def run() -> None:
+        try:
+            send()
+        except BaseException as e:  # noqa: BLE001 (handed to the test's thread)
+            failures.append(e)
+
+    def send() -> None:
         if not ready.wait(60):
-            return
+            raise TimeoutError("the board never subscribed")
         host, port = broker.rsplit(":", 1)
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"commander-{time.monotonic_ns()}")
         client.connect(host, int(port))
@@ -43,7 +52,10 @@ def commander(broker: str, topic: str, ready: threading.Event, stop: threading.E
             for i in range(COMMANDS):
                 if stop.is_set():
                     return
-                client.publish(topic, b"c-%03d" % i, qos=2).wait_for_publish(10)
+                info = client.publish(topic, b"c-%03d" % i, qos=2)
+                info.wait_for_publish(10)
+                if not info.is_published():
+                    raise TimeoutError(f"command {i} not acknowledged by the broker in 10 s")
                 time.sleep(0.03)
         finally:
             client.loop_stop()
@@ -54,10 +66,10 @@ def commander(broker: str, topic: str, ready: threading.Event, stop: threading.E
     return thread
 
 
-def deliveries_per_boot(console: str, topic: str) -> list[list[bytes]]:
-    """The commands each boot's handler printed, in order, and per boot the protocol lines it printed after."""
+def deliveries_per_boot(console: str, topic: str) -> list[list[tuple[bytes, int]]]:
+    """The commands each boot's handler printed, in order, each with its receive number."""
     return [
-        [ln.values[2] for ln in console_host.lines(boot, "message") if ln.values[0] == topic]
+        [(ln.values[2], ln.values[3]) for ln in console_host.lines(boot, "message") if ln.values[0] == topic]
         for boot in console.split("=== boot ")[1:]
     ]
 
@@ -70,7 +82,8 @@ def test_commands_at_qos2_reach_the_handler_exactly_once_through_power_cuts(
     topic = f"cmd/{dev}"
     dut = VirtualDut(dev, BoardDefinition.load("sim"), flash=hil_log / dev / "b.flash", console_log=hil_log / "c.log")
     ready, stop = threading.Event(), threading.Event()
-    sender = commander(broker.address, topic, ready, stop)
+    failures: list[BaseException] = []
+    sender = commander(broker.address, topic, ready, stop, failures)
     watcher = threading.Thread(target=lambda: ready.set() if _subscribed(dut) else None, daemon=True)
     try:
         config = app_config(
@@ -83,13 +96,24 @@ def test_commands_at_qos2_reach_the_handler_exactly_once_through_power_cuts(
         stop.set()
         sender.join(15)
         dut.close()
+    assert not sender.is_alive(), "the commander did not end"
+    if failures:
+        raise failures[0]
     run = BoardRun.from_cycle(dut, result, 1)
     judge_runs(dev, subscriber, [run]).assert_kept()  # what it published, through the same cuts
     assert run.power_cuts == PLAN.cuts, run
 
     console = dut.console.all()
     per_boot = deliveries_per_boot(console, topic)
-    got = [c for boot in per_boot for c in boot]
+    numbered = [d for boot in per_boot for d in boot]
+    got = [c for c, _ in numbered]
+    # Each command has one receive number, at every delivery, and later commands larger ones.
+    numbers = dict(numbered)
+    assert all(numbers[c] == n for c, n in numbered), f"a command's number changed: {numbered}"
+    firsts = [numbers[c] for c in dict.fromkeys(got)]
+    assert all(n > 0 for n in firsts) and firsts == sorted(set(firsts)), f"numbers not unique and rising: {firsts}"
+    # The cuts fell while commands were coming: they reached the handler across several boots.
+    assert sum(1 for boot in per_boot if boot) >= 3, f"the commands came within {per_boot}; cuts {run.cut_kinds}"
     expected = [b"c-%03d" % i for i in range(COMMANDS)]
     assert sorted(set(got)) == expected, f"missing {sorted(set(expected) - set(got))}; console {dut.console.path}"
     for command in set(got):
@@ -97,7 +121,7 @@ def test_commands_at_qos2_reach_the_handler_exactly_once_through_power_cuts(
             continue
         # Twice only through the one window: its first delivery was the last line that boot printed.
         assert got.count(command) == 2, command
-        first = next(i for i, boot in enumerate(per_boot) if command in boot)
+        first = next(i for i, boot in enumerate(per_boot) if (command, numbers[command]) in boot)
         segment = console.split("=== boot ")[1:][first]
         last = [ln for ln in console_host.lines(segment) if ln.kind != "summary"][-1]
         assert last.kind == "message" and last.values[2] == command, f"{command!r} delivered twice: {dut.console.path}"

@@ -15,14 +15,18 @@ class FakeFS:
         self.files: dict[str, bytes] = {}
         self.ops = 0
         self.cut_at = 0
+        # What the cut landed in: ("commit", the first byte written since the file's last commit: a record's
+        # type), ("rename", -1), ("remove", -1), ("work", -1).
+        self.cut_op: tuple[str, int] | None = None
 
     def work(self, what: str) -> None:
         """An operation of the application's own (a handler writing its effect): counted, and cut like one."""
-        self.tick(what)
+        self.tick(what, ("work", -1))
 
-    def tick(self, what: str) -> None:
+    def tick(self, what: str, op: tuple[str, int]) -> None:
         self.ops += 1
         if self.ops == self.cut_at:
+            self.cut_op = op
             raise PowerCut(what)
 
     def open(self, path: str, mode: str = "rb") -> FakeFile:
@@ -35,13 +39,13 @@ class FakeFS:
     def remove(self, path: str) -> None:
         if path not in self.files:
             raise OSError(2, "ENOENT")
-        self.tick(f"remove {path}")
+        self.tick(f"remove {path}", ("remove", -1))
         del self.files[path]
 
     def rename(self, old: str, new: str) -> None:
         if old not in self.files:
             raise OSError(2, "ENOENT")
-        self.tick(f"rename {old}")
+        self.tick(f"rename {old}", ("rename", -1))
         self.files[new] = self.files.pop(old)
 
 
@@ -50,6 +54,7 @@ class FakeFile:
         self.fs, self.path = fs, path
         self.data = bytearray(fs.files[path])
         self.pos = 0
+        self.first_written = -1  # the first byte written since the last commit
 
     def seek(self, pos: int) -> None:
         self.pos = pos
@@ -66,6 +71,8 @@ class FakeFile:
 
     def write(self, data: Any) -> int:
         data = bytes(data)
+        if self.first_written < 0 and data:
+            self.first_written = data[0]
         end = self.pos + len(data)
         if end > len(self.data):
             self.data.extend(b"\0" * (end - len(self.data)))
@@ -74,8 +81,9 @@ class FakeFile:
         return len(data)
 
     def flush(self) -> None:
-        self.fs.tick(f"commit {self.path}")
+        self.fs.tick(f"commit {self.path}", ("commit", self.first_written))
         self.fs.files[self.path] = bytes(self.data)
+        self.first_written = -1
 
     def close(self) -> None:
         self.flush()

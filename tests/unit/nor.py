@@ -23,6 +23,8 @@ class NorPartition:
         self.rng = random.Random(seed)
         self.bytes_programmed = 0
         self.erases = 0
+        # What the cut landed in: ("program", its first byte: a record's type), ("erase", -1), ("work", -1).
+        self.cut_op: tuple[str, int] | None = None
 
     def readblocks(self, block: int, buf: bytearray | memoryview, offset: int = 0) -> None:
         start = block * SECTOR + offset
@@ -41,6 +43,7 @@ class NorPartition:
             old = self.data[start : start + len(data)]
             torn = bytes(o & ~((o & ~v) & self.rng.getrandbits(8)) & 0xFF for o, v in zip(old, data, strict=True))
             self._program(start, torn)
+            self.cut_op = ("program", data[0] if data else -1)
             raise PowerCut(f"program of {len(data)} at {start} torn")
         self._program(start, data)
 
@@ -63,6 +66,7 @@ class NorPartition:
             if self.ops == self.cut_at:
                 done = self.rng.randrange(SECTOR)
                 self.data[start : start + done] = b"\xff" * done
+                self.cut_op = ("erase", -1)
                 raise PowerCut(f"erase of sector {arg}, {done} done")
             self.data[start : start + SECTOR] = b"\xff" * SECTOR
             self.erases += 1
@@ -72,6 +76,7 @@ class NorPartition:
         """An operation of the application's own (a handler writing its effect): counted, and cut like one."""
         self._tick()
         if self.ops == self.cut_at:
+            self.cut_op = ("work", -1)
             raise PowerCut(what)
 
     def _tick(self) -> None:

@@ -17,6 +17,9 @@ class SilentConsole:
     def text(self) -> str:
         return ""
 
+    def since_start(self) -> str:
+        return ""
+
 
 class RacingDut:
     """A board whose next boot starts only once the run has been told to stop (the race stop() must win): each

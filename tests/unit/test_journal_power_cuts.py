@@ -6,11 +6,13 @@ writable (the NOR model raises on any program over non-erased bytes)."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
 
 from dmqtt import codec_host as codec
+from dmqtt import journal_record as rec
 from dmqtt import journal_ring
 from dmqtt.session import WAIT_COMP, Session
 from tests.unit.nor import NorPartition, PowerCut
@@ -82,6 +84,7 @@ def check_recovered(journal: Any, model: Model) -> Session:
 
 
 STEPS = 1500
+WRITES = (rec.PUB, rec.REL, rec.DONE)  # the records of an outgoing flow (a cut in another program: a header)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -94,6 +97,7 @@ def test_power_cut_at_every_operation(seed: int) -> None:
     total = probe.ops
     assert probe.erases > 8, "the workload must go round the ring"
     step = max(1, total // 60)
+    landed: Counter[tuple[str, int]] = Counter()
     for cut in range(1, total + 1, step):
         part = NorPartition(5, seed * 1000 + cut)
         part.cut_at = cut
@@ -102,6 +106,8 @@ def test_power_cut_at_every_operation(seed: int) -> None:
         with pytest.raises(PowerCut):
             session.open()
             workload(session, model, random.Random(seed), STEPS)
+        assert part.cut_op is not None
+        landed[part.cut_op if part.cut_op[0] == "program" and part.cut_op[1] in WRITES else (part.cut_op[0], -1)] += 1
         part.cut_at = 0
         recovered = check_recovered(journal_ring.RingJournal(part, 512), model)
         # The journal keeps working after the cut (appends after a torn record, wraps again). The model now
@@ -118,6 +124,9 @@ def test_power_cut_at_every_operation(seed: int) -> None:
                 model.live[recovered._pid[i]] = (recovered._qos[i], payload, released)
         workload(recovered, model, random.Random(seed + 99), 300)
         check_recovered(journal_ring.RingJournal(part, 512), model)
+    # The sweep landed in each of the ring's writes of a flow's records, and in its erases.
+    wanted = {("program", t) for t in WRITES} | {("erase", -1)}
+    assert wanted <= set(landed), f"no cut in {wanted - set(landed)}: {dict(landed)}"
 
 
 def test_torn_record_is_ignored_and_the_next_append_goes_to_a_new_sector() -> None:

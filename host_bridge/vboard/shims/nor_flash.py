@@ -52,6 +52,7 @@ class NorFlash:
             self._stats[:] = bytes(len(self._stats))
         self.partitions = partitions  # list of (label, type, subtype, offset, size)
         self._ops = 0  # program and erase operations since this boot, for cut_at_op
+        self._erases = 0  # erase operations since this boot, for a cut_at_op below 0 (the -Nth erase)
         self._paused = False  # a deploy by the host (vboot's install of the firmware): no cut, no fault, no count
         self._cut_at_op = cut_at_op
         # A flash fault, (partition label, n): from the nth program/erase on that partition on, every one fails.
@@ -120,7 +121,10 @@ class NorFlash:
             self._write(addr, torn)
             self._bump(part, 1, n)
             self._save()
-            power_cut("program of %d bytes at 0x%x torn: an arbitrary subset of its bits cleared" % (len(data), addr))
+            power_cut(
+                "program of %d bytes at 0x%x (partition %s, first byte 0x%02x) torn: an arbitrary subset of its bits"
+                " cleared" % (len(data), addr, self.partitions[part][0], data[0] if n else 0)
+            )
         self._write(addr, old)
         self._bump(part, 1, n)
         self._bump(part, 2, 1)
@@ -151,11 +155,12 @@ class NorFlash:
         self._check(addr, SECTOR)
         if not self._paused:
             self._ops += 1
+            self._erases += 1
             self._fault(part, "erase", addr)
-        if self._ops == self._cut_at_op and not self._paused:
+        if (self._ops == self._cut_at_op or self._erases == -self._cut_at_op) and not self._paused:
             done = self._rng.randrange(SECTOR)
             self._write(addr, self._ff[:done])
-            power_cut("erase of sector 0x%x, %d bytes done" % (addr, done))
+            power_cut("erase of sector 0x%x (partition %s), %d bytes done" % (addr, self.partitions[part][0], done))
         self._write(addr, self._ff)
         self._bump(part, 3, 1)
         self._save()
