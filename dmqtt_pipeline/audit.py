@@ -236,6 +236,11 @@ class AuditResult:
     expectations: list[dict[str, Any]]
     streaming: bool = False  # the streaming audit measures neither order nor latency
     invalid: dict[str, dict[str, int]] = field(default_factory=dict)  # quarantined rows: device -> reason -> count
+    # Copies marked by their boards as sent again on purpose (the `resent` column: end-to-end confirmation's
+    # repair), and QoS 2 copies the recorder had stored already that came without the mark nor the broker's DUP
+    # (a board's or a broker's repeat, not a repair; counted only where the recorder's connection carries marks).
+    resent: int = 0
+    unmarked_copies: int = 0
 
     @property
     def invalid_rows(self) -> int:
@@ -265,6 +270,8 @@ class AuditResult:
             "parse_errors": self.parse_errors,
             "recorder_duplicates": self.recorder_duplicates,
             "repaired": self.repaired,
+            "resent": self.resent,
+            "unmarked_copies": self.unmarked_copies,
             "invalid_rows": self.invalid_rows,
             "invalid": self.invalid,
             "clock": CLOCK_NOTE,
@@ -282,11 +289,19 @@ def audit(df: DataFrame, expect: dict[str, Expectation] | None = None) -> tuple[
         F.count(F.lit(1)).alias("rows"),
         F.sum(F.col("parse_error").isNotNull().cast("int")).alias("parse_errors"),
         F.sum(F.col("recorder_dup").cast("int")).alias("recorder_duplicates"),
+        F.sum(F.coalesce(F.col("resent"), F.lit(False)).cast("int")).alias("resent"),
+        F.sum(
+            (F.col("recorder_dup") & ~F.col("dup") & (F.col("qos") == 2) & (F.col("resent") == F.lit(False))).cast(
+                "int"
+            )
+        ).alias("unmarked_copies"),
     ).first()
     assert counts is not None
     result = AuditResult(
         boots, verdicts, counts["rows"], counts["parse_errors"] or 0, counts["recorder_duplicates"] or 0, checks
     )
+    result.resent = counts["resent"] or 0
+    result.unmarked_copies = counts["unmarked_copies"] or 0
     result.invalid = quarantine_counts(df)
     return result, boots_df
 
@@ -331,7 +346,8 @@ def format_table(result: AuditResult) -> str:
     lines.append(
         f"rows {result.rows}, unparsable payloads {result.parse_errors}, "
         f"recorder re-stores {result.recorder_duplicates}, repaired {result.repaired} (a broker lost them, "
-        f"the boards gave them back), "
+        f"the boards gave them back), copies marked resent {result.resent}, QoS 2 copies without the mark "
+        f"{result.unmarked_copies}, "
         f"quarantined rows {result.invalid_rows} (counted apart; they judge nobody)"
     )
     worst = sorted(result.invalid.items(), key=lambda kv: -sum(kv[1].values()))[:5]

@@ -31,6 +31,10 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
     # Stored only after the board sent it again, the recorder having told it the message was missing (end-to-end
     # confirmation); null in files written without confirmation (the column came with it).
     ("repaired", "bool", True),
+    # A copy the board sent again on purpose (end-to-end confirmation), as the MQTT 5.0 User Property RESENT_MARK
+    # on the delivery says; null where the recorder's connection could not carry it (MQTT 3.1, 3.1.1) and in files
+    # written before the column came.
+    ("resent", "bool", True),
     ("dev", "string", True),
     ("boot", "int64", True),
     ("seq", "int64", True),
@@ -41,6 +45,11 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
 )
 
 NAMES = tuple(name for name, _, _ in FIELDS)
+
+# The MQTT 5.0 User Property (name, value) that marks a copy of a message its board sent again on purpose: end-to-
+# end confirmation's repair (firmware/dmqtt/confirm.py writes it; tests/unit/test_resent_mark.py holds the two
+# equal). Counted apart from duplicates: a copy without it is one.
+RESENT_MARK = ("dmqtt", "resent")
 
 # -- the payload ---------------------------------------------------------------------------------------------
 
@@ -101,6 +110,7 @@ def row(
     recorder_dup: bool,
     data: bytes,
     repaired: bool | None = None,
+    resent: bool | None = None,
 ) -> dict[str, Any]:
     """One delivery as a row of FIELDS (the payload parsed into its columns, the raw bytes kept)."""
     return {
@@ -113,6 +123,7 @@ def row(
         "packet_id": packet_id,
         "recorder_dup": recorder_dup,
         "repaired": repaired,
+        "resent": resent,
         "payload": data,
         **parse_payload(data),
     }

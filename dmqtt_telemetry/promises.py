@@ -323,6 +323,8 @@ class AuditSummary:
     verdicts: dict[int, RecordedVerdict]
     folder: Path
     repaired: int = 0  # stored only after a board sent them again (end-to-end confirmation)
+    resent: int = 0  # copies their boards marked as sent again on purpose
+    unmarked_copies: int = 0  # QoS 2 copies of stored messages without the mark (nor the broker's DUP)
 
     @classmethod
     def read(cls, folder: Path) -> AuditSummary:
@@ -331,7 +333,15 @@ class AuditSummary:
         try:
             summary = json.loads(path.read_text())
             verdicts = {int(q): RecordedVerdict.from_dict(v) for q, v in summary["qos"].items()}
-            return cls(bool(summary["ok"]), int(summary["rows"]), verdicts, folder, int(summary.get("repaired", 0)))
+            return cls(
+                bool(summary["ok"]),
+                int(summary["rows"]),
+                verdicts,
+                folder,
+                int(summary.get("repaired", 0)),
+                int(summary.get("resent", 0)),
+                int(summary.get("unmarked_copies", 0)),
+            )
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path} is not an audit summary: {exc}") from None
 

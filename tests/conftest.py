@@ -10,9 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import settings
 
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.vboard.runner import micropython_executable
+
+# No time limit per example: these machines are shared, and speed belongs in `make bench`, not in a test.
+settings.register_profile("project", deadline=None)
+settings.load_profile("project")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

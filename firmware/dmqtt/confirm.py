@@ -18,6 +18,7 @@ import struct
 import time
 from array import array
 
+from dmqtt import codec
 from dmqtt import journal_record as rec
 from dmqtt.client import CONNECTED, MQTTClient
 from dmqtt.errors import JournalError, MQTTError, QueueFull
@@ -35,6 +36,7 @@ except ImportError:
 
 
 _VERSION = const(1)  # the confirmation's first byte
+_RESENT = const(8)  # PUB's flags: a copy sent again (docs/journal.md)
 # Epochs mapped at once: as many boots as the recorder remembers per device (a board that loses power often has
 # many boots between confirmations: 8 gave up a boot the broker had lost in make soak's chaos campaign, 11 boots
 # a board); a seventeenth gives up the oldest one's unconfirmed messages, counted. 13 bytes of heap each.
@@ -380,9 +382,19 @@ class ConfirmingSession(Session):
         copy = self.journal.body
         copy[:n] = body  # (body is the read buffer, which a commit that opens a sector reuses)
         rec.put_pid(copy, pid)
+        copy[2] |= _RESENT
         qos = rec.pub_qos(copy)
         serial = rec.serial_of(rec.PUB, copy)
         self._queue(i, pid, qos, serial, self.journal.commit(rec.PUB, n))
+
+    def resent_props(self, body):
+        """The properties of a journaled message's PUBLISH: a copy this session sends again goes out marked
+        (docs/confirmation.md), in MQTT 5.0 with the User Property ("dmqtt", "resent") the broker passes on to
+        subscribers [MQTT-3.3.2-17], which the recorder and the campaigns read (dmqtt_telemetry.format.RESENT_MARK).
+        MQTT 3.1 and 3.1.1 have no place for it: there a copy is known only by what it carries."""
+        if body[2] & _RESENT and self.version == codec.V5:
+            return {codec.USER_PROPERTY: [("dmqtt", "resent")]}
+        return None
 
     def _carried(self, serial):
         """Whether a flow in flight carries the message of this serial."""

@@ -8,6 +8,7 @@ from dmqtt.interfaces import Journal
 from dmqtt.session import Session
 
 class ConfirmingSession(Session):
+    def resent_props(self, body: _Bytes) -> dict[int, list[tuple[str, str]]] | None: ...
     timeout_ms: int
     hold: bool
     floor: int

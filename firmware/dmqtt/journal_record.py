@@ -18,9 +18,9 @@ except ImportError:
 
 # The layout version in every sector header and file header. 2 added HANDLED and the message in RX; 3 added
 # EPOCH and CONFIRMED and the confirmation's tail of META (end-to-end confirmation, docs/confirmation.md); 4 added
-# the receive number (RX's flags bit 3 and the u32 after them; META's fourth field). A reader takes 1 to 3 as
-# well (format 1's RX records are pid-only: messages delivered before they were journaled); a journal holds
-# records of several formats after an update, so each record says its own layout.
+# the receive number (RX's flags bit 3 and the u32 after them; META's fourth field) and PUB's resent flag (its
+# bit 3). A reader takes 1 to 3 as well (format 1's RX records are pid-only: messages delivered before they were
+# journaled); a journal holds records of several formats after an update, so each record says its own layout.
 FORMAT = const(4)
 _OLDEST_FORMAT = const(1)
 
@@ -42,11 +42,12 @@ PID_RECORD = const(2 + OVERHEAD)  # a record whose body is a packet id (DONE, RX
 AT_TORN = const(-1)  # what a reader finds instead of a body length
 AT_ERASED = const(-2)
 
-# Bodies. PUB: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain), serial u32, mark u32, topic length u16, topic,
-# payload. REL: pid u16, serial u32. RX: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain, bit 3 numbered), the
-# receive number u32 when numbered (format 4), topic length u16, topic, payload (format 1: pid only). DONE,
-# RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32, receive number u32 (format 4), then with
-# confirmation on: confirmed serial u32, epoch count u8, that many (epoch u32, first serial u32, stored u32).
+# Bodies. PUB: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain, bit 3 resent: format 4), serial u32, mark u32,
+# topic length u16, topic, payload. REL: pid u16, serial u32. RX: pid u16, flags u8 (bits 0-1 QoS, bit 2 retain,
+# bit 3 numbered), the receive number u32 when numbered (format 4), topic length u16, topic, payload (format 1:
+# pid only). DONE, RXDONE, HANDLED: pid u16. META: next pid u16, serial u32, mark u32, receive number u32 (format
+# 4), then with confirmation on: confirmed serial u32, epoch count u8, that many (epoch u32, first serial u32,
+# stored u32).
 # META's length tells the formats apart: 10 or 15 + 12k bytes before format 4, 14 or 19 + 12k since (length
 # mod 12: 10 or 3 before, 2 or 7 since). MARK, CONFIRMED: u32.
 # EPOCH: epoch u32, first serial u32 [, stored u32: the recorder stores it whole]. (The confirmation's bodies

@@ -75,6 +75,8 @@ class Session:
     # with an incoming message when it says so, not when on_message returns; here, QoS 1 is then not acknowledged
     # on return.
     defer = False
+    # None, or callable(PUB body) -> the properties of its PUBLISH: dmqtt.confirm's marks a copy it sends again.
+    resent_props: "Any" = None
 
     def __init__(self, store, version=_V311, window=8, max_messages=32, rx_max=16):
         self.journal = store
@@ -464,6 +466,7 @@ class Session:
             retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
             self.retain_cleared += 1
         pid = self._pid[i]
+        props = None if self.resent_props is None else self.resent_props(body)
         n = codec.write_publish(
             self.wire_topic(topic),
             payload,
@@ -472,7 +475,7 @@ class Session:
             retain,
             resend and qos > 0,
             self.version,
-            None,
+            props,
             buf,
             at,
             self.wire_alias,

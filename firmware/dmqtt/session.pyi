@@ -13,6 +13,7 @@ WAIT_COMP: Final[int]
 codec: Any  # dmqtt.codec, once a connection or a delivery has loaded it; None before
 
 class Session:
+    resent_props: Callable[[_Bytes], dict[int, list[tuple[str, str]]] | None] | None
     journal: Journal
     version: int
     window_config: int

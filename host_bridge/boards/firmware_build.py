@@ -108,7 +108,7 @@ def stage_firmware(
         sources.append((firmware / rel, Path("lib") / rel if library else rel))
     for path in sorted(app.glob("*.py")):
         sources.append((path, Path(path.name)))
-    digest = hashlib.sha256(" ".join(MPY_CROSS_OPTIONS).encode())
+    digest = hashlib.sha256(" ".join((*MPY_CROSS_OPTIONS, "-s", "import-name")).encode())  # how compile_sources runs
     for path, rel in sources:
         digest.update(str(rel).encode() + b"\0" + path.read_bytes())
     out = build_root / digest.hexdigest()[:16]
@@ -170,12 +170,20 @@ def romfs_image(staged: Path) -> Path:
 MPY_CROSS_OPTIONS = ("-O3",)
 
 
+def import_name(rel: Path) -> str:
+    """The name a module is imported by, from its path on the board: dmqtt/session.py and lib/dmqtt/session.py
+    (where mip installs it, on sys.path) -> dmqtt.session."""
+    parts = rel.with_suffix("").parts
+    return ".".join(parts[1:] if parts[0] == "lib" and len(parts) > 1 else parts)
+
+
 def compile_sources(sources: list[tuple[Path, Path]], into: Path) -> None:
-    """Each (source, relative path) compiled by mpy-cross to into/<relative path>.mpy, named by its relative path
-    in tracebacks; boot.py and main.py copied as they are (the port runs them as source). Optimised as the frozen
-    image is (firmware/manifest.py's opt=3: no line numbers, no asserts): a deployed board loads the bytecode into
-    its heap, and line-number tables are 8% of it (1.9 KB of a run's heap on 64-bit objects). Tracebacks still
-    name each function."""
+    """Each (source, relative path) compiled by mpy-cross to into/<relative path>.mpy; boot.py and main.py copied
+    as they are (the port runs them as source). Optimised as the frozen image is (firmware/manifest.py's opt=3: no
+    line numbers, no asserts): a deployed board loads the bytecode into its heap, and line-number tables are 8% of
+    it (1.9 KB of a run's heap on 64-bit objects). Tracebacks name each function, and each module by its import
+    name (dmqtt.session): the name the import interns anyway, where a file name would be one more interned name
+    per module in the board's first pool of them (docs/virtual-board.md, Interned names)."""
     compiler = mpy_cross_executable()
     for path, rel in sources:
         target = into / rel
@@ -184,7 +192,7 @@ def compile_sources(sources: list[tuple[Path, Path]], into: Path) -> None:
             shutil.copyfile(path, target)
             continue
         result = subprocess.run(
-            [compiler, *MPY_CROSS_OPTIONS, "-o", str(target.with_suffix(".mpy")), "-s", str(rel), str(path)],
+            [compiler, *MPY_CROSS_OPTIONS, "-o", str(target.with_suffix(".mpy")), "-s", import_name(rel), str(path)],
             capture_output=True,
             text=True,
         )

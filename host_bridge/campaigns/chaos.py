@@ -46,6 +46,8 @@ class CampaignResult:
     pids: list[int] = field(default_factory=list)
     # QoS 2 messages the broker passed on twice after it went down between the two (Stack.duplicates_at_the_broker)
     broker_redelivered: list[str] = field(default_factory=list)
+    # QoS 2 copies their boards marked as sent again on purpose (end-to-end confirmation's repair)
+    resent: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -59,6 +61,7 @@ class CampaignResult:
             "boots": self.boots,
             "repaired": self.audit.repaired if self.audit else 0,
             "broker_redelivered": len(self.broker_redelivered),
+            "resent": len(self.resent),
             "qos": {
                 q: {
                     "messages": v.messages,
@@ -199,7 +202,7 @@ def run_campaign(
         result.failures += stack.failures()
         stack.wake_unconfirmed(lambda text: say(f"[chaos] {text}"))
         stack.drain(lambda text: say(f"[chaos] {text.strip()}"), timeout=120)
-        duplicates, result.broker_redelivered = stack.duplicates_at_the_broker()
+        duplicates, result.broker_redelivered, result.resent = stack.duplicates_at_the_broker()
         result.failures += [f"QoS 2 delivered twice at the broker: {d}" for d in duplicates]
     finally:
         filler.free()

@@ -104,7 +104,7 @@ def run_demo(
             say(f"      FAILED {failure}")
         say("[3/5] boards done; waiting for the recorder to commit what the broker holds for it")
         stack.drain(say)
-        duplicates, _ = stack.duplicates_at_the_broker()  # (the demo never stops its broker)
+        duplicates, _, _ = stack.duplicates_at_the_broker()  # (the demo never stops its broker)
         for duplicate in duplicates:
             say(f"      FAILED QoS 2 delivered twice at the broker: {duplicate}")
         failed += duplicates

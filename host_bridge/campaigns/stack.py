@@ -243,6 +243,7 @@ def start_recorder(
     """`host-bridge record` on a persistent session (client id demo-recorder), committing every second;
     confirming to the boards what it stores with `confirm`."""
     args = recorder_command(broker, out, "--client-id", "demo-recorder", "--flush-seconds", "1", "--stats-every", "5")
+    args += ["--mqtt-version", "5"]  # which carries the boards' mark of a copy sent again (the store's `resent`)
     if confirm:
         args.append("--confirm")
     if security is not None:
@@ -322,7 +323,7 @@ class Stack:
     def subscriber(self, client_id: str) -> Subscriber:
         """A subscriber to every board's telemetry, as the recorder is allowed it (its user, with security)."""
         if self.security is None:
-            return Subscriber(self.broker.address, client_id, "sensors/#")
+            return Subscriber(self.broker.address, client_id, "sensors/#", mqtt5=True)
         return Subscriber(
             self.broker.address,
             client_id,
@@ -330,32 +331,41 @@ class Stack:
             username="recorder",
             password=(self.security.secrets_dir / "recorder.password").read_text(),
             tls_ca=self.security.ca,
+            mqtt5=True,
         )
 
     def broker_going_down(self) -> None:
         """The campaign is about to kill or stop the broker."""
         self.broker_down.append(time.time())
 
-    def duplicates_at_the_broker(self) -> tuple[list[str], list[str]]:
+    def duplicates_at_the_broker(self) -> tuple[list[str], list[str], list[str]]:
         """QoS 2 messages the broker passed on twice as new messages (DUP 0: its own redelivery of an
         unacknowledged one sets DUP), counted where the broker's deliveries are seen, not from what the recorder
-        kept: (duplicates, the broker's). One whose two deliveries straddle a broker kill or restart is the
-        broker's doing (it forgot what it had: docs/confirmation.md), said apart; any other fails a campaign."""
+        kept: (duplicates, the broker's, resent). A copy its board marked as sent again on purpose (end-to-end
+        confirmation's repair: the MQTT 5.0 User Property, docs/confirmation.md) is resent, counted apart; one
+        whose two deliveries straddle a broker kill or restart is the broker's doing (it forgot what it had), said
+        apart; any other fails a campaign."""
         if self.deliveries is None:
-            return [], []
+            return [], [], []
         qos2 = {r.spec.client_id for r in self.runs if r.spec.qos == 2}
-        arrivals: dict[tuple[str, int, int], list[float]] = {}
+        arrivals: dict[tuple[str, int, int], list[tuple[float, bool]]] = {}
         for record in list(self.deliveries.records):
             seen = record.telemetry
             if seen is not None and seen.dev in qos2 and not record.dup:
-                arrivals.setdefault((seen.dev, seen.boot, seen.seq), []).append(record.arrived)
+                arrivals.setdefault((seen.dev, seen.boot, seen.seq), []).append((record.arrived, record.resent))
         duplicates: list[str] = []
         brokers: list[str] = []
-        for (dev, boot, seq), times in sorted(arrivals.items()):
-            for first, again in zip(times, times[1:], strict=False):
-                broker = any(first - 1.0 <= down <= again for down in self.broker_down)
-                (brokers if broker else duplicates).append(f"{dev} boot {boot} seq {seq}")
-        return duplicates, brokers
+        resent: list[str] = []
+        for (dev, boot, seq), copies in sorted(arrivals.items()):
+            for (first, _), (again, marked) in zip(copies, copies[1:], strict=False):
+                name = f"{dev} boot {boot} seq {seq}"
+                if marked:
+                    resent.append(name)
+                elif any(first - 1.0 <= down <= again for down in self.broker_down):
+                    brokers.append(name)
+                else:
+                    duplicates.append(name)
+        return duplicates, brokers, resent
 
     def start_broker(self) -> None:
         self.broker.start()

@@ -13,9 +13,13 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
-from dmqtt_telemetry.format import parse_payload
+from dmqtt_telemetry.format import RESENT_MARK, parse_payload
 from dmqtt_telemetry.promises import Delivery
+
+_SESSION_KEPT_S = 3600  # MQTT 5.0: a persistent session's expiry (the broker keeps it across our reconnects)
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,9 @@ class Record:
     retain: bool
     arrived: float  # time.time() at delivery
     telemetry: Delivery | None  # what the telemetry contract reads in the payload; None for other payloads
+    # A copy the board sent again on purpose (end-to-end confirmation), as its MQTT 5.0 User Property says; always
+    # False on a 3.1.1 subscription, which cannot carry the mark.
+    resent: bool = False
 
 
 class Subscriber:
@@ -43,15 +50,20 @@ class Subscriber:
         password: str | None = None,
         tls_ca: Path | None = None,
         tls_cert: tuple[Path, Path] | None = None,
+        mqtt5: bool = False,
     ) -> None:
         """`username`/`password`: for a broker that wants them; `tls_ca`: TLS to the broker, verified with it;
-        `tls_cert`: a client certificate and key to present."""
+        `tls_cert`: a client certificate and key to present; `mqtt5`: subscribe in MQTT 5.0, which carries the
+        User Property that marks a copy sent again (Record.resent)."""
         host, port = address.rsplit(":", 1)
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)  # notified at every delivery
         self.records: list[Record] = []
         self._seen: dict[str, set[tuple[int, int]]] = {}  # per device: the (boot, seq) that arrived
-        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
+        if mqtt5:
+            self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+        else:
+            self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
         if username is not None:
             self.client.username_pw_set(username, password)
         if tls_ca is not None:
@@ -62,7 +74,12 @@ class Subscriber:
         self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=2)
         self.client.on_subscribe = lambda *args: subscribed.set()
         self.client.reconnect_delay_set(1, 2)
-        self.client.connect(host, int(port))
+        if mqtt5:
+            kept = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            kept.SessionExpiryInterval = 0 if clean else _SESSION_KEPT_S
+            self.client.connect(host, int(port), clean_start=clean, properties=kept)
+        else:
+            self.client.connect(host, int(port))
         self.client.loop_start()
         if not subscribed.wait(timeout):
             self.close()
@@ -74,7 +91,9 @@ class Subscriber:
         telemetry = (
             Delivery(fields["dev"], fields["boot"], fields["seq"], msg.qos) if fields["parse_error"] is None else None
         )
-        record = Record(msg.topic, payload, msg.qos, bool(msg.dup), bool(msg.retain), time.time(), telemetry)
+        marks = getattr(msg.properties, "UserProperty", None) or []
+        resent = tuple(RESENT_MARK) in [tuple(m) for m in marks]
+        record = Record(msg.topic, payload, msg.qos, bool(msg.dup), bool(msg.retain), time.time(), telemetry, resent)
         with self.arrived:
             self.records.append(record)
             if telemetry is not None:
@@ -118,6 +137,7 @@ class Subscriber:
                     "qos": r.qos,
                     "dup": r.dup,
                     "retain": r.retain,
+                    "resent": r.resent,
                     "arrived": r.arrived,
                     "payload": payload,
                 }

@@ -52,6 +52,7 @@ class ReceivedPublish:
     recorder_dup: bool
     payload: bytes
     repaired: bool | None = None  # None: recorded without confirmation
+    resent: bool | None = None  # the board's mark of a copy sent again; None: a connection that cannot carry it
 
     def to_log(self) -> dict[str, Any]:
         record = asdict(self)
@@ -84,7 +85,7 @@ def write_parquet(deliveries: list[ReceivedPublish], path: Path) -> None:
     for d in deliveries:
         row = telemetry.row(
             d.received_at_us, d.arrival, d.topic, d.qos, d.dup, d.retain, d.packet_id, d.recorder_dup, d.payload,
-            d.repaired,
+            d.repaired, d.resent,
         )  # fmt: skip
         for name in schema.names:
             columns[name].append(row[name])
@@ -161,12 +162,21 @@ class TelemetryStore:
     # -- receiving ------------------------------------------------------------------------------------------
 
     def add(
-        self, received_at_us: int, topic: str, qos: int, dup: bool, retain: bool, packet_id: int, payload: bytes
+        self,
+        received_at_us: int,
+        topic: str,
+        qos: int,
+        dup: bool,
+        retain: bool,
+        packet_id: int,
+        payload: bytes,
+        resent: bool | None = None,
     ) -> ReceivedPublish:
-        """Log one delivery (not yet durable: call sync() before acknowledging it)."""
+        """Log one delivery (not yet durable: call sync() before acknowledging it). `resent`: the board's mark
+        of a copy it sent again (None: the connection cannot carry it)."""
         recorder_dup = self.session.delivered(topic, qos, packet_id, payload, dup)
         delivery = ReceivedPublish(
-            received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload
+            received_at_us, self.next_arrival, topic, qos, dup, retain, packet_id, recorder_dup, payload, None, resent
         )
         if self.ledger is not None and qos:
             again, repaired = self._note_stored(delivery)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dmqtt import journal_record as rec
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.errors import VBoardError
 from host_bridge.hil.virtual_dut import VirtualDut
@@ -175,8 +176,9 @@ def test_a_damaged_journal_is_detected_at_boot_and_reported(tmp_path: Path, mosq
         f.write(bytes([byte[0] & 0x0F]))  # clearing bits: what a failing cell or a stray program does
     console, status = run_dut(tmp_path, config)
     assert status == 0, console
-    # The sector starts with its META snapshot (0x10-0x20); the damaged byte is in the record after it.
-    assert "journal: damaged record at 0x21; the rest of sector 0 skipped" in console, console
+    # The sector starts with its META snapshot after the header; the damaged byte is in the record after it.
+    after_meta = 16 + rec.OVERHEAD + rec.META_SIZE
+    assert f"journal: damaged record at 0x{after_meta:x}; the rest of sector 0 skipped" in console, console
 
 
 def test_the_plugin_fails_a_test_whose_board_outlives_it(pytester: pytest.Pytester) -> None:

@@ -192,10 +192,17 @@ def test_a_311_board_outside_its_acl_says_its_messages_stay_unconfirmed(tmp_path
 
 def test_lost_confirmations_mean_sent_again_after_the_timeout_and_stored_once(tmp_path: Path) -> None:
     with Mosquitto(tmp_path / "broker") as broker:
-        witness = Subscriber(broker.address, "witness-lost-confirmations", "sensors/#", clean=True)
-        # Its confirmations go where the board does not listen: as if the broker lost every one.
+        witness = Subscriber(broker.address, "witness-lost-confirmations", "sensors/#", clean=True, mqtt5=True)
+        # Its confirmations go where the board does not listen: as if the broker lost every one. In MQTT 5.0, so
+        # that the copies' mark reaches the store.
         recorder = RecorderProcess(
-            tmp_path / "recorded", broker.address, "--confirm", "--confirm-topic", "nowhere/{dev}"
+            tmp_path / "recorded",
+            broker.address,
+            "--confirm",
+            "--confirm-topic",
+            "nowhere/{dev}",
+            "--mqtt-version",
+            "5",
         )
         recorder.wait_connected()
         try:
@@ -211,10 +218,14 @@ def test_lost_confirmations_mean_sent_again_after_the_timeout_and_stored_once(tm
     # A batch (8) a timeout, each after the last: in the three timeouts the board waits at its end, at least 8.
     assert result["confirm"]["resent"] >= 8 and result["confirm"]["unconfirmed"] == 12, result
     copies: dict[tuple[int, int], list[float]] = defaultdict(list)
+    marks: dict[tuple[int, int], list[bool]] = defaultdict(list)
     for record in witness.records:
         assert record.telemetry is not None
         copies[(record.telemetry.boot, record.telemetry.seq)].append(record.arrived)
+        marks[(record.telemetry.boot, record.telemetry.seq)].append(record.resent)
     assert len(copies) == 12 and sum(len(times) - 1 for times in copies.values()) == result["confirm"]["resent"]
+    # Each copy sent again, and only those, carries the board's mark on the wire (docs/confirmation.md).
+    assert all(m == [False] + [True] * (len(m) - 1) for m in marks.values()), dict(marks)
     # Never sooner than the timeout after the copy before it (the board can be late, never early).
     gaps = [later - earlier for times in copies.values() for earlier, later in zip(times, times[1:], strict=False)]
     assert min(gaps) >= 2.0 - 0.3, sorted(gaps)[:3]
@@ -222,6 +233,8 @@ def test_lost_confirmations_mean_sent_again_after_the_timeout_and_stored_once(tm
     judged = stored_once(rows, {"forgotten": 12})
     assert judged["usable"] == 12 and judged["verdicts"][2].ok, judged
     assert sum(r["recorder_dup"] for r in rows) == len(rows) - 12  # every re-send stored as a re-store
+    assert [r["resent"] for r in rows if r["recorder_dup"]] == [True] * (len(rows) - 12), "a re-send unmarked"
+    assert not any(r["resent"] for r in rows if not r["recorder_dup"]), "a first copy marked as sent again"
 
 
 def test_only_the_recorder_may_confirm(tmp_path: Path, acl_broker: Mosquitto) -> None:
