@@ -19,6 +19,7 @@ package(
         "journal_ring.py",
         "journal_file.py",
         "client.py",
+        "usage.py",
         "confirm.py",
         "transport.py",
         "tls.py",

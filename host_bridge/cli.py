@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "host_bridge.broker.command",
         "run Mosquitto as the project's tests use it (nodelay, persistence; --tls: CA, passwords, per-board ACL)",
     ),
+    "sub": (
+        "host_bridge.broker.watch",
+        "watch what reaches a broker, a line per message (topic, QoS, retain, payload), as mosquitto_sub does",
+    ),
     "run": ("host_bridge.bridge.command", "relay boards on serial ports to a TCP broker (the serial-to-TCP bridge)"),
     "demo": ("host_bridge.campaigns.demo", "the whole story end to end: boards, power cuts, bridge, recorder, audit"),
     "chaos": (

@@ -39,7 +39,10 @@ _T_PACKET_LARGE = const(7)
 _T_STALLED = const(8)
 _T_UNEXPECTED = const(9)
 _T_NOT_CONNECTED = const(18)
+_T_QOS = const(21)
+_T_OUR_LIMIT = const(22)
 
+_QOS_NOT_SUPPORTED = const(0x9B)  # MQTT 5.0's reason code, which PublishRefused carries for a QoS outside 0-2
 _RX_MAX = const(16)  # our Receive Maximum for incoming QoS 1/2 (sent in a 5.0 CONNECT)
 
 # Connection states (MQTTClient.state).
@@ -120,6 +123,10 @@ class MQTTClient:
         max_packet=1024,
         group_commit=0,
     ):
+        if version not in (3, 4, 5):
+            from dmqtt import usage  # (a version written as text: "3.1.1", "5")
+
+            version = usage.version_number(version)
         self.client_id = client_id
         self.version = version
         self.keepalive = keepalive
@@ -143,7 +150,9 @@ class MQTTClient:
         # property makes every attribute store on its instances look for a setter first (measured on the Unix
         # port: 5% of a QoS 1 message's time, 12% of a QoS 0 one's).
         self.connected = False  # state == CONNECTED
-        self.mark = self.session.mark  # the application's progress counter as last journaled: survives reboots
+        # The application's progress counter as last journaled (it survives reboots); -1 until open() has read
+        # the journal, which connect() and publish() then do themselves.
+        self.mark = -1
         self.window = self.session.window  # flows in flight at once on this connection (after CONNACK)
         self.retain_cleared = 0
         self.on_connect: OnConnect | None = None
@@ -177,7 +186,7 @@ class MQTTClient:
     def open(self):
         """Replay the journal; returns what it found worth telling (torn records, foreign data). Incoming QoS 2
         messages whose handler a power cut interrupted reach on_message again here (dup set): set the hooks
-        first."""
+        first. connect() and publish() call it when the application has not."""
         notes = self.session.open()
         self.mark = self.session.mark
         self.session.deliver_pending()
@@ -198,6 +207,8 @@ class MQTTClient:
     def connect(self, transport, timeout_ms=10000):
         """CONNECT on an open transport and wait for CONNACK; returns the session-present flag. A failure
         raises MQTTError (counted in connect_failures) with the transport closed."""
+        if self.mark < 0:
+            self.open()
         try:
             self._send_connect(transport)
             start = _ticks_ms()
@@ -269,7 +280,7 @@ class MQTTClient:
         except CodecError as exc:
             self._fail(exc.reason, exc.reason_code)
         if code:
-            self._lost(_text(_T_REFUSED, code), code)
+            self._lost(_text(_T_REFUSED, (code, self.version, len(self.client_id))), code)
         if self.version == codec.V31:
             # MQTT 3.1's CONNACK cannot say whether the session was kept: assume it was when we asked for it,
             # so in-flight flows are resumed (PUBREL again, PUBLISH with DUP) rather than restarted.
@@ -338,7 +349,17 @@ class MQTTClient:
     def publish(self, topic, payload, qos=0, retain=False, mark=None, timeout_ms=0):
         """QoS 0: sent now (needs a connection). QoS 1/2: journaled, then sent as the window allows; returns the
         packet id once the message is on flash, even while disconnected (offline queue). When every slot is
-        in flight, waits up to timeout_ms for acknowledgements, then raises QueueFull."""
+        in flight, waits up to timeout_ms for acknowledgements, then raises QueueFull. The payload: bytes,
+        bytearray or memoryview, or a str (sent as UTF-8); PublishRefused for anything else, a QoS outside 0-2 or
+        a message larger than max_packet or the journal's records."""
+        if type(payload) is not bytes and type(payload) is not bytearray:
+            from dmqtt import usage  # (a str, a memoryview, or a mistake)
+
+            payload = usage.payload_bytes(payload)
+        if qos not in (0, 1, 2):
+            raise PublishRefused(_text(_T_QOS, repr(qos)), _QOS_NOT_SUPPORTED)
+        if self.mark < 0:
+            self.open()
         if topic is self._topic_given:  # the same immutable topic as last time: checked (and encoded) then
             topic = self._topic
         else:
@@ -353,8 +374,10 @@ class MQTTClient:
                 self._topic = topic
         # A PUBLISH without properties has at most 10 bytes besides its topic and payload: the exact size only
         # when that could matter.
-        if len(topic) + len(payload) + 10 > self.broker_max_packet:
+        if len(topic) + len(payload) + 10 > min(self.broker_max_packet, self.max_packet):
             size = codec.publish_size(len(topic), len(payload), qos, self.version)
+            if size > self.max_packet:  # (with room for a 5.0 Topic Alias property: what the session may add)
+                raise PublishRefused(_text(_T_OUR_LIMIT, (size, self.max_packet)), codec.PACKET_TOO_LARGE)
             if size > self.broker_max_packet:
                 self.refused += 1
                 raise PublishRefused(_text(_T_TOO_LARGE, (size, self.broker_max_packet)), codec.PACKET_TOO_LARGE)
@@ -510,6 +533,8 @@ class MQTTClient:
         takes now, the tail going out at the next poll before anything new is encoded."""
         if n > self.broker_max_packet and not packets:
             raise MQTTError(_text(_T_PACKET_LARGE, n))
+        if self.state == DISCONNECTED:
+            raise MQTTError(_text(_T_NOT_CONNECTED))  # (subscribe() before connect(), say)
         self._tail = 0
         self._end = n
         self._last_tx = _ticks_ms()

@@ -54,7 +54,7 @@ class MQTTClient:
         self,
         client_id: str,
         store: Journal,
-        version: int = ...,
+        version: int | str = ...,
         keepalive: int = 60,
         clean: bool = False,
         session_expiry: int = 3600,
@@ -75,7 +75,7 @@ class MQTTClient:
     def publish(
         self,
         topic: _Text,
-        payload: _Bytes,
+        payload: _Bytes | str,
         qos: int = 0,
         retain: bool = False,
         mark: int | None = None,

@@ -37,8 +37,10 @@ class MQTTError(DmqttError):
 
 class PublishRefused(DmqttError):
     """publish() did not accept the message, and never will as things stand: nothing was journaled and the
-    connection is unaffected. `code` is the 5.0 reason code that says why (0x95 Packet too large: the broker's
-    Maximum Packet Size forbids it [MQTT-3.2.2-15]; 0x90 Topic Name invalid)."""
+    connection is unaffected. `code` is the 5.0 reason code that says why: 0x95 Packet too large (the broker's
+    Maximum Packet Size forbids it [MQTT-3.2.2-15], or it does not fit the journal's records or the client's
+    max_packet), 0x90 Topic Name invalid, 0x99 Payload format invalid (not bytes, bytearray, memoryview or str),
+    0x9B QoS not supported (not 0, 1 or 2)."""
 
     def __init__(self, reason, code):
         super().__init__(reason)
@@ -54,7 +56,8 @@ class JournalError(DmqttError):
 
 
 def explain(module, rule, arg=None):
-    """A rule's words: TEXT[rule] of `module` (dmqtt.codec_text, dmqtt.client_text), `arg` filling its %-fields.
+    """A rule's words: TEXT[rule] of `module` (dmqtt.codec_text, dmqtt.client_text), `arg` filling its %-fields
+    (or given to it, where the text is a function).
     The module is loaded for this text only and, on MicroPython, dropped again: kept, its texts would hold a
     deployed board's heap for good (about twice their length on 64-bit objects). A board without the memory (or
     the file) for them names the rule instead: "<module> rule N"."""
@@ -64,7 +67,7 @@ def explain(module, rule, arg=None):
         __import__(module)
         text = sys.modules[module].TEXT[rule]
         if arg is not None:
-            text = text % arg
+            text = text(arg) if callable(text) else text % arg
     except (MemoryError, ImportError):
         text = "%s rule %d" % (module, rule)
     finally:

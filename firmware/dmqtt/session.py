@@ -15,7 +15,7 @@
 from array import array
 
 from dmqtt import journal_record as rec
-from dmqtt.errors import ProtocolError, QueueFull, explain
+from dmqtt.errors import ProtocolError, PublishRefused, QueueFull, explain
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -66,6 +66,9 @@ _ALIASES = const(4)
 # The most a packet the session sends adds to its topic and payload: an acknowledgement without properties is
 # at most 5 bytes; a PUBLISH adds a fixed header (5), the topic's length (2), a packet id (2) and its Topic Alias
 # property block (4). What next_packet() needs free behind packets already in the buffer.
+# MQTT 5.0's reason codes that PublishRefused carries for a message accept() cannot journal.
+_QOS_NOT_SUPPORTED = const(0x9B)
+_PACKET_TOO_LARGE = const(0x95)
 _ACK_MAX = const(5)
 _PUBLISH_EXTRA = const(13)
 
@@ -271,7 +274,7 @@ class Session:
         defer=True (group commit): the record is only staged; it is made durable by sync(), which
         next_packet() calls before anything is sent, so no message leaves before it is on flash."""
         if qos not in (1, 2):
-            raise ValueError(_text(_T_NOT_JOURNALED))
+            raise PublishRefused(_text(_T_NOT_JOURNALED), _QOS_NOT_SUPPORTED)
         if self._busy == len(self._state):
             raise QueueFull(_text(_T_SLOTS_FULL, self._busy))
         pid = self.allocate_pid()
@@ -281,7 +284,7 @@ class Session:
         body = self.journal.body
         n = rec.pub_size(len(topic), len(payload))
         if n > len(body):
-            raise ValueError(_text(_T_RECORD_LARGE, n))
+            raise PublishRefused(_text(_T_RECORD_LARGE, (n, len(body))), _PACKET_TOO_LARGE)
         # journal.body is about to hold this record: the last one's send can no longer read it from there (and
         # if the journal refuses this one, neither will this one's).
         self._fresh = -1

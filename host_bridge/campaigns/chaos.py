@@ -119,6 +119,7 @@ def run_campaign(
     broker_fault: str = "kill",
     confirm: bool = True,
     app: Path | None = None,
+    report: bool = True,
 ) -> CampaignResult:
     """Everything in `out` (emptied first). `faults`: how many of each kind (broker, bridge and recorder
     SIGKILLs, disk-full episodes) are injected while the boards run. `broker_fault`: "kill" (SIGKILL) or
@@ -128,7 +129,8 @@ def run_campaign(
     messages it has already acknowledged (PUBACK, PUBCOMP) and not yet saved. Measured without confirmation: 2
     messages of 2,400 lost over 3 broker SIGKILLs. With `confirm` (end-to-end confirmation, docs/confirmation.md)
     the boards send those again from flash when the recorder's confirmation shows the store lacks them: the
-    audit counts them as repaired."""
+    audit counts them as repaired. `report`: the rollup and the report after the audit (False: the verdict
+    alone, for a test that wants only that)."""
     rng = random.Random(seed)
     if out.exists():
         shutil.rmtree(out)
@@ -210,7 +212,8 @@ def run_campaign(
     result.power_cuts = sum(r.cuts for r in stack.runs)
     result.boots = sum(r.boots for r in stack.runs)
     result.pids = stack.pids
-    result.audit = run_pipeline(stack.recorded, out / "results", stack.write_expected(), stack.timeline.path)
+    timeline = stack.timeline.path if report else None
+    result.audit = run_pipeline(stack.recorded, out / "results", stack.write_expected(), timeline)
     if disk is not None:
         subprocess.run(["umount", "-l", str(disk)], check=False)
     (out / "figures.json").write_text(json.dumps(result.figures(), indent=2))
@@ -230,10 +233,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--broker-fault", choices=("kill", "restart"), default="kill", help="SIGKILL the broker, or restart it cleanly"
     )
     parser.add_argument(
-        "--no-confirm",
-        dest="confirm",
-        action="store_false",
-        help="without end-to-end confirmation (what a broker SIGKILL loses is then lost)",
+        "--confirm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end-to-end confirmation on the boards and the recorder; --no-confirm runs without it (what a broker "
+        "SIGKILL loses is then lost)",
     )
     parser.add_argument(
         "--app", type=Path, help="the boards' application folder instead of the firmware's (a change under test)"

@@ -503,14 +503,15 @@ def pipeline_command(
     recorded: Path, results: Path, expectations: tuple[Path, Path], timeline: Path | None = None
 ) -> list[str]:
     """The Spark jobs as a user runs them (README, docs/pipeline.md), judged by the boards' summaries and their
-    consoles' witness (`expectations`: write_expected()'s files); with the campaign's timeline for the report."""
+    consoles' witness (`expectations`: write_expected()'s files); with the campaign's timeline for the report.
+    Without a timeline, the audit alone (no rollup, no report)."""
     expect_file, accepted_file = expectations
     return [
         sys.executable,
         "-m",
         "host_bridge",
         "pipeline",
-        "all",
+        "all" if timeline is not None else "audit",
         "--input",
         str(recorded),
         "--out",
@@ -526,8 +527,9 @@ def pipeline_command(
 def run_pipeline(
     recorded: Path, results: Path, expectations: tuple[Path, Path], timeline: Path | None = None
 ) -> AuditSummary:
-    """Audit, rollup and report in one Spark session (a process of its own, its output on ours); the audit's
-    verdict as its summary.json has it. HostBridgeError when the jobs could not run."""
+    """Audit, rollup and report in one Spark session (a process of its own, its output on ours), or the audit
+    alone without a timeline; the audit's verdict as its summary.json has it. HostBridgeError when the jobs could
+    not run."""
     done = subprocess.run(pipeline_command(recorded, results, expectations, timeline), check=False)
     if done.returncode not in (0, 1):  # 1: a broken promise, which the summary says
         raise HostBridgeError(f"the Spark jobs exited {done.returncode} (see their output above)")

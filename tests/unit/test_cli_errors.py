@@ -79,6 +79,8 @@ def test_every_subcommand_has_a_help_that_shows_its_defaults() -> None:
                 parsers += [(f"{name} {job}", nested) for job, nested in action.choices.items()]
             if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS):
                 assert "default" in (sub._get_formatter()._get_help_string(action) or ""), (name, action.dest)
+            # A --no-X flag stored as False shows "(default: True)" under its own name: say both spellings.
+            assert not isinstance(action, argparse._StoreFalseAction), (name, action.option_strings)
     run = subprocess.run([sys.executable, "-m", "host_bridge", "--help"], capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0 and all(name in run.stdout for name in COMMANDS)
 

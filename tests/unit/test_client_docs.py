@@ -20,6 +20,7 @@ MODULES = {
     "dmqtt.aio": "dmqtt/aio.py",
     "dmqtt.confirm": "dmqtt/confirm.py",
     "dmqtt.errors": "dmqtt/errors.py",
+    "dmqtt.usage": "dmqtt/usage.py",
     "dmqtt.journal": "dmqtt/journal.py",
     "dmqtt.transport": "dmqtt/transport.py",
     "dmqtt.tls": "dmqtt/tls.py",

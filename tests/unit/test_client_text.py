@@ -1,6 +1,6 @@
 """The client's and the session's failure texts (firmware/dmqtt/client_text.py): one per _T_ number of
-client.py, session.py and inbox.py, in order; looked up when a failure happens and, on MicroPython, dropped again
-so that a deployed board keeps none of them in its heap."""
+client.py, session.py, inbox.py and usage.py, in order; looked up when a failure happens and, on MicroPython,
+dropped again so that a deployed board keeps none of them in its heap."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 from dmqtt import client_text
 from tests.conftest import FIRMWARE, run_micropython
 
-MODULES = ("client.py", "session.py", "inbox.py")
+MODULES = ("client.py", "session.py", "inbox.py", "usage.py")
 
 
 def test_every_number_names_its_own_text_and_each_is_used() -> None:
