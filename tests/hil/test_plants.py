@@ -1,7 +1,8 @@
-"""Every campaign's verdict catches a planted bug (tests/plants/): the chaos campaign in `make test`, the demo and
-the soak's campaign in `make soak` (PLANTED_CAMPAIGNS=1), each on the same three plants, each failing and naming
-what was lost or doubled. Without a plant the same campaigns pass (tests/hil/test_campaign.py,
-tests/integration/test_demo.py, `make soak`'s chaos run).
+"""Every campaign's verdict catches a planted bug (tests/plants/): the chaos campaign in `make test`, the demo, the
+soak's campaign in `make soak` (PLANTED_CAMPAIGNS=1), each on the same three plants, and the confirmation scenario
+of a broker SIGKILL on the plant its faults exercise, each failing and naming what was lost or doubled. Without a
+plant the same campaigns pass (tests/hil/test_campaign.py, tests/integration/test_demo.py,
+tests/integration/test_confirmation.py, `make soak`'s chaos run).
 
 - publish_before_flash: publish() returns before the message's record is on flash; a cut loses it, and its
   count with it. Only the witness (the board's `accepted` lines) shows the loss.
@@ -19,6 +20,7 @@ import pytest
 
 from host_bridge.campaigns.chaos import CampaignResult, run_campaign
 from host_bridge.campaigns.demo import run_demo
+from tests.integration.test_confirmation import broker_sigkill_scenario
 from tests.plants import NAMES, planted_app
 
 # What each plant's verdict must name: the witness's loss, or a duplicate counted at the broker (a journal that
@@ -66,3 +68,22 @@ def test_the_demo_fails_each_plant(tmp_path: Path, plant: str, capsys: pytest.Ca
     assert result.exit_code == 1 and result.audit is not None, f"the demo passed {plant}"
     problems = [p for v in result.audit.verdicts.values() for p in v.problems]
     assert any(name in "\n".join(problems) + out for name in NAMED[plant]), out[-3000:]
+
+
+# The plants the confirmation scenario's faults exercise: it makes no power cut and resets no board, which
+# publish_before_flash and lost_done need to lose or double anything (it passes them, as it must); its broker
+# SIGKILL makes every board reconnect to a session, which forgotten_session mistakes for a forgotten one.
+WITHOUT_CUTS = ["forgotten_session"]
+
+
+@SOAK
+@pytest.mark.hil_virtual("runs its own broker, boards and recorder")
+@pytest.mark.parametrize("plant", WITHOUT_CUTS)
+def test_the_confirmation_scenario_fails_each_plant_it_exercises(tmp_path: Path, plant: str) -> None:
+    """tests/integration/test_confirmation.py's broker SIGKILL, its store judged by the witness, on each plant it
+    exercises: a loss or a duplicate the store shows, or the stack's own count of QoS 2 duplicates at the
+    broker."""
+    stack, judged, failures = broker_sigkill_scenario(tmp_path, planted_app(tmp_path / "app", plant))
+    problems = [p for v in judged["verdicts"].values() for p in v.problems]
+    duplicates, _, _ = stack.duplicates_at_the_broker()
+    assert problems or duplicates or failures, f"the confirmation scenario passed {plant}: {judged}"

@@ -30,7 +30,7 @@ from paho.mqtt.properties import Properties
 
 from dboard import console_host
 from dmqtt_telemetry.format import read_committed
-from dmqtt_telemetry.promises import Delivery, Expectation, boot_rows, judge
+from dmqtt_telemetry.promises import Delivery, Expectation, Witness, boot_rows, judge
 from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.campaigns.stack import BoardSpec, Stack
 from host_bridge.hil.subscriber import Subscriber
@@ -41,25 +41,41 @@ from tests.integration.recorder_proc import RecorderProcess
 PASSWORDS = {"recorder": "rec-secret", "victim": "victim-secret", "mallory": "mallory-secret", "outsider": "out-secret"}
 
 
-def stored_once(rows: list[dict[str, Any]], expected: dict[str, int]) -> dict[str, Any]:
+def stored_once(rows: list[dict[str, Any]], expected: dict[str, Expectation]) -> dict[str, Any]:
     """Judge the store with the promises (the audit's rules): the rows that count (not the recorder's re-stores)
-    per device and boot, against what each board said it accepted. -> the judge's verdicts and the repaired
-    count."""
+    per device and boot, against what each board accepted (its summary and, where given, its console's witness).
+    -> the judge's verdicts and the repaired count."""
     usable = [r for r in rows if not r["recorder_dup"] and r["dev"] is not None]
     deliveries = [Delivery(r["dev"], r["boot"], r["seq"], r["qos"]) for r in usable]
-    verdicts, _ = judge(boot_rows(deliveries), {dev: Expectation(n) for dev, n in expected.items()})
+    verdicts, _ = judge(boot_rows(deliveries), expected)
     return {"verdicts": verdicts, "repaired": sum(bool(r["repaired"]) for r in usable), "usable": len(usable)}
 
 
-def test_a_broker_sigkill_loses_acknowledged_messages_and_the_boards_give_them_back(tmp_path: Path) -> None:
-    # No persistence: a SIGKILL takes with it every message it had acknowledged and not yet delivered.
-    broker = Mosquitto(tmp_path / "broker")
+def witnessed(stack: Stack) -> dict[str, Expectation]:
+    """What each board of `stack` accepted: its summary's total and last boot, and its console's witness."""
+    return {
+        r.spec.client_id: Expectation(
+            r.summary["total"],
+            r.spec.qos,
+            Witness(r.dut.console.acceptances()),
+            (r.summary["boot"], r.summary["sent"]),
+        )
+        for r in stack.runs
+        if r.summary
+    }
+
+
+def broker_sigkill_scenario(work: Path, app: Path | None = None) -> tuple[Stack, dict[str, Any], list[str]]:
+    """Three boards with confirmation (TCP and serial, QoS 1 and 2) through a SIGKILL of a broker without
+    persistence while it holds acknowledged messages for a stopped recorder; `app`: the boards' application (a
+    plant, tests/plants). -> the stack, the store judged by the witness (stored_once), the boards' failures."""
+    broker = Mosquitto(work / "broker")
     specs = (
         BoardSpec("confirm-tcp-q1", "tcp", "3.1.1", 1),
         BoardSpec("confirm-tcp-q2", "tcp", "5", 2),
         BoardSpec("confirm-serial-q2", "serial", "3.1.1", 2),
     )
-    stack = Stack(tmp_path / "stack", broker, specs, messages=150, cuts=0, rng=random.Random(5), confirm=True)
+    stack = Stack(work / "stack", broker, specs, messages=150, cuts=0, rng=random.Random(5), confirm=True, app=app)
     paused = False
     try:
         stack.start()
@@ -72,6 +88,7 @@ def test_a_broker_sigkill_loses_acknowledged_messages_and_the_boards_give_them_b
         os.kill(stack.recorder.process.pid, signal.SIGSTOP)
         paused = True
         accepted = {r.spec.client_id: accepted_count(r.dut.console.text()) for r in stack.runs}
+        deadline = time.monotonic() + 60  # (each wait its own minute: the boards share 2 cores with the suite)
         while any(accepted_count(r.dut.console.text()) < accepted[r.spec.client_id] + 15 for r in stack.runs):
             assert time.monotonic() < deadline, "the boards stopped publishing"
             time.sleep(0.02)
@@ -83,15 +100,20 @@ def test_a_broker_sigkill_loses_acknowledged_messages_and_the_boards_give_them_b
         while not stack.boards_finished:
             assert time.monotonic() < deadline + 120, "the boards did not finish"
             time.sleep(0.1)
-        assert not stack.failures(), stack.failures()
+        failures = stack.failures()
         stack.drain(print, timeout=60)
     finally:
         if paused and stack.recorder is not None:
             os.kill(stack.recorder.process.pid, signal.SIGCONT)
         stack.stop()
-    expected = {dev: e["messages"] for dev, e in stack.expected().items()}
-    assert expected == {s.client_id: 150 for s in specs}
-    judged = stored_once(read_committed(stack.recorded), expected)
+    return stack, stored_once(read_committed(stack.recorded), witnessed(stack)), failures
+
+
+def test_a_broker_sigkill_loses_acknowledged_messages_and_the_boards_give_them_back(tmp_path: Path) -> None:
+    # No persistence: a SIGKILL takes with it every message it had acknowledged and not yet delivered.
+    stack, judged, failures = broker_sigkill_scenario(tmp_path)
+    assert not failures, failures
+    assert {dev: e["messages"] for dev, e in stack.expected().items()} == {r.spec.client_id: 150 for r in stack.runs}
     for qos, v in judged["verdicts"].items():
         assert v.lost == 0 and v.duplicates == 0 and v.ok, (qos, v.problems)
     assert judged["usable"] == 450
@@ -135,7 +157,8 @@ def test_a_board_that_ends_with_messages_unconfirmed_sends_them_again_at_its_nex
         f"{s.client_id}: 0 unconfirmed after its next boot" for s in specs
     ], said
     assert [r.boots for r in stack.runs] == [2, 2]
-    judged = stored_once(read_committed(stack.recorded), {s.client_id: 60 for s in specs})
+    judged = stored_once(read_committed(stack.recorded), witnessed(stack))
+    assert {dev: e.messages for dev, e in witnessed(stack).items()} == {s.client_id: 60 for s in specs}
     for qos, v in judged["verdicts"].items():
         assert v.lost == 0 and v.duplicates == 0 and v.ok, (qos, v.problems)
 
@@ -230,7 +253,7 @@ def test_lost_confirmations_mean_sent_again_after_the_timeout_and_stored_once(tm
     gaps = [later - earlier for times in copies.values() for earlier, later in zip(times, times[1:], strict=False)]
     assert min(gaps) >= 2.0 - 0.3, sorted(gaps)[:3]
     rows = read_committed(tmp_path / "recorded")
-    judged = stored_once(rows, {"forgotten": 12})
+    judged = stored_once(rows, {"forgotten": Expectation(12, 2, Witness(console_host.acceptances(out)))})
     assert judged["usable"] == 12 and judged["verdicts"][2].ok, judged
     assert sum(r["recorder_dup"] for r in rows) == len(rows) - 12  # every re-send stored as a re-store
     assert [r["resent"] for r in rows if r["recorder_dup"]] == [True] * (len(rows) - 12), "a re-send unmarked"
@@ -269,7 +292,9 @@ def test_only_the_recorder_may_confirm(tmp_path: Path, acl_broker: Mosquitto) ->
     assert code == 0, out
     result = summary(out)
     assert result["confirm"] == {"unconfirmed": 0, "resent": 0, "dropped": 0, "late": 0}, result
-    judged = stored_once(read_committed(tmp_path / "recorded"), {"victim": 20})
+    judged = stored_once(
+        read_committed(tmp_path / "recorded"), {"victim": Expectation(20, 2, Witness(console_host.acceptances(out)))}
+    )
     assert judged["usable"] == 20 and judged["verdicts"][2].ok, judged
     # What the victim reads on its topic is the recorder's, not the forgery.
     seen = retained(acl_broker, "confirm/victim")

@@ -1,5 +1,6 @@
 """The jobs on a real Spark standalone cluster (one master, two workers, all on loopback, from the pyspark
-package): the same audit, rollup and report as on local[2], and nothing of the cluster left running after it."""
+package): the same audit, rollup and report as on local[2] (run through `host-bridge pipeline`, whose exit code
+and quiet output it checks too), and nothing of the cluster left running after it."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ def rollup_rows(folder: Path) -> list[tuple[object, ...]]:
     return sorted(tuple(sorted(row.items())) for row in table)
 
 
-def pipeline(master: str, rec: Path, out: Path) -> subprocess.Popen[str]:
-    """`python -m dmqtt_pipeline all` as a user runs it, on `master`."""
+def pipeline(master: str, rec: Path, out: Path, *command: str) -> subprocess.Popen[str]:
+    """The jobs as a user runs them (`python -m dmqtt_pipeline all`, or `command`: `host-bridge pipeline`), on
+    `master`."""
+    command = command or (sys.executable, "-m", "dmqtt_pipeline")
     return subprocess.Popen(
-        [sys.executable, "-m", "dmqtt_pipeline", "all", "--master", master, "--input", str(rec), "--out", str(out)],
+        [*command, "all", "--master", master, "--input", str(rec), "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )  # fmt: skip
@@ -35,8 +38,10 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
     msgs = [m for m in msgs if not (m.dev == "dev-1" and m.seq == 40)]  # lost at QoS 2: the audit fails
     write_dataset(tmp_path / "rec", msgs, commit_every=97)
     # The reference: the same jobs on local[2], in a process of their own while the cluster starts (not in the
-    # tests' shared Spark session, whose worker would otherwise run this test after all the others).
-    local = pipeline("local[2]", tmp_path / "rec", tmp_path / "local")
+    # tests' shared Spark session, whose worker would otherwise run this test after all the others), through the
+    # CLI a bench runs: it exits 1 on the broken promise, with the summary written, and keeps the JVM's chatter
+    # off its output.
+    local = pipeline("local[2]", tmp_path / "rec", tmp_path / "local", sys.executable, "-m", "host_bridge", "pipeline")
 
     cluster = LocalCluster(workers=2, cores=1, memory="1g", log_dir=tmp_path / "cluster")
     try:
@@ -51,6 +56,8 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
         cluster.stop()
         local_out, _ = local.communicate(timeout=600)
     assert local.returncode == 1, local_out
+    # Spark's JVM says "WARNING: Using incubator modules" at every start; the pipeline keeps it off the output.
+    assert "incubator" not in local_out, local_out[-2000:]
     assert run.returncode == 1, run.stdout + run.stderr
     assert f"starting Spark ({cluster.url})" in run.stdout
     # The work ran on the workers' executors, not in the driver.

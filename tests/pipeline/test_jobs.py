@@ -250,30 +250,9 @@ def test_input_errors_say_what_is_wrong(tmp_path: Path, spark: SparkSession) -> 
 
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
-    """The CLI as a bench runs it: exit 1 on a broken promise (with the summary written), 2 on bad input, and no
-    JVM chatter."""
-    mixed_dataset(tmp_path / "rec")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "host_bridge",
-            "pipeline",
-            "audit",
-            "--input",
-            str(tmp_path / "rec"),
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-    assert run.returncode == 1, run.stdout + run.stderr
-    # Spark's JVM says "WARNING: Using incubator modules" at every start; the pipeline keeps it off the output.
-    assert "incubator" not in run.stderr + run.stdout, run.stderr
-    assert "FAIL" in run.stdout and json.loads((tmp_path / "out" / "summary.json").read_text())["ok"] is False
+    """The CLI as a bench runs it: exit 2 on bad input, said without a traceback and before a JVM starts (exit 1
+    on a broken promise, with the summary written and no JVM chatter: tests/pipeline/test_cluster.py's local
+    reference run)."""
     missing = subprocess.run(
         [
             sys.executable,
