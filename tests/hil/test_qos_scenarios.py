@@ -238,14 +238,14 @@ def test_usb_port_vanishes_and_comes_back(
 def test_noisy_line(
     request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int
 ) -> None:
-    """1000 messages at 115200 baud with bit error rate 1e-4 and dropped bytes: retransmissions, nothing lost,
+    """600 messages at 115200 baud with bit error rate 1e-4 and dropped bytes: retransmissions, nothing lost,
     QoS 2 not duplicated, and the broker never sees a malformed packet."""
     assert isinstance(hil_dut, VirtualDut)
     hil_dut.set_line(LineFaults(baud=115200, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos))
     bridge.start([hil_dut])
     dev = device_id(request, "noisy", qos)
     run = run_board(
-        hil_dut, app_config(hil_dut, dev, broker.address, qos, 1000, "3.1.1", "serial"), CutPlan.none(), seed=qos
+        hil_dut, app_config(hil_dut, dev, broker.address, qos, 600, "3.1.1", "serial"), CutPlan.none(), seed=qos
     )
     verdict([run]).assert_kept()
     bridge.stop()
