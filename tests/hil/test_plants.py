@@ -1,7 +1,7 @@
-"""Every campaign's verdict catches a planted bug (tests/plants/): the chaos campaign in `make test`, the demo, the
-soak's campaign in `make soak` (PLANTED_CAMPAIGNS=1), each on the same three plants, and the confirmation scenario
-of a broker SIGKILL on the plant its faults exercise, each failing and naming what was lost or doubled. Without a
-plant the same campaigns pass (tests/hil/test_campaign.py, tests/integration/test_demo.py,
+"""Every campaign's verdict catches a planted bug (tests/plants/): the chaos campaign (one plant in `make test`),
+the demo and the soak's campaign in `make soak` (PLANTED_CAMPAIGNS=1), each on the same three plants, and the
+confirmation scenario of a broker SIGKILL on the plant its faults exercise, each failing and naming what was lost
+or doubled. Without a plant the same campaigns pass (tests/hil/test_campaign.py, tests/integration/test_demo.py,
 tests/integration/test_confirmation.py, `make soak`'s chaos run).
 
 - publish_before_flash: publish() returns before the message's record is on flash; a cut loses it, and its
@@ -38,8 +38,13 @@ def said(result: CampaignResult) -> str:
     return "\n".join(problems + result.failures)
 
 
+# `make test` gives the chaos campaign the issue's own plant (a loss only the witness shows); `make soak` all
+# three (a chaos campaign costs half a minute of the suite's six).
+CHAOS_PLANTS = [pytest.param(name, marks=() if name == "publish_before_flash" else SOAK) for name in NAMES]
+
+
 @pytest.mark.hil_virtual("runs its own broker, bridge and recorder")
-@pytest.mark.parametrize("plant", NAMES)
+@pytest.mark.parametrize("plant", CHAOS_PLANTS)
 def test_the_chaos_campaign_fails_each_plant_naming_what_it_broke(tmp_path: Path, plant: str) -> None:
     app = planted_app(tmp_path / "app", plant)
     result = run_campaign(tmp_path / "chaos", messages=80, cuts=3, faults=0, seed=11, app=app, report=False)
