@@ -51,6 +51,13 @@ NAMES = tuple(name for name, _, _ in FIELDS)
 # equal). Counted apart from duplicates: a copy without it is one.
 RESENT_MARK = ("dmqtt", "resent")
 
+
+def marked_resent(user_properties: Any) -> bool:
+    """Whether a delivery's MQTT 5.0 User Properties (name, value pairs, as any client library gives them) hold
+    RESENT_MARK."""
+    return any(tuple(pair) == RESENT_MARK for pair in user_properties or ())
+
+
 # -- the payload ---------------------------------------------------------------------------------------------
 
 # What the board application (firmware/app/board_app.py) puts in each message, with the Python types a parser

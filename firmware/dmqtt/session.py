@@ -63,12 +63,12 @@ _LEGACY_WINDOW = const(8)
 # ones the alias alone (a 2-byte property instead of a 30-byte name: a quarter of a 64-byte message's line time
 # on a serial link). At most this many topics per connection: a board publishes to few, and each costs a copy.
 _ALIASES = const(4)
-# The most a packet the session sends adds to its topic and payload: an acknowledgement without properties is
-# at most 5 bytes; a PUBLISH adds a fixed header (5), the topic's length (2), a packet id (2) and its Topic Alias
-# property block (4). What next_packet() needs free behind packets already in the buffer.
 # MQTT 5.0's reason codes that PublishRefused carries for a message accept() cannot journal.
 _QOS_NOT_SUPPORTED = const(0x9B)
 _PACKET_TOO_LARGE = const(0x95)
+# The most a packet the session sends adds to its topic and payload: an acknowledgement without properties is
+# at most 5 bytes; a PUBLISH adds a fixed header (5), the topic's length (2), a packet id (2) and its Topic Alias
+# property block (4). What next_packet() needs free behind packets already in the buffer.
 _ACK_MAX = const(5)
 _PUBLISH_EXTRA = const(13)
 

@@ -56,7 +56,8 @@ class CutPlan:
 _FLASH_CUT = re.compile(
     r"vboard: power cut during (program|erase) .*?\(partition (\S+?)(?:, first byte 0x([0-9a-f]{2}))?\)"
 )
-_RECORDS = {rec.PUB: "PUB", rec.REL: "REL", rec.DONE: "DONE", rec.RX: "RX", rec.RXDONE: "RXDONE", rec.META: "META",
+# A journal record's name by its type (the first byte of its program).
+RECORD_NAMES = {rec.PUB: "PUB", rec.REL: "REL", rec.DONE: "DONE", rec.RX: "RX", rec.RXDONE: "RXDONE", rec.META: "META",
             rec.MARK: "MARK", rec.HANDLED: "HANDLED", rec.EPOCH: "EPOCH", rec.CONFIRMED: "CONFIRMED"}  # fmt: skip
 
 
@@ -72,7 +73,7 @@ def flash_cut_kind(console_text: str) -> str:
         return "erase" if partition == "mqttlog" else "filesystem"
     if partition != "mqttlog":
         return "filesystem"
-    name = _RECORDS.get(int(first, 16)) if first else None
+    name = RECORD_NAMES.get(int(first, 16)) if first else None
     return f"{name} record" if name else "sector header"
 
 

@@ -16,7 +16,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from dmqtt_telemetry.format import RESENT_MARK, parse_payload
+from dmqtt_telemetry.format import marked_resent, parse_payload
 from dmqtt_telemetry.promises import Delivery
 
 _SESSION_KEPT_S = 3600  # MQTT 5.0: a persistent session's expiry (the broker keeps it across our reconnects)
@@ -91,8 +91,7 @@ class Subscriber:
         telemetry = (
             Delivery(fields["dev"], fields["boot"], fields["seq"], msg.qos) if fields["parse_error"] is None else None
         )
-        marks = getattr(msg.properties, "UserProperty", None) or []
-        resent = tuple(RESENT_MARK) in [tuple(m) for m in marks]
+        resent = marked_resent(getattr(msg.properties, "UserProperty", None))
         record = Record(msg.topic, payload, msg.qos, bool(msg.dup), bool(msg.retain), time.time(), telemetry, resent)
         with self.arrived:
             self.records.append(record)

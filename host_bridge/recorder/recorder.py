@@ -23,7 +23,7 @@ from types import FrameType
 from dmqtt import codec
 from dmqtt.codec_host import NAMES, Packet, PacketDecoder, encode_publish
 from dmqtt.errors import CodecError
-from dmqtt_telemetry.format import RESENT_MARK
+from dmqtt_telemetry.format import marked_resent
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker
 from host_bridge.recorder.confirmation import stamp_now
@@ -415,7 +415,7 @@ class Recorder:
         received_at_us = time.time_ns() // 1000
         resent = None  # MQTT 3.1 and 3.1.1 cannot carry the mark
         if self.version == codec.V5:
-            resent = tuple(RESENT_MARK) in (packet.props or {}).get(codec.USER_PROPERTY, ())
+            resent = marked_resent((packet.props or {}).get(codec.USER_PROPERTY))
         self.store.add(
             received_at_us, packet.topic, packet.qos, packet.dup, packet.retain, packet.pid, packet.payload, resent
         )

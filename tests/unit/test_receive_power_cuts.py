@@ -19,6 +19,7 @@ from dmqtt import codec_host as codec
 from dmqtt import journal_file, journal_ring
 from dmqtt import journal_record as rec
 from dmqtt.session import Session
+from host_bridge.hil.cycle import RECORD_NAMES
 from tests.unit.fakefs import FakeFS
 from tests.unit.nor import NorPartition, PowerCut
 from tests.unit.test_journal_power_cuts import Model, check_recovered, workload
@@ -132,18 +133,14 @@ def boot(medium: Medium, app: App) -> Session:
     return session
 
 
-RECORDS = {rec.PUB: "PUB", rec.REL: "REL", rec.DONE: "DONE", rec.RX: "RX", rec.RXDONE: "RXDONE", rec.META: "META",
-           rec.MARK: "MARK", rec.HANDLED: "HANDLED"}  # fmt: skip
-
-
 def window_of(device: Any, cut: PowerCut) -> str:
     """Where a cut landed: the application's own work (its message), a journal record's program or commit (by
     the record's type), or the journal's housekeeping (erase, a sector or file header, rename, remove)."""
     op, first = device.cut_op
     if op == "work":
         return str(cut)
-    if op in ("program", "commit") and first in RECORDS:
-        return f"{RECORDS[first]} record"
+    if op in ("program", "commit") and first in RECORD_NAMES:
+        return f"{RECORD_NAMES[first]} record"
     return op
 
 

@@ -60,13 +60,19 @@ def boot(flash: NorPartition) -> MQTTClient:
     return client
 
 
-def test_settle_returns_once_everything_is_acknowledged_after_a_clean_disconnect() -> None:
+def five_readings(acks: int) -> tuple[NorPartition, MQTTClient, Holding]:
+    """A wake: five QoS 1 readings published to a broker that acknowledges the first `acks` of them."""
     flash = NorPartition(6)
     client = boot(flash)
-    broker = Holding(acks=5)
+    broker = Holding(acks=acks)
     client.connect(broker)
     for n in range(5):
         client.publish(b"sensors/a", b"reading %d" % n, 1)
+    return flash, client, broker
+
+
+def test_settle_returns_once_everything_is_acknowledged_after_a_clean_disconnect() -> None:
+    flash, client, broker = five_readings(acks=5)
     began = time.monotonic()
     assert client.settle(5000) == 0
     assert time.monotonic() - began < 2  # it did not wait out its deadline
@@ -75,12 +81,7 @@ def test_settle_returns_once_everything_is_acknowledged_after_a_clean_disconnect
 
 
 def test_what_settle_leaves_at_its_deadline_goes_at_the_next_wake_and_only_that() -> None:
-    flash = NorPartition(6)
-    client = boot(flash)
-    broker = Holding(acks=2)
-    client.connect(broker)
-    for n in range(5):
-        client.publish(b"sensors/a", b"reading %d" % n, 1)
+    flash, client, broker = five_readings(acks=2)
     began = time.monotonic()
     assert client.settle(300) == 3
     assert 0.25 < time.monotonic() - began < 3
