@@ -101,9 +101,11 @@ def test_power_cuts_during_flows(
     dev = device_id(request, "cuts", transport, qos, hil_cycle)
     # Half the cuts land inside a flash operation (the journal's writes from the 5th operation of a boot on, one
     # to two per message), half right after the board accepted its 5th to 40th message of the boot; published
-    # back to back, so that flows are in flight at every cut. Five cuts of at most 60 messages cannot outrun 400.
+    # back to back, so that flows are in flight at every cut. Five cuts of at most 60 messages cannot outrun 800,
+    # nor can the bench reading the console late on a loaded host (a cut after the 40th message came after the
+    # 65th; with 400 messages, a run once completed before its fifth cut).
     plan = CutPlan(cuts=5, inside_flash=0.5, flash_ops=(5, 60), accepted=(5, 40))
-    config = app_config(hil_dut, dev, broker.address, qos, 400, version, transport, publish={"interval_ms": 0})
+    config = app_config(hil_dut, dev, broker.address, qos, 800, version, transport, publish={"interval_ms": 0})
     run = run_board(hil_dut, config, plan, seed=hil_cycle * 97 + qos)
     result = verdict([run])
     result.assert_kept()
