@@ -125,6 +125,7 @@ class Runner:
             "rate": rate,
             "heap": result["heap"],
             "window_used": result["window"],
+            **({"idle_wakes_per_s": result["wakes_per_s"]} if "wakes_per_s" in result else {}),
         }
 
 
@@ -188,8 +189,8 @@ def figure(quick: bool) -> dict[str, Any]:
 
 def asyncio_face(runner: Runner, address: str, quick: bool) -> list[dict[str, Any]]:
     """The asyncio face (dmqtt.aio) against the blocking API on the same flash, broker and window, loopback and a
-    10 ms round trip, in interleaved pairs: its cost per message (the polling task's rounds and the event loop)
-    and its heap (the client, its tasks and events)."""
+    10 ms round trip, in interleaved pairs: its cost per message (its tasks' rounds and the event loop), its heap
+    (the client, its tasks and events), and how often an idle connected asyncio client wakes."""
     out: list[dict[str, Any]] = []
     for path, one_way in PATHS.items():
         if path == "rtt 50 ms" or (quick and one_way):
@@ -200,8 +201,10 @@ def asyncio_face(runner: Runner, address: str, quick: bool) -> list[dict[str, An
                 for client in ("dmqtt", "dmqtt-aio"):
                     got = runner.run(target, client, qos, 64, "auto")
                     out.append({"path": path, "client": client, "qos": qos, **got})
+                    idle = f", idle {got['idle_wakes_per_s']:.1f} wakes/s" if "idle_wakes_per_s" in got else ""
                     print(
-                        f"  {path} {client:<10} qos {qos}: {got['rate']:>7.0f} msg/s, heap {got['heap']} B", flush=True
+                        f"  {path} {client:<10} qos {qos}: {got['rate']:>7.0f} msg/s, heap {got['heap']} B{idle}",
+                        flush=True,
                     )
     return out
 

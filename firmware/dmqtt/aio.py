@@ -1,15 +1,20 @@
 # The asyncio face of the durable client: the blocking client's protocol, session and journal (dmqtt.client,
-# dmqtt.session), driven by a task instead of by calls that wait, so that an application's other tasks (its
+# dmqtt.session), driven by tasks instead of by calls that wait, so that an application's other tasks (its
 # sensors, a web page) keep their schedule. The API follows what MicroPython users know from mqtt_as: await
 # connect(), await publish(), an async iterator of incoming messages, `up` and `down` events, reconnection with
 # backoff as a task of its own, close().
 #
-# Nothing here waits on a socket. The connection task polls the client without blocking (poll(0); writes that
-# leave the unsent tail of a packet for the next round) and sleeps between rounds: 0 ms while a packet is half
-# sent, 1 ms while flows are in flight or messages wait for the application, idle_ms otherwise. mqtt_as polls its
-# socket the same way: MicroPython's asyncio cannot wait on a TLS socket's buffered records or on the serial
-# link's timers. What still takes the CPU for a while: opening a transport (TCP connect, TLS handshake, the
-# serial link's open request) and each flash program, since publish() returns once the message is on flash.
+# The face waits on the socket. Over TCP (plain or TLS: the transport's `selectable` is the TCP socket under
+# both) one task per connection waits until the socket is readable, reads and handles what came, and sends what
+# that freed; a second wakes only when a packet could not be sent whole, and waits until the socket is writable;
+# the connection task sleeps until the next timer (keep-alive, a write stalled, confirmation's upkeep) or until
+# the connection is lost. An idle client therefore wakes once per keep-alive period (`wakes` counts). The wait is
+# MicroPython asyncio's poll registration (the IO queue its streams use: the TLS object's own poll sleeps in
+# 1 ms steps, so the TCP socket is registered and the transport's wait(0) covers a record mbedTLS holds); on
+# CPython the event loop's add_reader/add_writer. A transport without `selectable` (the serial link, whose
+# timers are its own; a test's fake) is polled: every 1 ms while flows are in flight, idle_ms otherwise.
+# What still takes the CPU for a while: opening a transport (TCP connect, TLS handshake, the serial link's open
+# request) and each flash program, since publish() returns once the message is on flash.
 #
 # Incoming messages are acknowledged when the application is done with them, not when they are queued: the
 # session defers (Session.defer). A QoS 2 message is journaled on arrival, handed to the iterator, and marked
@@ -18,6 +23,7 @@
 # point (at least once). docs/client.md states the contract.
 
 import asyncio
+import time
 
 from dmqtt import codec
 from dmqtt import journal_record as rec
@@ -38,84 +44,132 @@ except ImportError:
 
 try:
     _sleep_ms = asyncio.sleep_ms
+    _within = asyncio.wait_for_ms
 except AttributeError:  # CPython's asyncio (the host's tests)
 
     async def _sleep_ms(ms):
         await asyncio.sleep(ms / 1000)
 
+    def _within(awaitable, ms):
+        return asyncio.wait_for(awaitable, ms / 1000)
 
-_BUSY_MS = const(1)  # between polls while flows are in flight or messages wait for the application
+
+try:
+    from asyncio import core as _core  # type: ignore[attr-defined]  # MicroPython's scheduler: its IO queue polls the sockets tasks wait on
+
+    async def _io_wait(sock, write):
+        """Until `sock` is writable (write) or readable: the task is parked in the scheduler's poll."""
+        queue = _core._io_queue  # (each new event loop makes its own: looked up at every wait)
+        if write:
+            yield queue.queue_write(sock)
+        else:
+            yield queue.queue_read(sock)
+
+except ImportError:  # CPython: the event loop's reader and writer callbacks
+
+    async def _io_wait(sock, write):  # type: ignore[misc]
+        loop = asyncio.get_running_loop()  # type: ignore[attr-defined]
+        ready = loop.create_future()
+        add, remove = (loop.add_writer, loop.remove_writer) if write else (loop.add_reader, loop.remove_reader)
+        fd = sock.fileno()  # (the number, not the socket: a socket closed meanwhile has none to unregister by)
+        add(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            remove(fd)
+
+
+_BUSY_MS = const(1)  # a polled transport: between polls while flows are in flight or messages wait
 _ACK_TIMEOUT_MS = const(10000)  # CONNACK, SUBACK
 _HOLD_MS = const(5000)  # a connection without a session waits this long for the application (_open)
 _HELD = const(2)  # Session._rx_handled: the application has the message and has not said it is done
 _WIFI_MS = const(50)  # between checks of a WiFi link that is down
+_NO_TIMER_MS = const(600000)  # the connection task's longest sleep when no timer is due (keepalive 0)
+_TEND_MS = const(1000)  # a confirming client's upkeep (timeouts, what the recorder says is missing) when idle
+_HEAR_MS = const(500)  # settle(): how long the recorder's retained confirmation may take after the SUBACK
 
 
-class _DeferringSession(Session):
-    """The session with deferred acknowledgement: an incoming QoS 2 message is journaled (RX) and handed to the
-    application as the blocking client does, but it is handled when the application says so (handled()), not
-    when on_message returns; a PUBREL that comes before is answered then (PUBCOMP waits). Everything else is
-    the blocking client's session, so both faces keep the same receive contract (docs/client.md)."""
+def _deferring(base):
+    """The session `base` (Session, or confirmation's ConfirmingSession) with deferred acknowledgement: an incoming
+    QoS 2 message is journaled (RX) and handed to the application as the blocking client does, but it is handled
+    when the application says so (handled()), not when on_message returns; a PUBREL that comes before is answered
+    then (PUBCOMP waits). Everything else is the blocking client's session, so both faces keep the same receive
+    contract (docs/client.md). A class made per base, not a mixin: MicroPython's super() does not follow a
+    diamond's method order."""
 
-    defer = True  # QoS 1: PUBACK when the application is done (puback())
+    class DeferringSession(base):  # type: ignore[valid-type,misc]
+        defer = True  # QoS 1: PUBACK when the application is done (puback())
 
-    def __init__(self, store, version, window, max_messages, rx_max):
-        super().__init__(store, version, window, max_messages, rx_max)
-        self._rx_rel = bytearray(rx_max)  # PUBREL came while the application held the message
+        def __init__(self, store, version, window, max_messages, rx_max):
+            base.__init__(self, store, version, window, max_messages, rx_max)
+            self._rx_rel = bytearray(rx_max)  # PUBREL came while the application held the message
 
-    def _handle(self, j, topic, payload, retain, dup):
-        self.rx_pid = self._rx_pid[j]
-        if self.on_message is not None:
-            self.on_message(topic, bytes(payload), 2, retain, dup)
-        self._rx_handled[j] = _HELD
+        def _handle(self, j, topic, payload, retain, dup):
+            self.rx_pid = self._rx_pid[j]
+            if self.on_message is not None:
+                self.on_message(topic, bytes(payload), 2, retain, dup)
+            self._rx_handled[j] = _HELD
 
-    def handle(self, ptype, flags, body):
-        if ptype == codec.PUBREL:
-            j = self._rx_find(codec.check_ack(ptype, body, self.version))
-            if j >= 0 and not self._rx_handled[j]:
-                from dmqtt import inbox
+        def handle(self, ptype, flags, body):
+            if ptype == codec.PUBREL:
+                j = self._rx_find(codec.check_ack(ptype, body, self.version))
+                if j >= 0 and not self._rx_handled[j]:
+                    from dmqtt import inbox
 
-                inbox.deliver(self, j)  # (the application did not have it yet): it gets it now
-            if j >= 0 and self._rx_handled[j] == _HELD:
-                self._rx_rel[j] = 1  # answered once the application is done with it
+                    inbox.deliver(self, j)  # (the application did not have it yet): it gets it now
+                if j >= 0 and self._rx_handled[j] == _HELD:
+                    self._rx_rel[j] = 1  # answered once the application is done with it
+                    return
+            base.handle(self, ptype, flags, body)
+
+        def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True, topic_aliases=0):
+            for j in range(len(self._rx_rel)):
+                self._rx_rel[j] = 0  # a PUBREL of the last connection comes again on this one [MQTT-4.4.0-1]
+            base.connected(self, session_present, receive_max, max_qos, retain_available, topic_aliases)
+
+        def handled(self, pid):
+            """The application is done with incoming QoS 2 message `pid`: journaled as handled, or, when its
+            PUBREL has come already, released (RXDONE, then PUBCOMP)."""
+            j = self._rx_find(pid)
+            if j < 0 or self._rx_handled[j] != _HELD:
                 return
-        Session.handle(self, ptype, flags, body)
+            if self._rx_rel[j] and self.connected_now:
+                from dmqtt import inbox  # (loaded already: the message came through it)
 
-    def connected(self, session_present, receive_max=65535, max_qos=2, retain_available=True, topic_aliases=0):
-        for j in range(len(self._rx_rel)):
-            self._rx_rel[j] = 0  # a PUBREL of the last connection comes again on this one [MQTT-4.4.0-1]
-        super().connected(session_present, receive_max, max_qos, retain_available, topic_aliases)
+                inbox.release(self, j)
+            else:
+                self._rx_addr[j] = self._journal_pid(rec.HANDLED, pid)
+                self._rx_handled[j] = 1  # a PUBREL (again, after a reconnect) releases it
 
-    def handled(self, pid):
-        """The application is done with incoming QoS 2 message `pid`: journaled as handled, or, when its PUBREL
-        has come already, released (RXDONE, then PUBCOMP)."""
-        j = self._rx_find(pid)
-        if j < 0 or self._rx_handled[j] != _HELD:
-            return
-        if self._rx_rel[j] and self.connected_now:
-            from dmqtt import inbox  # (loaded already: the message came through it)
+        def puback(self, pid):
+            """The application is done with incoming QoS 1 message `pid` (of the current connection)."""
+            self._owe(codec.PUBACK, pid, codec.SUCCESS)
 
-            inbox.release(self, j)
-        else:
-            self._rx_addr[j] = self._journal_pid(rec.HANDLED, pid)
-            self._rx_handled[j] = 1  # a PUBREL (again, after a reconnect) releases it
+        def holding(self):
+            """Incoming QoS 2 messages the application holds."""
+            n = 0
+            for j in range(len(self._rx_pid)):
+                if self._rx_pid[j] and self._rx_handled[j] == _HELD:
+                    n += 1
+            return n
 
-    def puback(self, pid):
-        """The application is done with incoming QoS 1 message `pid` (of the current connection)."""
-        self._owe(codec.PUBACK, pid, codec.SUCCESS)
-
-    def holding(self):
-        """Incoming QoS 2 messages the application holds."""
-        n = 0
-        for j in range(len(self._rx_pid)):
-            if self._rx_pid[j] and self._rx_handled[j] == _HELD:
-                n += 1
-        return n
+    return DeferringSession
 
 
 class _Client(MQTTClient):
-    _Session = _DeferringSession
+    _Session = _deferring(Session)
     blocking = False
+
+
+def _confirming_client():
+    """The client with end-to-end confirmation (dmqtt.confirm, loaded only for it) and the deferring session."""
+    from dmqtt.confirm import ConfirmingClient, ConfirmingSession
+
+    class Confirming(ConfirmingClient):
+        _Session = _deferring(ConfirmingSession)
+        blocking = False
+
+    return Confirming
 
 
 class AsyncClient:
@@ -126,11 +180,33 @@ class AsyncClient:
     connection was made; `down`, one was lost (the broker's, or the WiFi's under it).
 
     `wifi`: dmqtt.wifi once started (wifi.start(ssid, password)), for a board on WiFi: no connection is tried
-    while the link is down, and the link is rejoined with its backoff (its on_up/on_down hooks say when)."""
+    while the link is down, and the link is rejoined with its backoff (its on_up/on_down hooks say when).
 
-    def __init__(self, client_id, store, idle_ms=20, queue_max=16, wifi=None, **options):
-        c = self.client = _Client(client_id, store, **options)
-        self._session: _DeferringSession = c.session  # type: ignore[assignment]  # what _Client makes
+    `confirm_topic`: end-to-end confirmation by the recorder (docs/confirmation.md), as ConfirmingClient has it:
+    `epoch` names this boot's messages (the telemetry's boot), `timeout_s` and `hold` as there. The client
+    subscribes to confirm_topic at each connection; `unconfirmed()` counts what the store has not confirmed.
+
+    `wakes`: how often the connection's tasks have resumed (what an idle client costs the CPU)."""
+
+    def __init__(
+        self,
+        client_id,
+        store,
+        idle_ms=20,
+        queue_max=16,
+        wifi=None,
+        confirm_topic=None,
+        epoch=0,
+        timeout_s=30,
+        hold=False,
+        **options
+    ):
+        if confirm_topic is None:
+            c = self.client = _Client(client_id, store, **options)
+        else:
+            c = self.client = _confirming_client()(client_id, store, confirm_topic, epoch, timeout_s, hold, **options)
+        self._session: Any = c.session  # a deferring session (_deferring)
+        self.confirm_topic = confirm_topic
         c.on_message = self._arrived
         c.on_disconnect = self._lost
         c.on_published = self._ended
@@ -138,10 +214,15 @@ class AsyncClient:
         self.wifi = wifi
         self.queue_max = queue_max  # QoS 0 messages beyond this many waiting are dropped (counted)
         self.dropped = 0
+        self.wakes = 0
         self.last_error = None  # why the last connection attempt failed or the last connection ended
         self.up = asyncio.Event()
         self.down = asyncio.Event()
         self._ready = asyncio.Event()  # connected now
+        self._gone = asyncio.Event()  # the connection ended (wakes the connection task)
+        self._input = asyncio.Event()  # the connection read something, or ended (SUBACK waits)
+        self._unsent = asyncio.Event()  # a packet was not sent whole (wakes the writer)
+        self._sent = asyncio.Event()  # the output buffer is empty again, or the connection ended
         self._news = asyncio.Event()  # a message arrived, or the client closed
         self._room = asyncio.Event()  # a flow ended: a slot may be free
         self._inbox = []  # (topic, payload, qos, retain, dup, pid, connection)
@@ -149,6 +230,7 @@ class AsyncClient:
         self._subs = []  # (topic, qos): subscribed again when a connection finds no session
         self._factory: Any = None  # opens a transport (connect())
         self._task: Any = None
+        self._io: list = []  # the connection's reader and writer tasks
         self._closed = False
         self.notes = c.open()  # the journal replayed: interrupted QoS 2 messages are in the inbox already
 
@@ -178,6 +260,7 @@ class AsyncClient:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        self._stop_io()
         c = self.client
         c.flush()
         c.blocking = True  # from here on every write completes: the rest of a packet, then DISCONNECT
@@ -194,42 +277,65 @@ class AsyncClient:
         c = self.client
         backoff = Backoff()
         while True:
-            if c.state != CONNECTED:
-                if self.wifi is not None and not self.wifi.check():
-                    await _sleep_ms(_WIFI_MS)  # no link: nothing to try until the supervision has it back
-                    continue
-                try:
-                    await self._open()
-                    backoff.reset()
-                except (OSError, MQTTError) as exc:
-                    c.close()
-                    self.last_error = str(exc)
-                    await _sleep_ms(backoff.next_ms())
+            if self.wifi is not None and not self.wifi.check():
+                await _sleep_ms(_WIFI_MS)  # no link: nothing to try until the supervision has it back
                 continue
             try:
-                c.poll(0)
-            except (OSError, MQTTError):
-                c.close()  # told to _lost() by the client
+                present = await self._open()
+                backoff.reset()
+                sock = getattr(c._transport, "selectable", None)
+                self._io.append(asyncio.create_task(self._read(sock)))
+                if sock is not None:
+                    self._io.append(asyncio.create_task(self._write(sock)))
+                if self.confirm_topic is not None:
+                    await self._subscribe(self.confirm_topic, 0)  # the recorder's retained confirmation comes
+                if not present:
+                    for topic, qos in self._subs:
+                        await self._subscribe(topic, qos)
+                self.up.set()
+                self._ready.set()
+                while c.state == CONNECTED:
+                    self._gone.clear()
+                    try:
+                        await _within(self._gone.wait(), self._timer_ms())
+                    except asyncio.TimeoutError:
+                        self._tick()
+            except (OSError, MQTTError) as exc:
+                c.close()
+                self.last_error = str(exc)
+                self._stop_io()
+                await _sleep_ms(backoff.next_ms())
                 continue
-            if c._tail != c._end:  # a packet half sent
-                await _sleep_ms(0)
-            elif c.outstanding() or self._inbox or self._holding is not None:
-                await _sleep_ms(_BUSY_MS)
-            else:
-                c.session.journal.tend()  # idle: the ring opens and erases ahead here, not inside a publish()
-                await _sleep_ms(self.idle_ms)
+            self._stop_io()
+
+    def _stop_io(self):
+        """End the connection's reader and writer (waiting on a socket that is closed, or on an event). Not awaited:
+        a task that awaited them would take their CancelledError for its own, and close() would not stop it."""
+        for task in self._io:
+            if not task.done():
+                task.cancel()
+        self._io = []
 
     async def _open(self):
+        """A transport, CONNECT, CONNACK: the session-present flag."""
         c = self.client
         transport = self._factory()
+        sock = getattr(transport, "selectable", None)
         try:
             c._send_connect(transport)
             start = _ticks_ms()
             present = None
             while present is None:
-                if _elapsed(start) > _ACK_TIMEOUT_MS:
+                left = _ACK_TIMEOUT_MS - _elapsed(start)
+                if left <= 0:
                     c._fail("no answer from the broker within %d ms" % _ACK_TIMEOUT_MS, None)
-                await _sleep_ms(_BUSY_MS)
+                if sock is None:
+                    await _sleep_ms(_BUSY_MS)
+                else:
+                    try:
+                        await _within(_io_wait(sock, c._tail != c._end), left)
+                    except asyncio.TimeoutError:
+                        pass
                 c._drain(False)
                 present = c._take_connack()
             if not present:
@@ -244,19 +350,101 @@ class AsyncClient:
         except MQTTError:
             c.connect_failures += 1
             raise
-        if not present:
-            for topic, qos in self._subs:
-                await self._subscribe(topic, qos)
-        self.up.set()
-        self._ready.set()
+        return present
+
+    async def _read(self, sock):
+        """The connection's input: wait until the socket is readable (or, polled, sleep), then read, handle and
+        send what that allows. Ends with the connection."""
+        c = self.client
+        transport = c._transport
+        rounds = 0
+        while True:
+            try:
+                c.poll(0)
+            except (OSError, MQTTError):
+                c.close()  # told to _lost()
+                return
+            self._input.set()
+            if c._tail != c._end:
+                self._unsent.set()
+            else:
+                self._sent.set()
+            busy = c.outstanding() or self._inbox or self._holding is not None
+            rounds += 1
+            if sock is None:
+                if not busy:
+                    c.session.journal.tend()  # idle: the ring opens and erases ahead here, not in a publish()
+                await _sleep_ms(0 if c._tail != c._end else _BUSY_MS if busy else self.idle_ms)
+            elif rounds >= 8 or not transport.wait(0):  # (wait(0): also a TLS record mbedTLS holds)
+                if not busy:
+                    c.session.journal.tend()
+                rounds = 0
+                await _io_wait(sock, False)
+            else:
+                continue  # more input waiting: read on without a trip through the scheduler (8 rounds at most)
+            self.wakes += 1
+
+    async def _write(self, sock):
+        """The rest of a packet the socket did not take whole: wait until it is writable, then send it and what the
+        session has ready behind it."""
+        c = self.client
+        while True:
+            self._unsent.clear()
+            await self._unsent.wait()
+            while c._tail != c._end and c.state == CONNECTED:
+                await _io_wait(sock, True)
+                self.wakes += 1
+                try:
+                    c._pump()
+                except (OSError, MQTTError):
+                    c.close()
+                    return
+            self._sent.set()
+
+    def _timer_ms(self):
+        """Until the connection's next timer: a PINGREQ due, a PINGRESP overdue, a stalled write to check,
+        confirmation's upkeep."""
+        c = self.client
+        ms = _NO_TIMER_MS
+        if c.keepalive:
+            period = c.keepalive * 1000
+            if c._ping_at >= 0:
+                ms = period - _elapsed(c._ping_at)
+            else:
+                ms = period * 3 // 4 - _elapsed(c._last_tx)
+        if c._tail != c._end or self.confirm_topic is not None:
+            ms = min(ms, _TEND_MS)
+        return max(1, ms + 1)
+
+    def _tick(self):
+        c = self.client
+        self.wakes += 1
+        try:
+            c._drain(False)  # (a write that has taken nothing for the client's stall limit fails here)
+            if self.confirm_topic is not None:
+                self._session.tend()  # timeouts, what the recorder says is missing
+                c._pump()
+            c._keep_alive()
+        except (OSError, MQTTError):
+            c.close()
+            return
+        if c._tail != c._end:
+            self._unsent.set()
 
     def _lost(self, code, reason):
         self.last_error = reason
         self._ready.clear()
         self.down.set()
+        self._gone.set()
+        self._input.set()
+        self._sent.set()
 
     def _ended(self, pid, code):
         self._room.set()
+
+    def unconfirmed(self):
+        """With confirm_topic: messages accepted and not yet confirmed by the recorder (in flight ones included)."""
+        return self.client.unconfirmed()  # type: ignore[attr-defined]
 
     # -- application -----------------------------------------------------------------------------------------
 
@@ -265,20 +453,33 @@ class AsyncClient:
         disconnected: the offline queue), waiting without blocking while every slot is in flight. Raises
         PublishRefused for a message that can never be sent."""
         c = self.client
+        session = c.session
         while True:
             if qos == 0:
                 await self._writable()
+            elif session.full():
+                # (waited for here, not by catching the client's QueueFull: an exception per message costs more
+                # than the message when acknowledgements free one slot at a time)
+                self._room.clear()
+                await self._room.wait()
+                continue
             try:
-                return c.publish(topic, payload, qos, retain, mark)
+                pid = c.publish(topic, payload, qos, retain, mark)
             except QueueFull:
                 self._room.clear()
                 await self._room.wait()
+                continue
             except MQTTError:
                 c.close()  # QoS 0 met a lost connection: sent again on the next one
+                continue
+            if c._tail != c._end:
+                self._unsent.set()
+            return pid
 
     async def subscribe(self, topic, qos=1):
         """Subscribe now (when connected) and again on every connection that finds no session; returns the
         granted QoS, or None when not connected yet."""
+        codec.check_sub_options(qos, self.client.version)  # (now: a subscription kept for later is sent later)
         self._subs = [s for s in self._subs if s[0] != topic] + [(topic, qos)]
         if self.connected:
             return await self._subscribe(topic, qos)
@@ -289,13 +490,20 @@ class AsyncClient:
         c = self.client
         pid = c.session.allocate_pid()
         c._write(codec.encode_subscribe(pid, [(topic, qos)], c.version, None, c._out))
+        if c._tail != c._end:
+            self._unsent.set()
         start = _ticks_ms()
         while pid not in c._acks:
             if not self.connected:
                 raise MQTTError("connection lost before SUBACK")
-            if _elapsed(start) > _ACK_TIMEOUT_MS:
+            left = _ACK_TIMEOUT_MS - _elapsed(start)
+            if left <= 0:
                 raise MQTTError("no SUBACK within %d ms" % _ACK_TIMEOUT_MS)
-            await _sleep_ms(_BUSY_MS)
+            self._input.clear()
+            try:
+                await _within(self._input.wait(), left)
+            except asyncio.TimeoutError:
+                pass
         return c._acks.pop(pid)[0]
 
     async def wait_idle(self):
@@ -306,14 +514,31 @@ class AsyncClient:
 
     async def settle(self, timeout_ms):
         """End a wake before deep sleep (docs/low-power.md): until every QoS 1/2 message is acknowledged (the
-        connection task reconnecting meanwhile) or timeout_ms has passed, then close(). Returns how many are left:
-        they stay journaled and go at the next connection."""
+        connection task reconnecting meanwhile) or timeout_ms has passed, then close(). With confirmation, the
+        recorder's retained confirmation is awaited too, and what it says is missing goes first. Returns how many
+        are left: they stay journaled and go at the next connection."""
+        end = time.ticks_add(_ticks_ms(), timeout_ms)
         try:
-            await asyncio.wait_for(self.wait_idle(), timeout_ms / 1000)
+            await _within(self.wait_idle(), timeout_ms)
+            if self.confirm_topic is not None:
+                await self._hear(end)
         except asyncio.TimeoutError:
             pass
         await self.close()
         return self.client.outstanding()
+
+    async def _hear(self, end):
+        """The recorder's retained confirmation (ConfirmingClient.settle's rule): it follows the SUBACK, so it has
+        come by now or within a moment; then what it says is missing, sent and acknowledged."""
+        c = self.client
+        session: Any = c.session
+        hear = time.ticks_add(_ticks_ms(), _HEAR_MS)
+        while session._stamp < 0 and time.ticks_diff(hear, _ticks_ms()) > 0 and self.connected:
+            await _sleep_ms(20)
+        session.tend()
+        if self.connected:
+            c._pump()
+        await _within(self.wait_idle(), max(1, time.ticks_diff(end, _ticks_ms())))
 
     async def _writable(self):
         c = self.client
@@ -321,7 +546,9 @@ class AsyncClient:
             if c.state != CONNECTED:
                 await self._ready.wait()
             else:
-                await _sleep_ms(0)
+                self._sent.clear()
+                self._unsent.set()
+                await self._sent.wait()
 
     # -- incoming messages -----------------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@
 #   readinto(buf) -> bytes read, None when nothing is waiting, 0 when the peer closed
 #   wait(timeout_ms, writable=False) -> True when readable (or writable) before the timeout
 #   close()
+#   selectable: the object an event loop can wait on for input and output (the asyncio face, dmqtt.aio), or None
+#     when the transport has to be polled (the serial link keeps timers of its own)
 # The client never touches a socket itself, so the same client code runs over TCP and over the serial link.
 
 import select
@@ -58,7 +60,7 @@ class TCPTransport:
         # of 0.05 ms). mbedTLS reads a record's exact length from the socket, so the one thing the socket cannot
         # show is the unread rest of a record that filled our buffer: `_more` covers it.
         self._poller.register(raw, select.POLLIN)
-        self._raw = raw
+        self.selectable = raw  # (the TCP socket under TLS too, for the same reason; `_more` is read by wait(0))
 
     def send(self, buf, start, end):
         # write(), not send(): TLS sockets have only the stream methods. On a non-blocking stream it returns
@@ -87,7 +89,7 @@ class TCPTransport:
     def wait(self, timeout_ms, writable=False):
         if self._more and not writable:
             return True
-        self._poller.modify(self._raw, select.POLLOUT if writable else select.POLLIN)
+        self._poller.modify(self.selectable, select.POLLOUT if writable else select.POLLIN)
         # ipoll, not poll: it yields one tuple it reuses, where poll() builds a list of new tuples every call.
         for _ in self._poller.ipoll(timeout_ms):
             return True
