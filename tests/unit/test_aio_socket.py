@@ -181,3 +181,32 @@ def test_the_keepalive_runs_from_a_timer_and_a_missing_pingresp_ends_the_connect
     assert types == [codec.CONNECT, codec.PINGREQ]
     assert 0.6 < ping_after < 2.0
     assert "PINGRESP" in error
+
+
+def test_an_idle_confirming_client_sends_again_what_stays_unconfirmed(pair: tuple[socket.socket, socket.socket]) -> None:
+    """Confirmation's upkeep runs from the connection task's timer: with nothing arriving on the socket, a message
+    acknowledged and never confirmed goes again after timeout_s."""
+
+    async def run() -> list[codec.Packet]:
+        client = AsyncClient(
+            "aio-sock", RingJournal(NorPartition(8), 512), confirm_topic="confirm/aio-sock", epoch=1, timeout_s=0.3,
+            version=codec.V311, keepalive=0,
+        )  # fmt: skip
+        broker = BrokerEnd(pair[1])
+        task = asyncio.create_task(client.connect(lambda: SocketTransport(pair[0])))
+        await broker.read(1)
+        broker.send(codec.encode_connack(False, 0, codec.V311))
+        subscribe = (await broker.read(2))[1]
+        assert subscribe.type == codec.SUBSCRIBE and subscribe.topics[0][0] == "confirm/aio-sock"
+        broker.send(codec.encode_suback(subscribe.pid, [0], codec.V311))
+        await asyncio.wait_for(task, 5)
+        pid = await client.publish("sensors/a", b"reading 0", 1)
+        await broker.read(3)
+        broker.send(codec.encode_ack(codec.PUBACK, pid, 0, codec.V311))
+        packets = await broker.read(4, limit_s=5)  # sent again, with no input to wake the reader
+        await client.close()
+        return packets
+
+    packets = asyncio.run(run())
+    again = [p for p in packets if p.type == codec.PUBLISH]
+    assert [bytes(p.payload) for p in again] == [b"reading 0", b"reading 0"]

@@ -205,3 +205,68 @@ def test_the_asyncio_face_settles_as_the_blocking_one_does() -> None:
     assert left == 2 and len(broker.of_type(codec.DISCONNECT)) == 1
     left, broker = asyncio.run(wake(acks=2, publish=0, present=True, timeout_ms=5000))
     assert left == 0 and [bytes(p.payload) for p in broker.of_type(codec.PUBLISH)] == [b"reading 1", b"reading 2"]
+
+
+def aio_confirming(flash: NorPartition, epoch: int, timeout_s: float = 30) -> AsyncClient:
+    return AsyncClient(
+        "sleeper", RingJournal(flash, 256), idle_ms=2, confirm_topic="confirm/sleeper", epoch=epoch,
+        timeout_s=timeout_s, version=codec.V311, keepalive=0,
+    )  # fmt: skip
+
+
+def test_the_asyncio_face_confirms_as_the_blocking_one_reads_the_retained_confirmation_and_resends_the_gap() -> None:
+    flash = NorPartition(8)
+
+    async def first_wake() -> tuple[int, int]:
+        client = aio_confirming(flash, epoch=1)
+        await client.connect(lambda: Recorder(acks=4, retained=None))
+        for n in range(4):
+            await client.publish(b"sensors/a", b"reading %d" % n, 1)
+        return await client.settle(2000), client.unconfirmed()
+
+    assert asyncio.run(first_wake()) == (0, 4)  # acknowledged, never confirmed: kept in the journal
+
+    async def second_wake() -> tuple[int, Recorder, AsyncClient]:
+        # The recorder stored seq 0, 1 and 3 of boot 1 and says 2 is missing; the client subscribes by itself.
+        client = aio_confirming(flash, epoch=2)
+        broker = Recorder(acks=10, retained=encode(7, [Entry(1, 2, 4, ((2, 2),))]))
+        await client.connect(lambda: broker)
+        return await client.settle(2000), broker, client
+
+    left, broker, client = asyncio.run(second_wake())
+    assert left == 0
+    assert [p.topics[0][0] for p in broker.of_type(codec.SUBSCRIBE)] == ["confirm/sleeper"]
+    assert [bytes(p.payload) for p in broker.of_type(codec.PUBLISH)] == [b"reading 2"]  # from the journal
+    assert client.client.session.resent == 1 and len(broker.of_type(codec.DISCONNECT)) == 1
+
+
+def test_the_asyncio_face_sends_again_what_stays_unconfirmed_past_its_timeout_and_a_cut_keeps_it() -> None:
+    flash = NorPartition(8)
+
+    async def wake() -> tuple[Recorder, int]:
+        client = aio_confirming(flash, epoch=1, timeout_s=0.3)
+        broker = Recorder(acks=10, retained=None)
+        await client.connect(lambda: broker)
+        for n in range(2):
+            await client.publish(b"sensors/a", b"reading %d" % n, 1)
+        deadline = time.monotonic() + 5
+        while len(broker.of_type(codec.PUBLISH)) < 4:  # each sent, acknowledged, unconfirmed: sent again
+            assert time.monotonic() < deadline, [bytes(p.payload) for p in broker.of_type(codec.PUBLISH)]
+            await asyncio.sleep(0.01)
+        unconfirmed = client.unconfirmed()
+        client._task.cancel()  # a power cut: nothing more is written
+        return broker, unconfirmed
+
+    broker, unconfirmed = asyncio.run(wake())
+    assert sorted(bytes(p.payload) for p in broker.of_type(codec.PUBLISH))[:4] == [b"reading 0"] * 2 + [b"reading 1"] * 2
+    assert unconfirmed == 2
+    # After the cut the journal still holds both: the recorder's confirmation of seq 0 leaves only seq 1 to send.
+
+    async def after_cut() -> Recorder:
+        client = aio_confirming(flash, epoch=2)
+        broker = Recorder(acks=10, retained=encode(8, [Entry(1, 1, 2, ((1, 1),))]))
+        await client.connect(lambda: broker)
+        await client.settle(2000)
+        return broker
+
+    assert [bytes(p.payload) for p in asyncio.run(after_cut()).of_type(codec.PUBLISH)] == [b"reading 1"]

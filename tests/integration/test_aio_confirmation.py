@@ -1,0 +1,73 @@
+"""End-to-end confirmation through the asyncio face (dmqtt.aio with confirm_topic) on the MicroPython Unix port,
+as the blocking face has it (tests/integration/test_confirmation.py): Mosquitto without persistence holds
+acknowledged messages for a recorder that stopped reading, and dies with them (SIGKILL); the recorder's
+confirmations show the gap, the board sends it again from its journal, and the store ends with every message
+once, the repaired ones marked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.vboard import VirtualBoard
+from tests.integration.boards import read_until
+from tests.integration.recorder_proc import RecorderProcess, read_rows
+
+APP = Path(__file__).parent / "apps" / "aio_confirm"
+
+
+@pytest.mark.parametrize(("qos", "version"), [(1, 4), (2, 5)])
+def test_the_asyncio_face_gives_back_what_a_killed_broker_lost(tmp_path: Path, qos: int, version: int) -> None:
+    dev, count = f"aio-confirm-q{qos}", 90
+    broker = Mosquitto(tmp_path / "broker")
+    broker.start()
+    recorder = RecorderProcess(tmp_path / "store", broker.address, "--confirm", "--mqtt-version", "5")
+    settings = tmp_path / "example.json"
+    settings.write_text(json.dumps({
+        "client_id": dev, "broker": broker.address, "count": count, "interval_ms": 15, "qos": qos,
+        "version": version, "timeout_s": 3, "wait_s": 60,
+    }))  # fmt: skip
+    board = VirtualBoard(
+        flash=tmp_path / "b.flash", app=APP, library=True, put=((settings, "example.json"),),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    paused = False
+    console = ""
+    try:
+        recorder.wait_connected()
+        board.start()
+        console += read_until(board, lambda out: "accepted 20\n" in out, timeout=60)
+        os.kill(recorder.process.pid, signal.SIGSTOP)  # the broker now acknowledges and holds for the recorder
+        paused = True
+        console += read_until(board, lambda out: "accepted 45\n" in out, timeout=60)
+        broker.kill()  # and dies with what it held
+        broker.start()
+        os.kill(recorder.process.pid, signal.SIGCONT)
+        paused = False
+        assert board.process is not None
+        out, _ = board.process.communicate(timeout=120)
+        console += out.decode(errors="replace")
+        assert board.wait() == 0, console[-3000:]
+        recorder.wait_rows(count, timeout=60)
+    finally:
+        if paused:
+            os.kill(recorder.process.pid, signal.SIGCONT)
+        board.close()
+        recorder.stop()
+        broker.stop()
+    rows = [r for r in read_rows(tmp_path / "store") if r["dev"] == dev and not r["recorder_dup"]]
+    seqs = sorted(r["seq"] for r in rows)
+    assert seqs == list(range(count)), f"lost or doubled: {sorted(set(range(count)) - set(seqs))} {len(seqs)}"
+    last = [line for line in console.splitlines() if line.startswith("unconfirmed ")][-1].split()
+    assert last[1] == "0", console[-3000:]
+    repaired = sum(bool(r["repaired"]) for r in rows)
+    resent = int(last[3])
+    # The broker lost what it held for the stopped recorder: the board sent it again from flash.
+    assert resent > 0 and repaired > 0, (resent, repaired)
