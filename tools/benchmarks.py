@@ -327,8 +327,9 @@ def render_asyncio(rows: list[dict[str, Any]]) -> list[str]:
                           verdict(ratio >= ASYNCIO_GOAL)])  # fmt: skip
     idle = [r["idle_wakes_per_s"] for r in rows if "idle_wakes_per_s" in r]
     if idle:
-        goals.append(["idle connected asyncio client (keepalive 60 s): wakes per second, the most of its runs",
-                      f"<= {ASYNCIO_IDLE_WAKES}", f"{max(idle):.2f}", verdict(max(idle) <= ASYNCIO_IDLE_WAKES)])  # fmt: skip
+        worst = max(idle)
+        goals.append(["idle connected asyncio client (keepalive 60 s): wakes per second, most of its runs",
+                      f"<= {ASYNCIO_IDLE_WAKES}", f"{worst:.2f}", verdict(worst <= ASYNCIO_IDLE_WAKES)])  # fmt: skip
     return [
         "### The asyncio face against the blocking API",
         "",

@@ -15,37 +15,22 @@ topic = "sensors/%s/reading" % cfg["client_id"]
 LinkTransport.prepare(cfg["uart"], cfg["baud"])
 gc.collect()
 from dmqtt.client import MQTTClient  # noqa: E402
-from dmqtt.errors import MQTTError, QueueFull  # noqa: E402
 from dmqtt.journal import open_journal  # noqa: E402
+from dmqtt.robust import Supervisor  # noqa: E402
 
 client = MQTTClient(cfg["client_id"], open_journal(), version=5)
 client.open()
-
-
-def serve(ms):
-    """Keep the connection through the bridge up, and its acknowledgements read, for about ms."""
-    if not client.connected:
-        try:
-            client.connect(LinkTransport(uart_id=cfg["uart"], baud=cfg["baud"]))  # the bridge's broker
-        except (OSError, MQTTError) as exc:
-            print("no bridge or broker (%s): is host-bridge run serving this port?" % exc)
-            time.sleep_ms(1000)
-            return
-    try:
-        client.poll(ms)
-    except (OSError, MQTTError):
-        client.close()
-
+# The supervisor keeps the connection through the bridge up, and its acknowledgements read, between readings.
+link = Supervisor(client, lambda: LinkTransport(uart_id=cfg["uart"], baud=cfg["baud"]))  # the bridge's broker
+link.on_error = lambda exc: print("no bridge or broker (%s): is host-bridge run serving this port?" % exc)
 
 seq = client.mark
+start = due = time.ticks_ms()
 while seq < cfg["count"]:
-    try:
-        client.publish(topic, json.dumps({"seq": seq}).encode(), qos=1, mark=seq + 1, timeout_ms=1000)
-        seq += 1
-    except QueueFull:
-        pass
-    serve(cfg["interval_ms"])
-while client.outstanding():
-    serve(100)
-print("done", seq)
+    link.publish(topic, json.dumps({"seq": seq}).encode(), qos=1, mark=seq + 1)
+    seq += 1
+    due = time.ticks_add(due, cfg["interval_ms"])
+    link.serve_until(due)
+left = link.drain(30000)
+print("done", seq, "in", time.ticks_diff(time.ticks_ms(), start), "ms;", left, "unacknowledged")
 client.disconnect()

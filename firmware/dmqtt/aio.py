@@ -199,7 +199,7 @@ class AsyncClient:
         epoch=0,
         timeout_s=30,
         hold=False,
-        **options
+        **options,
     ):
         if confirm_topic is None:
             c = self.client = _Client(client_id, store, **options)

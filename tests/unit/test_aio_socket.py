@@ -98,7 +98,9 @@ async def connected(client: AsyncClient, pair: tuple[socket.socket, socket.socke
     return broker
 
 
-def test_an_idle_connection_sleeps_and_an_acknowledgement_wakes_it_at_once(pair: tuple[socket.socket, socket.socket]) -> None:
+def test_an_idle_connection_sleeps_and_an_acknowledgement_wakes_it_at_once(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
     async def run() -> tuple[int, float, int]:
         client = new_client(keepalive=60)
         broker = await connected(client, pair)
@@ -129,6 +131,7 @@ def test_a_packet_the_socket_cannot_take_whole_goes_once_it_drains(pair: tuple[s
     async def run() -> tuple[list[codec.Packet], int]:
         client = new_client(keepalive=0, max_packet=1024)
         broker = await connected(client, pair)
+
         # QoS 0 messages of 900 bytes, the broker not reading: the socket fills, publish() waits without
         # blocking the loop (this coroutine's sleeps still run), and every message goes once the broker reads.
         async def send_all() -> None:
@@ -183,7 +186,9 @@ def test_the_keepalive_runs_from_a_timer_and_a_missing_pingresp_ends_the_connect
     assert "PINGRESP" in error
 
 
-def test_an_idle_confirming_client_sends_again_what_stays_unconfirmed(pair: tuple[socket.socket, socket.socket]) -> None:
+def test_an_idle_confirming_client_sends_again_what_stays_unconfirmed(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
     """Confirmation's upkeep runs from the connection task's timer: with nothing arriving on the socket, a message
     acknowledged and never confirmed goes again after timeout_s."""
 

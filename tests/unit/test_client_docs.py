@@ -18,6 +18,7 @@ MODULES = {
     "dmqtt": "dmqtt/__init__.py",
     "dmqtt.client": "dmqtt/client.py",
     "dmqtt.aio": "dmqtt/aio.py",
+    "dmqtt.robust": "dmqtt/robust.py",
     "dmqtt.confirm": "dmqtt/confirm.py",
     "dmqtt.errors": "dmqtt/errors.py",
     "dmqtt.usage": "dmqtt/usage.py",

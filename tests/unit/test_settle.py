@@ -258,7 +258,9 @@ def test_the_asyncio_face_sends_again_what_stays_unconfirmed_past_its_timeout_an
         return broker, unconfirmed
 
     broker, unconfirmed = asyncio.run(wake())
-    assert sorted(bytes(p.payload) for p in broker.of_type(codec.PUBLISH))[:4] == [b"reading 0"] * 2 + [b"reading 1"] * 2
+    assert (
+        sorted(bytes(p.payload) for p in broker.of_type(codec.PUBLISH))[:4] == [b"reading 0"] * 2 + [b"reading 1"] * 2
+    )
     assert unconfirmed == 2
     # After the cut the journal still holds both: the recorder's confirmation of seq 0 leaves only seq 1 to send.
 

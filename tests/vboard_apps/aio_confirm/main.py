@@ -1,4 +1,4 @@
-# A test's asyncio board with end-to-end confirmation (tests/integration/test_aio_confirmation.py): publishes
+# An asyncio board with end-to-end confirmation (tests/integration/test_aio_confirmation.py): publishes
 # `count` telemetry messages at QoS `qos`, one every `interval_ms`, through dmqtt.aio with confirm_topic, then
 # waits until the recorder has confirmed every one (or `wait_s` passes) and prints how many stay unconfirmed.
 import asyncio
