@@ -20,6 +20,7 @@ package(
         "journal_file.py",
         "client.py",
         "usage.py",
+        "oversize.py",
         "confirm.py",
         "transport.py",
         "tls.py",

@@ -286,7 +286,10 @@ class MQTTClient:
             # so in-flight flows are resumed (PUBREL again, PUBLISH with DUP) rather than restarted.
             present = not self.clean
         receive_max, max_qos, retain_ok, aliases = 65535, 2, True, 0
-        self.broker_max_packet = 268435455  # this broker's, not the last one's: absent means the protocol's limit
+        if self.version == codec.V5:
+            # This broker's, not the last one's: absent means the protocol's limit. (3.1/3.1.1: what a broker's
+            # dropped connections have shown, dmqtt.oversize, kept until the next boot.)
+            self.broker_max_packet = 268435455
         if cprops:
             receive_max = cprops.get(codec.RECEIVE_MAXIMUM, receive_max)
             max_qos = cprops.get(codec.MAXIMUM_QOS, max_qos)
@@ -380,7 +383,9 @@ class MQTTClient:
                 raise PublishRefused(_text(_T_OUR_LIMIT, (size, self.max_packet)), codec.PACKET_TOO_LARGE)
             if size > self.broker_max_packet:
                 self.refused += 1
-                raise PublishRefused(_text(_T_TOO_LARGE, (size, self.broker_max_packet)), codec.PACKET_TOO_LARGE)
+                raise PublishRefused(
+                    _text(_T_TOO_LARGE, (size, self.broker_max_packet, self.version)), codec.PACKET_TOO_LARGE
+                )
         session = self.session
         if qos == 0:
             if self.state != CONNECTED:
@@ -636,6 +641,12 @@ class MQTTClient:
 
     def _lost(self, reason, code=None):
         """The connection ended under us (or we ended it on a broken rule): close, tell, raise."""
+        if self.version != codec.V5 and self.state == CONNECTED:
+            i = self.session.suspect()
+            if i >= 0:  # a message larger than any acknowledged was in flight: maybe over the broker's limit
+                from dmqtt import oversize
+
+                oversize.dropped(self, i)
         self._drop(code, reason)
         raise MQTTError(reason, code)
 

@@ -46,10 +46,23 @@ def _refused(arg):
     return text
 
 
+def _too_large(arg):
+    size, limit, version = arg
+    if version == 5:
+        return "a PUBLISH of %d bytes exceeds the broker's Maximum Packet Size of %d" % (size, limit)
+    # MQTT 3.1/3.1.1 have no Maximum Packet Size: the limit is what the broker's dropped connections showed
+    # (dmqtt.oversize).
+    return (
+        "a PUBLISH of %d bytes is more than this broker takes: it dropped the connection twice on one of %d bytes"
+        " (MQTT %s cannot say its limit; Mosquitto's is max_packet_size): send it smaller or raise the limit"
+        % (size, limit + 1, "3.1" if version == 3 else "3.1.1")
+    )
+
+
 TEXT = (
     "expected CONNACK, got packet type %d",  # _T_NOT_CONNACK
     _refused,  # _T_REFUSED
-    "a PUBLISH of %d bytes exceeds the broker's Maximum Packet Size of %d",  # _T_TOO_LARGE
+    _too_large,  # _T_TOO_LARGE
     "not connected: QoS 0 messages are not queued",  # _T_QOS0_OFFLINE
     "%d messages in flight and none acknowledged",  # _T_WINDOW_FULL
     "no SUBACK/UNSUBACK within %d ms",  # _T_NO_SUBACK

@@ -75,6 +75,30 @@ def test_a_message_the_broker_can_never_take_is_refused_before_journaling(tmp_pa
     assert "disconnected." in log  # the clean DISCONNECT at the end of the run, not one forced by the broker
 
 
+def test_a_311_broker_that_drops_the_connection_on_a_large_message_has_it_refused_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """MQTT 3.1.1 cannot say the broker's packet limit: Mosquitto with max_packet_size 600 drops the connection on
+    each 700-byte PUBLISH. Once the same message has been in flight at two dropped connections, the client takes
+    the limit as shown (dmqtt.oversize): the journaled messages end as refused (0x95), the ones published after are
+    refused by publish(), and the run finishes instead of reconnecting for ever."""
+    with Mosquitto(tmp_path / "broker", options=("max_packet_size 600",)) as broker:
+        config = {
+            "client_id": "big-311",
+            "broker": broker.address,
+            "mqtt_version": "3.1.1",
+            "publish": {"qos": 1, "count": 6, "payload_bytes": 700, "interval_ms": 100},
+        }
+        end = run_vdut(tmp_path, config)
+    assert end.kind == "done" and end.summary is not None, end.console
+    # The first message was journaled and ended refused; the five after it were refused before the journal.
+    assert (end.summary["total"], end.summary["refused"]) == (1, 6), end.summary
+    assert end.console.count("reason 0x95") == 1, end.console
+    assert end.console.count("dropped the connection twice") == 5, end.console
+    reconnects = end.console.count("\nconnection lost (")
+    assert 2 <= reconnects <= 3, end.console  # two drops to learn the limit, not one per attempt for ever
+
+
 def test_a_journaled_message_found_too_large_later_ends_as_refused_and_frees_its_slot(tmp_path: Path) -> None:
     """Accepted into the journal while no broker was reachable, then the broker turns out to allow 200 bytes:
     each flow ends as refused (0x95) instead of holding a window slot for ever, and the run finishes."""
