@@ -641,12 +641,10 @@ class MQTTClient:
 
     def _lost(self, reason, code=None):
         """The connection ended under us (or we ended it on a broken rule): close, tell, raise."""
-        if self.version != codec.V5 and self.state == CONNECTED:
-            i = self.session.suspect()
-            if i >= 0:  # a message larger than any acknowledged was in flight: maybe over the broker's limit
-                from dmqtt import oversize
+        if self.version != codec.V5 and self.state == CONNECTED and self.session.in_window:
+            from dmqtt import oversize  # (3.1.1: flows in flight, and the broker cannot say its packet limit)
 
-                oversize.dropped(self, i)
+            oversize.dropped(self)
         self._drop(code, reason)
         raise MQTTError(reason, code)
 

@@ -386,6 +386,7 @@ class ConfirmingSession(Session):
         qos = rec.pub_qos(copy)
         serial = rec.serial_of(rec.PUB, copy)
         self._queue(i, pid, qos, serial, self.journal.commit(rec.PUB, n))
+        self._rel_addr[i] = n  # its size, until PUBREC (Session._rel_addr)
 
     def resent_props(self, body):
         """The properties of a journaled message's PUBLISH: a copy this session sends again goes out marked

@@ -95,7 +95,6 @@ class Session:
         # The broker's Maximum Packet Size (5.0 CONNACK): a PUBLISH larger than this is never sent
         # [MQTT-3.2.2-15]; a journaled one found too large ends its flow as refused (0x95) instead.
         self.max_packet = 268435455
-        self.largest_acked = 0  # the largest PUB record (bytes) a broker has acknowledged since boot
         self.mark = 0  # the application's progress counter, journaled with each message
         self.serial = 0  # acceptance order of outgoing messages, journaled
         self.next_pid = 0  # the last packet id handed out
@@ -110,8 +109,11 @@ class Session:
         self._qos = bytearray(n)
         self._addr = array("I", bytes(4 * n))  # the PUB record: topic and payload
         # The REL record, once PUBREC came; before that, the PUB record's size, so that the largest message a
-        # broker acknowledged is known (largest_acked, suspect()) without an array of its own.
-        self._rel_addr = array("I", bytes(4 * n))
+        # broker acknowledged is known. Two more entries, for dmqtt.oversize: [-1] the largest PUB record (bytes)
+        # a broker has acknowledged since boot, [-2] the serial of the message the last connection that ended
+        # had in flight (0: none). In this array, not attributes of their own: one more attribute can double
+        # the instance's attribute table (measured: 0.3 KB of a deployed board's heap).
+        self._rel_addr = array("I", bytes(4 * (n + 2)))
         self._serial = array("I", bytes(4 * n))
         # Incoming QoS 2 messages, from PUBLISH to PUBREL: the packet id (0: free), whether the application's
         # handler has returned for it, and the one record that keeps it (RX while not handled, HANDLED after).
@@ -300,7 +302,7 @@ class Session:
         self.serial = serial
         self.mark = mark
         self._queue(i, pid, qos, serial, addr)
-        self._rel_addr[i] = n
+        self._rel_addr[i] = n  # its size, until PUBREC (whoever queues a flow sets it)
         self._fresh = i
         self._fresh_topic = topic
         self._fresh_payload = payload
@@ -313,7 +315,6 @@ class Session:
         self._tx[i] = 0
         self._qos[i] = qos
         self._addr[i] = addr
-        self._rel_addr[i] = 0  # (its size: accept() knows it)
         self._serial[i] = serial
         self._busy += 1
         q = self._sendq
@@ -337,18 +338,6 @@ class Session:
         self._fresh = -1  # journal.body is about to hold another record
         self.journal.commit(rec.MARK, rec.put_mark(self.journal.body, mark))
         self.mark = mark  # after the commit, for the same reason as in accept()
-
-    def suspect(self):
-        """The flow a connection that ended under it may have died of (MQTT 3.1/3.1.1, whose broker cannot say
-        its packet limit, drops the connection on a packet over it: dmqtt.oversize): the largest message sent on
-        it and not acknowledged, when larger than every message acknowledged since boot; its slot, or -1."""
-        best = -1
-        size = self.largest_acked
-        for i in range(len(self._state)):
-            if self._tx[i] and self._state[i] == WAIT_ACK and self._rel_addr[i] > size:
-                best = i
-                size = self._rel_addr[i]
-        return best
 
     def outstanding(self):
         """Outgoing QoS 1/2 messages not yet completed."""
@@ -558,8 +547,9 @@ class Session:
         if i < 0 or not self._tx[i]:
             return  # unexpected acknowledgement: ignored
         state = self._state[i]
-        if state == WAIT_ACK and self._rel_addr[i] > self.largest_acked:
-            self.largest_acked = self._rel_addr[i]
+        sizes = self._rel_addr
+        if state == WAIT_ACK and sizes[i] > sizes[-1]:
+            sizes[-1] = sizes[i]  # the largest acknowledged so far
         if ptype == codec.PUBACK and state == WAIT_ACK and self._qos[i] == 1:
             self._finish(i, reason)
         elif ptype == codec.PUBREC and state == WAIT_ACK and self._qos[i] == 2:
