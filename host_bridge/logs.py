@@ -19,11 +19,14 @@ LOG_FORMATS = ("logfmt", "json")
 REPEAT_WINDOW_S = 60.0
 
 
+DEFAULT_LOG_FORMAT = "logfmt"
+
+
 def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
-        default="logfmt",
+        default=DEFAULT_LOG_FORMAT,
         help="logfmt (key=value) or json, one event a line",
     )
 

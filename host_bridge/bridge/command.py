@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import argparse
 import logging
+import queue
 import signal
 import sys
 import threading
+import time
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 import serial
 
+from host_bridge.bridge import metrics as bridge_metrics
 from host_bridge.bridge.config import BridgeConfig, TLSSection
 from host_bridge.bridge.config import load as load_config
 from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
-from host_bridge.logs import add_log_format_argument, event, log_to_stdout
+from host_bridge.errors import HostBridgeError
+from host_bridge.logs import DEFAULT_LOG_FORMAT, add_log_format_argument, event, log_to_stdout
+from host_bridge.metrics import MetricsServer
 from host_bridge.net import Destination, TLSConfig, add_wait_argument, await_broker
+from host_bridge.systemd import Watchdog, notify
 
 
 def command(broker: str, baud: int, ports: dict[str, str], stats_every: float = 60.0, *extra: str) -> list[str]:
@@ -30,27 +36,88 @@ def command(broker: str, baud: int, ports: dict[str, str], stats_every: float = 
     return args
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a baud rate: give a positive number (115200, say)")
+    return value
+
+
+def _stats_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("give 0 (no periodic counters) or a number of seconds")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-p", "--port", action="append", default=[], metavar="[NAME=]PATH", help="a board's serial port"
+        "-p",
+        "--port",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="a board's serial port; a pattern (/dev/serial/by-id/usb-*) serves each port that matches, plugged in "
+        "now or later",
     )
     parser.add_argument("--broker", metavar="HOST:PORT", help="where boards' MQTT connections go")
-    parser.add_argument("--baud", type=int, help="serial speed (default 115200)")
+    parser.add_argument("--baud", type=_positive_int, help="serial speed (default 115200)")
     parser.add_argument(
         "--allow", action="append", default=[], metavar="HOST:PORT", help="another destination boards may ask for"
     )
-    parser.add_argument("--config", type=Path, help="TOML file: broker, baud, allow, [tls], [[board]] name/port/baud")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="TOML file: broker, baud, allow, stats_every, log_format, wait, strict_ports, metrics, health_after, "
+        "[tls], [[board]] name/port/baud (read again on SIGHUP)",
+    )
     parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
     parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
     parser.add_argument("--certfile", help="client certificate (mutual TLS)")
     parser.add_argument("--keyfile", help="client certificate's key")
-    parser.add_argument("--stats-every", type=float, default=60.0, metavar="S", help="print counters every S seconds")
+    parser.add_argument(
+        "--stats-every", type=_stats_seconds, metavar="S", help="print counters every S seconds (default 60; 0: never)"
+    )
+    parser.add_argument(
+        "--strict-ports", action="store_true", help="fail at start (exit 2) on a port path that does not exist"
+    )
+    parser.add_argument(
+        "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on /metrics and a health check on /healthz"
+    )
+    parser.add_argument(
+        "--health-after",
+        type=_stats_seconds,
+        metavar="S",
+        help="/healthz fails once the broker has been unreachable this long (default 60)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_wait_argument(parser)
     add_log_format_argument(parser)
 
 
-def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, list[Destination], TLSConfig | None]:
+@dataclass
+class Settings:
+    """What `host-bridge run` runs with: the command line over the TOML file over the defaults."""
+
+    boards: list[BoardPort]
+    broker: Destination
+    allow: list[Destination]
+    tls: TLSConfig | None
+    stats_every: float
+    log_format: str
+    wait: float | None
+    strict_ports: bool
+    metrics: str | None
+    health_after: float
+
+
+def _config(args: argparse.Namespace) -> Settings:
     conf = BridgeConfig()
     if args.config is not None:
         try:
@@ -77,15 +144,35 @@ def _config(args: argparse.Namespace) -> tuple[list[BoardPort], Destination, lis
         tls = TLSConfig(
             args.cafile or section.cafile, args.certfile or section.certfile, args.keyfile or section.keyfile
         )
-    return boards, Destination.parse(broker_text), allow, tls
+    return Settings(
+        boards,
+        Destination.parse(broker_text),
+        allow,
+        tls,
+        args.stats_every if args.stats_every is not None else conf.stats_every,
+        args.log_format if args.log_format != DEFAULT_LOG_FORMAT else conf.log_format,
+        args.wait if args.wait is not None else conf.wait,
+        args.strict_ports or conf.strict_ports,
+        args.metrics or conf.metrics,
+        args.health_after if args.health_after is not None else conf.health_after,
+    )
 
 
-def preflight(boards: list[BoardPort], broker: Destination, wait: float | None, say: Callable[[str], None]) -> None:
-    """Fail at once, saying what to do, on what waiting will not fix: a port that exists but cannot be opened.
-    A port that does not exist yet is waited for (a board not plugged in); a broker that does not answer is
-    waited for as --wait says (the same in every subcommand)."""
+def preflight(
+    boards: list[BoardPort], broker: Destination, wait: float | None, strict: bool, say: Callable[[str], None]
+) -> None:
+    """Fail at once, saying what to do, on what waiting will not fix: a port that exists but cannot be opened,
+    and (strict) a port that does not exist. Otherwise a port that does not exist yet is waited for (a board not
+    plugged in); a broker that does not answer is waited for as --wait says (the same in every subcommand)."""
     for board in boards:
+        if board.pattern:
+            continue  # what matches is served when it appears
         if not Path(board.path).exists():
+            if strict:
+                raise BridgeError(
+                    f"{board.path} does not exist (--strict-ports): check the path, or leave --strict-ports out to "
+                    "wait for the board"
+                )
             continue
         try:
             serial.Serial(board.path, board.baud, timeout=0, exclusive=True).close()
@@ -105,35 +192,104 @@ def preflight(boards: list[BoardPort], broker: Destination, wait: float | None, 
     await_broker(broker, wait, say, "is it running (host-bridge broker starts one), and is --broker right?")
 
 
+# What each signal does; every one is logged.
+_SIGNALS: dict[int, str] = {
+    signal.SIGINT: "stop",
+    signal.SIGTERM: "stop",
+    signal.SIGHUP: "reload",
+    signal.SIGUSR1: "counters",
+}
+
+
 def run(args: argparse.Namespace) -> int:
+    settings = _config(args)
     level = logging.DEBUG if args.verbose else logging.INFO
-    log_to_stdout("host_bridge", args.log_format, level)
+    log_to_stdout("host_bridge", settings.log_format, level)
     root = logging.getLogger("host_bridge")
-    boards, broker, allow, tls = _config(args)
-    bridge = Bridge(boards, broker, allow, tls)
-    preflight(boards, broker, args.wait, lambda text: event(root, logging.WARNING, "broker-unreachable", why=text))
-    done = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if signum == signal.SIGUSR1:
-            bridge.report()
-        else:
-            done.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, on_signal)
+    bridge = Bridge(settings.boards, settings.broker, settings.allow, settings.tls)
+    server = None
+    if settings.metrics:
+        server = MetricsServer(
+            settings.metrics,
+            lambda: bridge_metrics.families(bridge),
+            lambda: bridge_metrics.health(bridge, settings.health_after),
+        )
+    preflight(
+        settings.boards,
+        settings.broker,
+        settings.wait,
+        settings.strict_ports,
+        lambda text: event(root, logging.WARNING, "broker-unreachable", why=text),
+    )
+    signals: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for sig in _SIGNALS:
+        signal.signal(sig, lambda signum, _frame: signals.put(signum))
     event(
         root,
         logging.INFO,
         "start",
-        boards=len(boards),
-        broker=broker,
-        allowed=",".join(str(a) for a in allow) or "-",
-        tls=bool(tls),
+        boards=len(settings.boards),
+        broker=settings.broker,
+        allowed=",".join(str(a) for a in settings.allow) or "-",
+        tls=bool(settings.tls),
+        metrics=server.address if server else "-",
     )
-    bridge.start()
-    while not done.wait(args.stats_every):
+    watchdog = Watchdog()
+    done = threading.Event()
+    watcher = threading.Thread(target=bridge.watch, args=(done,), name="hotplug", daemon=True)
+    try:
+        bridge.start()
+        watcher.start()
+        if server is not None:
+            server.start()
+        notify("READY=1", f"STATUS=serving {len(bridge.boards())} boards")
+        next_stats = time.monotonic() + settings.stats_every if settings.stats_every else None
+        while True:
+            waits = [w for w in (watchdog.wait_s(), next_stats and next_stats - time.monotonic()) if w is not None]
+            try:
+                signum = signals.get(timeout=max(0.0, min(waits)) if waits else None)
+            except queue.Empty:
+                signum = None
+            watchdog.pet()
+            if signum is not None:
+                action = _SIGNALS[signum]
+                event(root, logging.INFO, "signal", signal=signal.Signals(signum).name, action=action)
+                if action == "stop":
+                    break
+                if action == "reload":
+                    _reload(args, bridge, root)
+                else:
+                    bridge.report()
+            if next_stats is not None and time.monotonic() >= next_stats:
+                bridge.report()
+                next_stats = time.monotonic() + settings.stats_every
+    finally:
+        # Whatever ends the run (a signal, an error), the last counters are said.
+        notify("STOPPING=1")
+        done.set()
+        bridge.stop()
+        if server is not None:
+            server.stop()
         bridge.report()
-    bridge.stop()
-    bridge.report()
+        event(root, logging.INFO, "exit", **bridge.totals())
     return 0
+
+
+def _reload(args: argparse.Namespace, bridge: Bridge, root: logging.Logger) -> None:
+    """SIGHUP: the board list read again (the config file and the command line); boards added start, boards
+    removed stop, the others go on untouched. A config that does not load leaves the running one as it is."""
+    try:
+        boards = _config(args).boards
+        started, stopped = bridge.apply(boards)
+    except HostBridgeError as exc:
+        event(root, logging.ERROR, "reload_failed", error=str(exc), kept=len(bridge.boards()))
+        return
+    event(
+        root,
+        logging.INFO,
+        "reloaded",
+        boards=len(bridge.boards()),
+        started=",".join(started) or "-",
+        stopped=",".join(stopped) or "-",
+    )
+    notify(f"STATUS=serving {len(bridge.boards())} boards")

@@ -5,7 +5,7 @@ anything runs."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -30,12 +30,23 @@ class TLSSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     keyfile: str | None = None
 
 
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
+
+
 class BridgeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """The whole file: broker = "HOST:PORT", baud, allow = ["HOST:PORT", ...], [tls], [[board]]."""
+    """The whole file: broker = "HOST:PORT", baud, allow = ["HOST:PORT", ...], the run's settings (stats_every,
+    log_format, wait, strict_ports, metrics, health_after: as the options of the same names, which win over
+    them), [tls], [[board]]. A unit file (tools/systemd/) then needs only --config."""
 
     broker: str | None = None
     baud: Baud = 115200
     allow: list[str] = []
+    stats_every: Seconds = 60.0
+    log_format: Literal["logfmt", "json"] = "logfmt"
+    wait: Seconds | None = None
+    strict_ports: bool = False
+    metrics: str | None = None
+    health_after: Seconds = 60.0
     tls: TLSSection | None = None
     board: list[BoardEntry] = []
 

@@ -10,6 +10,7 @@ no listening socket, and never logs payloads or credentials.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import select
@@ -20,11 +21,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
+from pathlib import Path
 
 import serial
 
 from dlink import control, frame
 from dlink.link import Link
+from dmqtt import codec, codec_host
+from dmqtt.errors import CodecError
 from host_bridge import logs
 from host_bridge.errors import HostBridgeError
 from host_bridge.logs import event
@@ -39,9 +43,47 @@ class BridgeError(HostBridgeError):
 
 @dataclass(frozen=True)
 class BoardPort:
+    """A board's serial port: its name in the logs and the metrics, its path, its baud rate. A path with glob
+    characters (`/dev/serial/by-id/usb-*`) is a pattern: each port that matches is a board, named by its file
+    name, served from when it appears until it goes (hotplug: Bridge.scan)."""
+
     name: str
     path: str
     baud: int = 115200
+
+    @property
+    def pattern(self) -> bool:
+        return glob.has_magic(self.path)
+
+
+class BrokerHealth:
+    """Whether the boards' broker answers, as every board's connection attempts find it: the first refusal after
+    a success logs `broker_unreachable`, the first success after refusals `broker_back` with the outage's length
+    (one line each for the whole bridge, however many boards try). `/healthz` reads it (host_bridge.metrics)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.unreachable_since: float | None = None
+        self.outages = 0
+
+    def failed(self, dest: Destination, error: str) -> None:
+        with self._lock:
+            if self.unreachable_since is not None:
+                return
+            self.unreachable_since = time.monotonic()
+            self.outages += 1
+        event(log, WARNING, "broker_unreachable", destination=dest, error=error)
+
+    def reached(self, dest: Destination) -> None:
+        with self._lock:
+            since, self.unreachable_since = self.unreachable_since, None
+        if since is not None:
+            event(log, INFO, "broker_back", destination=dest, outage_s=round(time.monotonic() - since, 1))
+
+    def unreachable_for(self) -> float:
+        """Seconds since the broker last refused every attempt (0 while it answers)."""
+        since = self.unreachable_since
+        return 0.0 if since is None else time.monotonic() - since
 
 
 COUNTERS = (
@@ -55,6 +97,7 @@ COUNTERS = (
     "resyncs",
     "board_restarts",
     "connects",
+    "connect_failures",
     "refused",
     "port_reopens",
     "noise_bytes",
@@ -76,6 +119,7 @@ class BoardSession:
     broker: Destination
     allowed: frozenset[Destination]
     tls: TLSConfig | None = None
+    health: BrokerHealth = field(default_factory=BrokerHealth)
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -92,17 +136,28 @@ class BoardSession:
         self._ser: serial.Serial | None = None
         self._resets = 0
         self._log = logs.Board(log, self.board.name)
+        self.client_id = ""  # the MQTT client id of the board's last CONNECT (what the board says it is)
+        self.connected = False  # a TCP connection to the broker is open for the board
+        self._hello: bytearray | None = None  # the board's first bytes on a new connection, until its CONNECT
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
     def run(self) -> None:
+        missing_since: float | None = None
         while not self.stop.is_set():
             try:
                 self._ser = serial.Serial(self.board.path, self.board.baud, timeout=0, exclusive=True)
             except (serial.SerialException, OSError) as exc:
-                event(self._log, WARNING, "port_unavailable", path=self.board.path, error=str(exc), retry_in="1s")
+                # Said once, then once a minute: a board not plugged in yet (or a typo'd path: --strict-ports
+                # refuses those at start) is tried every second without filling the log.
+                now = time.monotonic()
+                if missing_since is None or now - missing_since >= _MISSING_EVERY_S:
+                    level = WARNING if missing_since is None else INFO
+                    event(self._log, level, "port_unavailable", path=self.board.path, error=str(exc), retry_in="1s")
+                    missing_since = now
                 self.stop.wait(1.0)
                 continue
+            missing_since = None
             event(self._log, INFO, "port_open", path=self.board.path, baud=self.board.baud)
             self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
             self._counted = (0,) * len(_LINK_COUNTERS)  # a new link counts from zero
@@ -121,7 +176,7 @@ class BoardSession:
                     self._ser.close()
                 except (serial.SerialException, OSError):
                     pass
-        event(self._log, INFO, "stopped", **self.counters_now())
+        event(self._log, INFO, "stopped", client_id=self.client_id or "-", **self.counters_now())
 
     def _serve(self) -> None:
         assert self._ser is not None and self._link is not None
@@ -251,12 +306,19 @@ class BoardSession:
                 sock = self.tls.context().wrap_socket(sock, server_hostname=dest.host)
             sock.setblocking(False)
         except (OSError, ssl.SSLError) as exc:
+            self.counters["connect_failures"] += 1
             event(self._log, WARNING, "connect_failed", destination=dest, error=str(exc))
+            if dest == self.broker:
+                self.health.failed(dest, str(exc))
             self._reply(control.REFUSED, f"cannot reach {dest}: {exc.__class__.__name__}")
             return
         self._tcp = sock
+        self.connected = True
+        self._hello = bytearray()
         self.counters["connects"] += 1
-        event(self._log, INFO, "connected", destination=dest)
+        if dest == self.broker:
+            self.health.reached(dest)
+        event(self._log, INFO, "connected", destination=dest, client_id=self.client_id or "-")
         self._reply(control.OPENED)
 
     def _reply(self, kind: str, text: str = "") -> None:
@@ -278,6 +340,8 @@ class BoardSession:
         except OSError:
             pass
         self._tcp = None
+        self.connected = False
+        self._hello = None
         self._pending_up = b""
         self._pending_down.clear()
         self._stalled = False
@@ -295,7 +359,30 @@ class BoardSession:
             if self._tcp is None:
                 continue  # bytes for a connection that is gone: dropped, the board's client will reconnect
             self._pending_down += buf[:n]
+            if self._hello is not None:
+                self._hear(buf[:n])
         self._flush_down()
+
+    def _hear(self, data: bytes | bytearray) -> None:
+        """The board's first packet on a connection is its CONNECT: its client id names the board in the logs
+        and the metrics (a port's path alone does not, once pseudo-terminals or USB numbers are reused). Only
+        the client id is taken: never the credentials."""
+        assert self._hello is not None
+        self._hello += data
+        try:
+            packet = next(codec_host.PacketDecoder(codec.V5, 1 << 16).packets(self._hello), None)
+        except CodecError:
+            packet = None
+            self._hello = None  # not MQTT as we know it: the broker will say so
+        if packet is None:
+            if self._hello is not None and len(self._hello) > _HELLO_MAX:
+                self._hello = None
+            return
+        self._hello = None
+        if packet.type == codec.CONNECT and packet.client_id:
+            if packet.client_id != self.client_id:
+                event(self._log, INFO, "client", client_id=packet.client_id, path=self.board.path)
+            self.client_id = packet.client_id
 
     def _flush_down(self) -> None:
         if self._tcp is None or not self._pending_down:
@@ -370,34 +457,128 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+_MISSING_EVERY_S = 60.0  # a port that stays unavailable is said again this often
+_HELLO_MAX = 1 << 16  # bytes looked at for a connection's CONNECT (the largest a board sends is far smaller)
+_SCAN_S = 0.5  # how often patterns are matched again (a board plugged in is served within about this)
+
+
 class Bridge:
-    """Many boards, one process: a thread per board."""
+    """Many boards, one process: a thread per board. The board list can change while it runs (apply(): a
+    reload), and ports given as patterns are matched again every _SCAN_S (scan(): hotplug); a board added or
+    removed never touches the others' sessions. Counters of boards that went are kept in the totals."""
 
     def __init__(
         self, boards: list[BoardPort], broker: Destination, allow: list[Destination], tls: TLSConfig | None
     ) -> None:
         if not boards:
             raise BridgeError("no serial ports: give --port PATH (or NAME=PATH), or boards in --config")
-        names = [b.name for b in boards]
-        if len(set(names)) != len(names):
-            raise BridgeError(f"board names must be unique: {names}")
-        allowed = frozenset([broker, *allow])
-        self.sessions = [BoardSession(b, broker, allowed, tls) for b in boards]
-        self.threads: list[threading.Thread] = []
+        check_names(boards)
+        self.broker = broker
+        self.allowed = frozenset([broker, *allow])
+        self.tls = tls
+        self.health = BrokerHealth()
+        self.configured = list(boards)
+        self.sessions: dict[str, BoardSession] = {}
+        self.threads: dict[str, threading.Thread] = {}
+        self.gone = dict.fromkeys(COUNTERS, 0)  # what boards removed since the start had counted
+        self._lock = threading.Lock()
+        self._started = False
 
     def start(self) -> None:
-        for session in self.sessions:
-            thread = threading.Thread(target=session.run, name=f"board-{session.board.name}", daemon=True)
+        self._started = True
+        self.scan()
+
+    def wanted(self) -> list[BoardPort]:
+        """The boards to serve now: every configured port, and each port that matches a configured pattern."""
+        out: list[BoardPort] = []
+        for board in self.configured:
+            if board.pattern:
+                out += [BoardPort(Path(path).name, path, board.baud) for path in sorted(glob.glob(board.path))]
+            else:
+                out.append(board)
+        return out
+
+    def scan(self) -> tuple[list[str], list[str]]:
+        """Serve what is wanted now: boards that appeared start, boards that went (a pattern's port unplugged)
+        stop. -> (started, stopped) names."""
+        wanted = {b.name: b for b in self.wanted()}
+        with self._lock:
+            current = {name: s.board for name, s in self.sessions.items()}
+            stopped = [name for name, board in current.items() if wanted.get(name) != board]
+            for name in stopped:
+                self._stop(name)
+            started = [name for name, board in wanted.items() if name not in self.sessions]
+            for name in started:
+                self._start(wanted[name])
+        return started, stopped
+
+    def apply(self, boards: list[BoardPort]) -> tuple[list[str], list[str]]:
+        """A new board list (SIGHUP): what was added starts, what was removed or changed stops (a changed one
+        starts again), the others go on untouched."""
+        check_names(boards)
+        self.configured = list(boards)
+        return self.scan()
+
+    def _start(self, board: BoardPort) -> None:
+        session = BoardSession(board, self.broker, self.allowed, self.tls, self.health)
+        thread = threading.Thread(target=session.run, name=f"board-{board.name}", daemon=True)
+        self.sessions[board.name] = session
+        self.threads[board.name] = thread
+        if self._started:
             thread.start()
-            self.threads.append(thread)
+
+    def _stop(self, name: str) -> None:
+        session = self.sessions.pop(name)
+        thread = self.threads.pop(name)
+        session.stop.set()
+        if thread.is_alive():
+            thread.join(5)
+        for key, value in session.counters_now().items():
+            self.gone[key] += value
+
+    def watch(self, stop: threading.Event) -> None:
+        """Match the patterns again every _SCAN_S until `stop` (a thread of its own; nothing to do without
+        patterns)."""
+        while not stop.wait(_SCAN_S):
+            if any(b.pattern for b in self.configured):
+                self.scan()
+
+    def boards(self) -> list[BoardSession]:
+        with self._lock:
+            return list(self.sessions.values())
+
+    def totals(self) -> dict[str, int]:
+        """Every counter summed over the boards served now and the ones that went."""
+        out = dict(self.gone)
+        for session in self.boards():
+            for key, value in session.counters_now().items():
+                out[key] += value
+        return out
 
     def report(self) -> None:
-        for session in self.sessions:
-            event(logs.Board(log, session.board.name), INFO, "counters", **session.counters_now())
-            sys.stdout.flush()
+        for session in self.boards():
+            event(
+                logs.Board(log, session.board.name),
+                INFO,
+                "counters",
+                client_id=session.client_id or "-",
+                **session.counters_now(),
+            )
+        sys.stdout.flush()
 
     def stop(self) -> None:
-        for session in self.sessions:
-            session.stop.set()
-        for thread in self.threads:
-            thread.join(5)
+        """Every board's session ends (each logs `stopped` with its counters); they stay listed, so that report()
+        and totals() say the final counters."""
+        with self._lock:
+            self._started = False
+            for session in self.sessions.values():
+                session.stop.set()
+            for thread in self.threads.values():
+                if thread.is_alive():
+                    thread.join(5)
+
+
+def check_names(boards: list[BoardPort]) -> None:
+    names = [b.name for b in boards if not b.pattern]
+    if len(set(names)) != len(names):
+        raise BridgeError(f"board names must be unique: {names}")

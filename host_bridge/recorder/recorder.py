@@ -25,9 +25,11 @@ from dmqtt.codec_host import NAMES, Packet, PacketDecoder, encode_publish
 from dmqtt.errors import CodecError
 from dmqtt_telemetry.format import marked_resent
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
+from host_bridge.metrics import MetricsServer
 from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker
 from host_bridge.recorder.confirmation import stamp_now
 from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
+from host_bridge.systemd import Watchdog, notify
 
 log = logging.getLogger("host_bridge.recorder.recorder")
 
@@ -40,6 +42,16 @@ _MAX_PACKET = 16 * 1024 * 1024
 def command(broker: str, out: Path, *extra: str) -> list[str]:
     """The `host-bridge record` command line, as a harness starts it (the campaigns, the bench, the benchmarks)."""
     return [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out), *extra]
+
+
+def _seconds_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("give 0 (never) or a number of seconds")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +78,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "it only sets how fresh the Parquet is)",
     )
     parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
-    parser.add_argument("--stats-every", type=float, default=10.0, metavar="S", help="print progress every S seconds")
+    parser.add_argument(
+        "--stats-every", type=_seconds_arg, default=10.0, metavar="S", help="print progress every S seconds (0: never)"
+    )
+    parser.add_argument(
+        "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on /metrics and a health check on /healthz"
+    )
+    parser.add_argument(
+        "--health-after",
+        type=_seconds_arg,
+        default=60.0,
+        metavar="S",
+        help="/healthz fails once the broker has been unreachable this long (default 60), and while the store fails",
+    )
     parser.add_argument(
         "--confirm",
         action="store_true",
@@ -234,12 +258,20 @@ class Recorder:
         self.reload_at = 0.0
         self.confirmed_at = 0.0  # when the last round of confirmations went out
         self.confirmations = 0
+        self.disconnected_since: float | None = time.monotonic()  # (health: the broker out of reach since)
+        self.signals: list[int] = []  # signals not yet handled by the loop (the handler only queues them)
+        self.watchdog = Watchdog()
         if store.unavailable is not None:
             self._store_failed(StoreWriteError(OSError(0, store.unavailable)))
 
     def run(self) -> None:
-        next_stats = time.monotonic() + self.args.stats_every
+        stats_every = self.args.stats_every
+        next_stats = time.monotonic() + stats_every if stats_every else None
+        notify("READY=1", f"STATUS=recording {','.join(self.topics)} into {self.store.out}")
         while not self.stop:
+            self.watchdog.pet()
+            while self.signals:
+                self._signal(self.signals.pop(0))
             if self.store_broken is not None:
                 self._try_reload()
             elif self.link is None:
@@ -262,9 +294,10 @@ class Recorder:
                 )
             ):
                 self._commit()
-            if now >= next_stats:
+            if next_stats is not None and now >= next_stats:
                 self.report()
-                next_stats = now + self.args.stats_every
+                next_stats = now + stats_every
+        notify("STOPPING=1")
         if self.store_broken is None:
             self._commit()
         if self.link is not None:
@@ -327,6 +360,7 @@ class Recorder:
                 raise
             self.link = link
             self.connected_once = True
+            self.disconnected_since = None
             if self.store.ledger is not None:
                 # Every board's newest confirmation again: one published before the broker lost it (a broker
                 # killed before its persistence saved the retained message) must not be missed.
@@ -365,6 +399,7 @@ class Recorder:
         assert self.link is not None
         self.link.close(polite=False)
         self.link = None
+        self.disconnected_since = time.monotonic()
         self.retry_at = time.monotonic() + 0.2
         event(log, WARNING, "disconnected", error=why)  # the persistent session keeps what arrives meanwhile
 
@@ -443,6 +478,23 @@ class Recorder:
                 self.commit_failing = None
         self.last_commit = time.monotonic()
 
+    def _signal(self, signum: int) -> None:
+        """A signal, in the loop: SIGINT and SIGTERM stop (the last rows committed, the counters said), SIGHUP
+        (systemctl reload) and SIGUSR1 say the counters; each is logged."""
+        stopping = signum in (signal.SIGINT, signal.SIGTERM)
+        event(log, INFO, "signal", signal=signal.Signals(signum).name, action="stop" if stopping else "counters")
+        if stopping:
+            self.stop = True
+        else:
+            self.report()
+
+    def lag_s(self) -> float:
+        """How long the oldest delivery not yet in Parquet has waited (0: none waits)."""
+        pending = self.store.pending
+        if not pending:
+            return 0.0
+        return max(0.0, time.time() - pending[0].received_at_us / 1e6)
+
     def report(self) -> None:
         s = self.store
         event(
@@ -506,14 +558,32 @@ def run(args: argparse.Namespace) -> int:
         if store.recovered:
             event(log, INFO, "recovered", rows=store.recovered)  # logged by the previous run, now in Parquet
         recorder = Recorder(args, broker, store, _client_id(store, args.client_id), password)
+        server = None
+        if args.metrics:
+            from host_bridge.recorder import metrics as recorder_metrics
 
-        def on_signal(_signum: int, _frame: FrameType | None) -> None:
-            recorder.stop = True
+            server = MetricsServer(
+                args.metrics,
+                lambda: recorder_metrics.families(recorder),
+                lambda: recorder_metrics.health(recorder, args.health_after),
+            )
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            recorder.signals.append(signum)
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
             signal.signal(sig, on_signal)
-        event(log, INFO, "start", broker=args.broker, topics=",".join(recorder.topics), out=args.out)
-        recorder.run()
+        event(
+            log, INFO, "start", broker=args.broker, topics=",".join(recorder.topics), out=args.out,
+            metrics=server.address if server else "-",
+        )  # fmt: skip
+        if server is not None:
+            server.start()
+        try:
+            recorder.run()
+        finally:
+            if server is not None:
+                server.stop()
     finally:
         store.close()
     return 0

@@ -148,6 +148,7 @@ class TelemetryStore:
         self.rows_committed = 0
         self.files_committed = 0
         self.recorder_dups = 0
+        self.repaired = 0  # deliveries stored after the board was told they were missing (confirmation)
         self._wal: IO[bytes] | None = None
         self._unsynced = False
         # A start on a full or read-only disk cannot finish its recovery: the store says why and waits for
@@ -184,6 +185,7 @@ class TelemetryStore:
             recorder_dup = delivery.recorder_dup
         self.next_arrival += 1
         self.recorder_dups += recorder_dup
+        self.repaired += bool(delivery.repaired)
         self.pending.append(delivery)
         self._append({"m": delivery.to_log()})
         return delivery

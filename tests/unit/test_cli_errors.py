@@ -162,13 +162,16 @@ def test_record_refuses_a_confirmation_it_could_not_keep(tmp_path: Path, extra: 
         ('broker = "127.0.0.1:1883"\nbaud = 0\n', "baud = 0: expected `int` >= 1"),
         (
             'broker = "127.0.0.1:1883"\n[[boards]]\nport = "/dev/ttyUSB0"\n',
-            "unknown key boards (known: broker, baud, allow, tls, board)",
+            "unknown key boards (known: broker, baud, allow, stats_every, log_format, wait, strict_ports, metrics, "
+            "health_after, tls, board)",
         ),
         (
             'broker = "127.0.0.1:1883"\n[[board]]\nprot = "/dev/ttyUSB0"\n',
             "unknown key board[1].prot (known: port, name, baud)",
         ),
         ('broker = "127.0.0.1:1883"\n[[board]]\nname = "a"\n', "board[1]: object missing required field `port`"),
+        ('broker = "127.0.0.1:1883"\nstats_every = -1\n', "stats_every = -1: expected `float` >= 0"),
+        ('broker = "127.0.0.1:1883"\nlog_format = "xml"\n', "log_format = 'xml': expected one of"),
     ],
 )
 def test_run_checks_its_toml_against_the_schema(tmp_path: Path, toml: str, message: str) -> None:
@@ -182,6 +185,28 @@ def test_run_checks_its_toml_against_the_schema(tmp_path: Path, toml: str, messa
         timeout=60,
     )
     assert run.returncode == 2 and f"{config}: {message}" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--baud", "0"], "argument --baud: 0 is not a baud rate: give a positive number"),
+        (["--baud", "fast"], "argument --baud: 'fast' is not a whole number"),
+        (["--stats-every", "-5"], "argument --stats-every: give 0 (no periodic counters) or a number of seconds"),
+        (["--strict-ports", "--port", "/dev/ttyNOPE0"], "/dev/ttyNOPE0 does not exist (--strict-ports)"),
+        (["--port", "/dev/ttyNOPE1", "--metrics", "nowhere"], "--metrics 'nowhere' is not HOST:PORT"),
+    ],
+)
+def test_run_refuses_a_bad_option_before_serving(args: list[str], message: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "run", "--broker", "127.0.0.1:1", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert run.returncode == 2 and message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
 
 

@@ -1,0 +1,80 @@
+"""The bridge's metrics (`host-bridge run --metrics HOST:PORT`): its counters per board and in total, which boards
+are served and connected, and the broker's reachability; /healthz fails once the broker has been unreachable for
+longer than --health-after. Read from the counters the board threads keep (host_bridge.bridge.relay) at each
+scrape. docs/metrics.md lists them with alert rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import Metric
+
+from host_bridge.bridge.relay import COUNTERS, Bridge
+from host_bridge.metrics import counter, gauge
+
+# Each counter's metric name (without dmqtt_bridge_ and _total) and help; base units in the names.
+NAMES = {
+    "frames_in": ("frames_in", "link frames received from boards"),
+    "frames_out": ("frames_out", "link frames sent to boards"),
+    "bytes_up": ("to_broker_bytes", "MQTT bytes relayed from boards to the broker"),
+    "bytes_down": ("to_board_bytes", "MQTT bytes relayed from the broker to boards"),
+    "retransmissions": ("retransmissions", "link frames sent again (a clean line has none)"),
+    "timeouts": ("timeouts", "link retransmission timeouts"),
+    "crc_errors": ("crc_errors", "link frames received damaged"),
+    "resyncs": ("resyncs", "link decoder overflows (lost frame boundaries)"),
+    "board_restarts": ("board_restarts", "boards seen restarting (a new link epoch)"),
+    "connects": ("connects", "TCP connections opened to the broker for boards"),
+    "connect_failures": ("connect_failures", "TCP connections to the broker that failed"),
+    "refused": ("refused", "connection requests to destinations not allowed"),
+    "port_reopens": ("port_reopens", "serial ports lost and opened again"),
+    "noise_bytes": ("line_noise_bytes", "bytes on the line that were neither frames nor console text"),
+    "broker_stalls": ("broker_stalls", "times a broker that stopped reading held a board back"),
+    "flash_pauses": ("flash_pauses", "times a board paused the link for a flash erase"),
+}
+assert set(NAMES) == set(COUNTERS), "every counter of the bridge has its metric"
+
+
+def families(bridge: Bridge) -> Iterator[Metric]:
+    sessions = bridge.boards()
+    totals = bridge.totals()
+    for key, (name, doc) in NAMES.items():
+        total = counter(f"dmqtt_bridge_{name}", f"{doc}, every board since start (boards gone included)")
+        total.add_metric([], totals[key])
+        yield total
+        each = counter(f"dmqtt_bridge_board_{name}", f"{doc}, per board served now", ["board"])
+        for session in sessions:
+            each.add_metric([session.board.name], session.counters[key])
+        yield each
+    info = gauge("dmqtt_bridge_board_info", "a board served now: its port and the client id of its last CONNECT",
+                 ["board", "path", "client_id"])  # fmt: skip
+    connected = gauge("dmqtt_bridge_board_connected", "1 while a board has a connection to the broker", ["board"])
+    for session in sessions:
+        info.add_metric([session.board.name, session.board.path, session.client_id], 1)
+        connected.add_metric([session.board.name], int(session.connected))
+    yield info
+    yield connected
+    served = gauge("dmqtt_bridge_boards", "boards served now")
+    served.add_metric([], len(sessions))
+    yield served
+    up = gauge("dmqtt_bridge_boards_connected", "boards with a connection to the broker now")
+    up.add_metric([], sum(s.connected for s in sessions))
+    yield up
+    unreachable = gauge(
+        "dmqtt_bridge_broker_unreachable_seconds",
+        "how long every attempt to reach the broker has failed (0: it answers)",
+    )
+    unreachable.add_metric([], round(bridge.health.unreachable_for(), 3))
+    yield unreachable
+    outages = counter("dmqtt_bridge_broker_outages", "times the broker became unreachable")
+    outages.add_metric([], bridge.health.outages)
+    yield outages
+
+
+def health(bridge: Bridge, after_s: float) -> tuple[bool, str]:
+    """/healthz: unhealthy once the broker has been unreachable for more than after_s seconds."""
+    down = bridge.health.unreachable_for()
+    if down > after_s:
+        return False, f"broker {bridge.broker} unreachable for {down:.0f} s"
+    return True, f"ok: {len(bridge.boards())} boards, broker {bridge.broker}" + (
+        f" unreachable for {down:.0f} s" if down else ""
+    )

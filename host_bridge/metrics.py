@@ -1,0 +1,86 @@
+"""`--metrics HOST:PORT` for the long-running commands (`host-bridge run`, `host-bridge record`): Prometheus's text
+format on `/metrics` and a health check on `/healthz`, from one small HTTP server in a thread of its own.
+
+The commands keep their counters as they always have (they log them too); a collector reads them at each scrape,
+so nothing is counted twice. Names follow Prometheus's conventions: a `dmqtt_` prefix, the command's subsystem,
+base units (`_bytes`, `_seconds`), `_total` on counters (the library adds it). docs/metrics.md lists every
+metric and gives alert rules."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from host_bridge.errors import HostBridgeError
+
+# What /healthz asks: (healthy, why) now.
+Health = Callable[[], tuple[bool, str]]
+
+
+class MetricsError(HostBridgeError):
+    """The metrics endpoint cannot start (a bad address, a port in use)."""
+
+
+class Families(Collector):
+    """A collector made of a function that yields the metric families at each scrape."""
+
+    def __init__(self, families: Callable[[], Iterable[Metric]]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families()
+
+
+def counter(name: str, doc: str, labels: list[str] | None = None) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, labels=labels)
+
+
+def gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """A scrape every few seconds is not worth a log line."""
+
+
+class MetricsServer:
+    """/metrics and /healthz on `address` (HOST:PORT; port 0: any free one, then `address` says which)."""
+
+    def __init__(self, address: str, families: Callable[[], Iterable[Metric]], health: Health) -> None:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or int(port) > 65535:
+            raise MetricsError(f"--metrics {address!r} is not HOST:PORT (127.0.0.1:9464, say; port 0: any free one)")
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(Families(families))
+        metrics = make_wsgi_app(registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") == "/healthz":
+                ok, why = health()
+                start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [(why + "\n").encode()]
+            page: Iterable[bytes] = metrics(environ, start_response)
+            return page
+
+        try:
+            self._server: WSGIServer = make_server(host, int(port), app, handler_class=_Quiet)
+        except OSError as exc:
+            raise MetricsError(f"--metrics {address}: {exc.strerror or exc}") from None
+        self.address = f"{host}:{self._server.server_port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True)
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
