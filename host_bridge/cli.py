@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
 
@@ -54,6 +55,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# The subcommands that need an extra of the package (pyproject.toml), and a module it brings: checked before the
+# command's own module loads, so that a light install says what to add instead of failing on an import.
+EXTRAS = {
+    "record": ("recorder", "pyarrow"),
+    "pipeline": ("pipeline", "pyspark"),
+    "demo": ("pipeline", "pyspark"),
+    "chaos": ("pipeline", "pyspark"),
+}
+
+
+def missing_extra(command: str) -> str | None:
+    """What to install for `command` when its extra is not installed, else None."""
+    extra, module = EXTRAS.get(command, (None, None))
+    if module is None or importlib.util.find_spec(module) is not None:
+        return None
+    return (
+        f"this command needs the [{extra}] extra ({module} is not installed): "
+        f"pip install 'durable-mqtt[{extra}]' (or the wheel with [{extra}])"
+    )
+
+
 class DefaultsShown(argparse.HelpFormatter):
     """--help says each option's default (where it has one and its help does not say it already)."""
 
@@ -82,6 +104,11 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in args_list if not a.startswith("-")), None)
+    if chosen in COMMANDS:
+        missing = missing_extra(chosen)
+        if missing is not None:
+            print(f"host-bridge {chosen}: {missing}", file=sys.stderr)
+            return 2
     args = build_parser(chosen if chosen in COMMANDS else None).parse_args(args_list)
     try:
         code: int = args.handler(args)

@@ -4,6 +4,7 @@ never by name. ManagedProcess: a host tool with its output in a log file."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -65,14 +66,19 @@ def still_running() -> list[Started]:
 
 
 class ManagedProcess:
-    def __init__(self, args: list[str], log_path: Path, cwd: Path | None = None) -> None:
+    def __init__(
+        self, args: list[str], log_path: Path, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        """`env`: variables added to this process's environment for it."""
         self.args = args
         self.log_path = log_path
         self.log = open(log_path, "ab")
         # No parent-death signal here: a harness restarts bridges and recorders from helper threads (a timer
         # that disturbs a run), and the signal follows the starting thread, not the process. Their owner stops
         # them; the bench's plugin checks that it did.
-        self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
+        self.process = subprocess.Popen(
+            args, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd, env={**os.environ, **env} if env else None
+        )
         command = args[3] if len(args) > 3 and args[1:3] == ["-m", "host_bridge"] else ""
         register(
             self.process, " ".join(args[1:4]), kind={"run": "bridge", "record": "recorder"}.get(command, "process")

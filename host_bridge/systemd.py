@@ -18,9 +18,10 @@ def notify(*fields: str) -> bool:
     address = "\0" + target[1:] if target.startswith("@") else target
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
         try:
-            sock.sendto("\n".join(fields).encode(), address)
+            # Never waiting: a manager that does not read (its queue full) must not hang the service's main loop.
+            sock.sendto("\n".join(fields).encode(), socket.MSG_DONTWAIT, address)
         except OSError:
-            return False  # systemd gone (the host shutting down): the service goes on all the same
+            return False  # systemd gone (the host shutting down) or not reading: the service goes on all the same
     return True
 
 

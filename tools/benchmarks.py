@@ -28,6 +28,7 @@ import bench_clients
 import bench_confirm
 import bench_energy
 import bench_heap
+import bench_install
 import bench_pipeline
 import bench_recorder
 import bench_serial
@@ -52,6 +53,7 @@ FIGURES: dict[str, Callable[[bool], dict[str, Any]]] = {
     "stalls": bench_stalls.figure,
     "chip": bench_chip.figure,
     "energy": bench_energy.figure,
+    "install": bench_install.figure,
 }
 
 
@@ -179,6 +181,8 @@ def render(results: dict[str, Any]) -> str:
         parts += render_chip(figures)
     if "energy" in figures:
         parts += render_energy(figures["energy"])
+    if "install" in figures:
+        parts += render_install(figures["install"])
     missing = [n for n in FIGURES if n not in figures]
     if missing:
         parts += ["", f"Not measured in this run: {', '.join(missing)}."]
@@ -1453,6 +1457,27 @@ def render_heap_32(runs32: list[dict[str, Any]], cell: Any, measured: str | None
         "ssl module, so no TLS rows): objects the size they are on an ESP32, the same heap at boot." + when,
         "",
         table(["configuration", *installs], [[c, *(cell(find(c, i)) for i in installs)] for c in configs]),
+        "",
+    ]
+
+
+def render_install(fig: dict[str, Any]) -> list[str]:
+    """Figure 15: what each install of the host package weighs (tools/bench_install.py)."""
+    rows = []
+    for label, install in fig["installs"].items():
+        biggest = sorted(install["distributions"].items(), key=lambda item: -item[1])[:4]
+        rows.append([label, f"{install['mb']:.0f}", len(install["distributions"]),
+                     ", ".join(f"{name} {mb:.0f}" for name, mb in biggest)])  # fmt: skip
+    return [
+        "## 15. The host package's installs",
+        "",
+        "MB on disk of the distributions each install brings (their files as pip recorded them, in the environment "
+        "`make` builds; the package itself not counted). The base is what a bridge or bench host needs: the bridge, "
+        "the virtual board (the MicroPython Unix port), the HIL plugin, flash and deploy (esptool, mpremote). "
+        "`[recorder]` adds Parquet, `[pipeline]` Spark and the report's plots. "
+        "tests/integration/test_light_install.py installs the base from the registry into a fresh environment.",
+        "",
+        table(["install", "MB", "distributions", "largest (MB)"], rows),
         "",
     ]
 

@@ -143,21 +143,15 @@ class BoardSession:
     # -- life cycle ------------------------------------------------------------------------------------------
 
     def run(self) -> None:
-        missing_since: float | None = None
         while not self.stop.is_set():
             try:
                 self._ser = serial.Serial(self.board.path, self.board.baud, timeout=0, exclusive=True)
             except (serial.SerialException, OSError) as exc:
-                # Said once, then once a minute: a board not plugged in yet (or a typo'd path: --strict-ports
-                # refuses those at start) is tried every second without filling the log.
-                now = time.monotonic()
-                if missing_since is None or now - missing_since >= _MISSING_EVERY_S:
-                    level = WARNING if missing_since is None else INFO
-                    event(self._log, level, "port_unavailable", path=self.board.path, error=str(exc), retry_in="1s")
-                    missing_since = now
+                # Tried every second; the log folds the repeats (once a minute, repeated=N). A typo'd path:
+                # --strict-ports refuses it at start.
+                event(self._log, WARNING, "port_unavailable", path=self.board.path, error=str(exc), retry_in="1s")
                 self.stop.wait(1.0)
                 continue
-            missing_since = None
             event(self._log, INFO, "port_open", path=self.board.path, baud=self.board.baud)
             self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
             self._counted = (0,) * len(_LINK_COUNTERS)  # a new link counts from zero
@@ -457,7 +451,6 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-_MISSING_EVERY_S = 60.0  # a port that stays unavailable is said again this often
 _HELLO_MAX = 1 << 16  # bytes looked at for a connection's CONNECT (the largest a board sends is far smaller)
 _SCAN_S = 0.5  # how often patterns are matched again (a board plugged in is served within about this)
 

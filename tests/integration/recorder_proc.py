@@ -14,10 +14,12 @@ from tests.conftest import REPO
 
 
 class RecorderProcess(ManagedProcess):
-    def __init__(self, out: Path, broker: str, *extra: str, log_dir: Path | None = None) -> None:
+    def __init__(
+        self, out: Path, broker: str, *extra: str, log_dir: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
         args = command(broker, out, "--flush-seconds", "0.3", "--stats-every", "1", *extra)
         self.out = out
-        super().__init__(args, (log_dir or out.parent) / f"recorder-{time.monotonic_ns()}.log", cwd=REPO)
+        super().__init__(args, (log_dir or out.parent) / f"recorder-{time.monotonic_ns()}.log", cwd=REPO, env=env)
 
     def wait_connected(self) -> None:
         self.wait_for("event=connected")

