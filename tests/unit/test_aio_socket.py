@@ -215,3 +215,44 @@ def test_an_idle_confirming_client_sends_again_what_stays_unconfirmed(
     packets = asyncio.run(run())
     again = [p for p in packets if p.type == codec.PUBLISH]
     assert [bytes(p.payload) for p in again] == [b"reading 0", b"reading 0"]
+
+
+def test_a_connection_without_a_session_subscribes_again_and_reads_its_suback() -> None:
+    """The subscriptions are sent again on a connection that finds no session, and their SUBACK is read by the
+    connection's reader (before, nothing read while the connection task waited for it: 10 s, then a reconnect)."""
+    pairs = [socket.socketpair() for _ in range(2)]
+    sockets = iter(pairs)
+
+    async def run() -> tuple[list[codec.Packet], float]:
+        client = new_client(keepalive=0)
+        broker = BrokerEnd(pairs[0][1])
+        task = asyncio.create_task(client.connect(lambda: SocketTransport(next(sockets)[0])))
+        await broker.read(1)
+        broker.send(codec.encode_connack(False, 0, codec.V311))
+        await asyncio.wait_for(task, 5)
+        sub = asyncio.create_task(client.subscribe("cmd/x", 1))
+        subscribe = (await broker.read(2))[1]
+        broker.send(codec.encode_suback(subscribe.pid, [1], codec.V311))
+        assert await asyncio.wait_for(sub, 5) == 1
+        client.up.clear()
+        pairs[0][1].close()  # the broker goes, and comes back without the session
+        again = BrokerEnd(pairs[1][1])
+        await again.read(1)
+        again.send(codec.encode_connack(False, 0, codec.V311))
+        resubscribe = (await again.read(2))[1]
+        start = time.monotonic()
+        again.send(codec.encode_suback(resubscribe.pid, [1], codec.V311))
+        await asyncio.wait_for(client.up.wait(), 5)
+        took = time.monotonic() - start
+        await client.close()
+        return again.packets, took
+
+    try:
+        packets, took = asyncio.run(run())
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+    assert [p.type for p in packets[:2]] == [codec.CONNECT, codec.SUBSCRIBE]
+    assert packets[1].topics[0][0] == "cmd/x"
+    assert took < 2.0  # read at once, not after the SUBACK timeout (10 s)

@@ -16,10 +16,9 @@ from tests.conftest import VECTORS, run_micropython
 # publish() runs: its PUB record framed (a CRC slice and a program slice); its PUBLISH is encoded from the
 # application's buffers, the acknowledgement decoded from the receive buffer without a slice, and the DONE
 # record framed in views made once; QoS 2 adds its REL record (two slices). Queued behind a full window, it is
-# read back to be sent: the record's CRC slice, and the topic and payload views of the journal's read view (the
-# read's own body view and (type, body) tuple went in 0.6.0: 56 bytes). MQTT 5.0 with Topic Aliases granted:
-# the same (the alias, a property, is written without the general property encoder, which allocated 160 bytes
-# per PUBLISH: a sorted list and a tuple).
+# read back to be sent: the record's CRC slice, and the topic and payload views of the journal's read view. MQTT
+# 5.0 with Topic Aliases granted: the same, since the alias property is written without the general property
+# encoder (a sorted list and a tuple a PUBLISH).
 CEILING = {
     "0": 0.0,
     "0 str topic": 0.0,
