@@ -224,7 +224,7 @@ def open_board(config, store):
         # (config.py subscribes to its topic with the others)
     if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
         # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
-        client.session.journal.quiet = transport_class.hush
+        client.session.journal.hush = transport_class.hush
     for note in client.open():
         print(note)
     print(console.BOOT % (boot, client.outstanding(), dmqtt.__version__))

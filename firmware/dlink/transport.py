@@ -76,7 +76,7 @@ class LinkTransport:
     @staticmethod
     def hush(start):
         """Around a long flash operation (start True before, False after; a RingJournal calls it around each
-        sector erase, as its `quiet`): an ESP32 runs with its flash cache off, so the UART's interrupt waits and
+        sector erase, as its `hush`): an ESP32 runs with its flash cache off, so the UART's interrupt waits and
         bytes beyond its 128-byte receive FIFO are lost. Before, the bridge is asked to pause and its last frame
         awaited (a retransmission timeout at most: an older bridge does not answer); after, it is told to
         resume. docs/link-protocol.md."""

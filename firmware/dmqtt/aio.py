@@ -27,7 +27,7 @@ import time
 
 from dmqtt import codec
 from dmqtt import journal_record as rec
-from dmqtt.client import CONNECTED, Backoff, MQTTClient, _elapsed, _ticks_ms
+from dmqtt.client import CONNECTED, Backoff, MQTTClient, elapsed, ticks_ms
 from dmqtt.errors import MQTTError, QueueFull
 from dmqtt.session import Session
 
@@ -323,10 +323,10 @@ class AsyncClient:
         sock = getattr(transport, "selectable", None)
         try:
             c._send_connect(transport)
-            start = _ticks_ms()
+            start = ticks_ms()
             present = None
             while present is None:
-                left = _ACK_TIMEOUT_MS - _elapsed(start)
+                left = _ACK_TIMEOUT_MS - elapsed(start)
                 if left <= 0:
                     c._fail("no answer from the broker within %d ms" % _ACK_TIMEOUT_MS, None)
                 if sock is None:
@@ -343,8 +343,8 @@ class AsyncClient:
                 # the application holds is journaled as handled first, so that a cut cannot lose it, if the
                 # application finishes with it within _HOLD_MS (an application that awaits connect() before it
                 # iterates cannot: then the ids are released, and the messages stay in the inbox).
-                start = _ticks_ms()
-                while self._session.holding() and _elapsed(start) < _HOLD_MS:
+                start = ticks_ms()
+                while self._session.holding() and elapsed(start) < _HOLD_MS:
                     await _sleep_ms(_BUSY_MS)
             c._establish(present)
         except MQTTError:
@@ -409,9 +409,9 @@ class AsyncClient:
         if c.keepalive:
             period = c.keepalive * 1000
             if c._ping_at >= 0:
-                ms = period - _elapsed(c._ping_at)
+                ms = period - elapsed(c._ping_at)
             else:
-                ms = period * 3 // 4 - _elapsed(c._last_tx)
+                ms = period * 3 // 4 - elapsed(c._last_tx)
         if c._tail != c._end or self.confirm_topic is not None:
             ms = min(ms, _TEND_MS)
         return max(1, ms + 1)
@@ -492,11 +492,11 @@ class AsyncClient:
         c._write(codec.encode_subscribe(pid, [(topic, qos)], c.version, None, c._out))
         if c._tail != c._end:
             self._unsent.set()
-        start = _ticks_ms()
+        start = ticks_ms()
         while pid not in c._acks:
             if not self.connected:
                 raise MQTTError("connection lost before SUBACK")
-            left = _ACK_TIMEOUT_MS - _elapsed(start)
+            left = _ACK_TIMEOUT_MS - elapsed(start)
             if left <= 0:
                 raise MQTTError("no SUBACK within %d ms" % _ACK_TIMEOUT_MS)
             self._input.clear()
@@ -517,7 +517,7 @@ class AsyncClient:
         connection task reconnecting meanwhile) or timeout_ms has passed, then close(). With confirmation, the
         recorder's retained confirmation is awaited too, and what it says is missing goes first. Returns how many
         are left: they stay journaled and go at the next connection."""
-        end = time.ticks_add(_ticks_ms(), timeout_ms)
+        end = time.ticks_add(ticks_ms(), timeout_ms)
         try:
             await _within(self.wait_idle(), timeout_ms)
             if self.confirm_topic is not None:
@@ -532,13 +532,13 @@ class AsyncClient:
         come by now or within a moment; then what it says is missing, sent and acknowledged."""
         c = self.client
         session: Any = c.session
-        hear = time.ticks_add(_ticks_ms(), _HEAR_MS)
-        while session._stamp < 0 and time.ticks_diff(hear, _ticks_ms()) > 0 and self.connected:
+        hear = time.ticks_add(ticks_ms(), _HEAR_MS)
+        while session._stamp < 0 and time.ticks_diff(hear, ticks_ms()) > 0 and self.connected:
             await _sleep_ms(20)
         session.tend()
         if self.connected:
             c._pump()
-        await _within(self.wait_idle(), max(1, time.ticks_diff(end, _ticks_ms())))
+        await _within(self.wait_idle(), max(1, time.ticks_diff(end, ticks_ms())))
 
     async def _writable(self):
         c = self.client

@@ -63,12 +63,14 @@ def _text(rule, arg=None):
     return explain("dmqtt.client_text", rule, arg)
 
 
-def _ticks_ms():
+def ticks_ms():
+    """The clock every timeout of the client runs on (the asyncio face's too)."""
     return time.ticks_ms()
 
 
-def _elapsed(since):
-    return time.ticks_diff(_ticks_ms(), since)
+def elapsed(since):
+    """Milliseconds since the ticks_ms() value `since`, across the clock's wrap."""
+    return time.ticks_diff(ticks_ms(), since)
 
 
 class Backoff:
@@ -211,10 +213,10 @@ class MQTTClient:
             self.open()
         try:
             self._send_connect(transport)
-            start = _ticks_ms()
+            start = ticks_ms()
             present = None
             while present is None:
-                left = timeout_ms - _elapsed(start)
+                left = timeout_ms - elapsed(start)
                 if left <= 0 or not transport.wait(left):
                     self._fail("no answer from the broker within %d ms" % timeout_ms, None)
                 present = self._take_connack()
@@ -418,10 +420,10 @@ class MQTTClient:
                 except QueueFull as exc:
                     full = exc
             if start is None:
-                start = _ticks_ms()
-            if self.state != CONNECTED or _elapsed(start) >= timeout_ms:
+                start = ticks_ms()
+            if self.state != CONNECTED or elapsed(start) >= timeout_ms:
                 raise full or QueueFull(_text(_T_WINDOW_FULL, session.outstanding()))
-            self.poll(min(100, max(1, timeout_ms - _elapsed(start))))
+            self.poll(min(100, max(1, timeout_ms - elapsed(start))))
         try:
             if group and session.staged < group:
                 return pid  # staged: durable at the next flush(), poll() or full group
@@ -459,9 +461,9 @@ class MQTTClient:
 
     def wait_idle(self, timeout_ms):
         """Poll until every QoS 1/2 message is acknowledged; False on timeout."""
-        start = _ticks_ms()
+        start = ticks_ms()
         while self.session.outstanding():
-            left = timeout_ms - _elapsed(start)
+            left = timeout_ms - elapsed(start)
             if left <= 0:
                 return False
             self.poll(min(left, 100))
@@ -498,9 +500,9 @@ class MQTTClient:
     # -- internals -------------------------------------------------------------------------------------------
 
     def _await_ack(self, pid, timeout_ms):
-        start = _ticks_ms()
+        start = ticks_ms()
         while pid not in self._acks:
-            left = timeout_ms - _elapsed(start)
+            left = timeout_ms - elapsed(start)
             if left <= 0:
                 self._fail(_text(_T_NO_SUBACK, timeout_ms), None)
             self.poll(min(left, 100))
@@ -510,11 +512,11 @@ class MQTTClient:
         if not self.keepalive:
             return
         period = self.keepalive * 1000
-        if self._ping_at >= 0 and time.ticks_diff(_ticks_ms(), self._ping_at) > period:
+        if self._ping_at >= 0 and time.ticks_diff(ticks_ms(), self._ping_at) > period:
             self._fail(_text(_T_NO_PINGRESP), codec.KEEP_ALIVE_TIMEOUT)
-        if self._ping_at < 0 and _elapsed(self._last_tx) >= period * 3 // 4 and self._drain(self.blocking):
+        if self._ping_at < 0 and elapsed(self._last_tx) >= period * 3 // 4 and self._drain(self.blocking):
             self._write(codec.encode_empty(codec.PINGREQ, self._out))
-            self._ping_at = _ticks_ms()
+            self._ping_at = ticks_ms()
 
     def _pump(self):
         # The session's packets go out as many at a time as the output buffer holds, in one write: a backlog
@@ -542,7 +544,7 @@ class MQTTClient:
             raise MQTTError(_text(_T_NOT_CONNECTED))  # (subscribe() before connect(), say)
         self._tail = 0
         self._end = n
-        self._last_tx = _ticks_ms()
+        self._last_tx = ticks_ms()
         self._drain(self.blocking)
 
     def _drain(self, block):
@@ -555,8 +557,8 @@ class MQTTClient:
                 sent = self._transport.send(self._out, self._tail, self._end)  # usually the whole packet at once
                 if sent:
                     self._tail += sent
-                    self._last_tx = _ticks_ms()
-                elif _elapsed(self._last_tx) > _WRITE_STALL_MS:
+                    self._last_tx = ticks_ms()
+                elif elapsed(self._last_tx) > _WRITE_STALL_MS:
                     self._fail(_text(_T_STALLED, _WRITE_STALL_MS // 1000), None)
                 elif block:
                     self._transport.wait(1000, True)

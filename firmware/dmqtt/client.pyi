@@ -7,6 +7,10 @@ from dmqtt.interfaces import Text as _Text
 from dmqtt.session import Session
 
 DISCONNECTED: Final[int]
+
+def ticks_ms() -> int: ...
+def elapsed(since: int) -> int: ...
+
 CONNECTING: Final[int]
 CONNECTED: Final[int]
 

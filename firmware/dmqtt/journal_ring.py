@@ -61,7 +61,7 @@ class RingJournal(Framing):
 
     # callable(start): called before (True) and after (False) each sector erase, which stalls an ESP32 for
     # 45 ms (its flash cache is off): a serial board asks its bridge to pause meanwhile (LinkTransport.hush).
-    quiet = None
+    hush = None
 
     def __init__(self, partition, record_max=1024):
         super().__init__(record_max)
@@ -100,16 +100,16 @@ class RingJournal(Framing):
             raise self._failed("program", sector, off, exc)
 
     def _erase(self, sector):
-        quiet = self.quiet
-        if quiet is not None:
-            quiet(True)
+        hush = self.hush
+        if hush is not None:
+            hush(True)
         try:
             self._part.ioctl(6, sector)
         except OSError as exc:
             raise self._failed("erase", sector, 0, exc)
         finally:
-            if quiet is not None:
-                quiet(False)
+            if hush is not None:
+                hush(False)
 
     # -- boot ------------------------------------------------------------------------------------------------
 

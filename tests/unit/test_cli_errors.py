@@ -194,6 +194,21 @@ def test_run_checks_its_toml_against_the_schema(tmp_path: Path, toml: str, messa
         (["--baud", "0"], "argument --baud: 0 is not a baud rate: give a positive number"),
         (["--baud", "fast"], "argument --baud: 'fast' is not a whole number"),
         (["--stats-every", "-5"], "argument --stats-every: give 0 (no periodic counters) or a number of seconds"),
+    ],
+)
+def test_run_refuses_a_bad_number_in_its_arguments(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from host_bridge.cli import build_parser
+
+    with pytest.raises(SystemExit) as exited:
+        build_parser("run").parse_args(["run", "--broker", "127.0.0.1:1", *args])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
         (["--strict-ports", "--port", "/dev/ttyNOPE0"], "/dev/ttyNOPE0 does not exist (--strict-ports)"),
         (["--port", "/dev/ttyNOPE1", "--metrics", "nowhere"], "--metrics 'nowhere' is not HOST:PORT"),
     ],

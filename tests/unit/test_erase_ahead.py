@@ -77,12 +77,12 @@ class Recorded(NorPartition):
 
 
 def test_the_ring_hushes_its_link_around_every_erase_and_after_a_failed_one_too() -> None:
-    """`RingJournal.quiet` (a serial board's LinkTransport.hush) is told before each sector erase and after it,
+    """`RingJournal.hush` (a serial board's LinkTransport.hush) is told before each sector erase and after it,
     also when the erase fails: a bridge left paused would write nothing for half a second."""
     log: list[str] = []
     flash = Recorded(6, log)
     journal = RingJournal(flash, 512)
-    journal.quiet = lambda start: log.append("hush" if start else "resume")
+    journal.hush = lambda start: log.append("hush" if start else "resume")
     client = MQTTClient("hushed", journal, codec.V311, window=8)
     client.open()
     client.connect(Broker(acking=True))
