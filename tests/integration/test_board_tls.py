@@ -72,11 +72,11 @@ def secured_broker(workdir: Path, pki: Pki, cert: tuple[Path, Path], client_cert
 
 
 def tls_config(
-    client_id: str, broker: Mosquitto, qos: int, count: int, version: str = "3.1.1", **tls: Any
+    client_id: str, tls_broker: Mosquitto, qos: int, count: int, version: str = "3.1.1", **tls: Any
 ) -> dict[str, Any]:
     return {
         "client_id": client_id,
-        "broker": broker.address,
+        "broker": tls_broker.address,
         "mqtt_version": version,
         "username": "tls-board",
         "password": PASSWORD,
@@ -107,25 +107,25 @@ def one_boot(
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Mosquitto]:
+def tls_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Mosquitto]:
     with secured_broker(tmp_path_factory.mktemp("tls-broker"), pki, pki.broker) as b:
         yield b
 
 
-def recorder_subscriber(broker: Mosquitto, pki: Pki, name: str) -> Subscriber:
-    return Subscriber(broker.address, name, username="recorder", password=PASSWORD, tls_ca=pki.ca.ca)
+def recorder_subscriber(tls_broker: Mosquitto, pki: Pki, name: str) -> Subscriber:
+    return Subscriber(tls_broker.address, name, username="recorder", password=PASSWORD, tls_ca=pki.ca.ca)
 
 
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_verified_tls_delivers_every_qos_through_power_cuts(
-    tmp_path: Path, pki: Pki, broker: Mosquitto, qos: int
+    tmp_path: Path, pki: Pki, tls_broker: Mosquitto, qos: int
 ) -> None:
-    subscriber = recorder_subscriber(broker, pki, f"tls-witness-{qos}")
+    subscriber = recorder_subscriber(tls_broker, pki, f"tls-witness-{qos}")
     dev = f"tls-board-q{qos}"
     dut = make_dut(tmp_path, pki)
     try:
         dut.configure(
-            {**tls_config(dev, broker, qos, 80, "5"), "publish": {"qos": qos, "count": 80, "interval_ms": 10}}
+            {**tls_config(dev, tls_broker, qos, 80, "5"), "publish": {"qos": qos, "count": 80, "interval_ms": 10}}
         )
         # Two cuts of at most 30 messages each cannot outrun 80: both land (QoS 0 has no accepted lines, so its
         # cuts go inside the flash operations of its progress marks).
@@ -148,7 +148,7 @@ def test_verified_tls_delivers_every_qos_through_power_cuts(
     ("which", "server_hostname", "says"),
     [
         ("foreign", "localhost", "is not correctly signed by the trusted CA"),
-        ("broker", "broker.example.net", "Common Name (CN) does not match"),
+        ("broker", "tls_broker.example.net", "Common Name (CN) does not match"),
         ("expired", "localhost", "validity has expired"),
         ("future", "localhost", "validity starts in the future"),
     ],
@@ -156,18 +156,18 @@ def test_verified_tls_delivers_every_qos_through_power_cuts(
 def test_a_broker_certificate_that_does_not_check_out_is_refused_saying_why(
     tmp_path: Path, pki: Pki, which: str, server_hostname: str, says: str
 ) -> None:
-    with secured_broker(tmp_path / "broker", pki, getattr(pki, which)) as broker:
-        end = one_boot(tmp_path, pki, tls_config("tls-board", broker, 1, 3, server_hostname=server_hostname))
-        log = broker.log_path.read_text()
+    with secured_broker(tmp_path / "broker", pki, getattr(pki, which)) as tls_broker:
+        end = one_boot(tmp_path, pki, tls_config("tls-board", tls_broker, 1, 3, server_hostname=server_hostname))
+        log = tls_broker.log_path.read_text()
     assert end.kind == "power-cut" and f"connect failed (tls: The certificate {says}" in end.console, end.console
     assert "New client connected" not in log  # nothing reached MQTT
     assert PASSWORD not in end.console
 
 
 def test_a_wrong_password_is_reported_and_retried_with_backoff_not_a_storm(
-    tmp_path: Path, pki: Pki, broker: Mosquitto
+    tmp_path: Path, pki: Pki, tls_broker: Mosquitto
 ) -> None:
-    config = tls_config("tls-board", broker, 1, 3, "5")
+    config = tls_config("tls-board", tls_broker, 1, 3, "5")
     config["password"] = "not-the-password"
     end = one_boot(tmp_path, pki, config, seconds=6.0)
     # Mosquitto 2.0 answers a bad password with 0x87 (Not authorized) rather than 0x86.
@@ -182,12 +182,14 @@ def test_a_wrong_password_is_reported_and_retried_with_backoff_not_a_storm(
 def test_client_certificates_are_the_identity(tmp_path: Path, pki: Pki) -> None:
     """require_certificate with use_identity_as_username: the board's certificate (its key inline in
     secrets.json, its certificate a file) is its identity; without one the handshake is refused."""
-    with secured_broker(tmp_path / "broker", pki, pki.broker, client_certs=True) as broker:
+    with secured_broker(tmp_path / "broker", pki, pki.broker, client_certs=True) as tls_broker:
         subscriber = Subscriber(
-            broker.address, "cert-witness", tls_ca=pki.ca.ca, tls_cert=pki.ca.issue("recorder", "recorder")
+            tls_broker.address, "cert-witness", tls_ca=pki.ca.ca, tls_cert=pki.ca.issue("recorder", "recorder")
         )
         config = {
-            k: v for k, v in tls_config("tls-cert-board", broker, 2, 20).items() if k not in ("username", "password")
+            k: v
+            for k, v in tls_config("tls-cert-board", tls_broker, 2, 20).items()
+            if k not in ("username", "password")
         }
         config["tls"]["cert"] = "client.pem"
         secrets = tmp_path / "secrets.json"
@@ -205,14 +207,14 @@ def test_client_certificates_are_the_identity(tmp_path: Path, pki: Pki) -> None:
 
 
 @pytest.mark.parametrize("version", ["5", "3.1.1"])
-def test_publishing_outside_its_acl(tmp_path: Path, pki: Pki, broker: Mosquitto, version: str) -> None:
+def test_publishing_outside_its_acl(tmp_path: Path, pki: Pki, tls_broker: Mosquitto, version: str) -> None:
     """What Mosquitto 2.0 does, measured here: on 5.0 it answers PUBACK 0x87 (Not authorized) and then closes
     the connection; on 3.1.1 (no reason codes) it acknowledges, discards and closes. The board ends each 5.0
     flow as refused and counts it; it reconnects once per refused message, never in a loop, and completes its
     run. On 3.1.1 it cannot tell a discarded message from a delivered one: the subscriber and the audit show
     the loss."""
-    subscriber = recorder_subscriber(broker, pki, f"acl-witness-{version}")
-    config = tls_config("tls-board", broker, 1, 5, version)
+    subscriber = recorder_subscriber(tls_broker, pki, f"acl-witness-{version}")
+    config = tls_config("tls-board", tls_broker, 1, 5, version)
     config["publish"]["topic"] = "sensors/someone-else/telemetry"
     dut = make_dut(tmp_path, pki)
     try:
@@ -229,19 +231,19 @@ def test_publishing_outside_its_acl(tmp_path: Path, pki: Pki, broker: Mosquitto,
         assert summary["refused"] == 0
     # A message the board's own identity may publish, sent after the run: once it has arrived, so would have
     # anything the broker let through before it (one broker, one subscription: in order).
-    marker_arrived(broker, pki, subscriber)
+    marker_arrived(tls_broker, pki, subscriber)
     assert subscriber.distinct("tls-board") == set()  # the broker delivered none of them, in either version
     subscriber.close()
 
 
-def marker_arrived(broker: Mosquitto, pki: Pki, subscriber: Subscriber, timeout: float = 10) -> None:
+def marker_arrived(tls_broker: Mosquitto, pki: Pki, subscriber: Subscriber, timeout: float = 10) -> None:
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
     client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="tls-board", clean_session=True)
     client.username_pw_set("tls-board", PASSWORD)
     client.tls_set(ca_certs=str(pki.ca.ca))
-    host, port = broker.address.rsplit(":", 1)
+    host, port = tls_broker.address.rsplit(":", 1)
     client.connect(host, int(port))
     client.loop_start()
     try:
@@ -258,21 +260,21 @@ def marker_arrived(broker: Mosquitto, pki: Pki, subscriber: Subscriber, timeout:
 
 
 def test_a_message_larger_than_the_read_buffer_arrives_whole_over_tls(
-    tmp_path: Path, pki: Pki, broker: Mosquitto
+    tmp_path: Path, pki: Pki, tls_broker: Mosquitto
 ) -> None:
     """A 900-byte command comes in one TLS record, larger than the client's 512-byte read buffer: the rest of
     the record waits inside mbedTLS, where polling the TCP socket cannot see it; the transport reads on."""
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    config = tls_config("tls-big", broker, 1, 40, "5")
+    config = tls_config("tls-big", tls_broker, 1, 40, "5")
     config["publish"]["interval_ms"] = 100
     config["subscribe"] = [{"topic": "cmd/{client_id}", "qos": 1}]
     dut = make_dut(tmp_path, pki)
     sender = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="tls-commander")
     sender.username_pw_set("recorder", PASSWORD)
     sender.tls_set(ca_certs=str(pki.ca.ca))
-    host, port = broker.address.rsplit(":", 1)
+    host, port = tls_broker.address.rsplit(":", 1)
     try:
         dut.configure(config)
         dut.start()

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +65,6 @@ def serial_board(
         stderr=subprocess.STDOUT,
         **extra.pop("board_kwargs", {}),
     )
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Mosquitto]:
-    with Mosquitto(tmp_path / "broker", persistence=True) as b:
-        yield b
 
 
 def console_until(board: VirtualBoard, pattern: str, timeout: float = 30) -> str:

@@ -17,15 +17,15 @@ from tests.integration.scripted_broker import Connection, ScriptedBroker
 
 
 @pytest.fixture
-def broker() -> ScriptedBroker:
+def scripted() -> ScriptedBroker:
     b = ScriptedBroker()
     yield b  # type: ignore[misc]
     b.close()
 
 
-def test_resend_after_reconnect_has_dup_and_the_same_ids(tmp_path: Path, broker: ScriptedBroker) -> None:
-    board = start_board(tmp_path, board_config("wire-dup", broker.address, 1, 3))
-    conn = broker.accept()
+def test_resend_after_reconnect_has_dup_and_the_same_ids(tmp_path: Path, scripted: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-dup", scripted.address, 1, 3))
+    conn = scripted.accept()
     connect = conn.expect_connect()
     assert connect.clean is False  # persistent session
     conn.connack(session_present=False)
@@ -35,7 +35,7 @@ def test_resend_after_reconnect_has_dup_and_the_same_ids(tmp_path: Path, broker:
     assert conn.nothing_for(1.0)  # no resend on a live connection [MQTT-4.4.0-1]
     conn.close()  # the connection drops with all three unacknowledged
 
-    conn = broker.accept()
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(session_present=True)
     again = [conn.recv_type(codec.PUBLISH) for _ in range(3)]
@@ -50,9 +50,9 @@ def test_resend_after_reconnect_has_dup_and_the_same_ids(tmp_path: Path, broker:
     assert (summary(out)["total"], summary(out)["reconnects"]) == (3, 1), out
 
 
-def test_pubrel_is_resent_after_a_drop_that_follows_pubrec(tmp_path: Path, broker: ScriptedBroker) -> None:
-    board = start_board(tmp_path, board_config("wire-rel", broker.address, 2, 1, "5"))
-    conn = broker.accept()
+def test_pubrel_is_resent_after_a_drop_that_follows_pubrec(tmp_path: Path, scripted: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-rel", scripted.address, 2, 1, "5"))
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False)
     _, pub = conn.recv_type(codec.PUBLISH)
@@ -61,7 +61,7 @@ def test_pubrel_is_resent_after_a_drop_that_follows_pubrec(tmp_path: Path, broke
     assert raw == bytes([0x62, 0x02, pub.pid >> 8, pub.pid & 0xFF])  # flags 0010 [MQTT-3.6.1-1], short form
     conn.close()
 
-    conn = broker.accept()
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(True)
     raw, packet = conn.recv()
@@ -72,9 +72,9 @@ def test_pubrel_is_resent_after_a_drop_that_follows_pubrec(tmp_path: Path, broke
     assert code == 0 and summary(out)["refused"] == 0, out
 
 
-def test_pubrec_error_gets_no_pubrel(tmp_path: Path, broker: ScriptedBroker) -> None:
-    board = start_board(tmp_path, board_config("wire-refused", broker.address, 2, 2, "5"))
-    conn = broker.accept()
+def test_pubrec_error_gets_no_pubrel(tmp_path: Path, scripted: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-refused", scripted.address, 2, 2, "5"))
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False)
     _, p1 = conn.recv_type(codec.PUBLISH)
@@ -92,10 +92,10 @@ def test_pubrec_error_gets_no_pubrel(tmp_path: Path, broker: ScriptedBroker) -> 
 
 
 @pytest.mark.parametrize("receive_max", [1, 2, 3])
-def test_receive_maximum_is_honoured(tmp_path: Path, broker: ScriptedBroker, receive_max: int) -> None:
+def test_receive_maximum_is_honoured(tmp_path: Path, scripted: ScriptedBroker, receive_max: int) -> None:
     count = 7
-    board = start_board(tmp_path, board_config("wire-rm", broker.address, 1, count, "5"))
-    conn = broker.accept()
+    board = start_board(tmp_path, board_config("wire-rm", scripted.address, 1, count, "5"))
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False, props={codec.RECEIVE_MAXIMUM: receive_max})
     acked = 0
@@ -111,9 +111,9 @@ def test_receive_maximum_is_honoured(tmp_path: Path, broker: ScriptedBroker, rec
     assert code == 0, out
 
 
-def test_unexpected_pubrel_is_answered_and_the_connection_stays(tmp_path: Path, broker: ScriptedBroker) -> None:
-    board = start_board(tmp_path, board_config("wire-unexp", broker.address, 1, 2, "5", publish={"interval_ms": 300}))
-    conn = broker.accept()
+def test_unexpected_pubrel_is_answered_and_the_connection_stays(tmp_path: Path, scripted: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-unexp", scripted.address, 1, 2, "5", publish={"interval_ms": 300}))
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False)
     conn.ack(codec.PUBREL, 999)
@@ -132,9 +132,9 @@ def test_unexpected_pubrel_is_answered_and_the_connection_stays(tmp_path: Path, 
     assert code == 0 and summary(out)["reconnects"] == 0, out
 
 
-def test_short_and_long_v5_acks_are_accepted(tmp_path: Path, broker: ScriptedBroker) -> None:
-    board = start_board(tmp_path, board_config("wire-forms", broker.address, 2, 3, "5"))
-    conn = broker.accept()
+def test_short_and_long_v5_acks_are_accepted(tmp_path: Path, scripted: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-forms", scripted.address, 2, 3, "5"))
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False)
     pubs = [conn.recv_type(codec.PUBLISH)[1] for _ in range(3)]
@@ -149,9 +149,9 @@ def test_short_and_long_v5_acks_are_accepted(tmp_path: Path, broker: ScriptedBro
     assert code == 0 and summary(out)["refused"] == 0, out
 
 
-def test_malformed_packet_from_the_broker_closes_with_0x81(tmp_path: Path, broker: ScriptedBroker) -> None:
-    board = start_board(tmp_path, board_config("wire-bad", broker.address, 1, 1, "5", publish={"interval_ms": 200}))
-    conn = broker.accept()
+def test_malformed_packet_from_the_broker_closes_with_0x81(tmp_path: Path, scripted: ScriptedBroker) -> None:
+    board = start_board(tmp_path, board_config("wire-bad", scripted.address, 1, 1, "5", publish={"interval_ms": 200}))
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False)
     conn.send(bytes([0x36, 0x03, 0x00, 0x01, 0x74]))  # PUBLISH with QoS bits 11 [MQTT-3.3.1-4]
@@ -160,7 +160,7 @@ def test_malformed_packet_from_the_broker_closes_with_0x81(tmp_path: Path, broke
         raw, packet = conn.recv()
     assert packet.type == codec.DISCONNECT and packet.reason == codec.MALFORMED_PACKET
     conn.close()
-    conn = broker.accept()  # the outer layer reconnects
+    conn = scripted.accept()  # the outer layer reconnects
     conn.expect_connect()
     conn.connack(True)
     _, pub = conn.recv_type(codec.PUBLISH)
@@ -201,7 +201,7 @@ class FilePartition:
         return 0
 
 
-def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, broker: ScriptedBroker) -> None:
+def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, scripted: ScriptedBroker) -> None:
     # A board whose journal says the last packet id was 65533 (as after a long life), written by the host
     # with the very same journal code.
     from host_bridge.vboard.flash_image import create_flash
@@ -211,8 +211,8 @@ def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, broker: Scripted
     seeded.open()
     seeded.next_pid = 65533
     seeded.note_mark(0)
-    board = start_board(tmp_path, board_config("wire-wrap", broker.address, 1, 4))
-    conn = broker.accept()
+    board = start_board(tmp_path, board_config("wire-wrap", scripted.address, 1, 4))
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False)
     pids = []
@@ -226,10 +226,10 @@ def test_packet_ids_wrap_past_65535_on_the_wire(tmp_path: Path, broker: Scripted
     assert code == 0, out
 
 
-def test_connect_carries_credentials_will_and_keep_alive(tmp_path: Path, broker: ScriptedBroker) -> None:
+def test_connect_carries_credentials_will_and_keep_alive(tmp_path: Path, scripted: ScriptedBroker) -> None:
     config = board_config(
         "wire-ka",
-        broker.address,
+        scripted.address,
         1,
         1,
         "5",
@@ -241,7 +241,7 @@ def test_connect_carries_credentials_will_and_keep_alive(tmp_path: Path, broker:
         publish={"interval_ms": 4000},
     )
     board = start_board(tmp_path, config)
-    conn = broker.accept()
+    conn = scripted.accept()
     connect = conn.expect_connect()
     assert (connect.username, connect.password, connect.keepalive, connect.clean) == ("sensor", b"s3cret", 1, False)
     assert (connect.will_topic, connect.will_payload, connect.will_qos, connect.will_retain) == (
@@ -277,9 +277,9 @@ def test_offline_queue_is_sent_when_the_broker_appears(tmp_path: Path) -> None:
     board = start_board(tmp_path, board_config("wire-offline", f"127.0.0.1:{port}", 2, 5, publish={"interval_ms": 100}))
     # No broker yet: connection refused, the five messages go into the journal (the board says it accepted them).
     before = read_until(board, lambda out: len(console_host.lines(out, "accepted")) == 5)
-    broker = ScriptedBroker(port)
+    scripted = ScriptedBroker(port)
     try:
-        conn = broker.accept(timeout=40)
+        conn = scripted.accept(timeout=40)
         conn.expect_connect()
         conn.connack(False)
         pubs = [conn.recv_type(codec.PUBLISH)[1] for _ in range(5)]
@@ -291,7 +291,7 @@ def test_offline_queue_is_sent_when_the_broker_appears(tmp_path: Path) -> None:
             conn.ack(codec.PUBCOMP, p.pid)
         conn.recv_type(codec.DISCONNECT)
     finally:
-        broker.close()
+        scripted.close()
     code, out = finish(board, before=before)
     assert code == 0, out
     assert out.count("connect failed") >= 1 and summary(out)["total"] == 5
@@ -331,15 +331,15 @@ print(json.dumps({"pid": pid, "events": events, "states": states, "expected": [D
 """
 
 
-def test_the_client_reports_through_its_hooks_state_and_counters(tmp_path: Path, broker: ScriptedBroker) -> None:
+def test_the_client_reports_through_its_hooks_state_and_counters(tmp_path: Path, scripted: ScriptedBroker) -> None:
     """The application's whole view: hooks called at the moments the wire shows, the connection state, the
     counters, and errors under DmqttError (a bad topic is refused before anything is journaled or sent)."""
     app = tmp_path / "app"
     app.mkdir()
-    host, port = broker.address.rsplit(":", 1)
+    host, port = scripted.address.rsplit(":", 1)
     (app / "main.py").write_text(f"HOST, PORT = {host!r}, {port}\n" + HOOKS_APP)
     board = start_board(tmp_path, {}, app=app)
-    conn = broker.accept()
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(session_present=False)
     _, pub = conn.recv_type(codec.PUBLISH)
@@ -366,14 +366,14 @@ def test_the_client_reports_through_its_hooks_state_and_counters(tmp_path: Path,
 
 @pytest.mark.parametrize("qos", [0, 1])
 def test_topic_aliases_on_the_wire_and_named_again_after_a_reconnect(
-    tmp_path: Path, broker: ScriptedBroker, qos: int
+    tmp_path: Path, scripted: ScriptedBroker, qos: int
 ) -> None:
     """MQTT 5.0 with a Topic Alias Maximum in the CONNACK: the board names its topic once per connection, then
     sends the alias with a zero-length name (QoS 0 as QoS 1); a new connection starts without aliases
     [MQTT-3.3.2-7], so a flow resent on it names its topic again."""
-    board = start_board(tmp_path, board_config(f"wire-alias-{qos}", broker.address, qos, 4, "5"))
+    board = start_board(tmp_path, board_config(f"wire-alias-{qos}", scripted.address, qos, 4, "5"))
     topic = f"sensors/wire-alias-{qos}/telemetry"
-    conn = broker.accept()
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(False, props={codec.TOPIC_ALIAS_MAXIMUM: 2})
     first = 4 if qos == 0 else 2
@@ -383,7 +383,7 @@ def test_topic_aliases_on_the_wire_and_named_again_after_a_reconnect(
     if qos:
         conn.ack(codec.PUBACK, pubs[0].pid)  # the second stays unacknowledged: it is resent on the next connection
         conn.hang_up()
-        conn = broker.accept()
+        conn = scripted.accept()
         conn.expect_connect()
         conn.connack(True, props={codec.TOPIC_ALIAS_MAXIMUM: 2})
         rest = [conn.recv_type(codec.PUBLISH)[1] for _ in range(3)]
@@ -412,21 +412,21 @@ def _serve_until(conn: Connection, last: int) -> list[int]:
 
 @pytest.mark.parametrize("version", ["3.1.1", "5"])
 def test_subscriptions_made_again_at_a_reconnect_into_a_present_session_on_mqtt5_only(
-    tmp_path: Path, broker: ScriptedBroker, version: str
+    tmp_path: Path, scripted: ScriptedBroker, version: str
 ) -> None:
     """The board application subscribes at a boot's first connection; at a later connection whose CONNACK says
     the session is present it subscribes again on MQTT 5 (a broker restored from a snapshot was seen to keep a
     session that no longer delivered to it) and not on 3.1.1 (a SUBSCRIBE behind a resent PUBLISH that Mosquitto
     refuses and closes on loses its acknowledgement to the reset)."""
     subscription = {"topic": "cmd/wire-resub", "qos": 1}
-    config = board_config(f"wire-resub-{version}", broker.address, 1, 2, version, subscribe=[subscription])
+    config = board_config(f"wire-resub-{version}", scripted.address, 1, 2, version, subscribe=[subscription])
     board = start_board(tmp_path, config)
-    conn = broker.accept()
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(session_present=True)
     first = _serve_until(conn, codec.PUBLISH)  # its first message goes unacknowledged...
     conn.hang_up()  # ... and the connection drops: the board reconnects
-    conn = broker.accept()
+    conn = scripted.accept()
     conn.expect_connect()
     conn.connack(session_present=True)
     second = _serve_until(conn, codec.DISCONNECT)

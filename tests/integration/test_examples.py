@@ -13,11 +13,9 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
-import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from host_bridge.boards import mip_package
@@ -33,12 +31,6 @@ from tests.integration.boards import read_until
 from tests.integration.test_vboard_console import console_board, mpremote
 
 EXAMPLES = REPO / "examples"
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Mosquitto]:
-    with Mosquitto(tmp_path / "broker", persistence=True) as b:
-        yield b
 
 
 def settings(tmp_path: Path, dev: str, broker: str, count: int, interval_ms: int = 20, **extra: object) -> Path:

@@ -12,12 +12,9 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from dboard import console_host
 from host_bridge.boards.definition import BoardDefinition
@@ -36,12 +33,6 @@ SAMPLES = 60  # heap lines over the run
 # The largest allocation the client makes after boot is about 1 KB (its receive buffer growing to max_packet
 # for a large incoming PUBLISH; group commit's staging buffer): that, and some, must always be free in one piece.
 BLOCK_FLOOR = 1280
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Mosquitto]:
-    with Mosquitto(tmp_path / "broker", persistence=True) as b:
-        yield b
 
 
 def heap_samples(console: str) -> list[list[dict[str, int]]]:

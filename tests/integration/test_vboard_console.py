@@ -12,8 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 import dmqtt
 from dboard.console_host import summary as parse_summary
 from host_bridge.boards.definition import BoardDefinition
@@ -70,12 +68,6 @@ def deploy(link: Path, config: Path, *args: str) -> subprocess.CompletedProcess[
 def output(board: subprocess.Popen[str]) -> str:
     out, _ = board.communicate(timeout=120)
     return out
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Mosquitto]:
-    with Mosquitto(tmp_path / "broker") as b:
-        yield b
 
 
 def config_file(tmp_path: Path, broker: Mosquitto, dev: str) -> Path:
