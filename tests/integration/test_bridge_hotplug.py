@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.integration.boards import check_promises, summary
 from tests.integration.test_bridge import serial_board
 
-COUNT = 150
+COUNT = 100
 
 
 def until(condition: object, what: str, limit_s: float = 30) -> None:

@@ -1,7 +1,9 @@
-"""The package as a bridge host installs it: the wheel without extras, into a fresh virtual environment, with its
-dependencies from the package registry as pip finds them for a user (the machine's pip configuration). No
-pyarrow, Spark or matplotlib comes with it; the commands that need them say which extra to add and exit 2; the
-bridge relays a virtual board (run by the same light install) to Mosquitto."""
+"""The package as a bridge host installs it: a wheel built from the checkout, without extras, into a fresh virtual
+environment, with its dependencies from the package registry as pip finds them for a user (the machine's pip
+configuration). No pyarrow, Spark or matplotlib comes with it; the commands that need them say which extra to add
+and exit 2. From a folder with nothing of the repository in it, the install runs a virtual board (its firmware,
+board definitions and shims from the wheel's package data, staged into the user's cache) and the bridge relays
+it to Mosquitto."""
 
 from __future__ import annotations
 
@@ -17,7 +19,14 @@ from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.processes import ManagedProcess
 from tests.conftest import REPO
 from tests.integration.test_bridge import read_until
-from tests.integration.test_wheel import run
+
+
+def run(
+    cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    return result
 
 
 def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_path: Path, mosquitto: Mosquitto) -> None:
@@ -37,7 +46,12 @@ def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_pat
     work = tmp_path / "anywhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # an installed package builds into the user's cache
+    purelib = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=work,
+                  env=env).stdout.strip()  # fmt: skip
+    ask = "import json, host_bridge.assets as a; print(json.dumps([a.__file__, a.INSTALLED, str(a.FIRMWARE)]))"
+    where = json.loads(run([str(python), "-c", ask], cwd=work, env=env).stdout)
+    assert where[0].startswith(purelib) and where[1] is True and where[2].startswith(purelib), where
     for command, extra in (
         (["record", "--broker", mosquitto.address, "--out", "store"], "recorder"),
         (["pipeline", "audit", "store"], "pipeline"),
@@ -78,3 +92,5 @@ def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_pat
     summaries = [line.values[0] for line in console_host.lines(out, "summary")]
     assert [(s["dev"], s["total"]) for s in summaries] == [("light-1", 20)], out[-2000:]
     assert bridge is not None and "board=light event=connected" in bridge.text()
+    staged = list((tmp_path / "cache" / "durable-mqtt" / "vboard").glob("*/dmqtt/client.mpy"))
+    assert staged, "the board's firmware was not staged from the wheel into the cache"

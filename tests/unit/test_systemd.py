@@ -104,3 +104,13 @@ def test_systemd_analyze_verifies_each_unit(unit: Path, tmp_path: Path) -> None:
     run = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     assert unit.name not in run.stderr, run.stderr  # (warnings about the unit itself)
+
+
+def test_the_example_bridge_toml_is_one_the_bridge_takes() -> None:
+    import tomllib
+
+    from host_bridge.bridge.config import load
+
+    path = REPO / "tools" / "systemd" / "bridge.toml"
+    conf = load(path, tomllib.loads(path.read_text()))
+    assert conf.metrics and conf.stats_every > 0 and any("*" in b.port for b in conf.board)
