@@ -6,16 +6,10 @@
 import json
 import random
 
+from hexcodes import to_hex, unhex
+
 from dlink import control, frame
 from dlink.link import Link
-
-
-def unhex(text):
-    return bytes(bytearray(int(text[i : i + 2], 16) for i in range(0, len(text), 2)))
-
-
-def to_hex(data):
-    return "".join("%02x" % b for b in bytes(data))
 
 
 def frames_in(data, decoder=None):

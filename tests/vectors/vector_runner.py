@@ -7,20 +7,14 @@
 import json
 import random
 
+from hexcodes import to_hex, unhex
+
 from dmqtt import codec_host as codec
 from dmqtt.codec import varint_at
 
 
-def unhex(text):
-    return bytes(bytearray(int(text[i : i + 2], 16) for i in range(0, len(text), 2)))
-
-
 def clean_hex(text):
     return "".join(text.split())
-
-
-def to_hex(data):
-    return "".join("%02x" % b for b in bytes(data))
 
 
 def load_value(value):

@@ -201,7 +201,7 @@ class UART:
         self._held_n = 0
         self.baudrate = baudrate
         if vboard_state.env("VBOARD_FLASH_TIMING") == "1":
-            vboard_state.uart = self
+            nor_flash.uart = self
         self._file = open(path, "r+b")
         fd = self._file.fileno()
         termios.setraw(fd)

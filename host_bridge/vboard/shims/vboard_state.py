@@ -16,7 +16,6 @@ script = None  # the script running: "boot.py" or "main.py"
 
 _flash = None
 rom_image = None  # the "romfs" partition as mapped at boot (vboot), for vromfs
-uart = None  # the link's UART, when flash timing models what a flash operation does to it (machine.UART)
 
 
 def env(name, default=None):
