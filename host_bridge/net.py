@@ -52,14 +52,15 @@ def add_wait_argument(parser: argparse.ArgumentParser) -> None:
     """`--wait S`, the same in every subcommand that needs a broker (see await_broker)."""
     parser.add_argument(
         "--wait",
-        type=_seconds,
+        type=seconds,
         metavar="S",
         help="when the broker is unreachable at start: 0 fails at once (exit 2), S gives up after S seconds; "
         "without it the command starts anyway and retries quietly with backoff (it says once what to check)",
     )
 
 
-def _seconds(text: str) -> float:
+def seconds(text: str) -> float:
+    """An argparse type for a duration in seconds, 0 or more (--wait, --stats-every, --health-after)."""
     try:
         value = float(text)
     except ValueError:

@@ -23,7 +23,7 @@ from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
 from host_bridge.errors import HostBridgeError
 from host_bridge.logs import DEFAULT_LOG_FORMAT, add_log_format_argument, event, log_to_stdout
 from host_bridge.metrics import MetricsServer
-from host_bridge.net import Destination, TLSConfig, add_wait_argument, await_broker
+from host_bridge.net import Destination, TLSConfig, add_wait_argument, await_broker, seconds
 from host_bridge.systemd import Watchdog, notify
 
 
@@ -43,16 +43,6 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} is not a baud rate: give a positive number (115200, say)")
-    return value
-
-
-def _stats_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("give 0 (no periodic counters) or a number of seconds")
     return value
 
 
@@ -82,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--certfile", help="client certificate (mutual TLS)")
     parser.add_argument("--keyfile", help="client certificate's key")
     parser.add_argument(
-        "--stats-every", type=_stats_seconds, metavar="S", help="print counters every S seconds (default 60; 0: never)"
+        "--stats-every", type=seconds, metavar="S", help="print counters every S seconds (default 60; 0: never)"
     )
     parser.add_argument(
         "--strict-ports", action="store_true", help="fail at start (exit 2) on a port path that does not exist"
@@ -92,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--health-after",
-        type=_stats_seconds,
+        type=seconds,
         metavar="S",
         help="/healthz fails once the broker has been unreachable this long (default 60)",
     )

@@ -26,7 +26,7 @@ from dmqtt.errors import CodecError
 from dmqtt_telemetry.format import marked_resent
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.metrics import MetricsServer
-from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker
+from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker, seconds
 from host_bridge.recorder.confirmation import stamp_now
 from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
 from host_bridge.systemd import Watchdog, notify
@@ -42,16 +42,6 @@ _MAX_PACKET = 16 * 1024 * 1024
 def command(broker: str, out: Path, *extra: str) -> list[str]:
     """The `host-bridge record` command line, as a harness starts it (the campaigns, the bench, the benchmarks)."""
     return [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out), *extra]
-
-
-def _seconds_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("give 0 (never) or a number of seconds")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,14 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
     parser.add_argument(
-        "--stats-every", type=_seconds_arg, default=10.0, metavar="S", help="print progress every S seconds (0: never)"
+        "--stats-every", type=seconds, default=10.0, metavar="S", help="print progress every S seconds (0: never)"
     )
     parser.add_argument(
         "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on /metrics and a health check on /healthz"
     )
     parser.add_argument(
         "--health-after",
-        type=_seconds_arg,
+        type=seconds,
         default=60.0,
         metavar="S",
         help="/healthz fails once the broker has been unreachable this long (default 60), and while the store fails",
