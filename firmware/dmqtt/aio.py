@@ -369,19 +369,17 @@ class AsyncClient:
                 self._unsent.set()
             else:
                 self._sent.set()
-            busy = c.outstanding() or self._inbox or self._holding is not None
             rounds += 1
-            if sock is None:
-                if not busy:
-                    c.session.journal.tend()  # idle: the ring opens and erases ahead here, not in a publish()
-                await _sleep_ms(0 if c._tail != c._end else _BUSY_MS if busy else self.idle_ms)
-            elif rounds >= 8 or not transport.wait(0):  # (wait(0): also a TLS record mbedTLS holds)
-                if not busy:
-                    c.session.journal.tend()
-                rounds = 0
-                await _io_wait(sock, False)
-            else:
+            if sock is not None and rounds < 8 and transport.wait(0):  # (wait(0): also a TLS record mbedTLS holds)
                 continue  # more input waiting: read on without a trip through the scheduler (8 rounds at most)
+            rounds = 0
+            busy = c.outstanding() or self._inbox or self._holding is not None
+            if not busy:
+                c.session.journal.tend()  # idle: the ring opens and erases ahead here, not in a publish()
+            if sock is None:
+                await _sleep_ms(0 if c._tail != c._end else _BUSY_MS if busy else self.idle_ms)
+            else:
+                await _io_wait(sock, False)
             self.wakes += 1
 
     async def _write(self, sock):

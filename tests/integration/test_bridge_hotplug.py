@@ -17,15 +17,9 @@ from host_bridge.processes import ManagedProcess
 from tests.conftest import REPO
 from tests.integration.boards import check_promises, summary
 from tests.integration.test_bridge import serial_board
+from tests.integration.test_bridge_service import until
 
 COUNT = 100
-
-
-def until(condition: object, what: str, limit_s: float = 30) -> None:
-    deadline = time.monotonic() + limit_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 def test_boards_plugged_in_and_out_are_served_alone_and_lose_nothing(tmp_path: Path) -> None:
