@@ -138,7 +138,8 @@ class BoardSession:
         self._log = logs.Board(log, self.board.name)
         self.client_id = ""  # the MQTT client id of the board's last CONNECT (what the board says it is)
         self.connected = False  # a TCP connection to the broker is open for the board
-        self._hello: bytearray | None = None  # the board's first bytes on a new connection, until its CONNECT
+        # Reads the board's first packet on a new connection, until its CONNECT (at most 64 KiB: it refuses more).
+        self._hello: codec_host.PacketDecoder | None = None
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
@@ -308,7 +309,7 @@ class BoardSession:
             return
         self._tcp = sock
         self.connected = True
-        self._hello = bytearray()
+        self._hello = codec_host.PacketDecoder(codec.V5, _HELLO_MAX)
         self.counters["connects"] += 1
         if dest == self.broker:
             self.health.reached(dest)
@@ -362,16 +363,13 @@ class BoardSession:
         and the metrics (a port's path alone does not, once pseudo-terminals or USB numbers are reused). Only
         the client id is taken: never the credentials."""
         assert self._hello is not None
-        self._hello += data
         try:
-            packet = next(codec_host.PacketDecoder(codec.V5, 1 << 16).packets(self._hello), None)
+            packet = next(self._hello.packets(data), None)
         except CodecError:
-            packet = None
             self._hello = None  # not MQTT as we know it: the broker will say so
-        if packet is None:
-            if self._hello is not None and len(self._hello) > _HELLO_MAX:
-                self._hello = None
             return
+        if packet is None:
+            return  # (the rest of it in the next bytes)
         self._hello = None
         if packet.type == codec.CONNECT and packet.client_id:
             if packet.client_id != self.client_id:
@@ -451,7 +449,7 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-_HELLO_MAX = 1 << 16  # bytes looked at for a connection's CONNECT (the largest a board sends is far smaller)
+_HELLO_MAX = 1 << 16  # the largest CONNECT the bridge reads for its client id (a board's is far smaller)
 _SCAN_S = 0.5  # how often patterns are matched again (a board plugged in is served within about this)
 
 
