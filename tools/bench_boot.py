@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import Goal, Section, table, verdict
+
 from dmqtt import codec_host as codec
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.hil.virtual_dut import VirtualDut
@@ -118,6 +120,26 @@ def figure(quick: bool) -> dict[str, Any]:
         "bare_interpreter_ms": statistics.median(bare),
         "goal_ms": GOAL_MS,
     }
+
+
+# -- the report (tools/bench_boot.md) ---------------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    first = fig["first_publish_ms"]
+    ok = first["median"] <= fig["goal_ms"]
+    rows = [
+        [f"first PUBLISH, median of {fig['boots']} reboots", f"{first['median']:.0f}"],
+        ["first PUBLISH, slowest", f"{first['max']:.0f}"],
+    ]
+    if "first_boot_ms" in fig:
+        rows.append(["first boot on a new flash (formats it, installs the .mpy files)", f"{fig['first_boot_ms']:.0f}"])
+    rows += [
+        ["bare interpreter start and exit (floor)", f"{fig['bare_interpreter_ms']:.0f}"],
+        ["goal", f"<= {fig['goal_ms']}: {verdict(ok)}"],
+    ]
+    goal = Goal("8", "first PUBLISH after a reboot, median (ms)", f"<= {fig['goal_ms']}", f"{first['median']:.0f}", ok)
+    return Section({"table": table(["", "ms"], rows)}, [goal])
 
 
 def main() -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from figure_cli import print_board_figure
+from report import Goal, Section, goal_table, table
 
 from dboard import console_host
 from host_bridge.bridge.command import command as bridge_command
@@ -168,6 +169,53 @@ def figure(quick: bool, sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
                 row["added_p50_ms"] = row["latency_p50_ms"] - base["latency_p50_ms"]
                 row["added_p99_ms"] = row["latency_p99_ms"] - base["latency_p99_ms"]
     return {"baud": BAUD, "interval_ms": 20, "frame_ms": round(frame_ms, 1), "cores": os.cpu_count(), "rows": rows}
+
+
+# -- the report (tools/bench_bridge.md) -------------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    serial = [r for r in fig["rows"] if r["transport"] == "serial"]
+
+    def over_tcp(r: dict[str, Any]) -> dict[str, Any]:
+        return next(t for t in fig["rows"] if t["boards"] == r["boards"] and t["transport"] == "tcp")
+
+    rows = [
+        [r["boards"], f"{r['delivered']}/{r['boards'] * r['messages_per_board']}", f"{r.get('msgs_per_s', 0):.0f}",
+         f"{r['latency_p50_ms']:.0f} / {r['latency_p99_ms']:.0f}",
+         f"{over_tcp(r)['latency_p50_ms']:.0f} / {over_tcp(r)['latency_p99_ms']:.0f}",
+         f"{r['bridge_cpu_s_per_1000']:.2f}", f"{r['retransmissions']} + {r.get('bridge_retransmissions', 0)}",
+         f"{r['host_cpu_busy']:.0%}"]
+        for r in serial
+    ]  # fmt: skip
+    goals = []
+    if serial:
+        biggest = serial[-1]
+        goals.append(Goal("6", f"{biggest['boards']} boards: every message delivered", "all",
+                          f"{biggest['delivered']}/{biggest['boards'] * biggest['messages_per_board']}",
+                          biggest["complete"]))  # fmt: skip
+        retx = sum(r["retransmissions"] + r.get("bridge_retransmissions", 0) for r in serial)
+        goals.append(Goal("6", "clean lines: link retransmissions, all runs", "0", str(retx), retx == 0))
+        limit = fig["frame_ms"] + 20
+        worst = max(serial, key=lambda r: r["latency_p99_ms"])
+        goals.append(Goal("6", f"p99 latency, every size (a message's frame is {fig['frame_ms']} ms at {fig['baud']} "
+                          "baud; in brackets the same boards' over TCP, the host's share)", f"<= {limit:.0f} ms",
+                          f"{worst['latency_p99_ms']:.0f} ms ({over_tcp(worst)['latency_p99_ms']:.0f} ms)",
+                          worst["latency_p99_ms"] <= limit))  # fmt: skip
+    head = ["boards", "delivered", "msg/s", "serial p50 / p99", "TCP p50 / p99", "bridge CPU s / 1000",
+            "retransmissions", "host CPU"]  # fmt: skip
+    values = {"baud": str(fig["baud"]), "interval_ms": str(fig["interval_ms"]), "cores": str(fig["cores"]),
+              "table": table(head, rows), "goals_table": goal_table(goals)}  # fmt: skip
+    links = [link for r in serial for link in r.get("links", [])]
+    if links:
+        values |= {
+            "timeouts": str(sum(link.get("timeouts", 0) for link in links)),
+            "resent": str(sum(link.get("retransmissions", 0) for link in links)),
+            "damaged": str(sum(link.get("crc_errors", 0) for link in links)),
+            "bridge_timeouts": str(sum(r["bridge_timeouts"] for r in serial)),
+            "bridge_resent": str(sum(r.get("bridge_retransmissions", 0) for r in serial)),
+        }
+    return Section(values, goals)
 
 
 def _line(r: dict[str, Any]) -> str:

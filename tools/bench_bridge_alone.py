@@ -21,6 +21,7 @@ from typing import Any
 
 from bench_bridge import bridge_counter, cpu_seconds, host_busy, witnessed
 from figure_cli import print_board_figure
+from report import Goal, Section, goal_table, table
 from synthetic_boards import Fleet
 
 from host_bridge.bridge.command import command as bridge_command
@@ -90,6 +91,36 @@ def figure(quick: bool, sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
         "cores": os.cpu_count(),
         "rows": rows,
     }
+
+
+# -- the report (tools/bench_bridge_alone.md) -------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    rows = [
+        [r["boards"], f"{r['delivered']}/{r['boards'] * r['messages_per_board']}", f"{r['msgs_per_s']:.0f}",
+         f"{r['latency_p50_ms']:.0f} / {r['latency_p99_ms']:.0f}", f"{r['bridge_cpu_s_per_1000']:.2f}",
+         f"{r['bridge_core_share']:.0%}", f"{r['boards_core_share']:.0%}",
+         f"{r['board_retransmissions']} + {r['bridge_retransmissions']}", f"{r['host_cpu_busy']:.0%}"]
+        for r in fig["rows"]
+    ]  # fmt: skip
+    biggest = fig["rows"][-1]
+    n = biggest["boards"]
+    retx = sum(r["board_retransmissions"] + r["bridge_retransmissions"] for r in fig["rows"])
+    goals = [
+        Goal("6b", f"{n} boards: p99 relay latency (ms)", "<= 30", f"{biggest['latency_p99_ms']:.0f}",
+             biggest["latency_p99_ms"] <= 30),
+        Goal("6b", f"{n} boards: the bridge's share of one core", "< 100%", f"{biggest['bridge_core_share']:.0%}",
+             biggest["bridge_core_share"] < 1),
+        Goal("6b", f"{n} boards: every message delivered", "all",
+             f"{biggest['delivered']}/{n * biggest['messages_per_board']}", biggest["complete"]),
+        Goal("6b", "clean lines: link retransmissions, all runs", "0", str(retx), retx == 0),
+    ]  # fmt: skip
+    head = ["boards", "delivered", "msg/s", "p50 / p99", "bridge CPU s / 1000", "bridge, of a core",
+            "boards, of a core", "retransmissions", "host CPU"]  # fmt: skip
+    values = {"interval_ms": str(fig["interval_ms"]), "baud": str(fig["baud"]), "frame_ms": str(fig["frame_ms"]),
+              "table": table(head, rows), "goals_table": goal_table(goals)}  # fmt: skip
+    return Section(values, goals)
 
 
 def _line(r: dict[str, Any]) -> str:

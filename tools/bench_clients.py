@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from delay_proxy import DelayProxy
+from report import Goal, Section, goal_table, table
 from sdist import fetch_member
 
 from dmqtt import codec
@@ -283,8 +284,14 @@ CHIP_MARCHES = ("xtensawin", "rv32imc")
 
 
 # The firmware figure 1's CPU goal is measured against: the commit at which the profile first timed its reference
-# loop (FIRST_UNITS in tools/benchmarks.py, 0.64 reference units on that day's machine).
+# loop, when a message cost FIRST_UNITS reference units. The goal is half of that.
 CPU_BASELINE = "ccd758e"
+FIRST_UNITS = 0.64
+FIRST_UNITS_DATE = "2026-11-25"
+# The asyncio face's loopback rate against the blocking face's in the same run, and an idle client's wakes: a
+# keep-alive of 60 s needs one PINGREQ every 45 s, so anything near 1 per second is polling.
+ASYNCIO_GOAL = 0.8
+ASYNCIO_IDLE_WAKES = 0.1
 
 
 def staged_baseline(into: Path) -> Path | None:
@@ -439,6 +446,270 @@ def _line(row: dict[str, Any]) -> str:
         f"  {row['path']:<10} broker nodelay {'on ' if row['broker_nodelay'] else 'off'} {who:<32} qos {row['qos']} "
         f"{row['size']:>5} B window {row['window']!s:>4} ({row['window_used']}): {row['rate']:>8.0f} msg/s {eff}"
     )
+
+
+# -- the report (tools/bench_clients.md) ------------------------------------------------------------------------
+
+
+def _rate(rows: list[dict[str, Any]], **match: Any) -> float | None:
+    for row in rows:
+        if all(row.get(k) == v for k, v in match.items()):
+            return float(row["rate"])
+    return None
+
+
+def _who(r: dict[str, Any]) -> str:
+    who = str(r["client"])
+    if who != "umqtt":
+        return who
+    return who + (" (TCP_NODELAY forced)" if r.get("umqtt_nodelay") else " (as shipped)")
+
+
+def _window(r: dict[str, Any]) -> str:
+    return str(r["window"]) if r["window"] == r["window_used"] else f"{r['window']} ({r['window_used']})"
+
+
+def _optional(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def profile_units(prof: dict[str, Any]) -> float:
+    """The profile's cost per message in reference units (its time against the reference loop's, same run)."""
+    return float(prof["us_unwrapped"] / prof["ref_us"])
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    rows = fig["rows"]
+    loop = [r for r in rows if r["path"] == "loopback" and r["broker_nodelay"]]
+    loop_rows = []
+    for size in sorted({r["size"] for r in loop}):
+        for qos in (0, 1, 2):
+            base = _rate(loop, client="umqtt", qos=qos, size=size, umqtt_nodelay=True)
+            for r in [r for r in loop if r["size"] == size and r["qos"] == qos]:
+                ratio = f"{r['rate'] / base:.2f}x" if base else "n/a (no QoS 2)"
+                loop_rows.append([size, qos, _who(r), _window(r), f"{r['rate']:.0f}", ratio])
+    delayed = [
+        [r["path"], "on" if r["broker_nodelay"] else "off", r["size"], r["qos"], _who(r), _window(r),
+         f"{r['rate']:.0f}", f"{r['limit']:.0f}" if r["limit"] else "-", _optional(r["efficiency"], ".2f"),
+         _optional(r.get("proxy_late_ms"), ".2f"), _optional(r.get("loaded_efficiency"), ".2f")]
+        for r in rows if r["path"] != "loopback"
+    ]  # fmt: skip
+    goals = _goals(fig)
+    values = {
+        "umqtt_version": fig["umqtt"]["version"],
+        "umqtt_name": fig["umqtt"]["name"],
+        "seconds_per_run": str(fig["seconds_per_run"]),
+        "loopback_table": table(
+            ["bytes", "QoS", "client", "window", "msg/s", "vs umqtt.simple with TCP_NODELAY"], loop_rows
+        ),  # fmt: skip
+        "rtt": ", ".join(f"{k}: {v:.1f} ms" for k, v in fig["rtt_ms"].items()),
+        "delayed_table": table(
+            [
+                "path",
+                "broker nodelay",
+                "bytes",
+                "QoS",
+                "client",
+                "window",
+                "msg/s",
+                "ceiling msg/s",
+                "of ceiling",
+                "proxy late ms",
+                "of loaded",
+            ],
+            delayed,
+        ),  # fmt: skip
+        "goals_table": goal_table([g for g in goals if g.figure == "1"], ("figure", "goal", "measured", "")),
+        "heap_table": table(
+            ["client", "window", "payload bytes", "heap bytes"],
+            [[h["client"], h["window"], h["size"], h["heap"]] for h in fig["heap"]],
+        ),  # fmt: skip
+    }
+    paired = fig.get("interleaved")
+    if fig.get("flash_emulator_us") and paired:
+        durable_us = 1e6 / statistics.median(paired["rates"]["dmqtt"])
+        base_us = 1e6 / statistics.median(paired["rates"]["umqtt"])
+        emulator = fig["flash_emulator_us"]
+        values |= {"emulator_us": f"{emulator:.1f}", "durable_us": f"{durable_us:.0f}",
+                   "chip_like": f"{base_us / (durable_us - 2 * emulator):.2f}"}  # fmt: skip
+    umqtt_rate = _rate(loop, client="umqtt", qos=1, size=64, umqtt_nodelay=True)
+    if fig.get("profile", {}).get("ref_us") and umqtt_rate:
+        values |= _profile(fig["profile"], 1e6 / umqtt_rate)
+        if fig.get("cpu"):
+            values |= _cpu(fig["cpu"], fig["profile"])
+    if fig.get("allocation"):
+        garbage = fig["allocation"]
+        values["allocation_table"] = table(
+            ["QoS", "a sensor's loop: bytes per message", "queued: bytes per message"],
+            [[q, f"{garbage[q]:.0f}", f"{garbage[q + ' queued']:.0f}" if q != "0" else "-"] for q in ("0", "1", "2")],
+        )
+    if fig.get("native"):
+        values |= _native(fig["native"])
+    if fig.get("asyncio"):
+        values |= _asyncio(fig["asyncio"], [g for g in goals if g.figure == "1 asyncio"])
+    flash_timing = _flash_timing(fig.get("timed", []))
+    if flash_timing:
+        values["flash_timing_table"] = flash_timing
+    return Section(values, [Goal("1", g.text, g.target, g.measured, g.ok) for g in goals])
+
+
+def _goals(fig: dict[str, Any]) -> list[Goal]:
+    rows = fig["rows"]
+    goals = []
+    paired = fig.get("interleaved")
+    for key, what, goal in (
+        ("durable", "loopback QoS 1 64 B, durable window 8 vs umqtt.simple (TCP_NODELAY)", 0.8),
+        ("ram", "the same with the journal on a RAM partition", 1.0),
+    ):
+        if paired:  # the median of interleaved rounds: one slow baseline run cannot make the ratio
+            ratios = paired["ratios"][key]
+            middle = statistics.median(ratios)
+            goals.append(Goal("1", f"{what}, median of {paired['rounds']} interleaved rounds", f">= {goal}x",
+                              f"{middle:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})", middle >= goal))  # fmt: skip
+        else:
+            loop = [r for r in rows if r["path"] == "loopback" and r["broker_nodelay"]]
+            base = _rate(loop, client="umqtt", qos=1, size=64, umqtt_nodelay=True)
+            got = _rate(loop, client="dmqtt" if key == "durable" else "dmqtt-ram", qos=1, size=64, window=8)
+            if base and got:
+                goals.append(Goal("1", what, f">= {goal}x", f"{got / base:.2f}x", got / base >= goal))
+    for path in ("rtt 10 ms", "rtt 50 ms"):
+        for qos in (1, 2):
+            for r in rows:
+                if (r["path"], r["qos"], r["client"], r["window"], r["broker_nodelay"], r["size"]) == (
+                    path, qos, "dmqtt", "auto", True, 64
+                ):  # fmt: skip
+                    reached = r.get("loaded_efficiency") or r["efficiency"]
+                    goals.append(Goal("1", f"{path}, QoS {qos}, window auto ({r['window_used']}): of the loaded "
+                                      "(idle) ceiling", ">= 0.90 of ceiling", f"{reached:.2f} ({r['efficiency']:.2f})",
+                                      reached >= 0.9))  # fmt: skip
+    prof = fig.get("profile") or {}
+    if prof.get("ref_us"):
+        units = profile_units(prof)
+        goals.append(Goal("1", f"durable QoS 1 CPU per message (the profile below), reference units: half of "
+                          f"{FIRST_UNITS} (its first measure, {FIRST_UNITS_DATE})", f"<= {FIRST_UNITS / 2:.2f}",
+                          f"{units:.3f}", units <= FIRST_UNITS / 2))  # fmt: skip
+    cpu = fig.get("cpu") or {}
+    for case in ("qos 1, burst", "qos 1, loop") if cpu.get("cases") else ():
+        ratio = cpu["cases"][case]["ratio"]
+        goals.append(Goal("1", f"durable QoS 1 client CPU per message, flash and network in memory ({case}): of the "
+                          f"same run's baseline firmware ({cpu['baseline']})", "<= 0.50x", f"{ratio:.2f}x",
+                          ratio <= 0.5))  # fmt: skip
+    garbage = fig.get("allocation")
+    if garbage:
+        goals.append(Goal("1", "heap bytes allocated per QoS 1 message sent while its publish() runs (64-bit objects)",
+                          "<= 128", f"{garbage['1']:.0f}", garbage["1"] <= 128))  # fmt: skip
+        goals.append(Goal("1", "heap bytes allocated per QoS 0 message", "0", f"{garbage['0']:.0f}",
+                          garbage["0"] == 0))  # fmt: skip
+    aio = fig.get("asyncio") or []
+    for qos in (1, 2):
+        pair = {r["client"]: r for r in aio if (r["path"], r["qos"]) == ("loopback", qos)}
+        if len(pair) == 2:
+            ratio = pair["dmqtt-aio"]["rate"] / pair["dmqtt"]["rate"]
+            goals.append(Goal("1 asyncio", f"loopback QoS {qos}: asyncio / blocking rate", f">= {ASYNCIO_GOAL}x",
+                              f"{ratio:.2f}x", ratio >= ASYNCIO_GOAL))  # fmt: skip
+    idle = [r["idle_wakes_per_s"] for r in aio if "idle_wakes_per_s" in r]
+    if idle:
+        goals.append(Goal("1 asyncio", "idle connected asyncio client (keepalive 60 s): wakes per second, most of "
+                          "its runs", f"<= {ASYNCIO_IDLE_WAKES}", f"{max(idle):.2f}",
+                          max(idle) <= ASYNCIO_IDLE_WAKES))  # fmt: skip
+    return goals
+
+
+def _profile(prof: dict[str, Any], umqtt_us: float) -> dict[str, str]:
+    """Where a durable QoS 1 message's time goes (tools/bench_apps/clients/profile.py)."""
+    base = prof["us_unwrapped"]
+    rows = []
+    accounted = 0.0
+    for name, (calls, inside, run_us) in prof["phases"].items():
+        spent = max(0.0, inside - max(0.0, run_us - base))  # less what its wrapper added to its run
+        accounted += spent
+        rows.append([name, f"{calls:.2f}", f"{spent:.1f}", f"{spent / base:.0%}"])
+    rest = base - accounted
+    rows.append(["publish()'s own code (topic check, size, window test, pump loop) and the caller's loop", "",
+                 f"{rest:.1f}", f"{rest / base:.0%}"])  # fmt: skip
+    runs = prof.get("units_runs", [])
+    return {
+        "messages": f"{prof['messages']:,}",
+        "base_us": f"{base:.1f}",
+        "profile_table": table(["phase", "calls per message", "us per message", "share"], rows),
+        "units": f"{profile_units(prof):.3f}",
+        "ref_us": f"{prof['ref_us']:.0f}",
+        "units_runs": f"That is the median of {len(runs)} runs ({', '.join(f'{u:.3f}' for u in runs)})."
+        if len(runs) > 1
+        else "",
+        "umqtt_units": f"{umqtt_us / prof['ref_us']:.2f}",
+        "bytes_per_msg": f"{prof['bytes_per_msg']:,.0f}",
+        "collect_every": f"{prof['heap_free'] / prof['bytes_per_msg']:.0f}",
+        "collect_us": f"{prof['collect_us']:.0f}",
+        "gc_us": f"{prof['gc_us']:.1f}",
+        "umqtt_us": f"{umqtt_us:.0f}",
+    }
+
+
+def _cpu(cpu: dict[str, Any], prof: dict[str, Any]) -> dict[str, str]:
+    """The client's own CPU, its flash and network in memory, against the baseline firmware (client_cpu)."""
+    rows = [[case, f"{got['units']:.3f}", f"{got['baseline_units']:.3f}", f"{got['ratio']:.2f}x"]
+            for case, got in sorted(cpu["cases"].items())]  # fmt: skip
+    whole = profile_units(prof)
+    own = cpu["cases"]["qos 1, burst"]["units"]
+    return {
+        "baseline": cpu["baseline"],
+        "first_units": str(FIRST_UNITS),
+        "rounds": str(cpu["rounds"]),
+        "cpu_messages": str(cpu["messages"]),
+        "cpu_table": table(["case", "reference units", "baseline's", "this / baseline"], rows),
+        "whole": f"{whole:.2f}",
+        "own": f"{own:.2f}",
+        "rest": f"{max(0.0, whole - own):.2f}",
+    }
+
+
+def _native(trial: dict[str, Any]) -> dict[str, str]:
+    """The native emitter's trial (native_trial)."""
+    base = statistics.median(trial["bytecode_units"])
+    rows = []
+    for name, entry in trial["sets"].items():
+        units = statistics.median(entry["units"])
+        sizes = entry["native_mpy"]
+        rows.append([name, f"{units:.2f} ({units / base:.2f}x)", f"{entry['bytecode_mpy'] / 1024:.1f}",
+                     f"{sizes[trial['march']] / 1024:.1f}", f"{sizes['xtensawin'] / 1024:.1f}",
+                     f"{sizes['rv32imc'] / 1024:.1f}"])  # fmt: skip
+    head = ["compiled native", "units per message", "bytecode KB", f"native {trial['march']} KB",
+            "native xtensawin KB", "native rv32imc KB"]  # fmt: skip
+    return {"march": trial["march"], "native_rounds": str(trial["rounds"]), "bytecode_units": f"{base:.2f}",
+            "native_table": table(head, rows)}  # fmt: skip
+
+
+def _asyncio(rows: list[dict[str, Any]], goals: list[Goal]) -> dict[str, str]:
+    """The asyncio face (dmqtt.aio) against the blocking API: cost per message and heap."""
+    body = []
+    for path in dict.fromkeys(r["path"] for r in rows):
+        for qos in (1, 2):
+            blocking = next(r for r in rows if (r["path"], r["qos"], r["client"]) == (path, qos, "dmqtt"))
+            aio = next(r for r in rows if (r["path"], r["qos"], r["client"]) == (path, qos, "dmqtt-aio"))
+            extra_us = 1e6 / aio["rate"] - 1e6 / blocking["rate"]
+            ratio = aio["rate"] / blocking["rate"]
+            body.append([path, qos, f"{blocking['rate']:.0f}", f"{aio['rate']:.0f}", f"{ratio:.2f}x",
+                         f"{extra_us:+.0f}", blocking["heap"], aio["heap"]])  # fmt: skip
+    head = ["path", "QoS", "blocking msg/s", "asyncio msg/s", "ratio", "extra us per message", "blocking heap B",
+            "asyncio heap B"]  # fmt: skip
+    return {"asyncio_table": table(head, body), "asyncio_goals_table": goal_table(goals)}
+
+
+def _flash_timing(timed: list[dict[str, Any]]) -> str:
+    """Figure 2: the same loopback runs with the W25Q32JV's time, against the emulator's own."""
+    rows = []
+    for r in timed:
+        if not r["flash_timing"]:
+            continue
+        emulated = next(
+            x for x in timed if not x["flash_timing"] and (x["qos"], x["window"]) == (r["qos"], r["window"])
+        )
+        rows.append([r["qos"], _window(r), f"{emulated['rate']:.0f}", f"{r['rate']:.0f}",
+                     f"{r['rate'] / emulated['rate']:.2f}"])  # fmt: skip
+    if not rows:
+        return ""
+    return table(["QoS", "window", "msg/s, emulator's own time", "msg/s, W25Q32JV time", "ratio"], rows)
 
 
 def main() -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from figure_cli import print_figure
+from report import Goal, Section, goal_table, table
 
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
@@ -109,6 +110,32 @@ def figure(quick: bool) -> dict[str, Any]:
         "flash_ratio": on["flash_bytes_per_message"] / off["flash_bytes_per_message"],
         "heap_spent": off["heap_min"] - on["heap_min"],
     }
+
+
+# -- the report (tools/bench_confirm.md) ------------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    off, on = fig["off"], fig["on"]
+    rows = [
+        ["broker messages to each board per second (confirmations)", f"{off['per_board_per_second']:.2f}",
+         f"{on['per_board_per_second']:.2f}"],
+        ["flash bytes programmed per message (ring)", f"{off['flash_bytes_per_message']:.1f}",
+         f"{on['flash_bytes_per_message']:.1f} ({fig['flash_ratio']:.3f}x)"],
+        ["lowest free heap, deployed, 64-bit objects (KB)", f"{off['heap_min'] / 1024:.1f}",
+         f"{on['heap_min'] / 1024:.1f} ({fig['heap_spent'] / 1024:.1f} KB spent)"],
+        ["unconfirmed at the end / sent again", "", f"{on['unconfirmed']} / {on['resent']}"],
+    ]  # fmt: skip
+    goals = [
+        Goal("11", "flash wear with confirmation / without", "<= 1.05", f"{fig['flash_ratio']:.3f}",
+             fig["flash_ratio"] <= 1.05),
+        Goal("11", "heap: the deployed ESP32 with WiFi keeps 32 KB", ">= 32.0 KB", f"{on['heap_min'] / 1024:.1f} KB",
+             on["heap_min"] >= 32 * 1024),
+    ]  # fmt: skip
+    values = {"boards": str(fig["boards"]), "payload": str(fig["payload"]), "interval_ms": str(fig["interval_ms"]),
+              "messages": str(fig["messages"]), "table": table(["", "without", "with confirmation"], rows),
+              "goals_table": goal_table(goals)}  # fmt: skip
+    return Section(values, goals)
 
 
 def main() -> int:

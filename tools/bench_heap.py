@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from figure_cli import print_figure
+from report import Goal, Section, table
 
 from host_bridge import assets
 from host_bridge.boards.firmware_build import board_modules, stage_firmware
@@ -181,6 +182,68 @@ def figure(quick: bool) -> dict[str, Any]:
                 )
         code = code_sizes(work)
     return {"goal": HEAP_GOAL, "runs": runs, "code": code}
+
+
+# -- the report (tools/bench_heap.md) ---------------------------------------------------------------------------
+
+
+def _low(run: dict[str, Any]) -> int:
+    return int(run["heap_min"]) + int(run["heap_tls"])
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    goal = fig["goal"]
+    runs = [r for r in fig["runs"] if r.get("bits", 64) == 64]
+    runs32 = [r for r in fig["runs"] if r.get("bits") == 32]
+
+    def cell(run: dict[str, Any] | None) -> str:
+        if run is None:
+            return ""
+        text = f"{_low(run) / 1024:.1f} ({run['heap_max_block'] / 1024:.1f})"
+        return text if _low(run) >= goal else f"**{text}**"
+
+    def find(among: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+        return next((r for r in among if all(r[k] == v for k, v in match.items())), None)
+
+    configs = list(dict.fromkeys(r["configuration"] for r in runs))
+    boards = list(dict.fromkeys(r["board"] for r in runs if r["install"] == "deployed"))
+    installs = list(dict.fromkeys(r["install"] for r in runs))
+    deployed = [r for r in runs if r["install"] == "deployed"]
+    heaps = {b: sorted({r["heap_at_boot"] for r in deployed if r["board"] == b}) for b in boards}
+    worst = min(deployed, key=_low)
+    every = all(_low(r) >= goal for r in deployed)
+    goals = [Goal("10", "lowest free heap on the deployed path, every configuration and board (KB, 64-bit objects)",
+                  f">= {goal / 1024:.1f}", f"{_low(worst) / 1024:.1f}", every)]  # fmt: skip
+    values = {
+        "goal_kb": f"{goal / 1024:.0f}",
+        "worst_configuration": worst["configuration"],
+        "worst_board": worst["board"],
+        "worst_kb": f"{_low(worst) / 1024:.1f}",
+        "worst_verdict": "Every configuration meets the goal." if every else "**Not every configuration meets it.**",
+        "heaps": "; ".join(f"{b} {'/'.join(f'{h / 1024:.0f}' for h in heaps[b])}" for b in boards),
+        "deployed_table": table(["configuration", *boards], [
+            [c, *(cell(find(runs, configuration=c, board=b, install="deployed")) for b in boards)] for c in configs
+        ]),
+        "installs_table": table(["configuration", *installs], [
+            [c, *(cell(find(runs, configuration=c, board="sim", install=i)) for i in installs)] for c in configs
+        ]),
+    }  # fmt: skip
+    if runs32:
+        configs32 = list(dict.fromkeys(r["configuration"] for r in runs32))
+        installs32 = list(dict.fromkeys(r["install"] for r in runs32))
+        when = fig.get("measured_32_bit")
+        values["measured_32"] = (
+            f"Measured {when}, the last run with such a build (not this one's firmware)." if when else ""
+        )
+        values["table_32"] = table(["configuration", *installs32], [
+            [c, *(cell(find(runs32, configuration=c, install=i)) for i in installs32)] for c in configs32
+        ])  # fmt: skip
+    if fig.get("code"):
+        values["code_table"] = table(
+            ["module", ".mpy bytes", "budget", "heap bytes when imported"],
+            [[m["module"], m["mpy_bytes"], m["budget"], m["heap_bytes"]] for m in fig["code"]],
+        )
+    return Section(values, goals)
 
 
 def main() -> None:

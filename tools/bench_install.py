@@ -14,6 +14,8 @@ import re
 from importlib.metadata import PackageNotFoundError, distribution
 from typing import Any
 
+from report import Section, table
+
 PACKAGE = "durable-mqtt"
 EXTRAS = ("recorder", "pipeline")
 
@@ -68,6 +70,18 @@ def figure(quick: bool = False) -> dict[str, Any]:
         sizes = {name: round(size_mb(name), 1) for name in sorted(members)}
         installs[label] = {"mb": round(sum(sizes.values()), 1), "distributions": sizes}
     return {"installs": installs}
+
+
+# -- the report (tools/bench_install.md) ------------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    rows = []
+    for label, install in fig["installs"].items():
+        biggest = sorted(install["distributions"].items(), key=lambda item: -item[1])[:4]
+        rows.append([label, f"{install['mb']:.0f}", len(install["distributions"]),
+                     ", ".join(f"{name} {mb:.0f}" for name, mb in biggest)])  # fmt: skip
+    return Section({"table": table(["install", "MB", "distributions", "largest (MB)"], rows)})
 
 
 def main() -> int:

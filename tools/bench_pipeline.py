@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from report import Goal, Section, goal_table, table
 
 from dmqtt_telemetry import format as telemetry
 
@@ -208,6 +209,32 @@ def growth(runs: list[dict[str, Any]]) -> dict[str, float]:
         "growth_exponent": math.log(large["spark_s"] / small["spark_s"]) / scale,
         "duckdb_growth_exponent": math.log(large["duckdb_s"] / small["duckdb_s"]) / scale,
     }
+
+
+# -- the report (tools/bench_pipeline.md) -----------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    fig = fig | growth(fig["runs"])
+    rows = [
+        [f"{r['rows']:,}", f"{r['spark_s']:.1f}", f"{r['spark_rows_per_s']:,.0f}", f"{r['duckdb_s']:.2f}",
+         f"{r['spark_over_duckdb']:.1f}x", f"{r['cluster_s']:.1f}" if "cluster_s" in r else "-",
+         "yes" if r["agree"] else "**no**"]
+        for r in fig["runs"]
+    ]  # fmt: skip
+    largest = fig["runs"][-1]
+    goals = [
+        Goal("7", f"Spark audit at {largest['rows']:,} rows against DuckDB", f"<= {fig['goal_ratio']:.0f}x",
+             f"{largest['spark_over_duckdb']:.1f}x", largest["spark_over_duckdb"] <= fig["goal_ratio"]),
+        Goal("7", "growth from the smaller to the larger run (1.0: linear; DuckDB's in brackets)", "<= 1.0",
+             f"{fig['growth_exponent']:.2f} ({fig['duckdb_growth_exponent']:.2f})", fig["growth_exponent"] <= 1.0),
+    ]  # fmt: skip
+    if "cluster_s" in largest:
+        ratio = largest["cluster_over_local"]
+        goals.append(Goal("7", f"two-worker standalone cluster against local[2] at {largest['rows']:,} rows",
+                          "< 1.0x", f"{ratio:.2f}x", ratio < 1.0))  # fmt: skip
+    head = ["rows", "Spark local[2] s", "Spark rows/s", "DuckDB s", "Spark / DuckDB", "cluster s", "agree"]
+    return Section({"table": table(head, rows), "goals_table": goal_table(goals)}, goals)
 
 
 def main() -> int:

@@ -21,6 +21,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from figure_cli import print_figure
 from paho.mqtt.enums import CallbackAPIVersion
+from report import Section, table
 
 from dmqtt_telemetry import format as telemetry
 from host_bridge.broker.mosquitto import Mosquitto
@@ -133,6 +134,19 @@ def figure(quick: bool) -> dict[str, Any]:
     for row in rows:
         row["of_one"] = row["rate"] / rows[0]["rate"]
     return {"messages": n, "publishers": PUBLISHERS, "baseline_rate": paho_rate, "rows": rows}
+
+
+# -- the report (tools/bench_recorder.md) -----------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    rows = [
+        [r["recorders"], f"{r['rate']:,.0f}", f"{r['of_baseline']:.2f}", f"{r['of_one']:.2f}", str(r["shares"])]
+        for r in fig["rows"]
+    ]
+    head = ["recorders", "msg/s", "of the RAM baseline", "of one recorder", "rows per recorder"]
+    return Section({"messages": f"{fig['messages']:,}", "baseline_rate": f"{fig['baseline_rate']:,.0f}",
+                    "table": table(head, rows)})  # fmt: skip
 
 
 def main() -> None:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import Goal, Section, goal_table, table
+
 from dboard import console_host
 from host_bridge.bridge.command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
@@ -168,6 +170,102 @@ def figure(quick: bool, runs: list[tuple[int, int, int, str]] | None = None) -> 
         base = clean.get((r["baud"], r["qos"], r["size"]))
         r["of_clean"] = r["payload_efficiency"] / base if base and r.get("payload_efficiency") else None
     return {"seconds_per_clean_run": seconds, "topic": TOPIC, "rows": rows}
+
+
+# -- the report (tools/bench_serial.md) -------------------------------------------------------------------------
+
+
+def _cell(r: dict[str, Any]) -> str:
+    if "payload_efficiency" not in r:
+        return f"{r['delivered']}/{r['count']} delivered"
+    text = f"{r['payload_efficiency']:.2f} / {r['wire_efficiency']:.2f}"
+    if r["line"] != "clean" and r.get("of_clean"):
+        text += f" ({r['of_clean']:.2f})"
+    if r.get("retransmissions"):
+        text += f", {r['retransmissions']} rtx"
+    if r.get("reconnects"):
+        text += f", **{r['reconnects']} reconnects**"
+    if not r["complete"]:
+        text += ", **incomplete**"
+    return text
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    rows = fig["rows"]
+    lines = sorted({r["line"] for r in rows}, key=list(NOISE).index)
+    table_rows = []
+    for baud in sorted({r["baud"] for r in rows}):
+        for qos in (0, 1, 2):
+            for size in sorted({r["payload_bytes"] for r in rows}):
+                found = {r["line"]: r for r in rows if (r["baud"], r["qos"], r["payload_bytes"]) == (baud, qos, size)}
+                if found:
+                    table_rows.append([baud, qos, size] + [_cell(found[k]) if k in found else "" for k in lines])
+    goals = _goals(rows)
+    values = {
+        "topic": fig["topic"],
+        "rounds_at_1e3": str(ROUNDS_AT_1E3),
+        "table": table(["baud", "QoS", "payload B", *lines], table_rows),
+        "goals_table": goal_table(goals),
+    }
+    stalls = _stalls_at_1e3(rows)
+    if stalls:
+        values["stalls"] = stalls
+    return Section(values, goals)
+
+
+def _goals(rows: list[dict[str, Any]]) -> list[Goal]:
+    goals = []
+    clean = [r for r in rows if r["line"] == "clean" and "wire_efficiency" in r]
+    big = [r for r in clean if r["size"] == 512 and r["qos"] in (0, 1)]
+    if big:
+        worst = min(r["wire_efficiency"] for r in big)
+        goals.append(Goal("3", "clean line, 512-byte QoS 0/1: wire / (baud/10)", ">= 0.95", f"{worst:.2f}",
+                          worst >= 0.95))  # fmt: skip
+    small = [r for r in clean if r["size"] == 64 and r["qos"] == 1]
+    if small:
+        worst = min(r["payload_efficiency"] for r in small)
+        goals.append(Goal("3", f"clean line, smallest telemetry message ({small[0]['payload_bytes']} B) QoS 1: "
+                          "payload / (baud/10)", ">= 0.75", f"{worst:.2f}", worst >= 0.75))  # fmt: skip
+    if clean:
+        retx = sum(r.get("retransmissions") or 0 for r in clean)
+        goals.append(Goal("3", "clean line: link retransmissions, all runs", "0", str(retx), retx == 0))
+    for noise, goal in (("1e-4", 0.70), ("1e-3", 0.30)):
+        noisy = [r for r in rows if r["line"] == noise and r.get("of_clean")]
+        if not noisy:
+            continue
+        worst = min(noisy, key=lambda r: r["of_clean"])
+        measured = f"{worst['of_clean']:.2f}"
+        label = f"bit error rate {noise}: payload rate / the clean line's (worst run)"
+        if "round_payload_efficiencies" in worst:
+            label = (f"bit error rate {noise}: payload rate / the clean line's (worst cell, each the median of "
+                     f"{len(worst['round_payload_efficiencies'])} runs; that cell's runs in brackets)")  # fmt: skip
+            base = worst["payload_efficiency"] / worst["of_clean"]
+            measured += " (" + ", ".join(f"{e / base:.2f}" for e in worst["round_payload_efficiencies"]) + ")"
+        goals.append(Goal("3", label, f">= {goal}", measured, worst["of_clean"] >= goal))
+    noisy_runs = [r for r in rows if r["line"] != "clean"]
+    if noisy_runs:
+        reconnects = sum(r.get("reconnects") or 0 for r in noisy_runs)
+        goals.append(Goal("3", "noisy lines: MQTT reconnects (counted in the board's summary)", "0", str(reconnects),
+                          reconnects == 0))  # fmt: skip
+    return goals
+
+
+def _stalls_at_1e3(rows: list[dict[str, Any]]) -> str:
+    """Each 1e-3 worst run's timeouts, and the least time they kept the line waiting (20 ms each)."""
+    parts = []
+    for baud in sorted({r["baud"] for r in rows}):
+        runs = [r for r in rows if r["baud"] == baud and r["line"] == "1e-3" and r.get("timeouts") is not None]
+        if not runs:
+            continue
+        worst = min(runs, key=lambda r: r["of_clean"])
+        stalled = worst["timeouts"] * 0.020
+        parts.append(
+            f"at {baud} baud its worst run ({worst['of_clean']:.2f} of the clean rate) had {worst['timeouts']} "
+            f"timeouts and {worst['retransmissions']} retransmissions for {worst['frames_out']} frames sent: at "
+            f"least {stalled:.1f} s of its {worst['seconds']:.1f} s ({stalled / worst['seconds']:.0%}) waiting out "
+            "timeouts"
+        )
+    return "; ".join(parts)
 
 
 def _line(r: dict[str, Any]) -> str:

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from report import Goal, Section, goal_table, table
+
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
@@ -139,6 +141,50 @@ def figure(quick: bool, messages: int = 300, payload: int = PAYLOAD) -> dict[str
         )  # fmt: skip
     return {"messages": messages, "payload": payload, "erase_cycles": ERASE_CYCLES, "partitions": devkit, "rows": rows,
             "goal_ratio": GOAL_RATIO, "goal_years": GOAL_YEARS, "goal_payload": GOAL_PAYLOAD}  # fmt: skip
+
+
+# -- the report (tools/flash_cost.md) ---------------------------------------------------------------------------
+
+
+def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
+    rows = []
+    goals = []
+    for r in fig["rows"]:
+        ratio = r["bytes_programmed"] / r["floor"]
+        years = f"{r['years']:.0f}" if r["years"] is not None else "no erase"
+        rows.append([r["store"], r["qos"], f"{r['bytes_programmed']:.1f}", r["floor"], f"{ratio:.2f}",
+                     f"{r['blocks_erased']:.4f}", years])  # fmt: skip
+        if r["store"] == "ring" and r["qos"] == 1:
+            goals.append(Goal("4", "ring, QoS 1: bytes programmed / the records' bytes", f"<= {fig['goal_ratio']}",
+                              f"{ratio:.2f}", ratio <= fig["goal_ratio"]))  # fmt: skip
+            small = r.get("years_goal_payload")
+            goals.append(Goal("4", f"ring, QoS 1, one {fig['goal_payload']}-byte message per second: years",
+                              f">= {fig['goal_years']}", f"{small:.1f}" if small else "no erase",
+                              small is None or small >= fig["goal_years"]))  # fmt: skip
+    by_store = {(r["store"], r["qos"]): r for r in fig["rows"]}
+    ring = by_store.get(("ring", 1))
+    paho = by_store.get(("file per message (Paho C style)", 1))
+    compare = ""
+    if ring and paho and ring["blocks_erased"]:
+        compare = (
+            f"Per message the file-per-message store erases {paho['blocks_erased'] / ring['blocks_erased']:.2f}x "
+            f"the sectors the ring does and programs {paho['bytes_programmed'] / ring['bytes_programmed']:.2f}x the "
+            "bytes. Its years are longer only because the filesystem partition it wears is larger."
+        )
+    values = {
+        "messages": str(fig["messages"]),
+        "payload": str(fig["payload"]),
+        "erase_cycles": f"{fig['erase_cycles']:,}",
+        "mqttlog_kib": str(fig["partitions"]["mqttlog"] // 1024),
+        "vfs_kib": str(fig["partitions"]["vfs"] // 1024),
+        "goal_payload": str(fig["goal_payload"]),
+        "table": table(
+            ["store", "QoS", "bytes programmed", "records' bytes", "ratio", "sectors erased", "years"], rows
+        ),
+        "compare": compare,
+        "goals_table": goal_table(goals),
+    }
+    return Section(values, goals)
 
 
 def main() -> int:
