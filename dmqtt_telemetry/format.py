@@ -47,7 +47,7 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
 NAMES = tuple(name for name, _, _ in FIELDS)
 
 # The MQTT 5.0 User Property (name, value) that marks a copy of a message its board sent again on purpose: end-to-
-# end confirmation's repair (firmware/dmqtt/confirm.py writes it; tests/unit/test_resent_mark.py holds the two
+# end confirmation's repair (firmware/dmqtt/confirm.py writes it; tests/unit/telemetry/test_resent_mark.py holds the two
 # equal). Counted apart from duplicates: a copy without it is one.
 RESENT_MARK = ("dmqtt", "resent")
 

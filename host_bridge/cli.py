@@ -11,45 +11,56 @@ from collections.abc import Sequence
 import dmqtt
 from host_bridge.errors import HostBridgeError
 
-# name -> (module with add_arguments(parser) and run(args) -> int, one-line help)
+# name -> (module, one-line help). Subcommand NAME's module is NAME_command in its subsystem's package: its
+# arguments (add_arguments(parser)), its handler (run(args) -> int) and, where a harness starts it, command(...)
+# giving its command line; what it runs lives in the subsystem's other modules.
 COMMANDS: dict[str, tuple[str, str]] = {
     "vboard": (
         "host_bridge.hil.vboard_command",
         "run a virtual ESP32 board (MicroPython Unix port, emulated flash, pty UART)",
     ),
     "flash": (
-        "host_bridge.boards.flash",
+        "host_bridge.boards.flash_command",
         "write MicroPython and the board's partition table to a real board (esptool)",
     ),
-    "deploy": ("host_bridge.boards.deploy", "copy the compiled firmware and config.json onto a board (mpremote)"),
+    "deploy": (
+        "host_bridge.boards.deploy_command",
+        "copy the compiled firmware and config.json onto a board (mpremote)",
+    ),
     "firmware": (
-        "host_bridge.boards.firmware_image",
+        "host_bridge.boards.firmware_command",
         "build a MicroPython image with the firmware frozen in, for a real board (ESP-IDF or its container)",
     ),
     "package": (
-        "host_bridge.boards.mip_package",
+        "host_bridge.boards.package_command",
         "the client library as mip packages of .mpy files, for your own application (mpremote mip install)",
     ),
     "broker": (
-        "host_bridge.broker.command",
+        "host_bridge.broker.broker_command",
         "run Mosquitto as the project's tests use it (nodelay, persistence; --tls: CA, passwords, per-board ACL)",
     ),
     "sub": (
-        "host_bridge.broker.watch",
+        "host_bridge.broker.sub_command",
         "watch what reaches a broker, a line per message (topic, QoS, retain, payload), as mosquitto_sub does",
     ),
-    "run": ("host_bridge.bridge.command", "relay boards on serial ports to a TCP broker (the serial-to-TCP bridge)"),
-    "demo": ("host_bridge.campaigns.demo", "the whole story end to end: boards, power cuts, bridge, recorder, audit"),
+    "run": (
+        "host_bridge.bridge.run_command",
+        "relay boards on serial ports to a TCP broker (the serial-to-TCP bridge)",
+    ),
+    "demo": (
+        "host_bridge.campaigns.demo_command",
+        "the whole story end to end: boards, power cuts, bridge, recorder, audit",
+    ),
     "chaos": (
-        "host_bridge.campaigns.chaos",
+        "host_bridge.campaigns.chaos_command",
         "a campaign of every fault at once (broker, bridge, recorder, disk full, power cuts), judged by the audit",
     ),
     "record": (
-        "host_bridge.recorder.recorder",
+        "host_bridge.recorder.record_command",
         "subscribe at QoS 2 and keep every delivery in Parquet (the telemetry recorder)",
     ),
     "pipeline": (
-        "dmqtt_pipeline.command",
+        "dmqtt_pipeline.pipeline_command",
         "the Spark jobs on what record stored: audit (the promises), rollup, report, all; and a local cluster",
     ),
 }

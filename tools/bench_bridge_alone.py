@@ -24,7 +24,7 @@ from figure_cli import print_board_figure
 from report import Goal, Section, goal_table, table
 from synthetic_boards import Fleet
 
-from host_bridge.bridge.command import command as bridge_command
+from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess

@@ -348,7 +348,7 @@ def compile_native(module: str, march: str, into: Path) -> int:
 
 def allocation() -> dict[str, float]:
     """Heap bytes the client allocates per message, its stand-ins for the flash driver and the network left
-    out (tests/vectors/client_alloc.py, the counter tests/unit/test_client_alloc.py holds to its ceilings)."""
+    out (tests/vectors/client_alloc.py, the counter tests/unit/dmqtt/test_client_alloc.py holds to its ceilings)."""
     vectors = REPO / "tests" / "vectors"
     args = ["-X", "heapsize=4M", str(vectors / "client_alloc.py")]
     result: dict[str, float] = micropython_json(args, f"{REPO / 'firmware'}:{vectors}", "the allocation count", 300)

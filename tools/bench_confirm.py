@@ -27,7 +27,7 @@ from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
-from host_bridge.recorder.recorder import command as recorder_command
+from host_bridge.recorder.record_command import command as recorder_command
 
 BOARDS = 4
 INTERVAL_MS = 50  # 20 messages a second per board: confirmations come at most once a second each

@@ -24,7 +24,7 @@ from report import Goal, Section, table
 
 from host_bridge import assets
 from host_bridge.boards.firmware_build import board_modules, stage_firmware
-from host_bridge.bridge.command import command as bridge_command
+from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.hil.dut import Dut

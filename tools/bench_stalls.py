@@ -33,7 +33,7 @@ from report import Goal, Section, goal_table, table
 
 from dboard import console_host
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.bridge.command import command as bridge_command
+from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut

@@ -69,6 +69,9 @@ WIDTH = 118  # the docs' line width
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 PART = re.compile(r"^<!-- part: (\w+) -->\n", re.MULTILINE)
 HEADING = re.compile(r"^#{2,3} ((\d+b?)\. .*)$", re.MULTILINE)
+QUOTE = re.compile(r"(<!-- bench:([\w.]+) -->)(.*?)(<!-- /bench -->)", re.DOTALL)
+# The documents that may quote a figure's value (tests/unit/repository/test_doc_figures.py holds them to it).
+QUOTING = ("README.md", "docs/*.md")
 
 
 class ReportError(Exception):
@@ -97,7 +100,7 @@ def main() -> int:
     args = parser.parse_args()
     previous = args.out / "bench" / "results.json"
     if args.render:
-        (args.out / "BENCHMARKS.md").write_text(render(json.loads(previous.read_text())))
+        write_report(args.out, json.loads(previous.read_text()))
         return 0
     chosen = args.only.split(",") if args.only else list(FIGURES)
     results: dict[str, Any] = {
@@ -124,7 +127,7 @@ def main() -> int:
         print(f"[bench] {name}: {results['figures'][name]['seconds']} s", flush=True)
     (args.out / "bench").mkdir(parents=True, exist_ok=True)
     previous.write_text(json.dumps(results, indent=1) + "\n")
-    (args.out / "BENCHMARKS.md").write_text(render(results))
+    write_report(args.out, results)
     print(f"[bench] wrote {args.out / 'BENCHMARKS.md'} and {previous}")
     return 0
 
@@ -141,6 +144,35 @@ def carry_32_bit(heap: dict[str, Any], earlier: dict[str, Any] | None) -> None:
 
 
 # -- BENCHMARKS.md -------------------------------------------------------------------------------------------
+
+
+def load_results(root: Path = ROOT) -> dict[str, Any]:
+    return dict(json.loads((root / "bench" / "results.json").read_text()))
+
+
+def write_report(root: Path, results: dict[str, Any]) -> None:
+    """BENCHMARKS.md, and the values the README and docs/ quote, from the same results."""
+    (root / "BENCHMARKS.md").write_text(render(results))
+    values = quotable(results)
+    for pattern in QUOTING:
+        for document in sorted(root.glob(pattern)):
+            text = document.read_text()
+            quoted = QUOTE.sub(lambda m: m.group(1) + values[m.group(2)] + m.group(4), text)
+            if quoted != text:
+                document.write_text(quoted)
+
+
+def quotable(results: dict[str, Any]) -> dict[str, str]:
+    """Every single value a figure's template names, as FIGURE.NAME (`heap.worst_kb`): what a document may quote
+    between `<!-- bench:FIGURE.NAME -->` and `<!-- /bench -->`."""
+    figures = results["figures"]
+    return {
+        f"{name}.{key}": value
+        for name, tool in FIGURES.items()
+        if name in figures
+        for key, value in tool.report(figures[name], figures).values.items()
+        if "\n" not in value
+    }
 
 
 def render(results: dict[str, Any]) -> str:

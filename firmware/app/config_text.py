@@ -1,6 +1,6 @@
 # The config checker's refusals in words (errors.explain): one text per _T_TOPIC_INVALID number of config.py, in order.
-# Loaded only when config.json is refused, and dropped again on the board (tests/unit/test_config_errors.py checks
-# every one; tests/unit/test_client_text.py the numbers).
+# Loaded only when config.json is refused, and dropped again on the board (tests/unit/board/test_config_errors.py checks
+# every one; tests/unit/dmqtt/test_client_text.py the numbers).
 
 TEXT = (
     "unknown key %s",  # _T_UNKNOWN_KEY

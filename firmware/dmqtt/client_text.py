@@ -1,7 +1,7 @@
 # The client's and the session's failures in words (errors.explain): one text per _T_ number of client.py,
 # session.py, inbox.py and usage.py, in order. Loaded only when one is raised or told to on_disconnect, and
 # dropped again on the board, so that its text costs a deployed board no heap while nothing is wrong
-# (tests/unit/test_client_text.py checks the numbers).
+# (tests/unit/dmqtt/test_client_text.py checks the numbers).
 
 # CONNACK's refusals by name: MQTT 3.1.1's return codes (3.1's are the same) and MQTT 5.0's reason codes.
 _REFUSED_3 = {

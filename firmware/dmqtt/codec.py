@@ -85,7 +85,7 @@ _MAX_REMAINING = const(268435455)  # four Remaining Length bytes of 7 bits each
 _ANY_PACKET = const(0xFFFF)
 
 
-# The rules the codec refuses packets by: numbers into codec_text.TEXT (tests/unit/test_codec_text.py checks
+# The rules the codec refuses packets by: numbers into codec_text.TEXT (tests/unit/dmqtt/test_codec_text.py checks
 # that each name matches its text's entry).
 _R_VARINT_RANGE = const(0)
 _R_STRING_LONG = const(1)

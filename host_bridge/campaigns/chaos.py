@@ -10,7 +10,6 @@ dose. Every process started here is stopped here, by its pid.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import os
@@ -219,40 +218,3 @@ def run_campaign(
     (out / "figures.json").write_text(json.dumps(result.figures(), indent=2))
     say("[chaos] " + json.dumps(result.figures()))
     return result
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("build/chaos"))
-    parser.add_argument("--messages", type=int, default=600, help="messages per board")
-    parser.add_argument("--cuts", type=int, default=5, help="power cuts per board")
-    parser.add_argument(
-        "--faults", type=int, default=3, help="SIGKILLs of broker, bridge, recorder and disk-full episodes, of each"
-    )
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument(
-        "--broker-fault", choices=("kill", "restart"), default="kill", help="SIGKILL the broker, or restart it cleanly"
-    )
-    parser.add_argument(
-        "--confirm",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="end-to-end confirmation on the boards and the recorder; --no-confirm runs without it (what a broker "
-        "SIGKILL loses is then lost)",
-    )
-    parser.add_argument(
-        "--app", type=Path, help="the boards' application folder instead of the firmware's (a change under test)"
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    result = run_campaign(
-        args.out.resolve(),
-        args.messages,
-        args.cuts,
-        args.faults,
-        args.seed,
-        broker_fault=args.broker_fault,
-        confirm=args.confirm,
-        app=args.app.resolve() if args.app else None,
-    )
-    return 0 if result.ok else 1

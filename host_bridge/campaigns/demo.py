@@ -1,4 +1,4 @@
-"""`make demo`: the whole story on one machine, end to end.
+"""The demo: the whole story on one machine, end to end (`host-bridge demo`, `make demo`).
 
 Mosquitto on loopback with a TLS listener, a password file and an ACL (each board may publish only under
 sensors/<its client id>/); the recorder (`host-bridge record`) on a persistent QoS 2 session; the serial bridge
@@ -11,10 +11,8 @@ Every process started here is stopped here, by its pid."""
 
 from __future__ import annotations
 
-import argparse
 import random
 import shutil
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,22 +120,3 @@ def run_demo(
     )
     exit_code = 1 if failed or not audit.ok else 0
     return DemoResult(exit_code, audit, stack.runs, kills, stack.pids)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("build/demo"), help="work and result folder (emptied first)")
-    parser.add_argument("--messages", type=int, default=200, help="messages per board")
-    parser.add_argument("--cuts", type=int, default=3, help="power cuts per board")
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument(
-        "--app", type=Path, help="the boards' application folder instead of the firmware's (a change under test)"
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    def interrupted(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: every process started here is stopped
-
-    signal.signal(signal.SIGTERM, interrupted)
-    app = args.app.resolve() if args.app else None
-    return run_demo(args.out.resolve(), args.messages, args.cuts, args.seed, app=app).exit_code

@@ -26,7 +26,7 @@ from dmqtt_telemetry.format import read_committed
 from dmqtt_telemetry.promises import AuditSummary
 from dmqtt_telemetry.timeline import TimelineWriter
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.bridge.command import command as bridge_command
+from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.errors import HostBridgeError
@@ -34,7 +34,7 @@ from host_bridge.hil.cycle import CutPlan, CycleResult, boot_once, run_to_comple
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
-from host_bridge.recorder.recorder import command as recorder_command
+from host_bridge.recorder.record_command import command as recorder_command
 from host_bridge.vboard import LineFaults
 
 BAUD = 115200

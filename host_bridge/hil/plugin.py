@@ -1,21 +1,24 @@
 """The HIL bench's pytest plugin, registered once through the package's `pytest11` entry point: the same
 scenario tests run on virtual boards (the default, `--hil-dut sim`) and on real boards (`--hil-dut /dev/ttyUSB0
 --hil-board esp32-devkitc`). Every option is also an ini option (`hil_dut = /dev/ttyUSB0` in pytest.ini).
-Options are resolved once into a HilConfig; each concern is one fixture:
+Options are resolved once into a HilConfig; each concern is one fixture, and every fixture, option and marker
+of the plugin is named hil_ (--hil- on the command line), so installing the package adds no generic name to
+another project's pytest runs:
 
-  broker      Mosquitto on a free loopback port (persistence on; `@pytest.mark.broker(persistence=False)`),
-              restart()/stop()/start(); or the external broker of --hil-broker HOST:PORT (no restarts)
-  bridge      the serial bridge (`host-bridge run`) for boards on the link: start(duts), kill(), restart(), stop()
+  hil_broker      Mosquitto on a free loopback port (persistence on; `@pytest.mark.hil_broker(persistence=False)`),
+                  restart()/stop()/start(); or the external broker of --hil-broker HOST:PORT (no restarts)
+  hil_bridge      the serial bridge (`host-bridge run`) for boards on the link: start(duts), kill(), restart(),
+                  stop()
   hil_duts / hil_dut  the boards under test, one per --hil-dut: configure(), start(), expect(), power_cut(),
-              reset(), unplug()/replug() where the board allows, stats() where it has flash counters (not
-              named `dut`, which is pytest-embedded's: both plugins can share one environment)
-  hil_ap      the access point the boards on TCP join: down(), up(), outage(s); for virtual boards one shared
-              by the test's boards, for real boards --hil-ap-cmd's command (skips the test without one)
-  hil_fleet   fleet(n): n boards for a scenario that runs several at once (virtual boards on the test's access
-              point; on real boards, those given)
-  subscriber  a QoS 2 persistent-session witness recording every delivery
-  verdict     judge(runs) -> Verdict: sent, received, lost, duplicated, boots, power cuts per board, with the
-              promises the Spark audit uses; printed and saved in the test's log folder
+                  reset(), unplug()/replug() where the board allows, stats() where it has flash counters (not
+                  named `dut`, which is pytest-embedded's: both plugins can share one environment)
+  hil_ap          the access point the boards on TCP join: down(), up(), outage(s); for virtual boards one shared
+                  by the test's boards, for real boards --hil-ap-cmd's command (skips the test without one)
+  hil_fleet       fleet(n): n boards for a scenario that runs several at once (virtual boards on the test's access
+                  point; on real boards, those given)
+  hil_subscriber  a QoS 2 persistent-session witness recording every delivery
+  hil_verdict     judge(runs) -> Verdict: sent, received, lost, duplicated, boots, power cuts per board, with the
+                  promises the Spark audit uses; printed and saved in the test's log folder
 
 Each test gets a log folder (--hil-log-dir, default build/hil/logs): consoles, bridge, broker, subscriber record,
 verdict table. A board process that outlives the test that started it fails that test; any process the bench
@@ -37,7 +40,7 @@ from typing import Any
 import pytest
 
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.bridge.command import command as bridge_command
+from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.hil.access_point import AccessPointSwitch, CommandAccessPoint
@@ -195,8 +198,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "broker(persistence=True, tls=False): how the broker fixture's Mosquitto is configured (tls: a second "
-        "listener, TLS, at broker.tls_address, its CA in the test's log folder, pki/ca/ca.pem)",
+        "hil_broker(persistence=True, tls=False): how the hil_broker fixture's Mosquitto is configured (tls: a "
+        "second listener, TLS, at hil_broker.tls_address, its CA in the test's log folder, pki/ca/ca.pem)",
     )
     try:
         config.stash[_CONFIG] = resolve(config)
@@ -296,7 +299,7 @@ class ExternalBroker:
 
 
 @pytest.fixture
-def broker(
+def hil_broker(
     request: pytest.FixtureRequest, hil_config: HilConfig, hil_log: Path
 ) -> Iterator[Mosquitto | ExternalBroker]:
     """The broker of the test: --hil-broker's, or a Mosquitto on loopback of the test's own (persistence on, unless
@@ -304,7 +307,7 @@ def broker(
     if hil_config.broker:
         yield ExternalBroker(hil_config.broker)
         return
-    marker = request.node.get_closest_marker("broker")
+    marker = request.node.get_closest_marker("hil_broker")
     persistence = bool(marker.kwargs.get("persistence", True)) if marker else True
     tls = None
     if marker and marker.kwargs.get("tls"):
@@ -354,10 +357,10 @@ class Bridge:
 
 
 @pytest.fixture
-def bridge(broker: Mosquitto | ExternalBroker, hil_log: Path) -> Iterator[Bridge]:
+def hil_bridge(hil_broker: Mosquitto | ExternalBroker, hil_log: Path) -> Iterator[Bridge]:
     """`host-bridge run` for the boards on a serial link, started by the scenario (bridge.start(duts)), stopped
     after it."""
-    b = Bridge(broker, hil_log)
+    b = Bridge(hil_broker, hil_log)
     try:
         yield b
     finally:
@@ -480,8 +483,8 @@ def hil_fleet(
 
 
 @pytest.fixture
-def subscriber(
-    request: pytest.FixtureRequest, broker: Mosquitto | ExternalBroker, hil_log: Path
+def hil_subscriber(
+    request: pytest.FixtureRequest, hil_broker: Mosquitto | ExternalBroker, hil_log: Path
 ) -> Iterator[Subscriber]:
     """The witness: a paho subscriber at QoS 2 on sensors/# with a persistent session, recording every
     delivery; its deliveries are saved in the test's log folder."""
@@ -490,7 +493,7 @@ def subscriber(
         + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[-40:]
         + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     )
-    s = Subscriber(broker.address, client_id)
+    s = Subscriber(hil_broker.address, client_id)
     try:
         yield s
     finally:
@@ -499,14 +502,14 @@ def subscriber(
 
 
 @pytest.fixture
-def verdict(
-    request: pytest.FixtureRequest, subscriber: Subscriber, hil_config: HilConfig, hil_log: Path
+def hil_verdict(
+    request: pytest.FixtureRequest, hil_subscriber: Subscriber, hil_config: HilConfig, hil_log: Path
 ) -> Callable[[list[BoardRun]], Verdict]:
     """judge(runs): the table per board, printed, saved in the test's folder and appended to the campaign CSV
     (build/hil/results.csv, or under --hil-log-dir's parent), judged by the shared promises."""
 
     def judge(runs: list[BoardRun], settle: float = 15) -> Verdict:
-        result = judge_runs(request.node.nodeid, subscriber, runs, settle)
+        result = judge_runs(request.node.nodeid, hil_subscriber, runs, settle)
         result.save(hil_log)
         print("\n" + result.table())
         write_csv(campaign_csv(hil_config), result.tallies, append=True)  # emptied at the session's start

@@ -1,4 +1,5 @@
-"""`host-bridge record`: subscribe at QoS 2 with a persistent session and keep every delivery in Parquet.
+"""The telemetry recorder (`host-bridge record`): subscribe at QoS 2 with a persistent session and keep every
+delivery in Parquet.
 
 The recorder speaks MQTT through the project's own codec rather than a client library because it must choose
 when to acknowledge: a PUBACK or PUBREC leaves only after the delivery is fsynced in the write-ahead log
@@ -8,25 +9,20 @@ RAM until PUBREL, so a recorder killed in between would lose it for good."""
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import select
 import signal
 import socket
 import ssl
-import sys
 import time
 from logging import DEBUG, ERROR, INFO, WARNING
-from pathlib import Path
-from types import FrameType
 
 from dmqtt import codec
 from dmqtt.codec_host import NAMES, Packet, PacketDecoder, encode_publish
 from dmqtt.errors import CodecError
 from dmqtt_telemetry.format import marked_resent
-from host_bridge.logs import add_log_format_argument, event, log_to_stdout
-from host_bridge.metrics import MetricsServer
-from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker, seconds
+from host_bridge.logs import event
+from host_bridge.net import Destination, TLSConfig
 from host_bridge.recorder.confirmation import stamp_now
 from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
 from host_bridge.systemd import Watchdog, notify
@@ -37,75 +33,6 @@ VERSIONS = {"3.1": codec.V31, "3.1.1": codec.V311, "5": codec.V5}
 _SESSION_NEVER_EXPIRES = 0xFFFFFFFF  # MQTT 5.0 3.1.2.11.2: the session outlives any disconnection
 _RETAIN_HANDLING_NEW_ONLY = 1 << 4  # MQTT 5.0 3.8.3.1: retained messages only for a new subscription
 _MAX_PACKET = 16 * 1024 * 1024
-
-
-def command(broker: str, out: Path, *extra: str) -> list[str]:
-    """The `host-bridge record` command line, as a harness starts it (the campaigns, the bench, the benchmarks)."""
-    return [sys.executable, "-m", "host_bridge", "record", "--broker", broker, "--out", str(out), *extra]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker to subscribe to")
-    add_wait_argument(parser)
-    add_log_format_argument(parser)
-    parser.add_argument(
-        "-t", "--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)"
-    )
-    parser.add_argument(
-        "--out", required=True, type=Path, metavar="DIR", help="output folder (Parquet under date=YYYY-MM-DD/)"
-    )
-    parser.add_argument(
-        "-i", "--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)"
-    )
-    parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), default="3.1.1")
-    parser.add_argument("--keepalive", type=int, default=30, metavar="S")
-    parser.add_argument(
-        "--flush-seconds",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="Parquet commit interval (default 30; deliveries are safe in the log before this, "
-        "it only sets how fresh the Parquet is)",
-    )
-    parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
-    parser.add_argument(
-        "--stats-every", type=seconds, default=10.0, metavar="S", help="print progress every S seconds (0: never)"
-    )
-    parser.add_argument(
-        "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on /metrics and a health check on /healthz"
-    )
-    parser.add_argument(
-        "--health-after",
-        type=seconds,
-        default=60.0,
-        metavar="S",
-        help="/healthz fails once the broker has been unreachable this long (default 60), and while the store fails",
-    )
-    parser.add_argument(
-        "--confirm",
-        action="store_true",
-        help="end-to-end confirmation: tell each board what is stored, so that it sends again what a broker lost "
-        "(docs/confirmation.md); the store then holds each (dev, boot, seq) once",
-    )
-    parser.add_argument(
-        "--confirm-topic",
-        default="confirm/{dev}",
-        metavar="TEMPLATE",
-        help="where a board's confirmations go ({dev}: its client id; default %(default)s)",
-    )
-    parser.add_argument(
-        "--confirm-every",
-        type=float,
-        default=1.0,
-        metavar="S",
-        help="at most one confirmation per board per S seconds (default %(default)s)",
-    )
-    parser.add_argument("-u", "--username")
-    parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
-    parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
-    parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
-    parser.add_argument("--certfile", help="client certificate (mutual TLS)")
-    parser.add_argument("--keyfile", help="client certificate's key")
 
 
 class BrokerLink:
@@ -492,88 +419,3 @@ class Recorder:
             logged_not_written=len(s.pending), recorder_duplicates=s.recorder_dups,
             connected=int(self.link is not None), confirmations=self.confirmations,
         )  # fmt: skip
-
-
-def _client_id(store: TelemetryStore, requested: str | None) -> str:
-    """The persistent session's client id is kept with the output, so a restart resumes the same session."""
-    path = store.state / "client_id"
-    kept = path.read_text().strip() if path.exists() else None
-    if requested and kept and requested != kept:
-        # The old session's queued messages stay with the old id.
-        event(log, WARNING, "client-id-changed", old=kept, new=requested)
-    client_id = requested or kept or "recorder-" + hashlib.sha1(str(store.out.resolve()).encode()).hexdigest()[:10]
-    if client_id != kept:
-        try:
-            path.write_text(client_id)
-        except OSError as exc:
-            # Without it a restart would open another session and leave this one's messages behind.
-            raise RecorderError(
-                f"cannot keep the session's client id in {path}: {exc.strerror}; free space there"
-            ) from None
-    return client_id
-
-
-def run(args: argparse.Namespace) -> int:
-    log_to_stdout("host_bridge.recorder.recorder", args.log_format)
-    try:
-        broker = Destination.parse(args.broker)
-    except AddressError as exc:
-        raise RecorderError(str(exc)) from None
-    for topic in args.topic or []:
-        try:
-            codec.check_filter(topic.encode())  # before any connection: a broker would only close on it
-        except CodecError as exc:
-            raise RecorderError(f"--topic {topic}: {exc.reason}") from None
-    if args.confirm and any(t.startswith("$share/") for t in args.topic or []):
-        # Each member of the group sees a share of a board's messages, and would report the rest missing.
-        raise RecorderError("--confirm needs every message of a board in one recorder: not with a $share/ topic")
-    try:
-        codec.check_topic(args.confirm_topic.replace("{dev}", "dev").encode())
-    except CodecError as exc:
-        raise RecorderError(f"--confirm-topic {args.confirm_topic}: {exc.reason}") from None
-    password = None
-    if args.password_file is not None:
-        try:
-            password = args.password_file.read_bytes().rstrip(b"\r\n")
-        except OSError as exc:
-            raise RecorderError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
-    await_broker(
-        broker,
-        args.wait,
-        lambda text: event(log, WARNING, "broker-unreachable", why=text),
-        "is it running (host-bridge broker starts one), and is --broker right? Ctrl-C stops",
-    )
-    store = TelemetryStore(args.out, confirm=args.confirm)
-    try:
-        if store.recovered:
-            event(log, INFO, "recovered", rows=store.recovered)  # logged by the previous run, now in Parquet
-        recorder = Recorder(args, broker, store, _client_id(store, args.client_id), password)
-        server = None
-        if args.metrics:
-            from host_bridge.recorder import metrics as recorder_metrics
-
-            server = MetricsServer(
-                args.metrics,
-                lambda: recorder_metrics.families(recorder),
-                lambda: recorder_metrics.health(recorder, args.health_after),
-            )
-
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            recorder.signals.append(signum)
-
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
-            signal.signal(sig, on_signal)
-        event(
-            log, INFO, "start", broker=args.broker, topics=",".join(recorder.topics), out=args.out,
-            metrics=server.address if server else "-",
-        )  # fmt: skip
-        if server is not None:
-            server.start()
-        try:
-            recorder.run()
-        finally:
-            if server is not None:
-                server.stop()
-    finally:
-        store.close()
-    return 0

@@ -43,7 +43,7 @@ def lines(dut: Dut, kind: str) -> list[console_host.Line]:
     return console_host.lines(dut.console.all(), kind)
 
 
-def tls_ready(dut: Dut, hil_log: Path, broker: Any) -> dict[str, Any]:
+def tls_ready(dut: Dut, hil_log: Path, hil_broker: Any) -> dict[str, Any]:
     """The board's TLS settings for the broker's second listener, the test's CA put on its filesystem."""
     if not isinstance(dut, VirtualDut):
         pytest.skip("TLS outages: the CA would have to be deployed to the real board; run the plain ones")
@@ -51,12 +51,12 @@ def tls_ready(dut: Dut, hil_log: Path, broker: Any) -> dict[str, Any]:
     return {"ca": "ca.pem", "server_hostname": "localhost"}
 
 
-@pytest.mark.broker(tls=True)
+@pytest.mark.hil_broker(tls=True)
 def test_wifi_outages_in_the_middle_of_qos_runs(
     hil_fleet: Callable[[int], list[Dut]],
     hil_ap: AccessPointSwitch,
-    broker: Any,
-    verdict: Judge,
+    hil_broker: Any,
+    hil_verdict: Judge,
     hil_log: Path,
     hil_config: HilConfig,
 ) -> None:
@@ -69,8 +69,8 @@ def test_wifi_outages_in_the_middle_of_qos_runs(
     configs = []
     for i, (qos, tls) in enumerate(OUTAGE_BOARDS[: len(duts)]):
         dut = duts[i]
-        extra: dict[str, Any] = {"tls": tls_ready(dut, hil_log, broker)} if tls else {}
-        address = broker.tls_address if tls else broker.address
+        extra: dict[str, Any] = {"tls": tls_ready(dut, hil_log, hil_broker)} if tls else {}
+        address = hil_broker.tls_address if tls else hil_broker.address
         config = app_config(
             dut, device_id("out", qos, "tls" if tls else "tcp"), address, qos, 200, "5", wifi=True, **extra
         )
@@ -103,7 +103,7 @@ def test_wifi_outages_in_the_middle_of_qos_runs(
     runs = fleet.runs()
     for run, dut, (_qos, tls) in zip(runs, duts, OUTAGE_BOARDS, strict=False):
         awake_with_wifi(run, dut, hil_config, tls)
-    result = verdict(runs)
+    result = hil_verdict(runs)
     result.assert_kept()
     assert all(r.power_cuts == 1 for r in runs), [r.power_cuts for r in runs]
     for dut in duts:
@@ -119,16 +119,16 @@ def awake_with_wifi(run: BoardRun, dut: Dut, hil_config: HilConfig, tls: bool = 
     run.heap_goal = heap_goal("tls-wifi" if tls else "tcp-wifi", dut.board.name, hil_config.install)
 
 
-def sleep_config(dut: Dut, qos: int, broker: Any, wakes: int) -> dict[str, Any]:
+def sleep_config(dut: Dut, qos: int, hil_broker: Any, wakes: int) -> dict[str, Any]:
     # A virtual board sleeps in no host time: a minute between readings. A real one sleeps for real.
     every = 60 if isinstance(dut, VirtualDut) else 3
-    config = app_config(dut, device_id("sleep", qos), broker.address, qos, wakes, "5", wifi=True)
+    config = app_config(dut, device_id("sleep", qos), hil_broker.address, qos, wakes, "5", wifi=True)
     config["sleep"] = {"every_s": every, "awake_s": 20}
     return config
 
 
 def test_deep_sleep_wakes_read_their_acknowledgements_and_never_resend_what_was_acknowledged(
-    hil_fleet: Callable[[int], list[Dut]], broker: Any, subscriber: Subscriber, verdict: Judge
+    hil_fleet: Callable[[int], list[Dut]], hil_broker: Any, hil_subscriber: Subscriber, hil_verdict: Judge
 ) -> None:
     """Boards that deep-sleep between readings, one QoS 1 and one QoS 2: each wake joins WiFi, publishes its
     reading, reads its acknowledgement, and sleeps. Power cuts land anywhere in the cycle: inside a sleep, in a
@@ -140,9 +140,9 @@ def test_deep_sleep_wakes_read_their_acknowledgements_and_never_resend_what_was_
         CutPlan(cuts=wakes // 12, in_sleep=0.35, sleeps=(1, 30), inside_flash=0.25, flash_ops=(1, 12), window=(0.05, 4))
         for _ in duts
     ]
-    configs = [sleep_config(dut, qos, broker, wakes) for dut, qos in zip(duts, (1, 2), strict=False)]
+    configs = [sleep_config(dut, qos, hil_broker, wakes) for dut, qos in zip(duts, (1, 2), strict=False)]
     runs = Fleet(duts, configs, plans, timeout=60 + wakes * 2).runs()
-    result = verdict(runs)
+    result = hil_verdict(runs)
     result.assert_kept()
     for dut, run, config in zip(duts, runs, configs, strict=False):
         assert run.power_cuts == wakes // 12, f"{dut.name}: the dose was not given ({run.power_cuts} cuts)"
@@ -150,13 +150,13 @@ def test_deep_sleep_wakes_read_their_acknowledgements_and_never_resend_what_was_
             assert run.cuts_in_sleep and run.cuts_in_flash, f"{dut.name}: a kind of cut never landed: {run}"
             # Every reading came from a wake but the first boot's and those of the boots after a cut (power-ons).
             assert dut.vboard.wakes >= wakes - 1 - run.power_cuts, (dut.vboard.wakes, wakes)
-        resent = resent_without_cut(subscriber.records, config["client_id"], dut.cut_times)
+        resent = resent_without_cut(hil_subscriber.records, config["client_id"], dut.cut_times)
         assert not resent, f"{dut.name} sent again what the broker had acknowledged: {resent[:5]}"
         assert len(lines(dut, "sleep")) >= wakes - 1 - run.power_cuts
 
 
-def batch_config(dut: Dut, qos: int, broker: Any, wakes: int, readings_per_send: int) -> dict[str, Any]:
-    config = sleep_config(dut, qos, broker, wakes)
+def batch_config(dut: Dut, qos: int, hil_broker: Any, wakes: int, readings_per_send: int) -> dict[str, Any]:
+    config = sleep_config(dut, qos, hil_broker, wakes)
     config["client_id"] = device_id("batch", qos)
     # A wake that cannot reach the broker gives up within awake_s (host time, on a virtual board too).
     config["sleep"].update({"awake_s": 2, "readings_per_send": readings_per_send, "queue_limit": 32})
@@ -166,9 +166,9 @@ def batch_config(dut: Dut, qos: int, broker: Any, wakes: int, readings_per_send:
 def test_store_and_forward_across_deep_sleep_under_cuts_and_outages(
     hil_fleet: Callable[[int], list[Dut]],
     hil_ap: AccessPointSwitch,
-    broker: Any,
-    subscriber: Subscriber,
-    verdict: Judge,
+    hil_broker: Any,
+    hil_subscriber: Subscriber,
+    hil_verdict: Judge,
 ) -> None:
     """Boards that journal a reading at each wake with the radio off and send the batch every 10th wake, one QoS
     1 and one QoS 2 (docs/low-power.md). Power cuts land anywhere in the cycle (inside a sleep, inside a flash
@@ -182,7 +182,7 @@ def test_store_and_forward_across_deep_sleep_under_cuts_and_outages(
         CutPlan(cuts=wakes // 15, in_sleep=0.35, sleeps=(1, 40), inside_flash=0.3, flash_ops=(1, 40), window=(0.02, 3))
         for _ in duts
     ]
-    configs = [batch_config(dut, qos, broker, wakes, 10) for dut, qos in zip(duts, (1, 2), strict=False)]
+    configs = [batch_config(dut, qos, hil_broker, wakes, 10) for dut, qos in zip(duts, (1, 2), strict=False)]
     fleet = Fleet(duts, configs, plans, timeout=120 + wakes * 2)
     # The access point goes away as a sending wake begins (the board says `boot` when the application runs), at
     # about one sending wake in four, for up to longer than the wake stays awake (awake_s): it then gives up.
@@ -197,7 +197,7 @@ def test_store_and_forward_across_deep_sleep_under_cuts_and_outages(
                 outages += 1
         time.sleep(0.01)
     runs = fleet.runs()
-    result = verdict(runs)
+    result = hil_verdict(runs)
     result.assert_kept()
     assert outages, "no access point outage was given"
     for dut, run, config in zip(duts, runs, configs, strict=False):
@@ -207,7 +207,7 @@ def test_store_and_forward_across_deep_sleep_under_cuts_and_outages(
         assert sampled >= wakes // 2, f"{dut.name}: only {sampled} of {len(sleeps)} wakes were sampling wakes"
         if isinstance(dut, VirtualDut):
             assert run.cuts_in_sleep and run.cuts_in_flash, f"{dut.name}: a kind of cut never landed: {run}"
-        resent = resent_without_cut(subscriber.records, config["client_id"], dut.cut_times)
+        resent = resent_without_cut(hil_subscriber.records, config["client_id"], dut.cut_times)
         unexplained = [r for r in resent if not left_unacknowledged(dut, r)]
         assert not unexplained, f"{dut.name} sent again what the broker had acknowledged: {unexplained[:5]}"
 
@@ -229,8 +229,8 @@ def left_unacknowledged(dut: Dut, resent: str) -> bool:
 def test_random_outages_and_power_cuts_for_minutes(
     hil_fleet: Callable[[int], list[Dut]],
     hil_ap: AccessPointSwitch,
-    broker: Any,
-    verdict: Judge,
+    hil_broker: Any,
+    hil_verdict: Judge,
     hil_config: HilConfig,
 ) -> None:
     """`make soak`: for HIL_OUTAGE_MINUTES minutes, outages of 1 to 30 s at random and power cuts at random,
@@ -241,7 +241,7 @@ def test_random_outages_and_power_cuts_for_minutes(
     count = int(minutes * 60 * 8)  # about eight readings a second, for the whole dose
     configs = []
     for dut, qos in zip(duts, (1, 2), strict=False):
-        config = app_config(dut, device_id("soak", qos), broker.address, qos, count, "5", wifi=True)
+        config = app_config(dut, device_id("soak", qos), hil_broker.address, qos, count, "5", wifi=True)
         config["publish"].update({"interval_ms": 100})
         configs.append(config)
     fleet = Fleet(duts, configs, timeout=minutes * 60 + 600)
@@ -259,4 +259,4 @@ def test_random_outages_and_power_cuts_for_minutes(
     runs = fleet.runs(timeout=minutes * 60 + 600)
     for run, dut in zip(runs, duts, strict=True):
         awake_with_wifi(run, dut, hil_config)
-    verdict(runs).assert_kept()
+    hil_verdict(runs).assert_kept()

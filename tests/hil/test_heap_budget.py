@@ -32,15 +32,21 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     """Mosquitto with a TLS listener: its address, and the CA that signed its certificate."""
     root = tmp_path_factory.mktemp("tls")
     ca = CertificateAuthority(root / "ca")
-    with Mosquitto(root / "broker", tls=ca.issue("broker", "localhost", dns="localhost")) as broker:
-        yield broker.address, ca.ca
+    with Mosquitto(root / "broker", tls=ca.issue("broker", "localhost", dns="localhost")) as hil_broker:
+        yield hil_broker.address, ca.ca
 
 
 def run(
-    hil_log: Path, name: str, board: str, broker: Any, bridge: Bridge, tls: tuple[str, Path], install: str = "deployed"
+    hil_log: Path,
+    name: str,
+    board: str,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    tls: tuple[str, Path],
+    install: str = "deployed",
 ) -> tuple[BoardRun, dict[str, Any]]:
     summary, accepted = heap_run(
-        hil_log, name, board, broker.address, tls, (lambda dut: bridge.start([dut]), bridge.stop), install
+        hil_log, name, board, hil_broker.address, tls, (lambda dut: hil_bridge.start([dut]), hil_bridge.stop), install
     )
     qos = int(CONFIGURATIONS[name]["qos"])
     run = BoardRun.from_summary(summary, qos, 2, 1)
@@ -52,14 +58,14 @@ def run(
 @pytest.mark.parametrize("name", list(CONFIGURATIONS))
 def test_each_configuration_keeps_the_heap_budget_deployed(
     hil_log: Path,
-    broker: Any,
-    bridge: Bridge,
-    subscriber: Subscriber,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    hil_subscriber: Subscriber,
     tls_broker: tuple[str, Path],
     name: str,
     board: str,
 ) -> None:
-    board_run, summary = run(hil_log, name, board, broker, bridge, tls_broker)
+    board_run, summary = run(hil_log, name, board, hil_broker, hil_bridge, tls_broker)
     assert board_run.heap_low is not None, summary  # the board reports its heap's low point and largest block
     assert summary["heap_max_block"] > 0 and summary["heap_min"] <= summary["heap_at_boot"]
     print(
@@ -74,44 +80,49 @@ def test_each_configuration_keeps_the_heap_budget_deployed(
         return
     if "confirm" in CONFIGURATIONS[name]:  # the recorder confirmed everything, through the power cut
         assert summary["confirm"]["unconfirmed"] == 0 and summary["confirm"]["dropped"] == 0, summary
-    verdict = judge_runs(f"heap-{name}-{board}", subscriber, [board_run])
-    verdict.save(hil_log)
-    verdict.assert_kept()  # the promises, and the heap budget
+    hil_verdict = judge_runs(f"heap-{name}-{board}", hil_subscriber, [board_run])
+    hil_verdict.save(hil_log)
+    hil_verdict.assert_kept()  # the promises, and the heap budget
 
 
 @pytest.mark.parametrize("install", ["romfs", "frozen"])
 def test_the_other_install_paths_run_the_firmware_from_flash(
     hil_log: Path,
-    broker: Any,
-    bridge: Bridge,
-    subscriber: Subscriber,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    hil_subscriber: Subscriber,
     tls_broker: tuple[str, Path],
     install: str,
 ) -> None:
     """The same run with the code in a ROMFS image or frozen into the image: the promises hold, and the code no
     longer takes heap, so more is left than in the deployed path, frozen most of all (only its objects remain)."""
-    deployed, _ = run(hil_log, "tcp-qos2-subscription", "sim", broker, bridge, tls_broker)
-    flash, summary = run(hil_log, "tcp-qos2-subscription", "sim", broker, bridge, tls_broker, install)
-    verdict = judge_runs(f"install-{install}", subscriber, [deployed, flash])
-    verdict.save(hil_log)
-    verdict.assert_kept()
+    deployed, _ = run(hil_log, "tcp-qos2-subscription", "sim", hil_broker, hil_bridge, tls_broker)
+    flash, summary = run(hil_log, "tcp-qos2-subscription", "sim", hil_broker, hil_bridge, tls_broker, install)
+    hil_verdict = judge_runs(f"install-{install}", hil_subscriber, [deployed, flash])
+    hil_verdict.save(hil_log)
+    hil_verdict.assert_kept()
     assert deployed.heap_low is not None and flash.heap_low is not None
     assert flash.heap_low > deployed.heap_low + (40 if install == "frozen" else 20) * 1024, (deployed, flash, summary)
 
 
 @pytest.mark.parametrize("name", sorted({name for name, _ in DEPLOYED_SHORT}))
 def test_what_is_short_deployed_keeps_the_budget_from_flash(
-    hil_log: Path, broker: Any, bridge: Bridge, subscriber: Subscriber, tls_broker: tuple[str, Path], name: str
+    hil_log: Path,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    hil_subscriber: Subscriber,
+    tls_broker: tuple[str, Path],
+    name: str,
 ) -> None:
     """The configurations short of the budget in the deployed path keep it with the code in a ROMFS image, or
     frozen where the image has no ROMFS (what docs/install-paths.md tells a board that wants them)."""
     for board in sorted({b for n, b in DEPLOYED_SHORT if n == name}):
         install = "romfs" if any(p.label == "romfs" for p in BoardDefinition.load(board).partitions) else "frozen"
-        board_run, summary = run(hil_log, name, board, broker, bridge, tls_broker, install)
+        board_run, summary = run(hil_log, name, board, hil_broker, hil_bridge, tls_broker, install)
         print(f"\n{name} on {board} ({install}): {summary['heap_min']} bytes free at the lowest")
         if "tls" in CONFIGURATIONS[name]:  # its own broker: no subscriber there
             assert board_run.heap_low is not None and board_run.heap_low >= HEAP_GOAL, summary
             continue
-        verdict = judge_runs(f"heap-{name}-{board}-{install}", subscriber, [board_run])
-        verdict.save(hil_log)
-        verdict.assert_kept()  # the promises, and the heap budget
+        hil_verdict = judge_runs(f"heap-{name}-{board}-{install}", hil_subscriber, [board_run])
+        hil_verdict.save(hil_log)
+        hil_verdict.assert_kept()  # the promises, and the heap budget

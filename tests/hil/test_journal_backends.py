@@ -46,8 +46,8 @@ WANTED_KINDS: dict[str, dict[int, set[str]]] = {
 )
 def test_power_cuts_lose_nothing_and_qos2_delivers_once(
     hil_log: Path,
-    broker: Any,
-    subscriber: Subscriber,
+    hil_broker: Any,
+    hil_subscriber: Subscriber,
     board_name: str,
     group: int,
     qos: int,
@@ -76,7 +76,7 @@ def test_power_cuts_lose_nothing_and_qos2_delivers_once(
         try:
             dut.configure(
                 app_config(
-                    dut, dev, broker.address, qos, COUNT, ["3.1", "3.1.1", "5"][len(runs) % 3], group_commit=group
+                    dut, dev, hil_broker.address, qos, COUNT, ["3.1", "3.1.1", "5"][len(runs) % 3], group_commit=group
                 )
             )
             result = run_to_completion(dut, plan, rng, timeout=60)
@@ -84,9 +84,9 @@ def test_power_cuts_lose_nothing_and_qos2_delivers_once(
             dut.close()
         assert result.summary is not None and result.summary["total"] == COUNT, result.last
         runs.append(BoardRun.from_cycle(dut, result, qos))
-    verdict: Verdict = judge_runs(f"journal-{board_name}-g{group}-q{qos}", subscriber, runs)
-    verdict.save(hil_log)
-    verdict.assert_kept()
+    hil_verdict: Verdict = judge_runs(f"journal-{board_name}-g{group}-q{qos}", hil_subscriber, runs)
+    hil_verdict.save(hil_log)
+    hil_verdict.assert_kept()
     # The cuts landed where the promises are at stake: with flows open (the next boot resumed messages in
     # flight), and inside each kind of the journal's own writes.
     kinds = sum((r.cut_kinds for r in runs), Counter())

@@ -49,9 +49,18 @@ def test_every_fixture_of_the_plugin_has_a_docstring(tmp_path: Path) -> None:
     run = pytest_in(tmp_path, "--fixtures", "test_plain.py")
     section = run.stdout.split("fixtures defined from host_bridge.hil.plugin")[1].split("\n---")[0]
     names = re.findall(r"^(\w+)(?: \[[^\]]*\])? -- ", section, re.M)
-    assert {"hil_config", "broker", "hil_duts", "hil_dut", "subscriber", "verdict", "bridge", "hil_log"} <= set(names)
-    assert "dut" not in names  # pytest-embedded's name
+    assert {"hil_config", "hil_broker", "hil_duts", "hil_dut", "hil_subscriber", "hil_verdict", "hil_bridge", "hil_log",
+            "hil_ap", "hil_fleet"} <= set(names)  # fmt: skip
+    # Installing the package adds no generic name (`broker`, `dut`: pytest-embedded's) to another project's run.
+    assert [name for name in names if not name.startswith("hil_")] == []
     assert "no docstring available" not in section, section
+
+
+def test_the_plugins_markers_are_named_hil(tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text(PLAIN)
+    markers = re.findall(r"^@pytest\.mark\.(\w+)", pytest_in(tmp_path, "--markers").stdout, re.M)
+    assert {"hil_real", "hil_virtual", "hil_broker"} <= set(markers)
+    assert "broker" not in markers
 
 
 INI_OPTIONS = """

@@ -40,9 +40,9 @@ def device_id(request: pytest.FixtureRequest, *parts: object) -> str:
     return "-".join(["hil", *map(str, parts), f"{time.monotonic_ns() % 10**8}"])
 
 
-def prepare(dut: Dut, bridge: Bridge, transport: str) -> None:
+def prepare(dut: Dut, hil_bridge: Bridge, transport: str) -> None:
     if transport == "serial":
-        bridge.start([dut])
+        hil_bridge.start([dut])
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -51,21 +51,21 @@ def prepare(dut: Dut, bridge: Bridge, transport: str) -> None:
 def test_qos_flow(
     request: pytest.FixtureRequest,
     hil_dut: Dut,
-    broker: Any,
-    bridge: Bridge,
-    subscriber: Subscriber,
-    verdict: Judge,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    hil_subscriber: Subscriber,
+    hil_verdict: Judge,
     qos: int,
     version: str,
     transport: str,
 ) -> None:
     """A clean run: every message accepted arrives once, in order, on its topic, at the QoS it was published
     with, neither DUP nor retained, padded to its size (nothing disturbs QoS 0 here either)."""
-    prepare(hil_dut, bridge, transport)
+    prepare(hil_dut, hil_bridge, transport)
     dev = device_id(request, "flow", transport, version.replace(".", ""), qos)
-    config = app_config(hil_dut, dev, broker.address, qos, 20, version, transport, publish={"payload_bytes": 200})
+    config = app_config(hil_dut, dev, hil_broker.address, qos, 20, version, transport, publish={"payload_bytes": 200})
     run = run_board(hil_dut, config, CutPlan.none(), seed=qos)
-    result = verdict([run])
+    result = hil_verdict([run])
     result.assert_kept()
     assert (run.sent, result.tallies[0].received, result.tallies[0].duplicated) == (20, 20, 0)
     summary = parse_summary(hil_dut.console.text())
@@ -75,7 +75,7 @@ def test_qos_flow(
         1,
         0,
     )
-    got = [r for r in subscriber.records if r.topic == f"sensors/{dev}/telemetry"]
+    got = [r for r in hil_subscriber.records if r.topic == f"sensors/{dev}/telemetry"]
     bodies = [json.loads(r.payload) for r in got]
     assert [b["seq"] for b in bodies] == list(range(20)) and all(b["boot"] == 1 for b in bodies)
     assert all((r.qos, r.dup, r.retain, len(r.payload)) == (qos, False, False, 200) for r in got)
@@ -86,9 +86,9 @@ def test_qos_flow(
 def test_power_cuts_during_flows(
     request: pytest.FixtureRequest,
     hil_dut: Dut,
-    broker: Any,
-    bridge: Bridge,
-    verdict: Judge,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    hil_verdict: Judge,
     qos: int,
     transport: str,
     hil_cycle: int,
@@ -96,7 +96,7 @@ def test_power_cuts_during_flows(
     """Power cut at random moments and (virtual boards) inside flash programs and erases, while QoS 1/2 flows are
     in flight; the board boots again on the same flash until its run completes. QoS 1 loses nothing, QoS 2
     delivers everything exactly once."""
-    prepare(hil_dut, bridge, transport)
+    prepare(hil_dut, hil_bridge, transport)
     version = VERSIONS[(hil_cycle + qos) % 3]
     dev = device_id(request, "cuts", transport, qos, hil_cycle)
     # Half the cuts land inside a flash operation (the journal's writes from the 5th operation of a boot on, one
@@ -105,9 +105,9 @@ def test_power_cuts_during_flows(
     # nor can the bench reading the console late on a loaded host (a cut after the 40th message came after the
     # 65th; with 400 messages, a run once completed before its fifth cut).
     plan = CutPlan(cuts=5, inside_flash=0.5, flash_ops=(5, 60), accepted=(5, 40))
-    config = app_config(hil_dut, dev, broker.address, qos, 800, version, transport, publish={"interval_ms": 0})
+    config = app_config(hil_dut, dev, hil_broker.address, qos, 800, version, transport, publish={"interval_ms": 0})
     run = run_board(hil_dut, config, plan, seed=hil_cycle * 97 + qos)
-    result = verdict([run])
+    result = hil_verdict([run])
     result.assert_kept()
     assert run.power_cuts == 5, f"the dose was not given: {run.power_cuts} cuts"
     # The board's own boot counter (in flash) saw every cut: no cut lands before it is written (op 5 on).
@@ -161,66 +161,72 @@ def reconnected(dut: Dut, before: int, timeout: float = 30) -> None:
 
 @pytest.mark.parametrize(("qos", "transport"), [(1, "tcp"), (2, "tcp"), (1, "serial")])
 def test_broker_restarted_with_persistence(
-    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int, transport: str
+    request: pytest.FixtureRequest,
+    hil_dut: Dut,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    hil_verdict: Judge,
+    qos: int,
+    transport: str,
 ) -> None:
     """The broker (persistence on) restarts twice mid-run; board (straight or through the bridge) and
     subscriber resume their sessions."""
-    prepare(hil_dut, bridge, transport)
+    prepare(hil_dut, hil_bridge, transport)
     dev = device_id(request, "broker", qos, transport)
-    config = app_config(hil_dut, dev, broker.address, qos, 150, "3.1.1", transport, publish={"interval_ms": 10})
+    config = app_config(hil_dut, dev, hil_broker.address, qos, 150, "3.1.1", transport, publish={"interval_ms": 10})
 
     def restart_twice() -> None:
         connections = len(console_host.lines(hil_dut.console.text(), "connected"))
-        broker.restart()
+        hil_broker.restart()
         reconnected(hil_dut, connections)  # the second restart comes after the board is back, not after a delay
-        broker.restart()
+        hil_broker.restart()
 
     run = run_while(hil_dut, config, restart_twice, accepted=30)
-    verdict([run]).assert_kept()
+    hil_verdict([run]).assert_kept()
     # It came back to its session (how it noticed the broker going differs: a TCP reset, or the bridge's notice).
     assert hil_dut.console.text().count("connected session_present=1") >= 1, hil_dut.console.text()
     if transport == "serial":
         # The bridge sees the broker go (an end of stream or a reset, as the timing falls) and tells the board.
         gone = ("the broker closed the connection", "broker connection failed")
-        assert any(g in bridge.text() for g in gone) and bridge.text().count("event=connected") >= 2
+        assert any(g in hil_bridge.text() for g in gone) and hil_bridge.text().count("event=connected") >= 2
 
 
 def disturbed_serial_run(
     request: pytest.FixtureRequest,
     dut: Dut,
-    broker: Any,
-    bridge: Bridge,
-    verdict: Judge,
+    hil_broker: Any,
+    hil_bridge: Bridge,
+    hil_verdict: Judge,
     name: str,
     version: str,
     disturb: Callable[[], None],
 ) -> None:
     """150 QoS 2 messages through the bridge, disturb() after the board accepted 40; the promises must hold."""
-    bridge.start([dut])
+    hil_bridge.start([dut])
     dev = device_id(request, name)
-    config = app_config(dut, dev, broker.address, 2, 150, version, "serial", publish={"interval_ms": 5})
+    config = app_config(dut, dev, hil_broker.address, 2, 150, version, "serial", publish={"interval_ms": 5})
     run = run_while(dut, config, disturb, accepted=40)
-    verdict([run]).assert_kept()
+    hil_verdict([run]).assert_kept()
 
 
 def test_bridge_killed_and_restarted(
-    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
+    request: pytest.FixtureRequest, hil_dut: Dut, hil_broker: Any, hil_bridge: Bridge, hil_verdict: Judge
 ) -> None:
     """The serial bridge is SIGKILLed mid-run and started again: the board resumes its session through it."""
 
     def kill_and_restart() -> None:
-        bridge.kill()
+        hil_bridge.kill()
         time.sleep(0.5)
-        bridge.start()
+        hil_bridge.start()
 
-    disturbed_serial_run(request, hil_dut, broker, bridge, verdict, "bridge", "5", kill_and_restart)
+    disturbed_serial_run(request, hil_dut, hil_broker, hil_bridge, hil_verdict, "bridge", "5", kill_and_restart)
     assert "connected session_present=1" in hil_dut.console.text()
-    assert bridge.starts == 2
+    assert hil_bridge.starts == 2
 
 
 @pytest.mark.hil_virtual("unplugs the serial adapter from the host")
 def test_usb_port_vanishes_and_comes_back(
-    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge
+    request: pytest.FixtureRequest, hil_dut: Dut, hil_broker: Any, hil_bridge: Bridge, hil_verdict: Judge
 ) -> None:
     """The host end of the board's serial line disappears for 1.5 s (a USB adapter pulled and plugged back in
     under the same /dev/serial/by-id name); the bridge reopens it and nothing is lost."""
@@ -230,48 +236,48 @@ def test_usb_port_vanishes_and_comes_back(
         time.sleep(1.5)
         hil_dut.replug()
 
-    disturbed_serial_run(request, hil_dut, broker, bridge, verdict, "usb", "3.1.1", pull_cable)
-    log = bridge.text()
+    disturbed_serial_run(request, hil_dut, hil_broker, hil_bridge, hil_verdict, "usb", "3.1.1", pull_cable)
+    log = hil_bridge.text()
     assert "event=port_lost" in log and log.count("event=port_open") >= 2
 
 
 @pytest.mark.hil_virtual("injects bit errors and dropped bytes on the line")
 @pytest.mark.parametrize("qos", [1, 2])
 def test_noisy_line(
-    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, bridge: Bridge, verdict: Judge, qos: int
+    request: pytest.FixtureRequest, hil_dut: Dut, hil_broker: Any, hil_bridge: Bridge, hil_verdict: Judge, qos: int
 ) -> None:
     """600 messages at 115200 baud with bit error rate 1e-4 and dropped bytes: retransmissions, nothing lost,
     QoS 2 not duplicated, and the broker never sees a malformed packet."""
     assert isinstance(hil_dut, VirtualDut)
     hil_dut.set_line(LineFaults(baud=115200, bit_error_rate=1e-4, drop_rate=5e-5, seed=qos))
-    bridge.start([hil_dut])
+    hil_bridge.start([hil_dut])
     dev = device_id(request, "noisy", qos)
     run = run_board(
-        hil_dut, app_config(hil_dut, dev, broker.address, qos, 600, "3.1.1", "serial"), CutPlan.none(), seed=qos
+        hil_dut, app_config(hil_dut, dev, hil_broker.address, qos, 600, "3.1.1", "serial"), CutPlan.none(), seed=qos
     )
-    verdict([run]).assert_kept()
-    bridge.stop()
-    counters = [line for line in bridge.text().splitlines() if "event=counters" in line][-1]
+    hil_verdict([run]).assert_kept()
+    hil_bridge.stop()
+    counters = [line for line in hil_bridge.text().splitlines() if "event=counters" in line][-1]
     stats = dict(field.split("=", 1) for field in counters.split() if "=" in field)
     assert int(stats["crc_errors"]) > 0 and int(stats["retransmissions"]) > 0, counters  # the noise was real
-    if broker.log_path is not None:  # an external broker (--hil-broker) keeps its log elsewhere
-        broker_log = broker.log_path.read_text().lower()
+    if hil_broker.log_path is not None:  # an external broker (--hil-broker) keeps its log elsewhere
+        broker_log = hil_broker.log_path.read_text().lower()
         assert "malformed" not in broker_log and "protocol error" not in broker_log
 
 
 @pytest.mark.parametrize("qos", [1, 2])
 def test_board_and_broker_restarted_together(
-    request: pytest.FixtureRequest, hil_dut: Dut, broker: Any, verdict: Judge, qos: int
+    request: pytest.FixtureRequest, hil_dut: Dut, hil_broker: Any, hil_verdict: Judge, qos: int
 ) -> None:
     """The broker goes down; the board keeps accepting messages into its journal (the offline queue) and then
     loses power; both come back, and the queued flows resume from flash alone."""
     dev = device_id(request, "together", qos)
-    config = app_config(hil_dut, dev, broker.address, qos, 80, "5", publish={"interval_ms": 10})
+    config = app_config(hil_dut, dev, hil_broker.address, qos, 80, "5", publish={"interval_ms": 10})
     hil_dut.configure(config)
     hil_dut.start()
     hil_dut.expect(r"connected session_present", timeout=30)
     hil_dut.expect(r"^accepted \d+ 9$", timeout=30)  # ten messages on their way
-    broker.stop()
+    hil_broker.stop()
     hil_dut.expect(r"connection lost|connect failed", timeout=10)
     away = len(console_host.lines(hil_dut.console.text(), "accepted"))
     deadline = time.monotonic() + 30
@@ -280,10 +286,10 @@ def test_board_and_broker_restarted_together(
         time.sleep(0.01)
     hil_dut.power_cut()
     assert hil_dut.wait_boot(30).kind == "power-cut"
-    broker.start()
+    hil_broker.start()
     result = run_to_completion(hil_dut, CutPlan.none(), random.Random(qos), timeout=180)
     assert result.summary is not None
     run = BoardRun.witnessed(hil_dut, result.summary, qos, hil_dut.boots, hil_dut.cuts)
-    verdict([run]).assert_kept()
+    hil_verdict([run]).assert_kept()
     assert run.boots == 2 and run.power_cuts == 1
     assert re.search(r"connected session_present=\d inflight=([1-9]\d*)", hil_dut.console.text()), "nothing was queued"

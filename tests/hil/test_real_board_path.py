@@ -117,8 +117,8 @@ def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_
     link, state_dir = pty_board
     power_cmd = f"{sys.executable} {REPO / 'tests' / 'hil' / 'pty_board_power.py'} {state_dir}"
     board = BoardDefinition.load("esp32-c3-devkitm-1")
-    with Mosquitto(tmp_path / "broker", persistence=True) as broker:
-        subscriber = Subscriber(broker.address, "pty-board-witness")
+    with Mosquitto(tmp_path / "broker", persistence=True) as hil_broker:
+        hil_subscriber = Subscriber(hil_broker.address, "pty-board-witness")
         config_path = tmp_path / "config.json"
 
         def deploy(_port: str, config: Path) -> None:  # the pty board reads its config at boot
@@ -135,7 +135,7 @@ def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_
             deploy=deploy,
         )
         try:
-            config = app_config(dut, "pty-board-1", broker.address, 2, 300, "5", publish={"interval_ms": 10})
+            config = app_config(dut, "pty-board-1", hil_broker.address, 2, 300, "5", publish={"interval_ms": 10})
             assert "tx" not in config.get("uart", {})  # TCP here: no link UART in the config
             dut.configure(config)
             result = run_to_completion(
@@ -146,10 +146,10 @@ def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_
         assert result.summary is not None and result.cuts == 2 and result.boots == 3
         assert dut.port_losses >= 3, "every power cycle takes the port away"
         run = BoardRun.from_cycle(dut, result, 2)
-        verdict = judge_runs("pty-board", subscriber, [run])
-        subscriber.close()
-    verdict.assert_kept()
-    assert verdict.tallies[0].received == 300
+        hil_verdict = judge_runs("pty-board", hil_subscriber, [run])
+        hil_subscriber.close()
+    hil_verdict.assert_kept()
+    assert hil_verdict.tallies[0].received == 300
     console = (tmp_path / "logs" / "real0.console.log").read_text()
     assert console.count("=== boot ") == 3 and "connected session_present" in console
 
@@ -306,10 +306,10 @@ def test_a_power_switch_that_does_nothing_fails_loudly(tmp_path: Path, pty_board
     link, state_dir = pty_board
     power_cmd = f"{sys.executable} {REPO / 'tests' / 'hil' / 'pty_board_power.py'} {state_dir}"
     board = BoardDefinition.load("esp32-c3-devkitm-1")
-    with Mosquitto(tmp_path / "broker", persistence=True) as broker:
+    with Mosquitto(tmp_path / "broker", persistence=True) as hil_broker:
         config = {
             "client_id": "dead-switch-1",
-            "broker": broker.address,
+            "broker": hil_broker.address,
             "mqtt_version": "5",
             "publish": {"qos": 1, "count": 200, "interval_ms": 10},
         }

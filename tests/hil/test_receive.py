@@ -29,7 +29,7 @@ PLAN = CutPlan(cuts=5, inside_flash=0.6, flash_ops=(5, 150), accepted=(20, 60))
 
 
 def commander(
-    broker: str, topic: str, ready: threading.Event, stop: threading.Event, failures: list[BaseException]
+    hil_broker: str, topic: str, ready: threading.Event, stop: threading.Event, failures: list[BaseException]
 ) -> threading.Thread:
     """Publishes COMMANDS commands at QoS 2 to `topic` once the board has subscribed (its session keeps the
     subscription through its reboots, so the broker queues what comes while it is down). What goes wrong goes
@@ -44,7 +44,7 @@ def commander(
     def send() -> None:
         if not ready.wait(60):
             raise TimeoutError("the board never subscribed")
-        host, port = broker.rsplit(":", 1)
+        host, port = hil_broker.rsplit(":", 1)
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"commander-{time.monotonic_ns()}")
         client.connect(host, int(port))
         client.loop_start()
@@ -76,18 +76,25 @@ def deliveries_per_boot(console: str, topic: str) -> list[list[tuple[bytes, int]
 
 @pytest.mark.hil_virtual("cuts power inside chosen flash operations")
 def test_commands_at_qos2_reach_the_handler_exactly_once_through_power_cuts(
-    hil_log: Path, broker: Any, subscriber: Subscriber
+    hil_log: Path, hil_broker: Any, hil_subscriber: Subscriber
 ) -> None:
     dev = f"rx-{time.monotonic_ns() % 10**8}"
     topic = f"cmd/{dev}"
     dut = VirtualDut(dev, BoardDefinition.load("sim"), flash=hil_log / dev / "b.flash", console_log=hil_log / "c.log")
     ready, stop = threading.Event(), threading.Event()
     failures: list[BaseException] = []
-    sender = commander(broker.address, topic, ready, stop, failures)
+    sender = commander(hil_broker.address, topic, ready, stop, failures)
     watcher = threading.Thread(target=lambda: ready.set() if _subscribed(dut) else None, daemon=True)
     try:
         config = app_config(
-            dut, dev, broker.address, 1, 500, "5", subscribe=[{"topic": topic, "qos": 2}], publish={"interval_ms": 8}
+            dut,
+            dev,
+            hil_broker.address,
+            1,
+            500,
+            "5",
+            subscribe=[{"topic": topic, "qos": 2}],
+            publish={"interval_ms": 8},
         )
         dut.configure(config)
         watcher.start()
@@ -100,7 +107,7 @@ def test_commands_at_qos2_reach_the_handler_exactly_once_through_power_cuts(
     if failures:
         raise failures[0]
     run = BoardRun.from_cycle(dut, result, 1)
-    judge_runs(dev, subscriber, [run]).assert_kept()  # what it published, through the same cuts
+    judge_runs(dev, hil_subscriber, [run]).assert_kept()  # what it published, through the same cuts
     assert run.power_cuts == PLAN.cuts, run
 
     console = dut.console.all()

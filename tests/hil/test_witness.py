@@ -45,7 +45,7 @@ def wait_accepted(dut: VirtualDut, n: int, timeout: float = 30) -> None:
         time.sleep(0.01)
 
 
-def outage_and_cut(hil_log: Path, name: str, broker: Any, qos: int, app: Path | None) -> BoardRun:
+def outage_and_cut(hil_log: Path, name: str, hil_broker: Any, qos: int, app: Path | None) -> BoardRun:
     """The broker goes down mid-run; the board accepts messages into its journal (the offline queue) until every
     slot is taken, then, waiting for the broker, loses power; the broker and the board come back and the run
     completes."""
@@ -59,18 +59,18 @@ def outage_and_cut(hil_log: Path, name: str, broker: Any, qos: int, app: Path | 
         **options,
     )
     try:
-        dut.configure(app_config(dut, dev, broker.address, qos, COUNT, "5", publish={"interval_ms": 5}))
+        dut.configure(app_config(dut, dev, hil_broker.address, qos, COUNT, "5", publish={"interval_ms": 5}))
         dut.start()
         dut.expect(r"connected session_present", timeout=30)
         wait_accepted(dut, 20)
-        broker.stop()
+        hil_broker.stop()
         gone = dut.expect(r"connection lost|connect failed", timeout=30).end()
         dut.expect(r"offline queue full", timeout=30)
         offline = console_host.lines(dut.console.text()[gone:], "accepted")
         assert offline, f"the board accepted nothing while the broker was away: {dut.console.path}"
         dut.power_cut()
         assert dut.wait_boot(30).kind == "power-cut"
-        broker.start()
+        hil_broker.start()
         result = run_to_completion(dut, CutPlan.none(), random.Random(qos), timeout=180)
         assert result.summary is not None
         run = BoardRun.witnessed(dut, result.summary, qos, dut.boots, dut.cuts)
@@ -84,20 +84,20 @@ def outage_and_cut(hil_log: Path, name: str, broker: Any, qos: int, app: Path | 
 @pytest.mark.hil_virtual("plants a bug in the virtual board's journal, and stops the bench's broker")
 @pytest.mark.parametrize("qos", [1, 2])
 def test_a_journal_that_returns_before_programming_is_caught_by_the_witness(
-    hil_log: Path, broker: Any, subscriber: Subscriber, qos: int
+    hil_log: Path, hil_broker: Any, hil_subscriber: Subscriber, qos: int
 ) -> None:
     planted = planted_app(hil_log / "planted-app", "publish_before_flash")
-    bad = outage_and_cut(hil_log, f"planted-q{qos}", broker, qos, planted)
+    bad = outage_and_cut(hil_log, f"planted-q{qos}", hil_broker, qos, planted)
     assert bad.power_cuts == 1 and bad.sent == COUNT  # the cut given, the total right: the bug hides there
-    blind = judge_runs(f"planted-q{qos}-by-total", subscriber, [replace(bad, witness=None)], settle=5)
+    blind = judge_runs(f"planted-q{qos}-by-total", hil_subscriber, [replace(bad, witness=None)], settle=5)
     assert not blind.tallies[0].lost, "judged by the journal's total the planted bug should hide: " + blind.table()
-    caught = judge_runs(f"planted-q{qos}", subscriber, [bad], settle=5)
+    caught = judge_runs(f"planted-q{qos}", hil_subscriber, [bad], settle=5)
     caught.save(hil_log)
     assert caught.tallies[0].lost > 0 and caught.tallies[0].verdict == "FAIL", caught.table()
     assert any("accepted and never arrived" in p for p in caught.per_qos[qos].problems), caught.table()
 
-    good = outage_and_cut(hil_log, f"real-q{qos}", broker, qos, None)
-    verdict = judge_runs(f"real-q{qos}", subscriber, [good])
-    verdict.save(hil_log)
-    verdict.assert_kept()
+    good = outage_and_cut(hil_log, f"real-q{qos}", hil_broker, qos, None)
+    hil_verdict = judge_runs(f"real-q{qos}", hil_subscriber, [good])
+    hil_verdict.save(hil_log)
+    hil_verdict.assert_kept()
     assert good.power_cuts == 1 and good.witness and good.resumed_in_flight == 1, good

@@ -9,7 +9,7 @@ from typing import Any
 
 from dmqtt_telemetry.format import read_committed
 from host_bridge.processes import ManagedProcess
-from host_bridge.recorder.recorder import command
+from host_bridge.recorder.record_command import command
 from tests.conftest import REPO
 
 

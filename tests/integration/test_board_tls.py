@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.broker.command import ACL
+from host_bridge.broker.broker_command import ACL
 from host_bridge.broker.mosquitto import Mosquitto, write_password_file
 from host_bridge.broker.pki import CertificateAuthority, stamp
 from host_bridge.hil.cycle import CutPlan, boot_once, run_to_completion

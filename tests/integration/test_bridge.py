@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from host_bridge.bridge.command import command as bridge_command
+from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess

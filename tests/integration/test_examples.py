@@ -18,9 +18,9 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from host_bridge.boards import mip_package
+from host_bridge.boards import package_command
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.bridge.command import command as bridge_command
+from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
@@ -81,7 +81,7 @@ def test_mip_installs_the_library_over_http_and_the_blocking_example_survives_a_
     tmp_path: Path, broker: Mosquitto
 ) -> None:
     packages = tmp_path / "mip"
-    mip_package.build(packages)
+    package_command.build(packages)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(packages))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

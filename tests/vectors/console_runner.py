@@ -1,7 +1,7 @@
 # Runs tests/vectors/console_lines.json against firmware/dboard/console.py: every line the board application
-# prints is its format filled with the vector's values, on CPython (imported by tests/unit/test_shared_vectors.py)
+# prints is its format filled with the vector's values, on CPython (imported by tests/unit/dmqtt/test_shared_vectors.py)
 # and on the MicroPython Unix port (run as a script). The host's parsing of the same lines is
-# tests/unit/test_console_protocol.py (dboard/console_host.py runs on CPython only).
+# tests/unit/board/test_console_protocol.py (dboard/console_host.py runs on CPython only).
 #
 #   micropython tests/vectors/console_runner.py VECTORS.json [ITERATIONS (unused)]
 

@@ -1,5 +1,5 @@
 # Runs tests/vectors/link_frames.json against firmware/dlink/frame.py and control.py, and fuzzes the frame decoder, on
-# CPython (imported by tests/unit/test_shared_vectors.py) and on the MicroPython Unix port (run as a script).
+# CPython (imported by tests/unit/dmqtt/test_shared_vectors.py) and on the MicroPython Unix port (run as a script).
 #
 #   micropython tests/vectors/link_runner.py VECTORS.json [FUZZ_ITERATIONS]
 

@@ -1,5 +1,5 @@
 # Runs tests/vectors/mqtt_codec.json against firmware/dmqtt/codec.py. The same file runs on CPython (imported
-# by tests/unit/test_shared_vectors.py) and on the MicroPython Unix port (run as a script, one result line per
+# by tests/unit/dmqtt/test_shared_vectors.py) and on the MicroPython Unix port (run as a script, one result line per
 # vector on stdout), so both interpreters are held to the same bytes.
 #
 #   micropython -X heapsize=16M tests/vectors/vector_runner.py VECTORS.json [FUZZ_ITERATIONS]

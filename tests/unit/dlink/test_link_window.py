@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dlink import frame
 from dlink.link import WINDOW, Link
-from tests.unit.test_link import write_all, written
+from tests.unit.dlink.test_link import write_all, written
 from tools.link_sim import Line, pump
 
 BUFFER = 1920  # dlink/link.py _BUFFER: eight full frames

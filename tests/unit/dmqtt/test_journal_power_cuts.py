@@ -15,8 +15,8 @@ from dmqtt import codec_host as codec
 from dmqtt import journal_record as rec
 from dmqtt import journal_ring
 from dmqtt.session import WAIT_COMP, Session
+from tests.unit.dmqtt.test_session import ack, drain
 from tests.unit.nor import NorPartition, PowerCut
-from tests.unit.test_session import ack, drain
 
 
 class Model:

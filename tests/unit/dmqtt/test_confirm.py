@@ -20,8 +20,9 @@ from dmqtt import journal_ring
 from dmqtt.confirm import ConfirmingSession
 from dmqtt.session import Session
 from host_bridge.recorder.confirmation import BOOTS_KEPT, Entry, Ledger, decode, encode
+from tests.conftest import VECTORS
+from tests.unit.dmqtt.test_session import Store, ack, drain, store_factory
 from tests.unit.nor import NorPartition
-from tests.unit.test_session import Store, ack, drain, store_factory
 
 
 class Clock:
@@ -290,17 +291,17 @@ def test_a_power_cut_between_the_acknowledgement_and_the_confirmation(clock: Clo
         assert session.unconfirmed() == 0, cut
 
 
-VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "confirmation.json").read_text())
+CONFIRMATION_VECTORS = json.loads((VECTORS / "confirmation.json").read_text())
 
 
-@pytest.mark.parametrize("vector", VECTORS["messages"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("vector", CONFIRMATION_VECTORS["messages"], ids=lambda v: v["name"])
 def test_the_vectors_encode_and_decode(vector: dict[str, Any]) -> None:
     entries = [Entry(b, s, t, tuple((first, last) for first, last in r)) for b, s, t, r in vector["entries"]]
     assert encode(vector["stamp"], entries).hex() == vector["hex"]
     assert decode(bytes.fromhex(vector["hex"])) == (vector["stamp"], entries)
 
 
-@pytest.mark.parametrize("vector", VECTORS["invalid"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("vector", CONFIRMATION_VECTORS["invalid"], ids=lambda v: v["name"])
 def test_what_is_not_a_confirmation_is_refused_and_ignored(vector: dict[str, Any], clock: Clock) -> None:
     data = bytes.fromhex(vector["hex"])
     with pytest.raises(ValueError):
@@ -320,7 +321,7 @@ def test_the_board_reads_the_vectors_as_the_recorder_means_them(clock: Clock) ->
         session = confirming(journal_ring.RingJournal(part, record_max=512), boot)
         send(session, boot, range(10))
         ack_all(session)
-    session.take(bytes.fromhex(VECTORS["messages"][1]["hex"]))
+    session.take(bytes.fromhex(CONFIRMATION_VECTORS["messages"][1]["hex"]))
     assert session.floor == 12
     session.tend()
     assert [bytes(p.payload) for p in drain(session)] == [b'{"boot": 4, "seq": %d}' % s for s in (2, 3, 4)]

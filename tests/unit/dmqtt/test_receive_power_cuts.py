@@ -20,10 +20,10 @@ from dmqtt import journal_file, journal_ring
 from dmqtt import journal_record as rec
 from dmqtt.session import Session
 from host_bridge.hil.cycle import RECORD_NAMES
+from tests.unit.dmqtt.test_journal_power_cuts import Model, check_recovered, workload
+from tests.unit.dmqtt.test_session import ack, deliver, drain
 from tests.unit.fakefs import FakeFS
 from tests.unit.nor import NorPartition, PowerCut
-from tests.unit.test_journal_power_cuts import Model, check_recovered, workload
-from tests.unit.test_session import ack, deliver, drain
 
 TOPIC = "cmd/board"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dmqtt import codec_host as codec
 from dmqtt import confirm, journal_ring
 from dmqtt_telemetry.format import RESENT_MARK
+from tests.unit.dmqtt.test_session import drain
 from tests.unit.nor import NorPartition
-from tests.unit.test_session import drain
 
 
 def wire(version: int) -> list[codec.Packet]:

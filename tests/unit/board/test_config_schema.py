@@ -1,6 +1,6 @@
 """docs/config.schema.json (config.json for editors) against the board's own checker (firmware/app/config.py,
 the one owner of the rules): the same keys; every config the board takes, the schema takes; and every error in
-the checker's table (tests/unit/test_config_errors.py) an editor flags too, except the few rules a JSON Schema
+the checker's table (tests/unit/board/test_config_errors.py) an editor flags too, except the few rules a JSON Schema
 cannot say, each named here with why."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from host_bridge.boards.board_config import checker
 from tests.conftest import REPO
-from tests.unit.test_config_errors import GOOD, ROWS
+from tests.unit.board.test_config_errors import GOOD, ROWS
 
 SCHEMA = json.loads((REPO / "docs" / "config.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

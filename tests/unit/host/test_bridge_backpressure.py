@@ -8,7 +8,7 @@ from dlink import frame
 from dlink.link import Link
 from host_bridge.bridge.relay import DOWN_QUEUE_MAX, BoardPort, BoardSession
 from host_bridge.net import Destination
-from tests.unit.test_link import Line
+from tests.unit.dlink.test_link import Line
 
 
 class StalledSocket:

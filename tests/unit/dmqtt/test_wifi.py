@@ -15,8 +15,8 @@ import pytest
 from dmqtt import wifi
 from dmqtt.aio import AsyncClient
 from dmqtt.journal_ring import RingJournal
+from tests.unit.dmqtt.test_aio import Peer, until
 from tests.unit.nor import NorPartition
-from tests.unit.test_aio import Peer, until
 
 
 class Station:

@@ -1,7 +1,7 @@
 """A journal in a format this firmware does not know: one written by newer firmware (a downgrade) is refused with
 a JournalError that says what to do, never erased as foreign data (its messages are the newer firmware's to
 resume); a sector header torn mid-program, whatever its format byte, is foreign data as before. Older formats
-are read (format 1: tests/unit/test_session.py)."""
+are read (format 1: tests/unit/dmqtt/test_session.py)."""
 
 from __future__ import annotations
 

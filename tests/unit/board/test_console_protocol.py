@@ -1,5 +1,5 @@
 """The board's console protocol, read on the host (dboard/console_host.py) from the very lines the vectors say
-the board prints (tests/vectors/console_lines.json; tests/unit/test_shared_vectors.py checks that the board
+the board prints (tests/vectors/console_lines.json; tests/unit/dmqtt/test_shared_vectors.py checks that the board
 prints them): every line read back as its kind and values, summaries checked, other output left alone."""
 
 from __future__ import annotations
