@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from report import Goal, Section, table, verdict
+from bench_report import Goal, Section, table, verdict
 
 from dmqtt import codec_host as codec
 from host_bridge.boards.definition import BoardDefinition

@@ -24,8 +24,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from bench_report import Goal, Section, goal_table, table
 from figure_cli import print_board_figure
-from report import Goal, Section, goal_table, table
 
 from dboard import console_host
 from host_bridge.bridge.run_command import command as bridge_command

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_bridge import bridge_counter, cpu_seconds, host_busy, witnessed
+from bench_report import Goal, Section, goal_table, table
 from figure_cli import print_board_figure
-from report import Goal, Section, goal_table, table
 from synthetic_boards import Fleet
 
 from host_bridge.bridge.run_command import command as bridge_command

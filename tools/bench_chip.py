@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench_report import Section, table
 from figure_cli import print_figure
-from report import Section, table
 from sdist import fetch_member
 
 from host_bridge.vboard.runner import micropython_command

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_report import Goal, Section, goal_table, table
 from delay_proxy import DelayProxy
-from report import Goal, Section, goal_table, table
 from sdist import fetch_member
 
 from dmqtt import codec

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_report import Goal, Section, goal_table, table
 from figure_cli import print_figure
-from report import Goal, Section, goal_table, table
 
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto

@@ -34,9 +34,9 @@ from typing import Any
 
 import bench_chip
 from bench_clients import fetch_umqtt
+from bench_report import Goal, Section, table, verdict
 from figure_cli import print_figure
 from flash_cost import ERASE_CYCLES
-from report import Goal, Section, table, verdict
 
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.boards.firmware_build import stage_firmware

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench_report import Goal, Section, table
 from figure_cli import print_figure
-from report import Goal, Section, table
 
 from host_bridge import assets
 from host_bridge.boards.firmware_build import board_modules, stage_firmware

@@ -14,7 +14,7 @@ import re
 from importlib.metadata import PackageNotFoundError, distribution
 from typing import Any
 
-from report import Section, table
+from bench_report import Section, table
 
 PACKAGE = "durable-mqtt"
 EXTRAS = ("recorder", "pipeline")

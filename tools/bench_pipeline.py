@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from report import Goal, Section, goal_table, table
+from bench_report import Goal, Section, goal_table, table
 
 from dmqtt_telemetry import format as telemetry
 

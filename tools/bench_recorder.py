@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from bench_report import Section, table
 from figure_cli import print_figure
 from paho.mqtt.enums import CallbackAPIVersion
-from report import Section, table
 
 from dmqtt_telemetry import format as telemetry
 from host_bridge.broker.mosquitto import Mosquitto

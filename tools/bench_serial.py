@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from report import Goal, Section, goal_table, table
+from bench_report import Goal, Section, goal_table, table
 
 from dboard import console_host
 from host_bridge.bridge.run_command import command as bridge_command

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from bench_report import Goal, Section, goal_table, table
 from paho.mqtt.enums import CallbackAPIVersion
-from report import Goal, Section, goal_table, table
 
 from dboard import console_host
 from host_bridge.boards.definition import BoardDefinition

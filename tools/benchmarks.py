@@ -41,7 +41,7 @@ import bench_recorder
 import bench_serial
 import bench_stalls
 import flash_cost
-from report import Goal, table
+from bench_report import Goal, table
 
 from host_bridge import assets
 from host_bridge.broker.mosquitto import mosquitto_executable

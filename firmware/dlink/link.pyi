@@ -1,4 +1,5 @@
 # The signatures of dlink/link.py (one end of the serial link: docs/link-protocol.md), for type checkers.
+from array import array
 from typing import Final
 
 from dlink.frame import Decoder
@@ -13,15 +14,79 @@ WINDOW: Final[int]
 def full_frame_ms(baud: int) -> int: ...
 def timeout_for(baud: int) -> int: ...
 
+class RetransmitTimer:
+    frame_ms: int
+    max_ms: int
+    min_ms: int
+    clean_ms: int
+    ms: int
+    srtt8: int
+    rttvar4: int
+    started: int
+    damage_at: int
+    def __init__(self, baud: int) -> None: ...
+    def measured(self, rtt: int) -> None: ...
+    def estimate(self) -> None: ...
+    def damaging(self, now: int) -> bool: ...
+    def in_force(self, now: int) -> int: ...
+    def expired(self, now: int) -> bool: ...
+    def probe_after(self, resent: int, probed: int, now: int) -> int: ...
+
+class TransmitWindow:
+    window: int
+    min_payload: int
+    payload: int
+    ring: bytearray
+    ring_mv: memoryview
+    off: array[int]
+    size: bytearray
+    ch: bytearray
+    state: bytearray
+    first: list[int]
+    order: list[int]
+    last: list[int]
+    probed: bytearray
+    resent: bytearray
+    written: int
+    base: int
+    next: int
+    def __init__(self, window: int, min_payload: int) -> None: ...
+    def take(self, channel: int, data: _Bytes, n: int) -> int: ...
+    def can_take(self, channel: int) -> bool: ...
+    def first_in(self, state: int) -> int: ...
+    def in_flight(self) -> bool: ...
+    def written_now(self, slot: int, now: int) -> bool: ...
+    def again(self, slot: int, why: int) -> None: ...
+    def confirm(self, ack: int, held: int) -> int: ...
+    def lose_before(self, order: int) -> int: ...
+
+class ReceiveReorder:
+    window: int
+    held: bytearray
+    held_off: array[int]
+    held_len: bytearray
+    held_ch: bytearray
+    has: bytearray
+    top: int
+    count: int
+    expect: int
+    rings: list[bytearray]
+    head: list[int]
+    length: list[int]
+    bytes_in: list[int]
+    def __init__(self, window: int, rx_size: int, control_size: int) -> None: ...
+    def restart(self) -> None: ...
+    def take(self, seq: int, ch: int, raw: _Bytes, n: int) -> bool: ...
+    def readinto(self, channel: int, buf: bytearray | memoryview) -> int: ...
+    def sack(self) -> memoryview | None: ...
+    def deliver(self) -> None: ...
+
 class Link:
     epoch: int
     window: int
-    max_timeout_ms: int
-    clean_timeout_ms: int
-    min_timeout_ms: int
-    timeout_ms: int
-    min_payload: int
-    payload: int
+    timer: RetransmitTimer
+    tx: TransmitWindow
+    rx: ReceiveReorder
     state: int
     up: bool
     peer_epoch: int
@@ -36,7 +101,6 @@ class Link:
     pauses: int
     quiet: bool
     bytes_out: list[int]
-    bytes_in: list[int]
     def __init__(
         self,
         epoch: int,

@@ -90,7 +90,7 @@ class LinkTransport:
         begun = time.ticks_ms()
         link.hush()
         _pump()
-        while not link.quiet and time.ticks_diff(time.ticks_ms(), begun) < link.max_timeout_ms:
+        while not link.quiet and time.ticks_diff(time.ticks_ms(), begun) < link.timer.max_ms:
             _poller.poll(1)
             _pump()
 

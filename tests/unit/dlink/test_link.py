@@ -127,7 +127,7 @@ def test_a_lost_frame_alone_is_sent_again_at_once_without_a_timeout() -> None:
     a, b = Link(7), Link(9)
     line = Line(a, b)
     line.run(100)
-    a.payload = frame.MAX_PAYLOAD
+    a.tx.payload = frame.MAX_PAYLOAD
     data = bytes(random.Random(6).randrange(256) for _ in range(900))
     now = line.now
     frames: list[bytes] = []
@@ -180,7 +180,7 @@ def test_pacing_keeps_at_most_a_frame_and_a_half_waiting_in_the_uart() -> None:
     a, b = Link(7), Link(9)
     line = Line(a, b)
     line.run(100)
-    a.payload = frame.MAX_PAYLOAD
+    a.tx.payload = frame.MAX_PAYLOAD
     data = bytes(5000)
     sent = 0
 
@@ -209,11 +209,11 @@ def test_frames_shrink_on_a_bad_line_and_grow_back_on_a_clean_one() -> None:
     data = bytes(random.Random(4).randrange(256) for _ in range(40000))
     got = pump(line, a, b, frame.MQTT, data[:4000], 60000)
     assert got == data[:4000]
-    assert a.payload <= 64  # halved at timeouts, towards MIN_PAYLOAD
+    assert a.tx.payload <= 64  # halved at timeouts, towards MIN_PAYLOAD
     line.ber = line.drop = 0.0
     got = pump(line, a, b, frame.MQTT, data[4000:], 60000)
     assert got == data[4000:]
-    assert a.payload == frame.MAX_PAYLOAD  # eight bytes more per acknowledged frame
+    assert a.tx.payload == frame.MAX_PAYLOAD  # eight bytes more per acknowledged frame
 
 
 def test_fixed_frames_when_min_payload_is_the_maximum() -> None:
@@ -221,7 +221,7 @@ def test_fixed_frames_when_min_payload_is_the_maximum() -> None:
     line = Line(a, b, ber=1e-3, drop=5e-4, seed=4)
     line.run(200)
     got = pump(line, a, b, frame.MQTT, bytes(3000), 30000)
-    assert got == bytes(len(got)) and a.retransmissions > 0 and a.payload == frame.MAX_PAYLOAD
+    assert got == bytes(len(got)) and a.retransmissions > 0 and a.tx.payload == frame.MAX_PAYLOAD
     with pytest.raises(ValueError):
         Link(7, min_payload=0)
 
@@ -231,14 +231,14 @@ def test_timeout_comes_down_to_the_round_trip_and_backs_off_when_nothing_comes_b
     line = Line(a, b)
     line.run(200)
     ceiling = timeout_for(115200)
-    assert a.timeout_ms == ceiling  # no sample yet
+    assert a.timer.ms == ceiling  # no sample yet
     data = bytes(random.Random(5).randrange(256) for _ in range(20000))
     assert pump(line, a, b, frame.MQTT, data, 20000) == data
-    assert a.min_timeout_ms <= a.timeout_ms < ceiling // 2, a.timeout_ms  # a clean line's round trip
+    assert a.timer.min_ms <= a.timer.ms < ceiling // 2, a.timer.ms  # a clean line's round trip
     line.drop = 1.0  # the cable goes dead: every timeout doubles the next one, up to the ceiling
     a.send(frame.MQTT, bytes(100))
     line.run(3000)
-    assert a.timeout_ms == ceiling and a.retransmissions >= 3
+    assert a.timer.ms == ceiling and a.retransmissions >= 3
 
 
 def test_a_damaged_frame_is_noise_never_console_text() -> None:
@@ -298,7 +298,7 @@ def test_a_board_about_to_erase_hushes_its_peer_until_it_resumes() -> None:
     assert written(bridge, now + 999) == []
     assert bridge.next_wakeup(now + 999) == 2  # resumed by itself 500 ms after it paused: the two frames
     written(bridge, now + 1001)
-    assert frame_payloads(written(bridge, now + 1001 + bridge.clean_timeout_ms)) == [b"x" * 40]  # go again in time
+    assert frame_payloads(written(bridge, now + 1001 + bridge.timer.clean_ms)) == [b"x" * 40]  # go again in time
 
 
 def kind(wire: bytes) -> int:
@@ -361,8 +361,8 @@ def test_a_slow_peer_on_a_clean_line_is_not_probed_but_on_a_damaging_one_it_is(d
         damage(a, now)
     assert a.send(frame.MQTT, b"late") == 4
     assert len(written(a, now)) == 1  # its ack will be late: the peer is slow
-    probe_at = now + 2 * (a._srtt8 // 8) + a._frame_ms + 1
-    assert probe_at < now + a.timeout_ms  # before the timeout
+    probe_at = now + 2 * (a.timer.srtt8 // 8) + a.timer.frame_ms + 1
+    assert probe_at < now + a.timer.ms  # before the timeout
     assert len(written(a, probe_at)) == (1 if damaged else 0)
     assert a.retransmissions == (1 if damaged else 0) and a.timeouts == 0
 
@@ -376,20 +376,20 @@ def test_a_late_ack_times_out_at_the_measured_timeout_only_on_a_damaging_line(da
     a, now = measured_link()
     if damaged:
         damage(a, now)
-    assert a.timeout_ms < a.max_timeout_ms  # measured
+    assert a.timer.ms < a.timer.max_ms  # measured
     a.send(frame.MQTT, b"late")
     assert len(written(a, now)) == 1  # the peer will be slow to acknowledge it
-    written(a, now + a.timeout_ms + 1)  # (on the damaging line a tail loss probe went before)
+    written(a, now + a.timer.ms + 1)  # (on the damaging line a tail loss probe went before)
     assert a.timeouts == (1 if damaged else 0)
-    written(a, now + a.max_timeout_ms + 1)
+    written(a, now + a.timer.max_ms + 1)
     assert damaged or a.timeouts == 0  # a host that did not run the peer for the line's 280 ms: still waited for
-    written(a, now + a.clean_timeout_ms + 1)
-    assert a.clean_timeout_ms == 1000 and a.timeouts >= 1  # the peer may be gone
+    written(a, now + a.timer.clean_ms + 1)
+    assert a.timer.clean_ms == 1000 and a.timeouts >= 1  # the peer may be gone
 
 
 def six_frames(a: Link, now: int) -> list[bytes]:
     """Six frames of 100 bytes written by `a` at the pace of its line, from `now` on."""
-    a.payload = a.min_payload = 100
+    a.tx.payload = a.tx.min_payload = 100
     frames, sent = write_all(a, bytes(range(200)) * 3, now)
     assert len(frames) == 6 and sent == 600 and a.pending() == 6
     return frames
@@ -411,7 +411,7 @@ def test_a_timeout_on_a_clean_line_whose_acks_were_only_late_sends_one_frame_aga
         late_acks += written(b, now + 10)
     late_acks += written(b, now + 30)  # (what its pacing held back)
     assert len(late_acks) > 1
-    resent_at = now + a.clean_timeout_ms + 20
+    resent_at = now + a.timer.clean_ms + 20
     assert written(a, resent_at) == [frames[0]] and a.timeouts == 1  # a clean line: the timeout's turn
     if together:
         for ack in late_acks:
@@ -430,9 +430,9 @@ def test_frames_lost_behind_a_timed_out_one_are_found_by_the_selective_ack_of_th
     held by the peer past the gap, shows the gap, and the lost frames go again at once, without a timeout each."""
     a, b, now = measured_pair()
     frames = six_frames(a, now)  # all lost on the line
-    resent_at = now + a.clean_timeout_ms + 20
+    resent_at = now + a.timer.clean_ms + 20
     assert written(a, resent_at) == [frames[0]]
-    answered = resent_at + a._srtt8 // 8  # a round trip later
+    answered = resent_at + a.timer.srtt8 // 8  # a round trip later
     b.feed(frames[0], answered - 1)
     for ack in written(b, answered - 1):
         a.feed(ack, answered)
@@ -457,12 +457,12 @@ def test_a_lost_probe_is_probed_again_after_twice_the_wait_then_the_timeout_has_
     the timeout."""
     a, now = measured_link()
     damage(a, now)  # the line is damaging
-    a.timeout_ms = a.max_timeout_ms  # (so that only probes go in the window looked at)
+    a.timer.ms = a.timer.max_ms  # (so that only probes go in the window looked at)
     a.send(frame.MQTT, b"lost")
     assert len(written(a, now)) == 1  # and it, and every copy of it, is lost on the way
-    wait = 2 * (a._srtt8 // 8) + a._frame_ms
+    wait = 2 * (a.timer.srtt8 // 8) + a.timer.frame_ms
     probes_at = []
-    for t in range(now + 1, now + a.max_timeout_ms - 1):
+    for t in range(now + 1, now + a.timer.max_ms - 1):
         if written(a, t):
             probes_at.append(t)
     assert len(probes_at) == 3 and a.timeouts == 0, probes_at
@@ -500,6 +500,6 @@ def test_a_first_frame_from_the_known_peer_completes_the_handshake_its_reset_ack
     buf = bytearray(16)
     assert bytes(buf[: b.readinto(frame.MQTT, buf)]) == b"\x10\x0c"
     a.feed(b"".join(written(b, 3)), 3)  # b's ack
-    for t in range(4, 3 * a.clean_timeout_ms):
+    for t in range(4, 3 * a.timer.clean_ms):
         written(a, t)
     assert a.retransmissions == 0 and a.timeouts == 0

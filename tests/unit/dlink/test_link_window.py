@@ -44,7 +44,7 @@ def test_small_frames_fill_a_window_of_more_than_eight_frames() -> None:
     # A noisy line shrinks frames to 32 bytes: eight of them would leave a 921600-baud line idle for most of a
     # round trip through a host. The window counts up to WINDOW frames while their bytes fit the buffer.
     a, _, now = up_pair(min_payload=32)
-    a.payload = 32
+    a.tx.payload = 32
     frames, sent = write_all(a, bytes(5000), now)
     assert WINDOW > 8 and len(frames) == WINDOW and a.pending() == WINDOW
     assert sent == 32 * WINDOW  # each frame cut at 32 bytes, and nothing more taken
@@ -52,7 +52,7 @@ def test_small_frames_fill_a_window_of_more_than_eight_frames() -> None:
 
 def test_full_frames_are_bounded_by_the_buffer_not_the_count() -> None:
     a, _, now = up_pair()
-    a.payload = frame.MAX_PAYLOAD
+    a.tx.payload = frame.MAX_PAYLOAD
     frames, sent = write_all(a, bytes(20000), now)
     assert len(frames) == BUFFER // frame.MAX_PAYLOAD == a.pending()
     assert sent == BUFFER
@@ -62,8 +62,8 @@ def test_full_frames_are_bounded_by_the_buffer_not_the_count() -> None:
 def test_the_send_buffer_is_reused_round_its_end_as_acks_free_it() -> None:
     # Frames of 200 bytes: 14 fit, the 15th needs the ring's start, free only when the first frames are acked.
     a, b, now = up_pair(rx_size=4096)  # (room for everything the test feeds b before reading it)
-    a.payload = 200
-    a.min_payload = 200
+    a.tx.payload = 200
+    a.tx.min_payload = 200
     data = bytes(i % 251 for i in range(40000))
     first, sent = write_all(a, data, now)
     assert len(first) == BUFFER // 200 and sent == len(first) * 200
@@ -73,7 +73,7 @@ def test_the_send_buffer_is_reused_round_its_end_as_acks_free_it() -> None:
     assert b.readinto(frame.MQTT, got) == 600 and bytes(got) == data[:600]
     for f in written(b, now + 5001):
         a.feed(f, now + 5002)
-    a.payload = 200  # (the acks grew it: frames of the same size, for the count below)
+    a.tx.payload = 200  # (the acks grew it: frames of the same size, for the count below)
     more, sent2 = write_all(a, data[sent:], now + 5003)
     assert len(more) == 3 and sent2 == 600  # the three acked frames' room, at the ring's start
     for f in first[3:] + more:
@@ -83,7 +83,7 @@ def test_the_send_buffer_is_reused_round_its_end_as_acks_free_it() -> None:
 
 def test_a_gap_more_than_eight_frames_back_is_named_in_a_two_byte_selective_ack() -> None:
     a, b, now = up_pair(min_payload=32)
-    a.payload = 32
+    a.tx.payload = 32
     frames, _ = write_all(a, bytes(range(256)) * 20, now)
     assert len(frames) == WINDOW
     for f in frames[1:]:  # the first frame is lost on the line
@@ -100,7 +100,7 @@ def test_a_gap_more_than_eight_frames_back_is_named_in_a_two_byte_selective_ack(
 
 def test_a_one_byte_selective_ack_from_an_older_peer_is_read() -> None:
     a, _, now = up_pair(min_payload=32)
-    a.payload = 32
+    a.tx.payload = 32
     frames, _ = write_all(a, bytes(2000), now)
     out = bytearray(frame.WIRE_MAX)
     n = frame.encode(out, frame.ACK, 0, 0, 0, a.peer_epoch, bytes([0b110]))  # holds frames 1 and 2, not 0
@@ -115,7 +115,7 @@ def test_held_frames_are_packed_down_when_the_held_buffer_is_full_and_never_drop
     a, b = Link(7, baud=921600), Link(9, baud=921600, rx_size=256)
     line = Line(a, b, baud=921600)
     line.run(100)
-    a.payload = a.min_payload = 200
+    a.tx.payload = a.tx.min_payload = 200
     data = bytes((i * 7) % 253 for i in range(30000))
     got = bytearray()
     buf = bytearray(60)
@@ -135,7 +135,7 @@ def test_a_peer_with_a_window_of_eight_gets_every_stream_whole_over_a_noisy_line
     a, b = Link(7, baud=921600), Link(9, baud=921600, window=8)
     line = Line(a, b, baud=921600, ber=1e-4, drop=5e-5, seed=8)
     line.run(100)
-    a.payload = a.min_payload = 32
+    a.tx.payload = a.tx.min_payload = 32
     data = bytes((i * 13) % 256 for i in range(20000))
     assert pump(line, a, b, frame.MQTT, data, 60000) == data
     assert a.retransmissions > 0
@@ -143,19 +143,19 @@ def test_a_peer_with_a_window_of_eight_gets_every_stream_whole_over_a_noisy_line
 
 def test_a_waiting_frame_grows_with_the_payload_size_but_never_into_an_unacknowledged_one() -> None:
     a, b, now = up_pair(rx_size=4096)  # (room for everything the test feeds b before reading it)
-    a.payload = a.min_payload = 200
+    a.tx.payload = a.tx.min_payload = 200
     data = bytes(i % 249 for i in range(6000))
     first, sent = write_all(a, data, now)
     assert len(first) == BUFFER // 200  # 9 frames, 120 bytes left at the ring's end
     b.feed(first[0], now + 100)
     for f in written(b, now + 101):
         a.feed(f, now + 102)  # the first frame acknowledged: 200 bytes free at the ring's start
-    a.payload = 200
+    a.tx.payload = 200
     assert a.send(frame.MQTT, data[sent : sent + 150]) == 150  # a new frame at the ring's start, not yet written
     sent += 150
-    a.payload = 100  # (an ack's growth would not shrink it: the size now allows less than it holds)
+    a.tx.payload = 100  # (an ack's growth would not shrink it: the size now allows less than it holds)
     assert a.send(frame.MQTT, data[sent:]) == 0
-    a.payload = 240  # acks came while it waited: it may grow, but only to the second frame's start (200)
+    a.tx.payload = 240  # acks came while it waited: it may grow, but only to the second frame's start (200)
     assert a.send(frame.MQTT, data[sent:]) == 50 and not a.can_send()
     sent += 50
     last = written(a, now + 103)
@@ -185,7 +185,7 @@ def test_a_frame_waiting_for_the_line_wakes_its_writer_as_soon_as_the_line_is_fr
     # If the line has freed up in between, the answer is now: a board once slept a whole second (its wait's
     # limit) with a frame ready and the line idle (figure 3's clean 512-byte QoS 0 run at 115200 baud).
     a, b, now = up_pair(baud=115200)
-    a.payload = frame.MAX_PAYLOAD
+    a.tx.payload = frame.MAX_PAYLOAD
     first, _ = write_all(a, bytes(240), now)
     for f in first:
         b.feed(f, now + 50)

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
+import benchmarks
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "tools"))
-
-import benchmarks  # noqa: E402
 
 RESULTS = json.loads((REPO / "bench" / "results.json").read_text())
 

@@ -7,15 +7,12 @@ bound ("within 6 minutes"), never as a measurement."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
+import benchmarks
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "tools"))
-
-import benchmarks  # noqa: E402
 
 DOCUMENTS = sorted(
     [REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md"), *(REPO / "examples").glob("*.md")]
