@@ -101,10 +101,10 @@ style: $(STAMP)
 
 lint: style mpy typecheck
 
-# The suite in 4 processes (TEST_WORKERS=0: one): most tests wait on boards, brokers and JVMs rather than compute
-# (2 workers kept 2 cores about a third busy), so 4 finish sooner on 2 cores; the Spark tests share one worker's
-# session.
-TEST_WORKERS ?= 4
+# The suite in 6 processes (TEST_WORKERS=0: one): most tests wait on boards, brokers and JVMs rather than compute
+# (6 workers keep 2 cores a little over half busy), so more workers finish sooner, up to where the Spark tests,
+# which share one worker's session, slow down for want of a core (8 took longer than 6).
+TEST_WORKERS ?= 6
 test: test-deps $(STAMP) lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 

@@ -82,8 +82,8 @@ def import_costs(work: Path) -> dict[str, int]:
             shutil.copyfile(module, app / module.name)
     (app / "main.py").write_text(IMPORTS_APP % IMPORT_ORDER)
     # Every module at once, which no board loads: more heap than a board has (each import's cost is the same;
-    # all of them take about 130 KB). Not 256 KB: the virtual board then found no block of that size in one
-    # piece among the emulation's own objects once dmqtt.session had grown by 0.2 KB (2026-11-25).
+    # all of them take about 130 KB). Not 256 KB: the virtual board may find no block of that size in one piece
+    # among the emulation's own objects.
     with VirtualBoard(
         flash=work / "imports.flash", app=app, heap="192k", stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     ) as board:

@@ -37,9 +37,8 @@ SIZES = (64, 512)
 NOISE = {"clean": 0.0, "1e-5": 1e-5, "1e-4": 1e-4, "1e-3": 1e-3}
 TOPIC = "sensors/{client_id}/telemetry"  # 28 bytes with a 10-character client id: a typical topic
 MQTT_OVERHEAD = 40  # about what a PUBLISH adds to a payload without a topic alias (for sizing the runs)
-# Runs of each cell at a bit error rate of 1e-3, the cell the median run: one run's rate moved between 0.29 and
-# 0.37 of the clean line's from run to run of the same cell (2026-11-26, 115200 baud, QoS 2, 88 bytes: as many
-# timeouts as the host's timing lets the noise cause, 6-23), more than the goal's margin.
+# Runs of each cell at a bit error rate of 1e-3, the cell the median run: there one run's rate moves from run to
+# run of the same cell by more than the goal's margin (as many timeouts as the host's timing lets the noise cause).
 ROUNDS_AT_1E3 = 3
 
 

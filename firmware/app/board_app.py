@@ -265,9 +265,9 @@ def try_connect():
         print(console.CONNECTED % (present, client.outstanding()))
         # The session keeps its subscriptions: made again at a boot's first connection (the config may have
         # changed; a retained confirmation comes at once), when the broker has lost the session, and on MQTT 5
-        # at every connection: Mosquitto restarted from its snapshot after a SIGKILL was seen to report an MQTT
-        # 5 session present that no longer delivered to its subscription (make soak's chaos campaign: the
-        # boards heard only the retained confirmations of their subscriptions). Not at every reconnect on 3.1:
+        # at every connection: Mosquitto restarted from its snapshot after a SIGKILL can report an MQTT 5
+        # session present that no longer delivers to its subscription (the chaos campaign's boards then heard
+        # only the retained confirmations of their subscriptions). Not at every reconnect on 3.1:
         # a SUBSCRIBE written behind a resent PUBLISH that the broker refuses and closes on (Mosquitto on
         # 3.1.1, outside the ACL) draws a reset that discards its unread acknowledgement; MQTT 5 refuses with a
         # reason code instead (PUBACK 0x87, Not authorized).

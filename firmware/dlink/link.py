@@ -62,17 +62,15 @@ _MARGIN_MS = const(60)
 _GROW_BYTES = const(8)
 _MIN_RTO_MARGIN_MS = const(20)
 # The timeout at least, on a line that has damaged nothing lately: RFC 6298's floor (its 2.4), for its reason. A
-# late ack there is not a loss but a peer, or a host, that did not run for a moment: a bridge's host emulating 64
-# boards starved one past a 115200-baud line's 280 ms ceiling in 3 runs of 5 (BENCHMARKS figure 6), past a
-# second in none of 6. The price: a clean line's first lost frame, when no later frame shows the gap, is found
-# after a second instead of the ceiling.
+# late ack there is not a loss but a peer, or a host, that did not run for a moment, and a loaded host can starve
+# one past a 115200-baud line's 280 ms ceiling (BENCHMARKS figure 6). The price: a clean line's first lost frame,
+# when no later frame shows the gap, is found after a second instead of the ceiling.
 _CLEAN_TIMEOUT_MS = const(1000)
 MIN_PAYLOAD = const(32)
 _START_PAYLOAD = const(64)  # a clean line grows it to the maximum in 22 frames; a noisy one starts nearer its size
-# Frames in flight at most (two bytes of selective ack). Measured on the simulated line at 921600 baud with a
-# host's round trip (2-5 ms each way): 16 against 8 gives a fifth more at bit error rates of 1e-3 and 1e-4;
-# 24 gives more at 1e-4 but less at 1e-3, where a lost frame's repeats stall a larger window for longer. End to
-# end (figure 3) its share could not be told apart from next_wakeup()'s fix of the same version.
+# Frames in flight at most (two bytes of selective ack). On a noisy line at 921600 baud with a host's round trip
+# (tools/bench_link.py's second table) 16 beats 8 at bit error rates of 1e-3 and 1e-4; 24 does better at 1e-4 but
+# worse at 1e-3, where a lost frame's repeats stall a larger window for longer.
 WINDOW = const(16)
 # Sequence numbers map to slots, seq % _SLOTS (a divisor of the 256 numbers, so the map holds across the wrap).
 _SLOTS = const(16)
