@@ -97,3 +97,15 @@ def test_a_missed_goal_is_bold_in_the_opening() -> None:
     text = benchmarks.render(results)
     assert "Of 1 goals, 1 are missed (in bold), in figures 8." in text
     assert "| **missed** | [8](#8-virtual-board-boot) |" in text
+
+
+def test_rendering_fills_the_values_the_documents_quote(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    stale = "The lowest keeps <!-- bench:heap.worst_kb -->1.0<!-- /bench --> KB.\n"
+    (tmp_path / "README.md").write_text(stale)
+    (tmp_path / "docs" / "page.md").write_text(stale)
+    benchmarks.write_report(tmp_path, RESULTS)
+    worst = benchmarks.quotable(RESULTS)["heap.worst_kb"]
+    for document in (tmp_path / "README.md", tmp_path / "docs" / "page.md"):
+        assert document.read_text() == stale.replace("1.0", worst)
+    assert (tmp_path / "BENCHMARKS.md").read_text() == (REPO / "BENCHMARKS.md").read_text()
