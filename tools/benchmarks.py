@@ -146,10 +146,6 @@ def carry_32_bit(heap: dict[str, Any], earlier: dict[str, Any] | None) -> None:
 # -- BENCHMARKS.md -------------------------------------------------------------------------------------------
 
 
-def load_results(root: Path = ROOT) -> dict[str, Any]:
-    return dict(json.loads((root / "bench" / "results.json").read_text()))
-
-
 def write_report(root: Path, results: dict[str, Any]) -> None:
     """BENCHMARKS.md, and the values the README and docs/ quote, from the same results."""
     (root / "BENCHMARKS.md").write_text(render(results))

@@ -529,7 +529,6 @@ class Link:
         if not 0 < window <= WINDOW:
             raise ValueError("window must be 1..%d (frames the selective ack can name)" % WINDOW)
         self.epoch = epoch
-        self.window = window
         self.timer = RetransmitTimer(baud)
         self.tx = TransmitWindow(window, min_payload)
         self.rx = ReceiveReorder(window, rx_size, control_size)

@@ -83,7 +83,6 @@ class ReceiveReorder:
 
 class Link:
     epoch: int
-    window: int
     timer: RetransmitTimer
     tx: TransmitWindow
     rx: ReceiveReorder
