@@ -139,7 +139,9 @@ def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
         ["goal", f"<= {fig['goal_ms']}: {verdict(ok)}"],
     ]
     goal = Goal("8", "first PUBLISH after a reboot, median (ms)", f"<= {fig['goal_ms']}", f"{first['median']:.0f}", ok)
-    return Section({"table": table(["", "ms"], rows)}, [goal])
+    values = {"table": table(["", "ms"], rows), "bare_ms": f"{fig['bare_interpreter_ms']:.0f}",
+              "median_ms": f"{first['median']:.0f}"}  # fmt: skip
+    return Section(values, [goal])
 
 
 def main() -> int:
