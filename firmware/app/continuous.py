@@ -14,16 +14,28 @@ _HEAP_EVERY = 32
 
 
 def run(board):
+    """The run: its messages published, then every one acknowledged, then (with confirmation) stored by the
+    recorder, then the summary line."""
+    done_before = board.client.mark  # accepted in earlier boots of this run
+    start = time.ticks_ms()
+    board.try_connect()
+    seq = publish_all(board, done_before, max(0, board.cfg["count"] - done_before))
+    drain(board)
+    if board.cfg["confirm"]:
+        await_confirmation(board)
+    board.finish(seq, done_before + seq, start)
+
+
+def publish_all(board, done_before, todo):
+    """Publish the run's `todo` messages left, one every interval_ms; returns how many were accepted. A message
+    publish() refuses outright (too large for this broker) is skipped, a QoS 0 one taken during a WiFi outage
+    dropped; both are counted, neither retried."""
     cfg = board.cfg
     client = board.client
-    done_before = client.mark  # accepted in earlier boots of this run
-    todo = max(0, cfg["count"] - done_before)
     topic = cfg["topic"].encode()
-    start = time.ticks_ms()
     seq = 0
-    skipped = 0  # messages publish() refused outright (too large for this broker): not accepted, not retried
-    dropped = 0  # QoS 0 messages taken during a WiFi outage: not queued, so lost (counted)
-    board.try_connect()
+    skipped = 0
+    dropped = 0
     while seq + skipped + dropped < todo:
         if cfg["qos"] == 0 and not board.ensure_connected(True):
             dropped += 1
@@ -58,27 +70,35 @@ def run(board):
     if cfg["qos"] and cfg["group_commit"] and seq % cfg["group_commit"] and seq != todo:
         client.flush()  # a last group cut short by refused messages
         print(console.ACCEPTED % (board.boot, seq - 1))
+    return seq
+
+
+def drain(board):
+    """Until every QoS 1/2 message is acknowledged, connecting again as often as it takes."""
+    client = board.client
     while client.outstanding():
         board.ensure_connected()
         try:
             client.wait_idle(60000)
         except (OSError, MQTTError):
             client.close()  # said by on_disconnect
-    if cfg["confirm"]:
-        # Until the recorder has stored every message (sending again what it lacks), while it makes progress:
-        # three timeouts without a confirmation moving the floor end the wait (a recorder down or catching up
-        # on a backlog takes longer than that to come back). What is still unconfirmed then is counted in the
-        # summary and stays in the journal, for the next boot.
-        patience = 3000 * cfg["confirm"]["timeout_s"]
-        left = client.unconfirmed()
-        until = time.ticks_add(time.ticks_ms(), patience)
-        while (left or client.outstanding()) and time.ticks_diff(until, time.ticks_ms()) > 0:
-            idle(board, 100)
-            now_left = client.unconfirmed()
-            if now_left < left:
-                left = now_left
-                until = time.ticks_add(time.ticks_ms(), patience)
-    board.finish(seq, done_before + seq, start)
+
+
+def await_confirmation(board):
+    """Until the recorder has stored every message (sending again what it lacks), while it makes progress: three
+    timeouts without a confirmation moving the floor end the wait (a recorder down or catching up on a backlog
+    takes longer than that to come back). What is still unconfirmed then is counted in the summary and stays in
+    the journal, for the next boot."""
+    client = board.client
+    patience = 3000 * board.cfg["confirm"]["timeout_s"]
+    left = client.unconfirmed()
+    until = time.ticks_add(time.ticks_ms(), patience)
+    while (left or client.outstanding()) and time.ticks_diff(until, time.ticks_ms()) > 0:
+        idle(board, 100)
+        now_left = client.unconfirmed()
+        if now_left < left:
+            left = now_left
+            until = time.ticks_add(time.ticks_ms(), patience)
 
 
 def idle(board, ms):

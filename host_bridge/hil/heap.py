@@ -51,8 +51,8 @@ MESSAGES = 60
 # configuration's own code on an ESP32 with WiFi; docs/install-paths.md says where it keeps the budget (ROMFS,
 # frozen code, the serial link, the S3, C3 and C6).
 DEPLOYED_SHORT: dict[tuple[str, str], int] = {
-    ("tcp-confirm", "sim"): 25_216,  # end-to-end confirmation's code and state (dmqtt/confirm.py)
-    ("tcp-confirm", "sim-nojournal"): 28_352,  # the same on the file journal's board
+    ("tcp-confirm", "sim"): 24_960,  # end-to-end confirmation's code and state (dmqtt/confirm.py)
+    ("tcp-confirm", "sim-nojournal"): 28_224,  # the same on the file journal's board
     ("tcp-wifi", "sim"): 31_232,  # WiFi supervision's code on a board that stays awake (dmqtt.wifi, supervise.py)
     ("tls-wifi", "sim"): 30_720,  # the same, TLS's session from the same heap
 }
