@@ -187,7 +187,7 @@ def render(results: dict[str, Any]) -> str:
     missed = [g for g in goals if g.ok is False]
     m = results["machine"]
     values = {
-        "figures": "\n".join(f"- [{title}](#{slug(title)})" for title, _ in sorted(HEADING.findall(body), key=_number)),
+        "figures": "; ".join(f"[{title}](#{slug(title)})" for title, _ in sorted(HEADING.findall(body), key=_number)),
         "date": results["date"],
         "command": results["command"],
         "machine": f"{m['cpu']} ({m['cores']} cores), Linux {m['kernel']}, CPython {m['python']}, the MicroPython "
@@ -195,7 +195,8 @@ def render(results: dict[str, Any]) -> str:
         "goal_count": str(len(goals)),
         "missed": "none is missed"
         if not missed
-        else f"{len(missed)} are missed (in bold), in figures " + ", ".join(dict.fromkeys(g.figure for g in missed)),
+        else f"{len(missed)} are missed (in bold), in figures "
+        + ", ".join(f"[{n}](#{anchors[n]})" for n in dict.fromkeys(g.figure for g in missed)),
         "goals_table": table(
             ["goal", "target", "measured", "", "figure"],
             [[*g.row(), f"[{g.figure}](#{anchors[g.figure]})"] for g in goals],

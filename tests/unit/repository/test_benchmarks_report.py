@@ -95,7 +95,7 @@ def test_a_missed_goal_is_bold_in_the_opening() -> None:
     results = json.loads(json.dumps(RESULTS))
     results["figures"] = {"boot": results["figures"]["boot"] | {"goal_ms": 1}}
     text = benchmarks.render(results)
-    assert "Of 1 goals, 1 are missed (in bold), in figures 8." in text
+    assert "Of 1 goals, 1 are missed (in bold), in figures [8](#8-virtual-board-boot)." in text
     assert "| **missed** | [8](#8-virtual-board-boot) |" in text
 
 
