@@ -37,12 +37,14 @@ class Families(Collector):
         yield from self._families()
 
 
-def counter(name: str, doc: str, labels: list[str] | None = None) -> CounterMetricFamily:
-    return CounterMetricFamily(name, doc, labels=labels)
+def counter(name: str, doc: str, labels: list[str] | None = None, value: float | None = None) -> CounterMetricFamily:
+    """A counter family: with `value`, its one unlabelled sample; with `labels`, samples added per label set."""
+    return CounterMetricFamily(name, doc, labels=labels, value=value)
 
 
-def gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=labels)
+def gauge(name: str, doc: str, labels: list[str] | None = None, value: float | None = None) -> GaugeMetricFamily:
+    """A gauge family, as counter()."""
+    return GaugeMetricFamily(name, doc, labels=labels, value=value)
 
 
 class _Quiet(WSGIRequestHandler):

@@ -38,9 +38,9 @@ def families(bridge: Bridge) -> Iterator[Metric]:
     sessions = bridge.boards()
     totals = bridge.totals()
     for key, (name, doc) in NAMES.items():
-        total = counter(f"dmqtt_bridge_{name}", f"{doc}, every board since start (boards gone included)")
-        total.add_metric([], totals[key])
-        yield total
+        yield counter(
+            f"dmqtt_bridge_{name}", f"{doc}, every board since start (boards gone included)", value=totals[key]
+        )
         each = counter(f"dmqtt_bridge_board_{name}", f"{doc}, per board served now", ["board"])
         for session in sessions:
             each.add_metric([session.board.name], session.counters[key])
@@ -53,21 +53,17 @@ def families(bridge: Bridge) -> Iterator[Metric]:
         connected.add_metric([session.board.name], int(session.connected))
     yield info
     yield connected
-    served = gauge("dmqtt_bridge_boards", "boards served now")
-    served.add_metric([], len(sessions))
-    yield served
-    up = gauge("dmqtt_bridge_boards_connected", "boards with a connection to the broker now")
-    up.add_metric([], sum(s.connected for s in sessions))
-    yield up
-    unreachable = gauge(
+    yield gauge("dmqtt_bridge_boards", "boards served now", value=len(sessions))
+    yield gauge(
+        "dmqtt_bridge_boards_connected", "boards with a connection to the broker now",
+        value=sum(s.connected for s in sessions),
+    )  # fmt: skip
+    yield gauge(
         "dmqtt_bridge_broker_unreachable_seconds",
         "how long every attempt to reach the broker has failed (0: it answers)",
+        value=round(bridge.health.unreachable_for(), 3),
     )
-    unreachable.add_metric([], round(bridge.health.unreachable_for(), 3))
-    yield unreachable
-    outages = counter("dmqtt_bridge_broker_outages", "times the broker became unreachable")
-    outages.add_metric([], bridge.health.outages)
-    yield outages
+    yield counter("dmqtt_bridge_broker_outages", "times the broker became unreachable", value=bridge.health.outages)
 
 
 def health(bridge: Bridge, after_s: float) -> tuple[bool, str]:

@@ -30,9 +30,7 @@ def families(recorder: Recorder) -> Iterator[Metric]:
         ("confirmations", "confirmations published to boards", recorder.confirmations),
     )
     for name, doc, value in counts:
-        total = counter(f"dmqtt_recorder_{name}", doc)
-        total.add_metric([], value)
-        yield total
+        yield counter(f"dmqtt_recorder_{name}", doc, value=value)
     levels: tuple[tuple[str, str, float], ...] = (
         ("connected", "1 while connected to the broker", int(recorder.link is not None)),
         ("lag_seconds", "how long the oldest delivery not yet in Parquet has waited", round(recorder.lag_s(), 3)),
@@ -41,9 +39,7 @@ def families(recorder: Recorder) -> Iterator[Metric]:
          int(recorder.store_broken is not None)),
     )  # fmt: skip
     for name, doc, level in levels:
-        now_is = gauge(f"dmqtt_recorder_{name}", doc)
-        now_is.add_metric([], level)
-        yield now_is
+        yield gauge(f"dmqtt_recorder_{name}", doc, value=level)
     ledger = store.ledger
     if ledger is None:
         return
