@@ -41,7 +41,7 @@ import bench_recorder
 import bench_serial
 import bench_stalls
 import flash_cost
-from bench_report import Goal, table
+from bench_report import Goal, Section, table
 
 from host_bridge import assets
 from host_bridge.broker.mosquitto import mosquitto_executable
@@ -148,8 +148,9 @@ def carry_32_bit(heap: dict[str, Any], earlier: dict[str, Any] | None) -> None:
 
 def write_report(root: Path, results: dict[str, Any]) -> None:
     """BENCHMARKS.md, and the values the README and docs/ quote, from the same results."""
-    (root / "BENCHMARKS.md").write_text(render(results))
-    values = quotable(results)
+    reported = reports(results)
+    (root / "BENCHMARKS.md").write_text(render(results, reported))
+    values = quotable(reported)
     for pattern in QUOTING:
         for document in sorted(root.glob(pattern)):
             text = document.read_text()
@@ -158,30 +159,33 @@ def write_report(root: Path, results: dict[str, Any]) -> None:
                 document.write_text(quoted)
 
 
-def quotable(results: dict[str, Any]) -> dict[str, str]:
+def reports(results: dict[str, Any]) -> dict[str, Section]:
+    """Each measured figure's report (its template's values and its goals), in the report's order."""
+    figures = results["figures"]
+    return {name: tool.report(figures[name], figures) for name, tool in FIGURES.items() if name in figures}
+
+
+def quotable(reported: dict[str, Section]) -> dict[str, str]:
     """Every single value a figure's template names, as FIGURE.NAME (`heap.worst_kb`): what a document may quote
     between `<!-- bench:FIGURE.NAME -->` and `<!-- /bench -->`."""
-    figures = results["figures"]
     return {
         f"{name}.{key}": value
-        for name, tool in FIGURES.items()
-        if name in figures
-        for key, value in tool.report(figures[name], figures).values.items()
+        for name, section in reported.items()
+        for key, value in section.values.items()
         if "\n" not in value
     }
 
 
-def render(results: dict[str, Any]) -> str:
-    """BENCHMARKS.md from a run's results: the opening (tools/benchmarks.md), then each figure's template."""
+def render(results: dict[str, Any], reported: dict[str, Section] | None = None) -> str:
+    """BENCHMARKS.md from a run's results (and their reports, when made already): the opening
+    (tools/benchmarks.md), then each figure's template."""
     figures = results["figures"]
     sections: list[str] = []
     goals: list[Goal] = []
-    for name, tool in FIGURES.items():
-        if name in figures:
-            section = tool.report(figures[name], figures)
-            template = TOOLS / (tool.__name__ + ".md")
-            sections.append(fill(template.read_text(), section.values, name))
-            goals += section.goals
+    for name, section in (reported or reports(results)).items():
+        template = TOOLS / (FIGURES[name].__name__ + ".md")
+        sections.append(fill(template.read_text(), section.values, name))
+        goals += section.goals
     body = "\n\n".join(sections)
     anchors = {number: slug(title) for title, number in HEADING.findall(body)}
     missed = [g for g in goals if g.ok is False]

@@ -44,9 +44,7 @@ def test_the_opening_holds_every_figures_goals(rendered: str) -> None:
     opening = tables(rendered)[0]
     assert opening[0] == "| goal | target | measured |  | figure |"
     rows = opening[2:]
-    figures = {name: tool.report(RESULTS["figures"][name], RESULTS["figures"]) for name, tool in
-               benchmarks.FIGURES.items()}  # fmt: skip
-    goals = [g for section in figures.values() for g in section.goals]
+    goals = [g for section in benchmarks.reports(RESULTS).values() for g in section.goals]
     assert len(rows) == len(goals) > 30
     for row, goal in zip(rows, goals, strict=True):
         assert row.startswith(f"| {goal.text} | {goal.target} | {goal.measured} |")
@@ -105,7 +103,7 @@ def test_rendering_fills_the_values_the_documents_quote(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text(stale)
     (tmp_path / "docs" / "page.md").write_text(stale)
     benchmarks.write_report(tmp_path, RESULTS)
-    worst = benchmarks.quotable(RESULTS)["heap.worst_kb"]
+    worst = benchmarks.quotable(benchmarks.reports(RESULTS))["heap.worst_kb"]
     for document in (tmp_path / "README.md", tmp_path / "docs" / "page.md"):
         assert document.read_text() == stale.replace("1.0", worst)
     assert (tmp_path / "BENCHMARKS.md").read_text() == (REPO / "BENCHMARKS.md").read_text()

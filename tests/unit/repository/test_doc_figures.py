@@ -83,7 +83,7 @@ def test_the_check_catches_what_it_is_for() -> None:
 
 
 def test_quoted_values_are_the_renderers() -> None:
-    values = benchmarks.quotable(json.loads((REPO / "bench" / "results.json").read_text()))
+    values = benchmarks.quotable(benchmarks.reports(json.loads((REPO / "bench" / "results.json").read_text())))
     for document in DOCUMENTS:
         for key, quoted in re.findall(r"<!-- bench:([\w.]+) -->(.*?)<!-- /bench -->", document.read_text()):
             assert key in values, f"{document.name}: no value {key} in the report"
