@@ -36,7 +36,7 @@ SOURCED = re.compile(r"datasheet|RFC \d|issue #?\d|pull request|ESP-FAQ|Espressi
 def blocks(text: str) -> list[str]:
     """Paragraphs, list items and table rows, code blocks and quoted values left out."""
     text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
-    text = re.sub(r"<!-- bench:[\w.]+ -->.*?<!-- /bench -->", "", text, flags=re.DOTALL)
+    text = benchmarks.QUOTE.sub("", text)
     found: list[str] = []
     for paragraph in re.split(r"\n\s*\n", text):
         if paragraph.lstrip().startswith("|"):
@@ -85,6 +85,6 @@ def test_the_check_catches_what_it_is_for() -> None:
 def test_quoted_values_are_the_renderers() -> None:
     values = benchmarks.quotable(benchmarks.reports(json.loads((REPO / "bench" / "results.json").read_text())))
     for document in DOCUMENTS:
-        for key, quoted in re.findall(r"<!-- bench:([\w.]+) -->(.*?)<!-- /bench -->", document.read_text()):
+        for _, key, quoted, _ in benchmarks.QUOTE.findall(document.read_text()):
             assert key in values, f"{document.name}: no value {key} in the report"
             assert quoted == values[key], f"{document.name}: {key} is {values[key]}, not {quoted}: --render"
