@@ -2,7 +2,8 @@
 implementations, as the power switch has three (host_bridge.hil.power):
 
 - the virtual access point (host_bridge.vboard.wifi.AccessPoint), shared by a test's virtual boards: down at
-  once, its stations notice after the beacon timeout, as a chip's do;
+  once, its stations notice after the beacon timeout, as a chip's do; or down at a board's own event (its join,
+  its Nth accepted message), which the board waits on, so that the outage lands there whatever the host's load;
 - CommandAccessPoint: a command the user gives (`--hil-ap-cmd 'smartplug lab-ap {action}'`, {action} down or
   up), for real boards: a smart plug on the access point, a script that disables its radio.
 """
@@ -15,6 +16,7 @@ import time
 from typing import Protocol
 
 from host_bridge.errors import HostBridgeError
+from host_bridge.vboard.events import EventSpec
 
 
 class AccessPointError(HostBridgeError):
@@ -30,6 +32,9 @@ class AccessPointSwitch(Protocol):
 
     def outage(self, seconds: float) -> None:
         """Down for `seconds` (the call waits them out), then up."""
+
+    def outage_at(self, on: EventSpec, seconds: float) -> None:
+        """Down for `seconds` from the moment a board reaches event `on` (host_bridge/vboard/events.py)."""
 
 
 class CommandAccessPoint:
@@ -66,3 +71,9 @@ class CommandAccessPoint:
             time.sleep(seconds)
         finally:
             self.up()
+
+    def outage_at(self, on: EventSpec, seconds: float) -> None:
+        raise AccessPointError(
+            f"an outage at a board's event ({on}) needs the virtual access point: with a real one the bench watches "
+            "the board's console and calls outage() (docs/hil-bench.md)"
+        )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from dboard import console, console_host
 from dmqtt import journal_record as rec
 from host_bridge.hil.dut import BootEnd, Dut, DutError
+from host_bridge.vboard.events import EventSpec
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class CutPlan:
     # `accepted` lines, counted from 1 in each boot), so that the cut lands with flows in flight and before the
     # run can complete (a run longer than cuts x the range's top cannot outrun them).
     accepted: tuple[int, int] | None = None
+    # Instead of a random moment, on a board that cuts its own power at its events: at its Nth such event from the
+    # start, N drawn from the range (host_bridge/vboard/events.py: "journal", "wake", "join", "connect" ...).
+    # Other boards get a cut at a random moment.
+    on_event: tuple[str, tuple[int, int]] | None = None
 
     @classmethod
     def none(cls) -> CutPlan:
@@ -139,11 +144,16 @@ def boot_once(
     timeout: float = 300,
     cut_accepted: int = 0,
     cut_in_sleep: int = 0,
+    cut_on: EventSpec | None = None,
 ) -> BootEnd:
     """One boot (the resets and wakes from deep sleep that follow it included), optionally cut `cut_after`
     seconds in, at flash operation `cut_at_op`, right after the board's `cut_accepted`th accepted message since
-    this start, or inside its `cut_in_sleep`th deep sleep."""
-    dut.start(cut_at_op=cut_at_op, cut_in_sleep=cut_in_sleep)
+    this start (or its `cut_on` event), or inside its `cut_in_sleep`th deep sleep. A board that can cut its own
+    power at its events does so for `cut_accepted`; on another the bench watches its console for the line, and
+    the board may accept a few more meanwhile."""
+    if cut_accepted and dut.event_cuts:
+        cut_on, cut_accepted = EventSpec("accepted", cut_accepted), 0
+    dut.start(cut_at_op=cut_at_op, cut_in_sleep=cut_in_sleep, cut_on=cut_on)
     done = threading.Event()  # this boot has ended: a watcher must not cut the next one
     watcher: threading.Thread | None = None
     if cut_after is not None:
@@ -193,6 +203,7 @@ def run_to_completion(
     while stop is None or not stop.is_set():
         cut_after: float | None = None
         cut_at_op = cut_accepted = cut_in_sleep = 0
+        cut_on: EventSpec | None = None
         if plan.cuts is None or result.cuts < plan.cuts:
             draw = rng.random()
             if draw < plan.in_sleep:
@@ -205,6 +216,8 @@ def run_to_completion(
                     cut_at_op = -rng.randrange(1, 3)
                 else:
                     cut_at_op = rng.randrange(*plan.flash_ops)
+            elif plan.on_event is not None and dut.event_cuts:
+                cut_on = EventSpec(plan.on_event[0], rng.randrange(*plan.on_event[1]))
             elif plan.accepted is not None:
                 cut_accepted = rng.randrange(*plan.accepted)
             else:
@@ -212,7 +225,7 @@ def run_to_completion(
         if on_boot is not None:
             on_boot(result, f"boot {result.boots + 1} running")
         started = time.monotonic()
-        end = boot_once(dut, cut_after, cut_at_op, timeout, cut_accepted, cut_in_sleep)
+        end = boot_once(dut, cut_after, cut_at_op, timeout, cut_accepted, cut_in_sleep, cut_on)
         result.boots += 1
         result.last = end
         result.ends.append(end.kind)
@@ -225,6 +238,8 @@ def run_to_completion(
                 result.cut_kinds[flash_cut_kind(end.console)] += 1
             elif cut_in_sleep:
                 result.cut_kinds["sleep"] += 1
+            elif cut_on is not None:
+                result.cut_kinds[f"at the board's {cut_on.event} event"] += 1
             else:
                 result.cut_kinds["after an accepted message" if cut_accepted else "at a random moment"] += 1
             if on_boot is not None:

@@ -25,6 +25,7 @@ from dboard import console, console_host
 from host_bridge.boards.board_config import check_value
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.errors import HostBridgeError
+from host_bridge.vboard.events import EventSpec
 
 
 class DutError(HostBridgeError):
@@ -41,6 +42,11 @@ class BootEnd:
     status: int | None  # the process's exit status (virtual boards)
     summary: dict[str, Any] | None
     console: str
+
+
+# The line the bench writes into a board's console log where a power cut ended a boot, so that the console holds
+# the board's life in order: its boots, what it said in each, and the cuts between (verdict.resent_without_cut).
+POWER_CUT_LINE = "=== power cut ==="
 
 
 class ConsoleLog:
@@ -62,6 +68,14 @@ class ConsoleLog:
                     self.start_offset = f.tell()
                 f.write(f"=== boot {boot} ===\n".encode())
                 self.boot_offset = f.tell()
+
+    def power_cut(self) -> None:
+        """The boot's end by a power cut, in the console's order (POWER_CUT_LINE): after everything the board
+        printed before it (a virtual board's: written once its process is gone; a real one's: when the switch
+        cut, so that bytes still in the serial adapter may follow it)."""
+        if self.path is not None:
+            with open(self.path, "ab") as f:
+                f.write(POWER_CUT_LINE.encode() + b"\n")
 
     def text(self) -> str:
         """This boot's console so far."""
@@ -93,6 +107,7 @@ class Dut(ABC):
     """What every device under test offers a scenario. Subclasses fill in the hardware."""
 
     flash_cuts = False  # can a power cut land inside a chosen flash operation?
+    event_cuts = False  # can the board cut its own power at its own event (host_bridge/vboard/events.py)?
     sleep_cuts = False  # can a power cut land inside a chosen deep sleep? (a board that sleeps in no host time)
     counts_own_boots = False  # does `boots` count the boots the board makes by itself (wakes, resets) as well?
     can_unplug = False
@@ -137,10 +152,11 @@ class Dut(ABC):
         return True
 
     @abstractmethod
-    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0, cut_on: EventSpec | None = None) -> None:
         """A boot. `cut_at_op`: a power cut during this boot's Nth flash program or erase, or with -N its Nth
         erase (flash_cuts);
-        `cut_in_sleep`: a power cut during the Nth deep sleep the board goes into from here (sleep_cuts)."""
+        `cut_in_sleep`: a power cut during the Nth deep sleep the board goes into from here (sleep_cuts);
+        `cut_on`: a power cut the board makes at its Nth such event from here (event_cuts)."""
 
     @abstractmethod
     def power_cut(self) -> None: ...

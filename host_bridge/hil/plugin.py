@@ -51,6 +51,7 @@ from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict, judge_runs, write_csv
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess, sigterm_as_ctrl_c, still_running
+from host_bridge.vboard.events import EventSpec
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
 from host_bridge.vboard.wifi import AccessPoint, JoinModel
@@ -388,6 +389,9 @@ class NoAccessPoint:
         self._refuse()
 
     def outage(self, seconds: float) -> None:
+        self._refuse()
+
+    def outage_at(self, on: EventSpec, seconds: float) -> None:
         self._refuse()
 
 

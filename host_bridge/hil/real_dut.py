@@ -14,6 +14,7 @@ from dboard import console_host
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.power import PowerSwitch
+from host_bridge.vboard.events import EventSpec
 
 
 class SerialDut(Dut):
@@ -115,7 +116,11 @@ class SerialDut(Dut):
             finally:
                 self._open()
 
-    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0, cut_on: EventSpec | None = None) -> None:
+        if cut_on is not None:
+            raise DutError(
+                f"{self.name}: a real board cannot cut its own power at an event: the bench watches its console"
+            )
         if cut_at_op:
             raise DutError(f"{self.name}: a real board cannot be cut inside a chosen flash operation")
         if cut_in_sleep:
@@ -131,6 +136,7 @@ class SerialDut(Dut):
         with self._power:
             self.cut_times.append(time.time())
             self.switch.cut()
+            self.console.power_cut()
             self._cut_requested = True  # only now: wait_boot() must not start the next boot while this one cuts
 
     def wait_boot(self, timeout: float) -> BootEnd:

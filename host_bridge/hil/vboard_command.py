@@ -19,6 +19,7 @@ from host_bridge.errors import VBoardError
 from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.net import Destination, add_wait_argument, await_broker
+from host_bridge.vboard.events import BOARD_EVENTS, EventSpec
 from host_bridge.vboard.flash_image import parse_size, size_argument
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
@@ -72,6 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cut.add_argument("--cut-op", type=int, default=0, metavar="N", help="cut power during the Nth program/erase")
     cut.add_argument("--cut-after", type=float, metavar="S", help="cut power S seconds after boot")
     cut.add_argument("--cut-random", type=float, metavar="S", help="cut power at a random moment within S seconds")
+    cut.add_argument(
+        "--cut-on",
+        type=_event,
+        metavar="EVENT[#N]",
+        help="the board cuts its own power at its Nth EVENT (default the 1st): "
+        + ", ".join(f"{name} ({where})" for name, where in BOARD_EVENTS.items()),
+    )
     wifi = parser.add_argument_group("WiFi (the board's network.WLAN joins a virtual access point on this host)")
     wifi.add_argument(
         "--ap",
@@ -85,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         type=_outage,
         metavar="AT:FOR",
-        help="the access point goes down AT seconds after start, for FOR seconds (repeatable)",
+        help="the access point goes down AT seconds after start, or at the board's event (EVENT[#N], as --cut-on "
+        "takes it: joined:3 is down for 3 s once the board has joined), for FOR seconds (repeatable)",
     )
     wifi.add_argument(
         "--ap-outages",
@@ -186,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         if dut.vboard.console_port is not None:
             print(f"console-port: {dut.vboard.console_port}", flush=True)
         sys.stdout.flush()
-        end = boot_once(dut, cut_after, args.cut_op, timeout=_NO_TIMEOUT)
+        end = boot_once(dut, cut_after, args.cut_op, timeout=_NO_TIMEOUT, cut_on=args.cut_on)
         wakes = dut.vboard.wakes
         if dut.boots - 1 - wakes > 0:
             print(f"vboard: resets booted the board {dut.boots - 1 - wakes} more time(s)", file=sys.stderr, flush=True)
@@ -214,6 +223,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         dut.close()
         ap.close()
+
+
+def _event(text: str) -> EventSpec:
+    try:
+        return EventSpec.parse(text)
+    except VBoardError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _outage(text: str) -> Outage:

@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dboard import console_host
 from dmqtt_telemetry.promises import PROMISES, Expectation, QosVerdict, Witness, boot_rows, format_ranges, judge
 from host_bridge.hil.cycle import CycleResult
-from host_bridge.hil.dut import Dut, DutError
+from host_bridge.hil.dut import POWER_CUT_LINE, Dut, DutError
 from host_bridge.hil.subscriber import Record, Subscriber
 
 # The heap budget every run is held to (docs/install-paths.md): the lowest free heap the board saw, at the virtual
@@ -205,21 +206,66 @@ def judge_runs(scenario: str, subscriber: Subscriber, runs: list[BoardRun], sett
     return Verdict(scenario, tallies, per_qos, rows)
 
 
-def resent_without_cut(records: list[Record], dev: str, cut_times: list[float], slack: float = 1.0) -> list[str]:
-    """Messages of `dev` the broker passed on again with no power cut of the board between the two deliveries
-    (nor within `slack` seconds before the first: a cut can land before the broker's delivery of what the board
-    sent just before it). A board that reads its acknowledgements before it sleeps never sends again what the
-    broker acknowledged; a cut between the broker's acknowledgement and the board's journal record is the one
-    thing that may (QoS 1: at least once). Counted where the broker's deliveries are seen, from `records`
-    (the subscriber's), not from anything the board says."""
-    arrivals: dict[tuple[int, int], list[float]] = {}
+def resent_without_cut(records: list[Record], dev: str, console_log: str) -> list[str]:
+    """Messages of `dev` the broker passed on more often than the board had a chance to send them, judged from
+    the order of the board's life, never from host clocks: the board sends a message at most once a connection
+    (it sends again only on a new one, [MQTT-4.4.0-1]), and once a wake of the application ends with nothing in
+    flight (its `sleep: ..., 0 in flight` line, or the run's summary) the broker has acknowledged every message
+    it accepted and the journal says so, so nothing of them may go again. So a message may be delivered as often
+    as the board had connections from its `accepted` line to that point: the one it was connected on then, every
+    `connected` line after, and one more per power cut (a cut can fall after a connection's resends, before the
+    board could say it connected). `records` are the subscriber's (what the broker passed on, in order),
+    `console_log` the board's console with the bench's power cut lines (ConsoleLog.all())."""
+    copies: Counter[tuple[int, int]] = Counter()
     for record in records:
         seen = record.telemetry
         if seen is not None and seen.dev == dev:
-            arrivals.setdefault((seen.boot, seen.seq), []).append(record.arrived)
+            copies[(seen.boot, seen.seq)] += 1
+    again = {key: n for key, n in copies.items() if n > 1}
+    if not again:
+        return []
+    # The board's life in order: its protocol lines (console_host's kinds and values), boots and cuts.
+    life: list[tuple[str, tuple[Any, ...]]] = []
+    for text in console_log.splitlines():
+        if text == POWER_CUT_LINE:
+            life.append(("cut", ()))
+        elif text.startswith("=== boot "):
+            life.append(("new boot", ()))
+        else:
+            line = console_host.parse_line(text)
+            if line is not None:
+                life.append((line.kind, line.values))
     found = []
-    for (boot, seq), times in sorted(arrivals.items()):
-        for first, again in zip(times, times[1:], strict=False):
-            if not any(first - slack <= cut <= again for cut in cut_times):
-                found.append(f"boot {boot} seq {seq}: again {again - first:.2f} s after the first, no cut between")
+    for (boot, seq), n in sorted(again.items()):
+        chances = _chances(life, boot, seq)
+        if chances is not None and n > chances:
+            found.append(
+                f"boot {boot} seq {seq}: delivered {n} times, while the board had {chances} connection(s) to send it "
+                "on before it had nothing in flight"
+            )
     return found
+
+
+def _chances(life: list[tuple[str, tuple[Any, ...]]], boot: int, seq: int) -> int | None:
+    """How many connections the board had to send message (boot, seq) on (resent_without_cut); None when the
+    console never said it accepted it (the witness's verdict judges that)."""
+    connected = app = False
+    chances = 0
+    accepted = False
+    for kind, values in life:
+        if kind in ("cut", "new boot"):
+            chances += kind == "cut" and accepted
+            connected = app = False
+        elif kind == "boot":
+            app = True  # the board application's wake: it connects and sends (a sampling wake only journals)
+        elif kind == "connected":
+            connected = True
+            chances += accepted
+        elif kind == "connection_lost":
+            connected = False
+        elif kind == "accepted" and tuple(values) == (boot, seq):
+            accepted = True
+            chances += connected
+        elif accepted and (kind == "summary" or (kind == "sleep" and app and values[1] == 0)):
+            return max(chances, 1)
+    return max(chances, 1) if accepted else None

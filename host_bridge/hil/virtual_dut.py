@@ -18,6 +18,7 @@ from host_bridge.boards.definition import BoardDefinition
 from host_bridge.boards.firmware_build import secrets_of
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.power import PowerSwitch, SigkillSwitch
+from host_bridge.vboard.events import EventSpec
 from host_bridge.vboard.runner import DEEPSLEEP_EXIT_STATUS, POWER_CUT_EXIT_STATUS, VirtualBoard
 from host_bridge.vboard.serial_line import LineFaults
 from host_bridge.vboard.wifi import AccessPoint
@@ -28,6 +29,7 @@ class VirtualDut(Dut):
 
     flash_cuts = True
     sleep_cuts = True
+    event_cuts = True
     counts_own_boots = True
     can_unplug = True
     wifi = {"ssid": "hil-bench", "password": "hil-bench"}  # its access point takes any network and password
@@ -90,10 +92,15 @@ class VirtualDut(Dut):
         assert self.vboard.ap is not None, f"{self.name} is closed"
         return self.vboard.ap
 
-    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0, cut_on: EventSpec | None = None) -> None:
         """A boot; `cut_at_op` counts the flash programs and erases from here (below 0: the erases only), over
-        the boots the board makes by itself after this one (a wake from deep sleep may do only a few)."""
+        the boots the board makes by itself after this one (a wake from deep sleep may do only a few), and so
+        does `cut_on` its events."""
         self._cut_in_sleep = cut_in_sleep
+        if cut_on is not None:
+            self.vboard.schedule_cut(cut_on.event, cut_on.n)
+        else:
+            self.vboard.cut_on = None
         with self._power:
             self._cut_requested = False
             self._boot(cut_at_op, started=True)
@@ -178,6 +185,7 @@ class VirtualDut(Dut):
             return BootEnd("asleep", status, None, text)  # a deep sleep without a timer: nothing wakes it
         if status == POWER_CUT_EXIT_STATUS:
             self.cuts += 1
+            self.console.power_cut()  # the process is gone: nothing the board said can follow it
             if not self._cut_requested:
                 self.cut_times.append(time.time())  # a cut inside a flash operation, made by the board's flash
             return BootEnd("power-cut", status, None, text)

@@ -36,6 +36,7 @@ from host_bridge.boards.firmware_build import frozen_modules, romfs_image, stage
 from host_bridge.errors import VBoardError
 from host_bridge.processes import dies_with_parent, register
 from host_bridge.vboard.console import Console
+from host_bridge.vboard.events import check_event
 from host_bridge.vboard.flash_image import SECTOR, FlashLock, create_flash, parse_size, read_stats, stats_path
 from host_bridge.vboard.serial_line import LineFaults, SerialLine
 from host_bridge.vboard.wifi import AccessPoint
@@ -129,6 +130,8 @@ class VirtualBoard:
     faults: LineFaults | None = None  # None: no serial line at all
     serial_link: Path | None = None  # a fixed path (symlink) for the host end of the serial line
     cut_at_op: int = 0
+    # (event, n): the board cuts its own power at the nth such event of its life (BOARD_EVENTS; events_seen()).
+    cut_on: tuple[str, int] | None = None
     fail_flash: tuple[str, int] | None = None  # (partition, n): from its nth program/erase on, each fails (EIO)
     flash_timing: bool = False  # programs and erases take a real chip's time (docs/virtual-board.md)
     install: str = "deployed"  # where the firmware's code lives: "deployed", "romfs" or "frozen"
@@ -184,6 +187,11 @@ class VirtualBoard:
         # A new board is a power-on: its RTC starts with the host's clock and empty slow memory.
         self.rtc_path = self.flash.with_name(self.flash.name + ".rtc")
         self.rtc_path.unlink(missing_ok=True)
+        # The events a cut is scheduled on, one line each, over the board's life (vboard_state.event).
+        self.events_path = self.flash.with_name(self.flash.name + ".events")
+        self.events_path.unlink(missing_ok=True)
+        if self.cut_on is not None:
+            check_event(self.cut_on[0])
         self.wakes = 0  # boots that were wakes from deep sleep
         self.sleeps: list[dict[str, Any]] = []  # last_wake() of each boot that ended in deep sleep, in order
         self.asleep = False  # the last boot ended in deep sleep, and the next has not begun
@@ -228,6 +236,8 @@ class VirtualBoard:
                 "VBOARD_STATS": str(stats_path(self.flash).resolve()),
                 "VBOARD_LAYOUT": json.dumps([[p.label, p.type, p.subtype, p.offset, p.size] for p in self.partitions]),
                 "VBOARD_CUT_OP": str(self.cut_at_op),
+                "VBOARD_CUT_ON": f"{self.cut_on[0]}:{self.cut_on[1]}" if self.cut_on else "",
+                "VBOARD_EVENTS": str(self.events_path.resolve()),
                 "VBOARD_FAIL": f"{self.fail_flash[0]}:{self.fail_flash[1]}" if self.fail_flash else "",
                 "VBOARD_FLASH_TIMING": "1" if self.flash_timing else "",
                 "VBOARD_SEED": str(self.seed),
@@ -376,6 +386,20 @@ class VirtualBoard:
 
     def stats(self) -> dict[str, dict[str, int]]:
         return read_stats(self.flash, self.partitions)
+
+    def events_seen(self, name: str) -> int:
+        """How many `name` events a cut was scheduled on so far (only those are counted)."""
+        try:
+            return self.events_path.read_text().split().count(name)
+        except OSError:
+            return 0
+
+    def schedule_cut(self, event: str, n: int) -> None:
+        """The power is cut by the board itself at its nth `event` from now (1: the next), over its own boots."""
+        check_event(event)
+        if n < 1:
+            raise VBoardError(f"a cut is scheduled on the 1st event or a later one, not the {n}th")
+        self.cut_on = (event, self.events_seen(event) + n)
 
     def next_boot(self, status: int) -> bool:
         """After a boot ended with `status`: set up the next one as the reset or the wake asks (machine.reset(), a

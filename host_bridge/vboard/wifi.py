@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_bridge.errors import VBoardError
+from host_bridge.vboard.events import EventSpec
 
 _MAGIC = b"VBAP"
 _HEADER = len(_MAGIC) + 5  # generation u32, sockaddr length u8
@@ -59,22 +60,35 @@ class JoinModel:
 
 @dataclass(frozen=True)
 class Outage:
-    """The access point down `at` seconds after it started, for `length` seconds."""
+    """The access point down for `length` seconds: `at` seconds after it started, or (`on`) at a board's event, the
+    moment the board reaches it (the board waits until the access point is down: host_bridge/vboard/events.py)."""
 
     at: float
     length: float
+    on: EventSpec | None = None
 
     @classmethod
     def parse(cls, text: str) -> Outage:
-        """From AT:FOR (seconds), as `host-bridge vboard --ap-outage` takes it."""
-        at, sep, length = text.partition(":")
+        """From AT:FOR or EVENT[#N]:FOR (seconds), as `host-bridge vboard --ap-outage` takes it: `30:10`, `joined:3`,
+        `accepted#40:5`."""
+        when, sep, length = text.rpartition(":")
+        form = "AT:FOR or EVENT[#N]:FOR (e.g. 30:10, joined:3, accepted#40:5)"
         try:
-            outage = cls(float(at), float(length))
+            seconds = float(length)
         except ValueError:
-            outage = None
-        if not sep or outage is None or outage.at < 0 or outage.length <= 0:
-            raise VBoardError(f"an outage is AT:FOR in seconds (e.g. 30:10), not {text!r}")
-        return outage
+            seconds = 0
+        if not sep or seconds <= 0:
+            raise VBoardError(f"an outage is {form}, with FOR in seconds, not {text!r}")
+        try:
+            at = float(when)
+        except ValueError:
+            return cls(0.0, seconds, EventSpec.parse(when))
+        if at < 0:
+            raise VBoardError(f"an outage is {form}, not {text!r}")
+        return cls(at, seconds)
+
+    def __str__(self) -> str:
+        return f"{self.on if self.on is not None else self.at}:{self.length}"
 
 
 @dataclass
@@ -84,6 +98,7 @@ class ApStats:
     stations_lost: int = 0  # outages that outlasted the beacon timeout: the stations lost it
     relayed: int = 0  # connections relayed to their destination
     refused: int = 0  # connections refused: no association, or the destination refused them
+    event_outages: int = 0  # outages begun at a board's event
 
 
 @dataclass(eq=False)
@@ -122,7 +137,9 @@ class AccessPoint:
         self._since = time.time()
         self._down_at: float | None = None  # monotonic time it went down
         self._started = time.monotonic()
-        self._schedule: list[Outage] = sorted(outages, key=lambda o: o.at)
+        self._schedule: list[Outage] = sorted((o for o in outages if o.on is None), key=lambda o: o.at)
+        self._on_events: list[Outage] = [o for o in outages if o.on is not None]
+        self._event_counts: dict[tuple[str, str], int] = {}  # (board, event): events it reported
         self._random: tuple[float, random.Random, tuple[float, float]] | None = None
         self._next_random: float | None = None
         self._up_at: float | None = None  # monotonic time a scheduled outage ends
@@ -130,6 +147,9 @@ class AccessPoint:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.setblocking(False)
         self.port = self.listener.getsockname()[1]
+        # Where boards report the events an outage waits for: served while the access point is down too.
+        self.control = socket.create_server(("127.0.0.1", 0))
+        self.control.setblocking(False)
         self.links: set[_Link] = set()
         self.orphans: set[socket.socket] = set()  # far ends of connections whose station lost the AP
         self._lost_for: float | None = None  # the outage whose stations were lost already
@@ -177,6 +197,25 @@ class AccessPoint:
         time.sleep(seconds)
         self.up()
 
+    def outage_at(self, on: EventSpec, seconds: float) -> None:
+        """Down for `seconds` from the moment a board reaches event `on` (its nth of that event; any board of
+        this access point, the first to reach it). Boards see the schedule from their next boot on."""
+        if seconds <= 0:
+            raise VBoardError(f"an outage lasts a positive number of seconds, not {seconds}")
+        with self._lock:
+            self._on_events.append(Outage(0.0, seconds, on))
+
+    def _board_event(self, board: str, name: str) -> None:
+        """A board reached event `name`: an outage waiting for it (this board's nth) begins now."""
+        with self._lock:
+            key = (board, name)
+            self._event_counts[key] = count = self._event_counts.get(key, 0) + 1
+            due = [o for o in self._on_events if o.on is not None and o.on.event == name and o.on.n == count]
+            for outage in due:
+                self._on_events.remove(outage)
+                self.stats.event_outages += 1
+                self._begin_timed(outage.length)
+
     def random_outages(self, per_minute: float, seed: int = 0, lengths: tuple[float, float] = (1.0, 30.0)) -> None:
         """Outages at random, `per_minute` of them on average (exponential gaps), each of a length drawn uniformly
         from `lengths` seconds."""
@@ -208,6 +247,8 @@ class AccessPoint:
                 "scan_ms": m.scan_ms,
                 "beacon_ms": m.beacon_ms,
                 "scale": m.scale,
+                "control": self.control.getsockname()[1],
+                "events": sorted({o.on.event for o in self._on_events if o.on is not None}),
             }
         )
 
@@ -360,16 +401,20 @@ class _Air:
     def _close_all(self, ap: AccessPoint) -> None:
         for link in list(ap.links):
             self.drop(link, reset_board=False)
-        for sock in [ap.listener, *ap.orphans]:
+        for sock in [ap.listener, ap.control, *ap.orphans]:
             self._forget(sock)
         ap.orphans.clear()
 
     def _sync(self, aps: list[AccessPoint]) -> None:
         """What the selector watches: while an access point is up, its listener and its links; while it is
-        down, nothing of it (what is sent waits in the sockets); orphaned far ends, always (read to discard)."""
+        down, its listener only (a connect made meanwhile waits for its answer as a link: the beacon timeout
+        resets it, as lwIP aborts a connect when the station loses its access point, or the access point's return
+        relays it, as a SYN sent again gets through after a stall) and none of its links (what is sent waits in
+        the sockets); orphaned far ends, always (read to discard)."""
         for ap in aps:
             up = ap.is_up
-            self._watch(ap.listener, ("listen", ap), selectors.EVENT_READ if up else 0)
+            self._watch(ap.listener, ("listen", ap), selectors.EVENT_READ)
+            self._watch(ap.control, ("control", ap), selectors.EVENT_READ)
             for link in list(ap.links):
                 self._watch(link.board, ("board", link), self._interest(link, "board") if up else 0)
                 if link.far is not None:
@@ -410,6 +455,9 @@ class _Air:
             board, _ = sock.accept()
             board.setblocking(False)
             obj.links.add(_Link(obj, board))
+        elif kind == "control":
+            assert isinstance(obj, AccessPoint)
+            self._report(obj, sock)
         elif kind == "orphan":
             if not sock.recv(_CHUNK):
                 assert isinstance(obj, AccessPoint)
@@ -441,6 +489,25 @@ class _Air:
                 self.drop(link, reset_board=False)
                 return
             link.pending[other] += data
+
+    @staticmethod
+    def _report(ap: AccessPoint, listener: socket.socket) -> None:
+        """A board's event (b"VBEV", length u8, "EVENT BOARD"): the outage it starts begins before the answer, so
+        that the board goes on only once the access point is down. The board writes it whole at once."""
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            while len(data) < 5 or len(data) < 5 + data[4]:
+                chunk = conn.recv(260)
+                if not chunk:
+                    return
+                data += chunk
+            if data[:4] != b"VBEV":
+                return
+            name, _, board = data[5 : 5 + data[4]].decode(errors="replace").partition(" ")
+            ap._board_event(board, name)
+            conn.sendall(b"\x00")
 
     def _read_header(self, link: _Link) -> None:
         data = link.board.recv(_HEADER + 255 - len(link.header))

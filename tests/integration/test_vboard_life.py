@@ -298,9 +298,10 @@ def printed(stdout: str, name: str) -> dict[str, object]:
 def test_the_board_application_rides_out_a_scheduled_outage_from_the_command_line(
     tmp_path: Path, mosquitto: Mosquitto
 ) -> None:
-    """`host-bridge vboard --ap lab:pw --ap-outage 1:3`: the board joins, the access point goes away a second in
-    for three, the board says the outage once and its length, keeps journaling, and completes; the summary counts
-    the joins and the time offline, --stats the access point's outage."""
+    """`host-bridge vboard --ap lab:pw --ap-outage joined:3`: the board joins, the access point goes away the moment
+    it has (an outage scheduled on the board's event, so that a slow host cannot let it pass before the join) for
+    three seconds, the board says the outage once and its length, keeps journaling, and completes; the summary
+    counts the joins and the time offline, --stats the access point's outage."""
     config = {
         "client_id": "cli-wifi",
         "broker": mosquitto.address,
@@ -308,7 +309,7 @@ def test_the_board_application_rides_out_a_scheduled_outage_from_the_command_lin
         "wifi": {"ssid": "lab", "password": "pw"},
         "publish": {"qos": 1, "count": 120, "interval_ms": 25},
     }
-    options = ["--ap", "lab:pw", "--ap-outage", "1:3", "--beacon-timeout", "0.5", "--join-scale", "0.05"]
+    options = ["--ap", "lab:pw", "--ap-outage", "joined:3", "--beacon-timeout", "0.5", "--join-scale", "0.05"]
     result = vboard_cli(tmp_path, config, *options)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     out = result.stdout
@@ -316,8 +317,44 @@ def test_the_board_application_rides_out_a_scheduled_outage_from_the_command_lin
     assert out.count("wifi: down (status") == 1 and re.search(r"wifi: up again after (\d+) ms", out), out[-3000:]
     summary = next(json.loads(ln) for ln in out.splitlines() if ln.startswith('{"'))
     assert summary["total"] == 120 and summary["wifi"]["joins"] == 2 and summary["wifi"]["outages"] == 1
-    assert 1500 <= summary["wifi"]["offline_ms"] <= 4000, summary
-    assert printed(out, "ap-stats")["stations_lost"] == 1 and printed(out, "ap-stats")["outages"] == 1
+    # Offline from the beacon timeout (0.5 s in) to the rejoin after the 3 s outage: at least the rest of it. (No
+    # upper bound: a loaded host rejoins later, which is no fault of the board's.)
+    assert summary["wifi"]["offline_ms"] >= 2400, summary
+    stats = printed(out, "ap-stats")
+    assert (stats["stations_lost"], stats["outages"], stats["event_outages"]) == (1, 1, 1), stats
+
+
+@pytest.mark.parametrize(
+    ("event", "sleeps"),
+    [("accepted#25", False), ("journal#7", False), ("wake#3", True), ("join#2", True), ("connect#2", True)],
+)
+def test_the_board_cuts_its_own_power_at_its_event_from_the_command_line(
+    tmp_path: Path, mosquitto: Mosquitto, event: str, sleeps: bool
+) -> None:
+    """`host-bridge vboard --cut-on EVENT#N`: the board cuts its own power at its Nth event, not the host some time
+    after it: right after its 25th `accepted` line (none after it), after its 7th journal program (the journal's
+    counters say 7), as its 3rd wake begins (3 wakes, 3 readings), inside its 2nd join or its 2nd connect (the 2nd
+    wake's reading journaled, not sent: the cut came before the broker)."""
+    config: dict[str, object] = {"client_id": f"cli-cut-{event[:4]}", "broker": mosquitto.address, "mqtt_version": "5"}
+    if sleeps:
+        config |= {"wifi": {"ssid": "lab"}, "publish": {"qos": 1, "count": 30}, "sleep": {"every_s": 60, "awake_s": 10}}
+    else:
+        config |= {"publish": {"qos": 1, "count": 200, "interval_ms": 0}}
+    result = vboard_cli(tmp_path, config, "--cut-on", event, "--join-scale", "0.02")
+    name, n = event.split("#")
+    assert result.returncode == 137, result.stdout[-3000:] + result.stderr
+    assert f"vboard: power cut during {name} event {n} " in result.stdout, result.stdout[-2000:]
+    accepted = [ln for ln in result.stdout.splitlines() if ln.startswith("accepted ")]
+    wakes = printed(result.stdout, "sleep-stats")["wakes"]
+    if name == "accepted":
+        assert len(accepted) == 25 and result.stdout.rstrip().splitlines()[-1].startswith("vboard: power cut")
+    elif name == "journal":
+        assert printed(result.stdout, "flash-stats")["mqttlog"]["program_ops"] == 7  # type: ignore[index]
+    elif name == "wake":
+        assert (wakes, len(accepted)) == (3, 3), (wakes, accepted)
+    else:  # inside the 2nd wake's join or connect: its reading journaled, nothing of that wake after it
+        assert (wakes, len(accepted)) == (1, 2), (wakes, accepted)
+        assert result.stdout.count("connected session_present") == 1, result.stdout[-2000:]
 
 
 def test_a_board_that_sleeps_between_readings_runs_a_day_of_wakes_from_the_command_line(

@@ -126,6 +126,8 @@ def _update():
     s.joined = gen
     s.reason = 0
     s.attempts = 0
+    if vboard_state.watches("joined"):
+        vboard_state.event("joined")
 
 
 def _lose(reason):
@@ -220,6 +222,8 @@ class _WLAN:
         _sta.requested = True
         _sta.attempts = 0
         _sta.attempt_at = _now()
+        if vboard_state.watches("join"):
+            vboard_state.event("join")  # a cut here lands inside the join
 
     def disconnect(self):
         _sta.requested = False

@@ -52,6 +52,7 @@ class NorFlash:
         self.partitions = partitions  # list of (label, type, subtype, offset, size)
         self._ops = 0  # program and erase operations since this boot, for cut_at_op
         self._erases = 0  # erase operations since this boot, for a cut_at_op below 0 (the -Nth erase)
+        self.journal_events = False  # vboard_state.event("journal") after each program of the journal's partition
         self._paused = False  # a deploy by the host (vboot's install of the firmware): no cut, no fault, no count
         self._cut_at_op = cut_at_op
         # A flash fault, (partition label, n): from the nth program/erase on that partition on, every one fails.
@@ -132,6 +133,10 @@ class NorFlash:
         self._save()
         if self._timing:
             _stall(program_us(addr, n), begun)
+        if self.journal_events and not self._paused and self.partitions[part][0] == "mqttlog":
+            import vboard_state  # (only when asked for: vboard_state makes this flash)
+
+            vboard_state.event("journal")
         if bad >= 0:
             sys.stderr.write("flash: program over non-erased byte at 0x%x\n" % (addr + bad))
             raise OSError(5)  # EIO: the data on flash is now corrupt, as on a real chip

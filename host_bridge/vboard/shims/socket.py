@@ -32,6 +32,7 @@ import select
 import struct
 
 import network
+import vboard_state
 
 _MAGIC = b"VBAP"
 _EAI_FAIL = -202
@@ -94,6 +95,8 @@ class _StationSocket(io.IOBase):
     # -- socket ----------------------------------------------------------------------------------------------
 
     def connect(self, addr):
+        if vboard_state.watches("connect"):
+            vboard_state.event("connect")  # a cut here lands inside the connect
         port, generation = network.route()
         self._epoch = network._sta.epoch
         sockaddr = bytes(addr)

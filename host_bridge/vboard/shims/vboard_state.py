@@ -40,6 +40,7 @@ def flash():
             fail=_fault(env("VBOARD_FAIL")),
             timing=env("VBOARD_FLASH_TIMING") == "1",
         )
+        _flash.journal_events = watches("journal")
     return _flash
 
 
@@ -88,3 +89,79 @@ def save_rtc():
     with open(path + ".tmp", "w") as f:
         f.write(json.dumps(rtc()))
     os.rename(path + ".tmp", path)
+
+
+# Disturbances scheduled on the board's own events (docs/virtual-board.md, "Disturbances on the board's events"),
+# so that a test's power cut or access point outage lands where it says whatever the host's load: the board itself
+# acts at the event, where a host reading its console would act some time after it.
+#   VBOARD_CUT_ON  "EVENT:N": the power is cut at the Nth EVENT of the board's life (counted in VBOARD_EVENTS, a file
+#                  beside the flash, one line per event, so that the count goes on over its wakes and resets)
+#   VBOARD_AP      its "events": the events the access point wants to hear of, to start an outage at one (its
+#                  "control" port takes each, and answers once the outage has begun)
+# The events: accepted (the board printed an `accepted` line: right after it), journal (a program of the journal's
+# partition completed), wake (a wake from deep sleep begins, before boot.py), join (the station starts a join:
+# inside it), joined (the station has associated), connect (a station socket's connect begins: inside it).
+# None of this runs unless asked for: a board without these settings does exactly what it did.
+_cut = env("VBOARD_CUT_ON")
+cut_event, _, _target = (_cut or "").partition(":")
+cut_target = int(_target) if _target else 0
+_ap_model = json.loads(env("VBOARD_AP", "{}"))
+ap_events = _ap_model.get("events") or ()
+_seen = None  # cut_event's count so far over the board's life (read from VBOARD_EVENTS at its first event)
+
+
+def watches(name):
+    """Whether anything is scheduled on event `name`: only then do the shims look for it."""
+    return name == cut_event or name in ap_events
+
+
+def event(name):
+    """The board has reached event `name`: tell the access point when it asked, then cut the power when this is
+    the scheduled one."""
+    global _seen
+    if name in ap_events:
+        _tell_ap(name)
+    if name != cut_event or not cut_target:
+        return
+    path = env("VBOARD_EVENTS")
+    if _seen is None:
+        _seen = 0
+        try:
+            with open(path) as f:
+                _seen = len(f.read().split())
+        except OSError:
+            pass  # no event counted yet
+    _seen += 1
+    with open(path, "a") as f:
+        f.write(name + "\n")
+    if _seen == cut_target:
+        from nor_flash import power_cut
+
+        power_cut("%s event %d (scheduled on the board's events)" % (name, _seen))
+
+
+def _tell_ap(name):
+    """Report an event to the access point's control port (b"VBEV", the event and the board's flash path) and wait
+    for its answer: an outage scheduled on it has begun before the board goes on."""
+    import socket
+
+    port = socket._port
+    s = port.socket()
+    try:
+        s.connect(port.getaddrinfo("127.0.0.1", _ap_model["control"])[0][-1])
+        body = ("%s %s" % (name, env("VBOARD_FLASH"))).encode()
+        s.write(b"VBEV" + bytes((len(body),)) + body)
+        s.read(1)
+    finally:
+        s.close()
+
+
+_print = print
+
+
+def printing(*args, **kwargs):
+    """print() while an `accepted` event is watched (vboot installs it as the builtin): the line goes out first, so
+    that a cut right after it leaves the witness on the console, as a cut after publish() returned does."""
+    _print(*args, **kwargs)
+    if args and isinstance(args[0], str) and args[0].startswith("accepted "):
+        event("accepted")

@@ -19,7 +19,7 @@ import sys
 import time
 
 import esp32
-import machine  # noqa: F401  (C on a real board: loaded here, before the firmware's heap is pinned)
+import machine
 import network  # noqa: F401  (likewise, with the socket module a station's sockets go through)
 import vboard_state
 import vfs
@@ -302,6 +302,12 @@ def main():
         # From here on Ctrl-C interrupts, as a chip's does once MicroPython runs boot.py (during its own start the
         # interrupt character is off): the console delivers it only once this file exists.
         open(ready, "w").close()
+    if vboard_state.watches("accepted"):
+        import builtins
+
+        builtins.print = vboard_state.printing
+    if vboard_state.watches("wake") and machine.reset_cause() == machine.DEEPSLEEP_RESET:
+        vboard_state.event("wake")
     try:
         vboard_state.firmware_us = time.ticks_us()  # the emulation's own start ends here: boot.py is the board's
         vboard_state.firmware_emulated_us = vboard_state.emulated_us

@@ -58,21 +58,41 @@ def test_a_summary_without_heap_figures_is_judged_on_the_promises_alone() -> Non
     judged(run).assert_kept()
 
 
-def test_a_message_delivered_again_with_no_cut_between_is_a_resend_after_its_acknowledgement() -> None:
-    """resent_without_cut: a second delivery of a message is explained only by a power cut between the two (or
-    just before the first); with none it is reported, naming the message."""
+def test_a_message_delivered_again_after_a_wake_that_ended_with_nothing_in_flight_is_a_resend() -> None:
+    """resent_without_cut, from the order of the board's life: a message may arrive once per connection the board
+    had from its acceptance until a wake of the application ended with nothing in flight (and once more per cut);
+    the host's clocks play no part (the records' arrival times are all alike here)."""
     from dmqtt_telemetry.promises import Delivery
+    from host_bridge.hil.dut import POWER_CUT_LINE
     from host_bridge.hil.subscriber import Record
     from host_bridge.hil.verdict import resent_without_cut
 
-    def record(seq: int, at: float, dev: str = "b1") -> Record:
-        return Record("sensors/b1/telemetry", b"{}", 1, False, False, at, Delivery(dev, 3, seq, 1))
+    def record(boot: int, dev: str = "b1") -> Record:
+        return Record("sensors/b1/telemetry", b"{}", 1, False, False, 0.0, Delivery(dev, boot, 0, 1))
 
-    once = [record(0, 10.0), record(1, 11.0)]
-    assert resent_without_cut(once, "b1", []) == []
-    again = [*once, record(0, 20.0)]
-    assert resent_without_cut(again, "b1", [15.0]) == []  # a cut came between
-    assert resent_without_cut(again, "b1", [9.5]) == []  # just before the first delivery: the send was before it
-    found = resent_without_cut(again, "b1", [5.0, 25.0])
-    assert found == ["boot 3 seq 0: again 10.00 s after the first, no cut between"]
-    assert resent_without_cut([*again, record(0, 30.0, "b2")], "b2", []) == []  # another board's own
+    def wake(boot: int, in_flight: int, connected: bool = True) -> list[str]:
+        lines = [f"=== boot {boot} ===", f"boot {boot}: 0 in flight, dmqtt 0.11.0", f"accepted {boot} 0"]
+        return (
+            lines + ["connected session_present=1 inflight=1"] * connected + [f"sleep: 60000 ms, {in_flight} in flight"]
+        )
+
+    clean = "\n".join(wake(1, 0) + wake(2, 0))
+    assert resent_without_cut([record(1), record(2)], "b1", clean) == []
+    # Boot 1's reading again at boot 2, though boot 1 ended with nothing in flight: a resend of what was acknowledged.
+    found = resent_without_cut([record(1), record(2), record(1)], "b1", clean)
+    assert found == [
+        "boot 1 seq 0: delivered 2 times, while the board had 1 connection(s) to send it on before it had nothing "
+        "in flight"
+    ]
+    # A cut before boot 1's sleep line: the acknowledgement may not have been journaled, so boot 2 may send it again.
+    cut = "\n".join(wake(1, 0)[:-1] + [POWER_CUT_LINE] + wake(2, 0))
+    assert resent_without_cut([record(1), record(2), record(1)], "b1", cut) == []
+    # Boot 1 slept with its reading in flight (its acknowledgement unread): boot 2's connection sends it again.
+    unread = "\n".join(wake(1, 1) + wake(2, 0))
+    assert resent_without_cut([record(1), record(1), record(2)], "b1", unread) == []
+    # ... but not a third time.
+    assert resent_without_cut([record(1), record(1), record(2), record(1)], "b1", unread) != []
+    # A sampling wake's sleep line (no `boot` line: it never connects) neither ends nor extends the count.
+    sampling = "\n".join(["=== boot 1 ===", "accepted 1 0", "sleep: 60000 ms, 1 in flight", *wake(2, 0)])
+    assert resent_without_cut([record(1), record(2), record(1)], "b1", sampling) != []
+    assert resent_without_cut([record(1), record(1)], "b2", clean) == []  # another board's own
