@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import settings
 
 from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.processes import dies_with_parent
 from host_bridge.vboard.runner import micropython_executable
 
 # No time limit per example: these machines are shared, and speed belongs in `make bench`, not in a test.
@@ -99,5 +101,27 @@ class SparkOnOneWorker:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    start_load(config)
     if config.pluginmanager.hasplugin("xdist"):  # its hook exists only then (pytest -p no:xdist runs without it)
         config.pluginmanager.register(SparkOnOneWorker(), "spark-on-one-worker")
+
+
+# TEST_LOAD=N: N busy processes beside the whole run (started by the controller only, not by each xdist worker),
+# to show that the suite passes on a loaded machine as CI's often is: slower, never red (README, "Tests").
+_LOAD: list[subprocess.Popen[bytes]] = []
+
+
+def start_load(config: pytest.Config) -> None:
+    count = int(os.environ.get("TEST_LOAD", "0") or 0)
+    if count <= 0 or hasattr(config, "workerinput"):
+        return
+    busy = [*dies_with_parent("KILL"), sys.executable, "-c", "while True: pass"]
+    _LOAD.extend(subprocess.Popen(busy) for _ in range(count))
+    print(f"TEST_LOAD: {count} busy processes beside the suite (pids {' '.join(str(p.pid) for p in _LOAD)})")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for process in _LOAD:
+        process.kill()
+        process.wait()
+    _LOAD.clear()
