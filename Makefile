@@ -21,7 +21,7 @@ ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d
 .DEFAULT_GOAL := help
 help:
 	@echo "make demo        boards -> serial bridge -> Mosquitto -> recorder -> Spark audit, through power cuts"
-	@echo "make test        the whole suite: lint, then every test (installs what it needs first)"
+	@echo "make test        the whole suite: lint, then every test (installs what it needs first; TEST_LOAD=2: beside two busy processes)"
 	@echo "make lint        style, mpy and typecheck:"
 	@echo "make style       ruff format --check and ruff check"
 	@echo "make mpy         every firmware file compiled by mpy-cross for every board's architecture"
@@ -104,6 +104,7 @@ lint: style mpy typecheck
 # The suite in 6 processes (TEST_WORKERS=0: one): most tests wait on boards, brokers and JVMs rather than compute
 # (6 workers keep 2 cores a little over half busy), so more workers finish sooner, up to where the Spark tests,
 # which share one worker's session, slow down for want of a core (8 took longer than 6).
+# TEST_LOAD=N runs N busy processes beside the suite (tests/conftest.py), as a loaded CI machine would.
 TEST_WORKERS ?= 6
 test: test-deps $(STAMP) lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup

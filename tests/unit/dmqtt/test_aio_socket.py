@@ -255,4 +255,4 @@ def test_a_connection_without_a_session_subscribes_again_and_reads_its_suback() 
             b.close()
     assert [p.type for p in packets[:2]] == [codec.CONNECT, codec.SUBSCRIBE]
     assert packets[1].topics[0][0] == "cmd/x"
-    assert took < 2.0  # read at once, not after the SUBACK timeout (10 s)
+    assert took < 8.0  # read at once, not after the SUBACK timeout (10 s): a margin for a loaded host

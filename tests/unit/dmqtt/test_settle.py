@@ -74,8 +74,8 @@ def five_readings(acks: int) -> tuple[NorPartition, MQTTClient, Holding]:
 def test_settle_returns_once_everything_is_acknowledged_after_a_clean_disconnect() -> None:
     flash, client, broker = five_readings(acks=5)
     began = time.monotonic()
-    assert client.settle(5000) == 0
-    assert time.monotonic() - began < 2  # it did not wait out its deadline
+    assert client.settle(60000) == 0
+    assert time.monotonic() - began < 30  # it did not wait out its deadline (a bound far from either, for loaded hosts)
     assert len(broker.of_type(codec.DISCONNECT)) == 1 and not client.connected
     assert boot(flash).outstanding() == 0  # the next wake has nothing to send again
 
@@ -84,7 +84,7 @@ def test_what_settle_leaves_at_its_deadline_goes_at_the_next_wake_and_only_that(
     flash, client, broker = five_readings(acks=2)
     began = time.monotonic()
     assert client.settle(300) == 3
-    assert 0.25 < time.monotonic() - began < 3
+    assert 0.25 < time.monotonic() - began < 30  # it waited for its deadline (the upper bound only bounds a hang)
     assert len(broker.of_type(codec.DISCONNECT)) == 1  # a clean end: the broker keeps the session
     acknowledged = {bytes(p.payload) for p in broker.of_type(codec.PUBLISH)[:2]}
 
@@ -105,8 +105,8 @@ def test_a_connection_lost_while_settling_ends_the_wait_without_an_exception() -
     for n in range(2):
         client.publish(b"sensors/a", b"reading %d" % n, 1)
     began = time.monotonic()
-    assert client.settle(5000) == 2 and not client.connected
-    assert time.monotonic() - began < 2
+    assert client.settle(60000) == 2 and not client.connected
+    assert time.monotonic() - began < 30  # the loss ended the wait, not the deadline
     assert client.settle(100) == 2  # not connected: it says what is left and returns at once
     assert boot(flash).outstanding() == 2
 
@@ -164,8 +164,8 @@ def test_without_a_retained_confirmation_the_confirming_client_waits_only_briefl
     client.subscribe("confirm/sleeper", 0)
     client.publish(b"sensors/a", b"reading 0", 1)
     began = time.monotonic()
-    assert client.settle(10000) == 0
-    assert 0.4 < time.monotonic() - began < 3  # the half second it gives a confirmation, not the deadline
+    assert client.settle(60000) == 0
+    assert 0.4 < time.monotonic() - began < 30  # the half second it gives a confirmation, not the deadline
 
 
 def test_the_asyncio_pattern_of_docs_low_power_journals_offline_then_sends_at_a_later_wake() -> None:
