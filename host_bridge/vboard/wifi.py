@@ -91,6 +91,38 @@ class Outage:
         return f"{self.on if self.on is not None else self.at}:{self.length}"
 
 
+class Hold:
+    """A board waiting at an event (AccessPoint.hold_at) until release(): `reached` is set when it gets there."""
+
+    def __init__(self, on: EventSpec) -> None:
+        self.on = on
+        self.reached = threading.Event()
+        self._lock = threading.Lock()
+        self._board: socket.socket | None = None
+        self._released = False
+
+    def reach(self, board: socket.socket) -> None:
+        with self._lock:
+            self._board = board
+            self.reached.set()
+            if self._released:
+                self._answer()
+
+    def release(self) -> None:
+        """The board goes on (at once, if it has not reached the event yet, when it does)."""
+        with self._lock:
+            self._released = True
+            if self._board is not None:
+                self._answer()
+
+    def _answer(self) -> None:
+        assert self._board is not None
+        with contextlib.suppress(OSError):
+            self._board.sendall(b"\x00")
+        _close(self._board)
+        self._board = None
+
+
 @dataclass
 class ApStats:
     outages: int = 0  # times the access point went down
@@ -140,6 +172,7 @@ class AccessPoint:
         self._schedule: list[Outage] = sorted((o for o in outages if o.on is None), key=lambda o: o.at)
         self._on_events: list[Outage] = [o for o in outages if o.on is not None]
         self._event_counts: dict[tuple[str, str], int] = {}  # (board, event): events it reported
+        self._holds: list[Hold] = []  # hold_at()s no board has reached yet
         self._random: tuple[float, random.Random, tuple[float, float]] | None = None
         self._next_random: float | None = None
         self._up_at: float | None = None  # monotonic time a scheduled outage ends
@@ -205,8 +238,18 @@ class AccessPoint:
         with self._lock:
             self._on_events.append(Outage(0.0, seconds, on))
 
-    def _board_event(self, board: str, name: str) -> None:
-        """A board reached event `name`: an outage waiting for it (this board's nth) begins now."""
+    def hold_at(self, on: EventSpec) -> Hold:
+        """The board that reaches event `on` first waits there until `release()`: a test disturbs the run at that
+        point (stops the broker, kills the bridge) before the board goes on, whatever the host's load. Boards see
+        it from their next boot on, and count their events from then."""
+        hold = Hold(on)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
+    def _board_event(self, board: str, name: str) -> Hold | None:
+        """A board reached event `name`: an outage waiting for it (this board's nth) begins now; a hold on it is
+        returned, for the board's answer to wait on."""
         with self._lock:
             key = (board, name)
             self._event_counts[key] = count = self._event_counts.get(key, 0) + 1
@@ -215,6 +258,11 @@ class AccessPoint:
                 self._on_events.remove(outage)
                 self.stats.event_outages += 1
                 self._begin_timed(outage.length)
+            for hold in self._holds:
+                if hold.on == EventSpec(name, count):
+                    self._holds.remove(hold)
+                    return hold
+        return None
 
     def random_outages(self, per_minute: float, seed: int = 0, lengths: tuple[float, float] = (1.0, 30.0)) -> None:
         """Outages at random, `per_minute` of them on average (exponential gaps), each of a length drawn uniformly
@@ -248,7 +296,9 @@ class AccessPoint:
                 "beacon_ms": m.beacon_ms,
                 "scale": m.scale,
                 "control": self.control.getsockname()[1],
-                "events": sorted({o.on.event for o in self._on_events if o.on is not None}),
+                "events": sorted(
+                    {o.on.event for o in self._on_events if o.on is not None} | {h.on.event for h in self._holds}
+                ),
             }
         )
 
@@ -495,19 +545,25 @@ class _Air:
         """A board's event (b"VBEV", length u8, "EVENT BOARD"): the outage it starts begins before the answer, so
         that the board goes on only once the access point is down. The board writes it whole at once."""
         conn, _ = listener.accept()
-        with conn:
-            conn.settimeout(10)
-            data = b""
+        conn.settimeout(10)
+        data = b""
+        with contextlib.suppress(OSError):
             while len(data) < 5 or len(data) < 5 + data[4]:
                 chunk = conn.recv(260)
                 if not chunk:
-                    return
+                    break
                 data += chunk
-            if data[:4] != b"VBEV":
-                return
-            name, _, board = data[5 : 5 + data[4]].decode(errors="replace").partition(" ")
-            ap._board_event(board, name)
+        if data[:4] != b"VBEV" or len(data) < 5 + data[4]:
+            _close(conn)
+            return
+        name, _, board = data[5 : 5 + data[4]].decode(errors="replace").partition(" ")
+        hold = ap._board_event(board, name)
+        if hold is not None:
+            hold.reach(conn)  # answered by release()
+            return
+        with contextlib.suppress(OSError):
             conn.sendall(b"\x00")
+        _close(conn)
 
     def _read_header(self, link: _Link) -> None:
         data = link.board.recv(_HEADER + 255 - len(link.header))

@@ -28,6 +28,7 @@ from host_bridge.hil.scenario import app_config, run_board
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, Verdict
 from host_bridge.hil.virtual_dut import VirtualDut
+from host_bridge.vboard.events import EventSpec
 from host_bridge.vboard.serial_line import LineFaults
 
 VERSIONS = ["3.1", "3.1.1", "5"]
@@ -118,23 +119,36 @@ def test_power_cuts_during_flows(
     )
 
 
-def run_while(dut: Dut, config: dict[str, Any], disturb: Callable[[], None], accepted: int) -> BoardRun:
-    """Run the board to completion (no power cuts), and call disturb() once the board has said it accepted
-    `accepted` messages: mid-run by what the board did, not by the clock."""
+def run_while(
+    dut: Dut, config: dict[str, Any], disturb: Callable[[Callable[[], None]], None], accepted: int
+) -> BoardRun:
+    """Run the board to completion (no power cuts), and call disturb(begun) once the board has said it accepted
+    `accepted` messages: mid-run by what the board did, not by the clock. A virtual board waits at that line
+    until the disturbance calls begun() (the broker stopped, the bridge killed), so that a loaded host cannot let
+    the run finish first; a real board runs on while the bench reads its console."""
     dut.configure(config)
     ended = threading.Event()
     failed: list[BaseException] = []
     disturbed = threading.Event()
+    hold = dut.ap.hold_at(EventSpec("accepted", accepted)) if isinstance(dut, VirtualDut) else None
+
+    def reached() -> bool:
+        if hold is not None:
+            return hold.reached.wait(0.01)
+        return len(console_host.lines(dut.console.text(), "accepted")) >= accepted
 
     def when_accepted() -> None:
         try:
-            while len(console_host.lines(dut.console.text(), "accepted")) < accepted:
+            while not reached():
                 if ended.wait(0.01):
                     return
-            disturb()
+            disturb(hold.release if hold is not None else lambda: None)
             disturbed.set()
         except BaseException as exc:  # noqa: BLE001 (handed to the test's thread, which raises it)
             failed.append(exc)
+        finally:
+            if hold is not None:
+                hold.release()
 
     dut.start()
     watcher = threading.Thread(target=when_accepted, daemon=True)
@@ -176,9 +190,11 @@ def test_broker_restarted_with_persistence(
     dev = device_id(request, "broker", qos, transport)
     config = app_config(hil_dut, dev, hil_broker.address, qos, 150, "3.1.1", transport, publish={"interval_ms": 10})
 
-    def restart_twice() -> None:
+    def restart_twice(begun: Callable[[], None]) -> None:
         connections = len(console_host.lines(hil_dut.console.text(), "connected"))
-        hil_broker.restart()
+        hil_broker.stop()
+        begun()
+        hil_broker.start()
         reconnected(hil_dut, connections)  # the second restart comes after the board is back, not after a delay
         hil_broker.restart()
 
@@ -200,9 +216,10 @@ def disturbed_serial_run(
     hil_verdict: Judge,
     name: str,
     version: str,
-    disturb: Callable[[], None],
+    disturb: Callable[[Callable[[], None]], None],
 ) -> None:
-    """150 QoS 2 messages through the bridge, disturb() after the board accepted 40; the promises must hold."""
+    """150 QoS 2 messages through the bridge, disturb(begun) after the board accepted 40 (run_while); the promises
+    must hold."""
     hil_bridge.start([dut])
     dev = device_id(request, name)
     config = app_config(dut, dev, hil_broker.address, 2, 150, version, "serial", publish={"interval_ms": 5})
@@ -215,8 +232,9 @@ def test_bridge_killed_and_restarted(
 ) -> None:
     """The serial bridge is SIGKILLed mid-run and started again: the board resumes its session through it."""
 
-    def kill_and_restart() -> None:
+    def kill_and_restart(begun: Callable[[], None]) -> None:
         hil_bridge.kill()
+        begun()
         time.sleep(0.5)
         hil_bridge.start()
 
@@ -232,8 +250,9 @@ def test_usb_port_vanishes_and_comes_back(
     """The host end of the board's serial line disappears for 1.5 s (a USB adapter pulled and plugged back in
     under the same /dev/serial/by-id name); the bridge reopens it and nothing is lost."""
 
-    def pull_cable() -> None:
+    def pull_cable(begun: Callable[[], None]) -> None:
         hil_dut.unplug()
+        begun()
         time.sleep(1.5)
         hil_dut.replug()
 
