@@ -16,6 +16,7 @@ package(
         "inbox.py",
         "journal_record.py",
         "journal.py",
+        "ring_tail.py",
         "journal_ring.py",
         "journal_file.py",
         "client.py",
@@ -37,5 +38,6 @@ module("realboard.py", base_path="app", opt=3)
 module("continuous.py", base_path="app", opt=3)
 module("duty.py", base_path="app", opt=3)
 module("sampler.py", base_path="app", opt=3)
+module("wake_plan.py", base_path="app", opt=3)
 module("supervise.py", base_path="app", opt=3)
 module("tls_open.py", base_path="app", opt=3)

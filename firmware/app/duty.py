@@ -66,12 +66,10 @@ def run(board):
     client.close()  # (the deadline came during a connection attempt)
     import machine
 
-    if sleep["readings_per_send"] > 1:
-        import sampler  # (loaded now, past the wake's heap low)
+    if sleep["readings_per_send"] > 1 or machine.RTC().memory()[:1] == b"S":  # (a plan to void)
+        import wake_plan  # (loaded now, past the wake's heap low)
 
-        sampler.after(board, seq, time.time())
-    else:
-        machine.RTC().memory(b"")  # no sampling wakes (a plan a config with readings_per_send left is void)
+        wake_plan.after(board, seq, time.time())
     ms = max(1, sleep["every_s"] * 1000 - time.ticks_diff(time.ticks_ms(), start))
     print(console.SLEEP % (ms, client.outstanding()))
     machine.deepsleep(ms)

@@ -12,6 +12,7 @@
 # good). RTC memory is lost with the power: a power-on runs the application.
 
 import json
+import sys
 import time
 
 import machine
@@ -19,6 +20,10 @@ import machine
 PLAN = 1  # the plan's format (the JSON object's "v")
 SAMPLE = b"S"  # the next wake journals its reading
 SEND = b"T"  # the next wake runs the application, which sends
+# RTC memory holds the plan first, then the application's own bytes (app_memory()): a kind byte (SAMPLE, SEND, or
+# NONE), the plan's length (u16, big-endian), the plan (JSON), and what follows is the application's.
+NONE = b"-"
+RTC_BYTES = 2048  # an ESP32's RTC memory for MicroPython (machine.RTC().memory())
 
 
 def keep(found, now):
@@ -26,89 +31,93 @@ def keep(found, now):
     every readings_per_send-th wake, once queue_limit readings wait (its own included), or once the oldest waiting is
     max_reading_age_s old."""
     due = (
-        found["taken"] + 1 >= found["per_send"]
+        found["left"] <= 0  # the run's last reading is taken: the next wake sends what is left and ends the run
+        or found["taken"] + 1 >= found["per_send"]
         or found["queued"] + 1 >= found["limit"]
         or (found["max_age"] and found["queued"] and now + found["every"] // 1000 - found["oldest"] >= found["max_age"])
     )
-    machine.RTC().memory((SEND if due else SAMPLE) + json.dumps(found).encode())
+    write(SEND if due else SAMPLE, json.dumps(found).encode())
 
 
-def after(board, seq, now):
-    """At the end of a wake that ran the application (duty.py): the plan for the wakes that follow, seq the next
-    reading's. Readings left waiting are counted from this wake (their own times are in their payloads)."""
-    cfg = board.cfg
-    sleep = cfg["sleep"]
-    queued = board.client.outstanding()
-    found = {
-        "v": PLAN,
-        "dev": cfg["client_id"],
-        "topic": cfg["topic"],
-        "qos": cfg["qos"],
-        "version": cfg["version"],
-        "slots": sleep["queue_limit"],
-        "count": cfg["count"],
-        "size": cfg["payload_bytes"],
-        "every": sleep["every_s"] * 1000,
-        "per_send": sleep["readings_per_send"],
-        "limit": sleep["queue_limit"],
-        "max_age": sleep["max_reading_age_s"],
-        "confirm": cfg["confirm"] and cfg["confirm"]["hold"],
-        "boot": board.boot,
-        "seq": seq,
-        "taken": 0,
-        "queued": queued,
-        "oldest": now if queued else 0,
-    }
-    keep(found, now)
+def write(kind, plan=b""):
+    """The plan's part of RTC memory, the application's part kept. A plan that leaves the application's part no
+    room is not kept: the next wake sends (and makes a new one)."""
+    rtc = machine.RTC()
+    app = app_memory()
+    if 3 + len(plan) + len(app) > RTC_BYTES:
+        kind, plan = SEND, b""
+    rtc.memory(kind + bytes((len(plan) >> 8, len(plan) & 0xFF)) + plan + app)
+
+
+def plan_size(memory):
+    return 3 + ((memory[1] << 8) | memory[2]) if len(memory) >= 3 else len(memory)
+
+
+def app_memory(data=None):
+    """The application's part of RTC memory, after the plan: what it holds, or, given `data`, that written and
+    the plan kept (ValueError when the two pass RTC memory's 2,048 bytes). Lost at a power cut, as the plan is."""
+    rtc = machine.RTC()
+    memory = rtc.memory()
+    if data is None:
+        return memory[plan_size(memory) :]
+    rtc.memory((memory[: plan_size(memory)] or NONE + b"\0\0") + data)
 
 
 def run():
     """A sampling wake: it ends in deep sleep and does not return. Returns when the application must run
-    instead: no plan it can read, every reading of the run taken, or the journal's slots full."""
+    instead (no plan it can read, every reading of the run taken, the journal's slots full), with what it loaded
+    that the application does not use dropped: its code would take the application's heap."""
+    _sample()
+    for name in ("wake_plan", "dmqtt.ring_tail"):
+        sys.modules.pop(name, None)
+
+
+def _sample():
     began = time.ticks_ms()
     try:
-        found = json.loads(machine.RTC().memory()[1:])
+        memory = machine.RTC().memory()
+        found = json.loads(memory[3 : plan_size(memory)])
     except ValueError:
         return
     if not isinstance(found, dict) or found.get("v") != PLAN:
         return
     now = time.time()
     from dboard import console
-    from dmqtt.errors import QueueFull
-    from dmqtt.journal import open_journal
 
-    # The client's session, its slots and Receive Maximum (dmqtt.client's 16) as the application makes them.
-    if found["confirm"] is None:
-        from dmqtt.session import Session
-
-        session = Session(open_journal(), found["version"], 0, found["slots"], 16)
-    else:
-        # The confirmation's journal records (the epochs, the confirmed point) kept as the client keeps them. Its
-        # module holds the confirming client too, which brings the client's module and the codec: a sampling wake
-        # with confirmation loads them (a module of its own for the session cost the boards that stay awake
-        # their margin of heap at boot: tests/integration/test_boot_heap.py).
-        from dmqtt.confirm import ConfirmingSession
-
-        session = ConfirmingSession(open_journal(), found["version"], 0, found["slots"], 16)
-        session._current = found["boot"]  # the epoch of this boot's readings, journaled at its first
-        session.hold = found["confirm"]
-    for note in session.open():
-        print(note)
-    if session.mark >= found["count"]:
-        return  # every reading of the run is taken: the application sends what is left and ends the run
     boot, seq = found["boot"], found["seq"]
-    try:
-        session.accept(found["topic"].encode(), console.payload(found["dev"], boot, seq, found["size"]),
-                       found["qos"], False, session.mark + 1)  # fmt: skip
-    except QueueFull:
-        return  # the journal's slots are full: the application sends first
+    hint = found.get("ring")
+    if hint is not None:
+        # The least code that keeps the promise: one record appended at the head the hint names, once the flash
+        # says what the hint says (dmqtt/ring_tail.py); the whole journal is opened only when it does not.
+        from esp32 import Partition
+
+        from dmqtt import ring_tail
+
+        payload = console.payload(found["dev"], boot, seq, found["size"])
+        part = Partition.find(Partition.TYPE_DATA, label="mqttlog")
+        try:
+            topic = found["topic"].encode()
+            left = ring_tail.append(part[0], hint, found["slots"], topic, payload, found["qos"]) if part else 0
+        except OSError:
+            left = 0  # the whole journal's open says what the flash did, as a journal error
+        if left < 0:
+            print("sampler: the journal is not where the last wake left it: opening it whole")
+        if left <= 0:
+            hint = None
+    if hint is None:
+        import wake_plan
+
+        left = wake_plan.accept(found, boot, seq, console)
+        if left is None:
+            return
     print(console.ACCEPTED % (boot, seq))  # the witness, as the application prints it
     found["seq"] = seq + 1
     found["taken"] += 1
+    found["left"] -= 1
     if not found["queued"]:
         found["oldest"] = now
     found["queued"] += 1
     keep(found, now)
     ms = max(1, found["every"] - time.ticks_diff(time.ticks_ms(), began))
-    print(console.SLEEP % (ms, session.outstanding()))
+    print(console.SLEEP % (ms, left))
     machine.deepsleep(ms)

@@ -187,6 +187,7 @@ class VirtualBoard:
         # A new board is a power-on: its RTC starts with the host's clock and empty slow memory.
         self.rtc_path = self.flash.with_name(self.flash.name + ".rtc")
         self.rtc_path.unlink(missing_ok=True)
+        self.rtc_path.with_name(self.rtc_path.name + ".mem").unlink(missing_ok=True)
         # The events a cut is scheduled on, one line each, over the board's life (vboard_state.event).
         self.events_path = self.flash.with_name(self.flash.name + ".events")
         self.events_path.unlink(missing_ok=True)
@@ -340,9 +341,7 @@ class VirtualBoard:
         """The next boot is a power-on: reset cause PWRON_RESET, no wake reason, RTC slow memory lost (its
         clock and the emulation's sleep counters are kept)."""
         self.reset_cause, self.wake_reason, self.raw_repl = PWRON_RESET, 0, False
-        state = self._rtc()
-        if state.pop("memory", ""):
-            self._write_rtc(state)
+        self.rtc_path.with_name(self.rtc_path.name + ".mem").unlink(missing_ok=True)
 
     def _rtc(self) -> dict[str, Any]:
         try:

@@ -2,7 +2,7 @@
 # wake_reason, unique_id, reset and the sleeps. The UART is the board end of a pseudo-terminal that the runner
 # relays (paced, noisy) to the host end it announces as `serial-port: PATH`.
 
-import binascii
+import binascii  # noqa: F401  (built in on a chip: in sys.modules before the firmware's heap is pinned, as it was)
 import os
 import sys
 import termios
@@ -120,13 +120,11 @@ class RTC:
     def memory(self, data=None):
         begun = time.ticks_us()  # (a memory copy on a chip: the emulation's time, counted apart)
         try:
-            state = vboard_state.rtc()
             if data is None:
-                return binascii.unhexlify(state["memory"])
+                return vboard_state.rtc_memory()
             if len(data) > _RTC_MEMORY:
                 raise ValueError("buffer too long")
-            state["memory"] = binascii.hexlify(data).decode()
-            vboard_state.save_rtc()
+            vboard_state.rtc_memory(data)
             return None
         finally:
             vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun)

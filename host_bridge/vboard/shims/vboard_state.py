@@ -54,10 +54,12 @@ def _fault(spec):
 
 # What survives a deep sleep: the RTC's clock and its slow memory (machine.RTC().memory()), and the emulation's
 # sleep counters. Kept in a small JSON file beside the flash (VBOARD_RTC), written whole through a rename so
-# that a power cut in the middle of a write leaves the last one. The runner drops "memory" at every power-on
-# (a power cut, a new board), as RTC slow memory loses it; the clock and the counters stay.
+# that a power cut in the middle of a write leaves the last one; the slow memory's bytes as they are in a file
+# beside it (VBOARD_RTC + ".mem"), written at each RTC().memory(data) (a copy into RTC RAM on a chip: here one
+# file write, so that the emulation charges the firmware's heap no more than the chip's copy does). The runner
+# removes the memory at every power-on (a power cut, a new board), as RTC slow memory loses it; the clock and the
+# counters stay.
 #   clock_ms   how far the board's clock is ahead of the host's: the time it slept, and RTC.datetime() settings
-#   memory     RTC slow memory, hex
 #   deep, deep_ms, light, light_ms   deep and light sleeps since the board was made, and the time slept in each
 #   sleep_ms   the deep sleep this boot ended with (0: none, -1: without a timer), read by the runner
 #   awake_ms, firmware_us, emulated_us, script, loaded   that boot's time to the deep sleep (host milliseconds from
@@ -70,7 +72,7 @@ _rtc = None
 def rtc():
     global _rtc
     if _rtc is None:
-        _rtc = {"clock_ms": 0, "memory": "", "deep": 0, "deep_ms": 0, "light": 0, "light_ms": 0, "sleep_ms": 0}
+        _rtc = {"clock_ms": 0, "deep": 0, "deep_ms": 0, "light": 0, "light_ms": 0, "sleep_ms": 0}
         path = env("VBOARD_RTC")
         if path is not None:
             try:
@@ -80,6 +82,22 @@ def rtc():
                 pass  # none yet (a new board), or a file the host is about to replace
         _rtc["sleep_ms"] = 0
     return _rtc
+
+
+def rtc_memory(data=None):
+    """RTC slow memory: a copy of its bytes (as a chip's RTC().memory() makes one), or (data) these written over
+    them (a chip copies them into RTC RAM: nothing of them stays in the heap, nor here)."""
+    path = env("VBOARD_RTC") + ".mem"
+    if data is None:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError:
+            return b""  # lost with the power, or never written
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.rename(path + ".tmp", path)  # whole or not at all, as the runner reads it
+    return None
 
 
 def save_rtc():

@@ -27,7 +27,7 @@ class RacingDut:
 
     name = "racing"
     console = SilentConsole()  # (the plan's cut after an accepted message watches it: nothing is accepted)
-    flash_cuts = False
+    flash_cuts = event_cuts = False
     boots = cuts = 0
     pids: list[int] = []
 
@@ -36,7 +36,7 @@ class RacingDut:
         self.running = threading.Event()
         self.cut = threading.Event()
 
-    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0, cut_on: object = None) -> None:
         self.stop_requested.wait(10)
         self.cut.clear()
         self.running.set()

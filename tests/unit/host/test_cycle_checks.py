@@ -27,7 +27,7 @@ class ScriptedDut:
 
     name = "scripted"
     summary_keys = console.SUMMARY_KEYS
-    flash_cuts = sleep_cuts = False
+    flash_cuts = sleep_cuts = event_cuts = False
     counts_own_boots = True
 
     def __init__(self, numbers: list[int], path: Path) -> None:
@@ -35,7 +35,7 @@ class ScriptedDut:
         self.console = ScriptedConsole(path)
         self.boots = 0
 
-    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0) -> None:
+    def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0, cut_on: object = None) -> None:
         self.boots += 1
 
     def wait_boot(self, timeout: float) -> BootEnd:
