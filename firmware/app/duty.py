@@ -65,11 +65,9 @@ def run(board):
         return
     client.close()  # (the deadline came during a connection attempt)
     import machine
+    import wake_plan  # (loaded now, past the wake's heap low)
 
-    if sleep["readings_per_send"] > 1 or machine.RTC().memory()[:1] == b"S":  # (a plan to void)
-        import wake_plan  # (loaded now, past the wake's heap low)
-
-        wake_plan.after(board, seq, time.time())
+    wake_plan.after(board, seq, time.time())
     ms = max(1, sleep["every_s"] * 1000 - time.ticks_diff(time.ticks_ms(), start))
     print(console.SLEEP % (ms, client.outstanding()))
     machine.deepsleep(ms)

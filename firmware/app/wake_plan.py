@@ -1,9 +1,12 @@
-# The plan in RTC memory (sampler.py) made from a whole session: at the end of a wake that ran the application
-# (after(), called by duty.py), and at a sampling wake whose hint the flash did not bear out (accept(): the journal
-# opened whole, as at a power-on). Loaded by those wakes only, so that a sampling wake whose hint holds loads none
-# of it (docs/low-power.md, what a wake loads).
+# The end of a wake that ran the application (after(), called by duty.py before the deep sleep): why it sleeps
+# unjoined, if it does, and the plan in RTC memory (sampler.py) made from the whole session; and a sampling wake
+# whose hint the flash did not bear out (accept(): the journal opened whole, as at a power-on). Loaded by those
+# wakes only, past a sending wake's heap low, so that neither a sampling wake whose hint holds nor the
+# application's run carries its code (docs/low-power.md, what a wake loads).
 
-from sampler import NONE, PLAN, keep, write
+import machine
+
+from dboard import console
 
 
 def after(board, seq, now):
@@ -11,9 +14,16 @@ def after(board, seq, now):
     reading's. Readings left waiting are counted from this wake (their own times are in their payloads)."""
     cfg = board.cfg
     sleep = cfg["sleep"]
+    if board.wifi is not None and not board.wifi.up:
+        gave_up(board.wifi.sta.status(), sleep["awake_s"])
     if sleep["readings_per_send"] == 1:
-        write(NONE)  # a plan left by a config with readings_per_send above 1: void now
+        if machine.RTC().memory()[:1] == b"S":  # sampler.SAMPLE: a plan a config with readings_per_send left
+            from sampler import NONE, write
+
+            write(NONE)
         return
+    from sampler import PLAN, keep
+
     queued = board.client.outstanding()
     found = {
         "v": PLAN,
@@ -38,6 +48,20 @@ def after(board, seq, now):
         "ring": hint_of(board.client.session),
     }
     keep(found, now)
+
+
+def gave_up(status, awake_s):
+    """A sending wake goes back to sleep without having joined: why, from the station's status, with what to
+    check (said even when awake_s ran out before the join could finish)."""
+    import network
+
+    if status == network.STAT_NO_AP_FOUND:
+        why = "no network of that name (or BSSID) found: check wifi.ssid and wifi.bssid"
+    elif status == network.STAT_WRONG_PASSWORD:
+        why = "the password was refused: check wifi.password"
+    else:
+        why = "no join within sleep.awake_s (%d s)" % awake_s
+    print(console.WIFI_NOT_JOINED % (status, why))
 
 
 def hint_of(session):

@@ -359,6 +359,33 @@ def test_the_board_cuts_its_own_power_at_its_event_from_the_command_line(
         assert result.stdout.count("connected session_present") == 1, result.stdout[-2000:]
 
 
+@pytest.mark.parametrize(
+    ("wifi", "scale", "said"),
+    [
+        ({"ssid": "shed", "password": "pw"}, "0.02", "wifi: not joined (status 201): no network of that name"),
+        ({"ssid": "lab", "password": "nope"}, "0.02", "wifi: not joined (status 202): the password was refused"),
+        ({"ssid": "lab", "password": "pw"}, "1", "wifi: not joined (status 1001): no join within sleep.awake_s (1 s)"),
+    ],
+)
+def test_a_sending_wake_that_cannot_join_says_why_before_it_sleeps(
+    tmp_path: Path, mosquitto: Mosquitto, wifi: dict[str, str], scale: str, said: str
+) -> None:
+    """A battery board's sending wake that never joins says why on its console before it sleeps: the network not
+    found (a wrong SSID or BSSID), the password refused, or a join (1.75 s at the chip's pace) longer than awake_s.
+    (It said nothing, or that its queue was full.) The board is cut as its next wake begins."""
+    config = {
+        "client_id": "cli-nojoin",
+        "broker": mosquitto.address,
+        "wifi": wifi,
+        "publish": {"qos": 1, "count": 10},
+        "sleep": {"every_s": 60, "awake_s": 1},
+    }
+    result = vboard_cli(tmp_path, config, "--ap", "lab:pw", "--join-scale", scale, "--cut-on", "wake#1")
+    assert result.returncode == 137, result.stdout[-3000:] + result.stderr
+    out = result.stdout
+    assert said in out and out.index(said) < out.index("sleep: "), out[-2000:]
+
+
 def test_a_board_that_sleeps_between_readings_runs_a_day_of_wakes_from_the_command_line(
     tmp_path: Path, mosquitto: Mosquitto
 ) -> None:
