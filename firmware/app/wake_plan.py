@@ -6,8 +6,6 @@
 
 import machine
 
-from dboard import console
-
 
 def after(board, seq, now):
     """At the end of a wake that ran the application (duty.py): the plan for the wakes that follow, seq the next
@@ -61,7 +59,8 @@ def gave_up(status, awake_s):
         why = "the password was refused: check wifi.password"
     else:
         why = "no join within sleep.awake_s (%d s)" % awake_s
-    print(console.WIFI_NOT_JOINED % (status, why))
+    # A note for the reader, not a line of the console protocol: a format in dboard/console.py is heap on every board.
+    print("wifi: not joined (status %d): %s" % (status, why))
 
 
 def hint_of(session):

@@ -36,8 +36,6 @@ UNCONFIRMED = "unconfirmed: %d messages not confirmed by the recorder after %d s
 WIFI_JOINED = "wifi: joined %s in %d ms"
 WIFI_DOWN = "wifi: down (status %d)"
 WIFI_UP = "wifi: up again after %d ms"
-# With wifi and sleep: a sending wake goes back to sleep unjoined, and why (the station's status, and what to check).
-WIFI_NOT_JOINED = "wifi: not joined (status %d): %s"
 # With sleep: the boot ends in deep sleep for this long, with these QoS 1/2 messages still unacknowledged.
 SLEEP = "sleep: %d ms, %d in flight"
 

@@ -17,7 +17,6 @@ UNCONFIRMED: Final[str]
 WIFI_JOINED: Final[str]
 WIFI_DOWN: Final[str]
 WIFI_UP: Final[str]
-WIFI_NOT_JOINED: Final[str]
 SLEEP: Final[str]
 SUMMARY_KEYS: Final[tuple[str, ...]]
 

@@ -30,7 +30,6 @@ FORMATS: dict[str, str] = {
     "wifi_joined": console.WIFI_JOINED,
     "wifi_down": console.WIFI_DOWN,
     "wifi_up": console.WIFI_UP,
-    "wifi_not_joined": console.WIFI_NOT_JOINED,
     "sleep": console.SLEEP,
 }
 # The board's main() returns this after a config_error line (docs/console-protocol.md): a virtual board's exit

@@ -365,10 +365,6 @@ class MQTTClient:
             raise PublishRefused(_text(_T_QOS, repr(qos)), _QOS_NOT_SUPPORTED)
         if self.mark < 0:
             self.open()
-            if mark is not None and mark <= self.mark:
-                from dmqtt import usage  # (a mark counted from client.mark read before the journal was open)
-
-                usage.stale_mark(mark, self.mark)
         if topic is self._topic_given:  # the same immutable topic as last time: checked (and encoded) then
             topic = self._topic
         else:

@@ -85,6 +85,4 @@ TEXT = (
     "QoS %s: give 0, 1 or 2",  # _T_QOS
     "a PUBLISH of %d bytes does not fit the client's packet buffer of %d: raise max_packet (MQTTClient(...,"
     " max_packet=...)), or send it smaller",  # _T_OUR_LIMIT
-    "publish(mark=%d) is not past the journal's mark %d: read client.mark after client.open() (or connect()),"
-    " not before: it is -1 until the journal is open",  # _T_STALE_MARK
 )

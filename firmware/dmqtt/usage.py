@@ -15,13 +15,12 @@ except ImportError:
 # Failures in words: numbers into client_text.TEXT (after session.py's and inbox.py's).
 _T_VERSION = const(19)
 _T_PAYLOAD = const(20)
-_T_STALE_MARK = const(23)
 _PAYLOAD_FORMAT_INVALID = const(0x99)  # codec.PAYLOAD_FORMAT_INVALID
 
 
 class UsageError(DmqttError):
     """MQTTClient(version=...) is none of the versions the client speaks (3 or "3.1", 4 or "3.1.1", 5, "5" or
-    "5.0"), or publish(mark=...) counts from a client.mark read before the journal was open."""
+    "5.0")."""
 
 
 def _text(rule, arg=None):
@@ -47,10 +46,3 @@ def payload_bytes(payload):
     if isinstance(payload, memoryview):
         return payload
     raise PublishRefused(_text(_T_PAYLOAD, type(payload).__name__), _PAYLOAD_FORMAT_INVALID)
-
-
-def stale_mark(mark, journaled):
-    """publish(mark=...) opened the journal and found the mark not past the journal's: the application counted it
-    from client.mark read before the journal was open (-1 then), so every reading would be journaled under one
-    mark."""
-    raise UsageError(_text(_T_STALE_MARK, (mark, journaled)))

@@ -15,7 +15,6 @@ from dmqtt.aio import AsyncClient
 from dmqtt.client import MQTTClient
 from dmqtt.confirm import ConfirmingClient
 from dmqtt.journal_ring import RingJournal
-from dmqtt.usage import UsageError
 from host_bridge.recorder.confirmation import Entry, encode
 from tests.unit.host_client import Broker
 from tests.unit.nor import NorPartition
@@ -273,20 +272,3 @@ def test_the_asyncio_face_sends_again_what_stays_unconfirmed_past_its_timeout_an
         return broker
 
     assert [bytes(p.payload) for p in asyncio.run(after_cut()).of_type(codec.PUBLISH)] == [b"reading 1"]
-
-
-def test_a_mark_counted_from_client_mark_read_before_open_is_refused_naming_the_fix() -> None:
-    """An application that reads client.mark before the journal is open gets -1 and would journal every reading
-    under one mark; its publish(mark=...) opens the journal, finds the mark not past the journal's, and raises a
-    UsageError saying to read the mark after open(). Read after open(), the mark counts on."""
-    flash = NorPartition(6)
-    client = boot(flash)
-    for n in range(3):
-        client.publish(b"sensors/a", b"reading %d" % n, 1, mark=client.mark + 1)
-    wake = MQTTClient("sleeper", RingJournal(flash, 256), codec.V311, window=8)  # not opened
-    seq = wake.mark
-    with pytest.raises(UsageError, match=r"publish\(mark=0\) is not past the journal's mark 3: read client.mark after"):
-        wake.publish(b"sensors/a", b"reading 3", 1, mark=seq + 1)
-    assert wake.mark == 3  # now open: the mark counts on
-    wake.publish(b"sensors/a", b"reading 3", 1, mark=wake.mark + 1)
-    assert boot(flash).mark == 4 and boot(flash).outstanding() == 4
