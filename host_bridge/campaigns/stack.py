@@ -36,6 +36,8 @@ from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
 from host_bridge.recorder.record_command import command as recorder_command
 from host_bridge.vboard import LineFaults
+from host_bridge.vboard.events import EventSpec
+from host_bridge.vboard.wifi import Hold
 
 BAUD = 115200
 NOISE = LineFaults(baud=BAUD, bit_error_rate=2e-5, drop_rate=1e-5)
@@ -291,8 +293,10 @@ class Stack:
         self.timeline = TimelineWriter(out / "timeline.jsonl")
         self._specs, self._messages, self._cuts, self._rng = specs, messages, cuts, rng
 
-    def start(self) -> None:
-        """Broker, its subscriber, recorder, the boards' serial lines, the bridge; then the boards' runs begin."""
+    def start(self, hold: EventSpec | None = None) -> list[Hold]:
+        """Broker, its subscriber, recorder, the boards' serial lines, the bridge; then the boards' runs begin.
+        `hold`: each board waits at that event of its own (AccessPoint.hold_at) until the hold returned for it is
+        released, so that a scenario disturbs the system at a point of the boards' runs, not of the host's clock."""
         self.start_broker()
         self.deliveries = self.subscriber("campaign-deliveries")
         self.start_recorder()
@@ -311,10 +315,12 @@ class Stack:
             )
             for spec in self._specs
         ]
+        holds = [run.dut.ap.hold_at(hold) for run in self.runs] if hold is not None else []
         if self.serial_ports:
             self.start_bridge()
         for run in self.runs:
             run.start()
+        return holds
 
     @property
     def serial_ports(self) -> dict[str, str]:

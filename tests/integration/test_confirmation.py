@@ -35,6 +35,8 @@ from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.campaigns.stack import BoardSpec, Stack
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.recorder.confirmation import decode
+from host_bridge.vboard.events import EventSpec
+from host_bridge.vboard.wifi import Hold
 from tests.integration.boards import board_config, finish, start_board, summary
 from tests.integration.recorder_proc import RecorderProcess
 
@@ -77,18 +79,23 @@ def broker_sigkill_scenario(work: Path, app: Path | None = None) -> tuple[Stack,
     )
     stack = Stack(work / "stack", broker, specs, messages=150, cuts=0, rng=random.Random(5), confirm=True, app=app)
     paused = False
+    holds: list[Hold] = []
     try:
-        stack.start()
+        # Each board waits at its 40th accepted message until the recorder is stopped, so that every board has
+        # messages left to publish then, however slow the host (a board once finished its 150 first).
+        holds = stack.start(hold=EventSpec("accepted", 40))
         assert stack.recorder is not None
-        deadline = time.monotonic() + 60
-        while len(read_committed(stack.recorded, ["dev"])) < 60:
-            assert time.monotonic() < deadline, "the recorder committed too little"
+        deadline = time.monotonic() + 120  # (each wait bounds a hang: the boards share 2 cores with the suite)
+        while len(read_committed(stack.recorded, ["dev"])) < 60 or not all(h.reached.is_set() for h in holds):
+            assert time.monotonic() < deadline, "the recorder committed too little, or a board never got to 40"
             time.sleep(0.05)
         # The recorder stops reading: the broker acknowledges the boards' messages and holds them for it...
         os.kill(stack.recorder.process.pid, signal.SIGSTOP)
         paused = True
         accepted = {r.spec.client_id: accepted_count(r.dut.console.text()) for r in stack.runs}
-        deadline = time.monotonic() + 60  # (each wait its own minute: the boards share 2 cores with the suite)
+        for hold in holds:
+            hold.release()
+        deadline = time.monotonic() + 120
         while any(accepted_count(r.dut.console.text()) < accepted[r.spec.client_id] + 15 for r in stack.runs):
             assert time.monotonic() < deadline, "the boards stopped publishing"
             time.sleep(0.02)
@@ -103,6 +110,8 @@ def broker_sigkill_scenario(work: Path, app: Path | None = None) -> tuple[Stack,
         failures = stack.failures()
         stack.drain(print, timeout=60)
     finally:
+        for hold in holds:
+            hold.release()
         if paused and stack.recorder is not None:
             os.kill(stack.recorder.process.pid, signal.SIGCONT)
         stack.stop()
