@@ -19,21 +19,29 @@ from paho.mqtt.enums import CallbackAPIVersion
 from dboard import console_host
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.hil.cycle import CutPlan, run_to_completion
+from host_bridge.hil.dut import Dut
 from host_bridge.hil.scenario import app_config
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.hil.virtual_dut import VirtualDut
 
 COMMANDS = 40
+PACE = 8  # a command every 8 messages the board accepts: 40 over its first 320 of 500, through its 5 cuts
 PLAN = CutPlan(cuts=5, inside_flash=0.6, flash_ops=(5, 150), accepted=(20, 60))
 
 
 def commander(
-    hil_broker: str, topic: str, ready: threading.Event, stop: threading.Event, failures: list[BaseException]
+    hil_broker: str,
+    topic: str,
+    ready: threading.Event,
+    stop: threading.Event,
+    failures: list[BaseException],
+    dut: Dut | None = None,
 ) -> threading.Thread:
     """Publishes COMMANDS commands at QoS 2 to `topic` once the board has subscribed (its session keeps the
-    subscription through its reboots, so the broker queues what comes while it is down). What goes wrong goes
-    into `failures`, for the test to raise."""
+    subscription through its reboots, so the broker queues what comes while it is down); given `dut`, one each
+    time it has accepted PACE more messages, so that the commands spread over its boots by its own progress, not
+    the host's clock. What goes wrong goes into `failures`, for the test to raise."""
 
     def run() -> None:
         try:
@@ -50,6 +58,9 @@ def commander(
         client.loop_start()
         try:
             for i in range(COMMANDS):
+                while dut is not None and accepted(dut) < (i + 1) * PACE:
+                    if stop.wait(0.01):
+                        return
                 if stop.is_set():
                     return
                 info = client.publish(topic, b"c-%03d" % i, qos=2)
@@ -64,6 +75,10 @@ def commander(
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+def accepted(dut: Dut) -> int:
+    return len(console_host.lines(dut.console.all(), "accepted"))
 
 
 def deliveries_per_boot(console: str, topic: str) -> list[list[tuple[bytes, int]]]:
@@ -83,7 +98,7 @@ def test_commands_at_qos2_reach_the_handler_exactly_once_through_power_cuts(
     dut = VirtualDut(dev, BoardDefinition.load("sim"), flash=hil_log / dev / "b.flash", console_log=hil_log / "c.log")
     ready, stop = threading.Event(), threading.Event()
     failures: list[BaseException] = []
-    sender = commander(hil_broker.address, topic, ready, stop, failures)
+    sender = commander(hil_broker.address, topic, ready, stop, failures, dut)
     watcher = threading.Thread(target=lambda: ready.set() if _subscribed(dut) else None, daemon=True)
     try:
         config = app_config(

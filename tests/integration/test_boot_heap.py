@@ -1,6 +1,6 @@
 """A serial board with end-to-end confirmation is the configuration whose boot comes nearest its heap: every
 module's code is loaded (deployed .mpy files), with the link's buffers and the confirmation's state. It boots,
-queues messages offline, loses its power, and boots again over that journal, with 9.5 KB less heap than the
+queues messages offline, loses its power, and boots again over that journal, with 8.5 KB less heap than the
 board has. The heap figure (tests/hil/test_heap_budget.py) measures the run's low point after collections, not the
 boot's peak; this guards the peak. (In 0.6.0, loading the journal's replay only for the boot made this boot fail for
 want of a 1.3 KB block: it needed 139 KB where it had needed 122.)"""
@@ -14,13 +14,14 @@ from host_bridge.vboard.flash_image import parse_size
 from host_bridge.vboard.serial_line import LineFaults
 from tests.integration.boards import SIM, read_until, start_board
 
-# What the boot leaves spare is measured, not chosen: 0.11.0 booted with 10 KB less and not with 10.25; 0.12.0, which
-# deploys two modules more (a sampling wake's: sampler's wake_plan, dmqtt.ring_tail), boots with 9.5 and not with
-# 10. The largest block the boot finds moves by a few hundred bytes with where LittleFS puts the deployed files.
-SPARE = int(9.5 * 1024)
+# What the boot leaves spare is measured, not chosen, and it moves with the emulation's own allocations: 0.11.0
+# booted with 10 KB less and not with 10.25; 0.12.0 (two modules more deployed, a sampling wake's) booted with
+# 9.5 KB less in two checkouts and not in three others, whose paths differ only in length, and with 9 KB less in
+# every one tried. Hence 8.5: the guard catches a boot that needs a kilobyte more, not the checkout's path.
+SPARE = int(8.5 * 1024)
 
 
-def test_a_serial_board_with_confirmation_boots_twice_with_9_5_kb_to_spare(tmp_path: Path) -> None:
+def test_a_serial_board_with_confirmation_boots_twice_with_8_5_kb_to_spare(tmp_path: Path) -> None:
     heap = parse_size(SIM.heap_without_wifi) - SPARE
     config = {
         "client_id": "boot-heap",

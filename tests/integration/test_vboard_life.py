@@ -19,6 +19,7 @@ import pytest
 from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.virtual_dut import VirtualDut
+from host_bridge.vboard.events import EventSpec
 from host_bridge.vboard.runner import DEEPSLEEP_RESET, PWRON_RESET, TIMER_WAKE, VirtualBoard
 from host_bridge.vboard.wifi import AccessPoint, JoinModel
 from tests.conftest import REPO
@@ -110,17 +111,18 @@ def test_light_sleep_keeps_ram_and_moves_the_clock_and_the_ticks(tmp_path: Path)
 
 
 def test_a_cut_at_the_wake_and_in_the_first_program_leaves_a_board_that_boots_again(tmp_path: Path) -> None:
-    """Power cuts where a chip's can land besides the sleep: at the wake, before the application runs (a cut a
-    few milliseconds into the boot), and in the boot's first flash program (the application's first write,
-    emulated half done). Each next boot is a power-on on the same flash; the run still completes."""
+    """Power cuts where a chip's can land besides the sleep: at the wake, before the application runs (the
+    board's own wake event: a host timer a few milliseconds in let a loaded host's board finish its run first),
+    and in the first flash operation (the filesystem's format or the application's first write, emulated half done). Each next boot is
+    a power-on on the same flash; the run still completes."""
     dut = sleeper(tmp_path, wakes=2, sleep_ms=1000)
     try:
-        dut.start()
-        threading.Timer(0.005, dut.power_cut).start()
-        assert dut.wait_boot(60).kind == "power-cut"
         dut.start(cut_at_op=1)
         cut = dut.wait_boot(60)
         assert cut.kind == "power-cut" and "vboard: power cut during" in cut.console, cut.console[-2000:]
+        dut.start(cut_on=EventSpec("wake", 1))
+        cut = dut.wait_boot(60)
+        assert cut.kind == "power-cut" and "vboard: power cut during wake event 1" in cut.console, cut.console[-2000:]
         dut.start()
         end = dut.wait_boot(60)
         assert end.status == 0, end.console[-2000:]
