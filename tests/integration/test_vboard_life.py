@@ -113,8 +113,8 @@ def test_light_sleep_keeps_ram_and_moves_the_clock_and_the_ticks(tmp_path: Path)
 def test_a_cut_at_the_wake_and_in_the_first_program_leaves_a_board_that_boots_again(tmp_path: Path) -> None:
     """Power cuts where a chip's can land besides the sleep: at the wake, before the application runs (the
     board's own wake event: a host timer a few milliseconds in let a loaded host's board finish its run first),
-    and in the first flash operation (the filesystem's format or the application's first write, emulated half done). Each next boot is
-    a power-on on the same flash; the run still completes."""
+    and in the first flash operation (the filesystem's format or the application's first write, emulated half
+    done). Each next boot is a power-on on the same flash; the run still completes."""
     dut = sleeper(tmp_path, wakes=2, sleep_ms=1000)
     try:
         dut.start(cut_at_op=1)
