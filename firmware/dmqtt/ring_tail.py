@@ -8,10 +8,10 @@
 # and a hint that the application's own RTC writes spoiled.
 #
 # A second writer of PUB records (journal_record.py owns the layout, docs/journal.md specifies it): the record is
-# framed here so that a sampling wake loads this module and not the journal's (2 KB of .mpy and its errors), and
+# framed here so that a sampling wake loads this module and not the journal's modules, and
 # tests/unit/dmqtt/test_ring_tail.py holds it to Session.accept()'s record byte for byte. hint() reads the ring's
-# and the session's private state: a method on RingJournal and Session for it cost every ring board 320 bytes of
-# heap at import (64-bit objects), for a hint made only when a batching board goes to sleep.
+# and the session's private state: a method on RingJournal and Session would be heap on every ring board, for a
+# hint made only when a batching board goes to sleep.
 
 import struct
 from binascii import crc32, hexlify, unhexlify
@@ -94,7 +94,7 @@ def append(part, hint, slots, topic, payload, qos):
     for i in range(total):
         if buf[i] != _ERASED:
             return -1
-    pid = hint[_NEXT_PID] % 0xFFFF + 1  # never 0, 65535 -> 1 [MQTT-2.3.1-1]
+    pid = hint[_NEXT_PID] % 0xFFFF + 1  # never 0: after 65535 comes 1 [MQTT-2.3.1-1]
     buf[0] = _PUB
     struct.pack_into(">HHBIIH", buf, 1, n, pid, qos, hint[_SERIAL] + 1, hint[_MARK] + 1, tlen)
     buf[3 + _PUB_HEADER : 3 + _PUB_HEADER + tlen] = topic

@@ -304,8 +304,8 @@ def test_a_power_switch_that_does_nothing_fails_loudly(tmp_path: Path, pty_board
     """The bench asks for power cuts that never happen: the board runs on through them. Its own boot counter
     says so (no `boot` line after the bench's boots, its summary of the first boot), and the run fails naming
     the switch, instead of passing for a run through power cuts. The cuts come after a few accepted messages of
-    each boot (the bench watching the console, as on a real board), not at a moment: a loaded host's late timer
-    let the run complete before the first cut."""
+    each boot (the bench watching the console, as on a real board), not at a moment, which a loaded host's late
+    timer could let the run outrun."""
     link, state_dir = pty_board
     power_cmd = f"{sys.executable} {REPO / 'tests' / 'hil' / 'pty_board_power.py'} {state_dir}"
     board = BoardDefinition.load("esp32-c3-devkitm-1")

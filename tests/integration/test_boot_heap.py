@@ -14,10 +14,8 @@ from host_bridge.vboard.flash_image import parse_size
 from host_bridge.vboard.serial_line import LineFaults
 from tests.integration.boards import SIM, read_until, start_board
 
-# What the boot leaves spare is measured, not chosen, and it moves with the emulation's own allocations: 0.11.0
-# booted with 10 KB less and not with 10.25; 0.12.0 (two modules more deployed, a sampling wake's) booted with
-# 9.5 KB less in two checkouts and not in three others, whose paths differ only in length, and with 9 KB less in
-# every one tried. Hence 8.5: the guard catches a boot that needs a kilobyte more, not the checkout's path.
+# What the boot leaves spare moves by a few hundred bytes with the emulation's own allocations (the checkout's path
+# length among them): 8.5 KB catches a boot that needs a kilobyte more, not the checkout's path (CHANGELOG 0.12.0).
 SPARE = int(8.5 * 1024)
 
 

@@ -82,7 +82,7 @@ def broker_sigkill_scenario(work: Path, app: Path | None = None) -> tuple[Stack,
     holds: list[Hold] = []
     try:
         # Each board waits at its 40th accepted message until the recorder is stopped, so that every board has
-        # messages left to publish then, however slow the host (a board once finished its 150 first).
+        # messages left to publish then, however slow the host.
         holds = stack.start(hold=EventSpec("accepted", 40))
         assert stack.recorder is not None
         deadline = time.monotonic() + 120  # (each wait bounds a hang: the boards share 2 cores with the suite)

@@ -112,7 +112,7 @@ def test_light_sleep_keeps_ram_and_moves_the_clock_and_the_ticks(tmp_path: Path)
 
 def test_a_cut_at_the_wake_and_in_the_first_program_leaves_a_board_that_boots_again(tmp_path: Path) -> None:
     """Power cuts where a chip's can land besides the sleep: at the wake, before the application runs (the
-    board's own wake event: a host timer a few milliseconds in let a loaded host's board finish its run first),
+    board's own wake event, so that a loaded host cannot let the run finish first),
     and in the first flash operation (the filesystem's format or the application's first write, emulated half
     done). Each next boot is a power-on on the same flash; the run still completes."""
     dut = sleeper(tmp_path, wakes=2, sleep_ms=1000)
@@ -374,7 +374,7 @@ def test_a_sending_wake_that_cannot_join_says_why_before_it_sleeps(
 ) -> None:
     """A battery board's sending wake that never joins says why on its console before it sleeps: the network not
     found (a wrong SSID or BSSID), the password refused, or a join (1.75 s at the chip's pace) longer than awake_s.
-    (It said nothing, or that its queue was full.) The board is cut as its next wake begins."""
+    The board is cut as its next wake begins."""
     config = {
         "client_id": "cli-nojoin",
         "broker": mosquitto.address,
