@@ -7,8 +7,10 @@ import json
 import random
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 from dboard import console_host
 from host_bridge import assets
@@ -225,18 +227,23 @@ def run(args: argparse.Namespace) -> int:
         ap.close()
 
 
-def _event(text: str) -> EventSpec:
-    try:
-        return EventSpec.parse(text)
-    except VBoardError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+T = TypeVar("T")
 
 
-def _outage(text: str) -> Outage:
-    try:
-        return Outage.parse(text)
-    except VBoardError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a parser that raises VBoardError: its message becomes argparse's usage error."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except VBoardError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+_event = _argument(EventSpec.parse)
+_outage = _argument(Outage.parse)
 
 
 _NO_TIMEOUT = 10 * 365 * 24 * 3600.0  # a board on the command line runs until it ends or is ended
