@@ -1,6 +1,8 @@
 """The jobs on a real Spark standalone cluster (one master, two workers, all on loopback, from the pyspark
-package): the same audit, rollup and report as on local[2] (run through `host-bridge pipeline`, whose exit code
-and quiet output it checks too), and nothing of the cluster left running after it."""
+package), submitted as a Spark user submits them (`spark-submit --master spark://... dmqtt_pipeline/__main__.py
+all ...`, the master then coming from spark-submit): the same audit, rollup and report as on local[2] (run through
+`host-bridge pipeline`, whose exit code and quiet output it checks too), and nothing of the cluster left running
+after it."""
 
 from __future__ import annotations
 
@@ -15,20 +17,21 @@ import pyarrow.parquet as pq
 from dmqtt_pipeline.cluster import LocalCluster
 from tests.pipeline.datasets import Msg, write_dataset
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def rollup_rows(folder: Path) -> list[tuple[object, ...]]:
     table = pq.read_table(folder).to_pylist()
     return sorted(tuple(sorted(row.items())) for row in table)
 
 
-def pipeline(master: str, rec: Path, out: Path, *command: str) -> subprocess.Popen[str]:
-    """The jobs as a user runs them (`python -m dmqtt_pipeline all`, or `command`: `host-bridge pipeline`), on
-    `master`."""
-    command = command or (sys.executable, "-m", "dmqtt_pipeline")
+def pipeline(rec: Path, out: Path, *command: str, master: str | None = None) -> subprocess.Popen[str]:
+    """`command` (`host-bridge pipeline`, or spark-submit with its options and the jobs' script) running every
+    job, on `master` (none: spark-submit's)."""
     return subprocess.Popen(
-        [*command, "all", "--master", master, "--input", str(rec), "--out", str(out)],
+        [*command, "all", "--input", str(rec), "--out", str(out), *(["--master", master] if master else [])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
 
 
@@ -41,13 +44,18 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
     # tests' shared Spark session, whose worker would otherwise run this test after all the others), through the
     # CLI a bench runs: it exits 1 on the broken promise, with the summary written, and keeps the JVM's chatter
     # off its output.
-    local = pipeline("local[2]", tmp_path / "rec", tmp_path / "local", sys.executable, "-m", "host_bridge", "pipeline")
+    local = pipeline(tmp_path / "rec", tmp_path / "local", sys.executable, "-m", "host_bridge", "pipeline",
+                     master="local[2]")  # fmt: skip
 
     cluster = LocalCluster(workers=2, cores=1, memory="1g", log_dir=tmp_path / "cluster")
     try:
         cluster.start()
         assert cluster.registered() == 2
-        remote = pipeline(cluster.url, tmp_path / "rec", tmp_path / "remote")
+        spark_submit = Path(sys.executable).parent / "spark-submit"
+        remote = pipeline(tmp_path / "rec", tmp_path / "remote", str(spark_submit), "--master", cluster.url,
+                          "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+                          "--conf", "spark.driver.bindAddress=127.0.0.1",
+                          str(REPO / "dmqtt_pipeline" / "__main__.py"))  # fmt: skip
         out, _ = remote.communicate(timeout=600)
         run = subprocess.CompletedProcess(remote.args, remote.returncode, out, "")
         worker_logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "cluster").glob("worker-*.log"))
@@ -59,7 +67,7 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
     # Spark's JVM says "WARNING: Using incubator modules" at every start; the pipeline keeps it off the output.
     assert "incubator" not in local_out, local_out[-2000:]
     assert run.returncode == 1, run.stdout + run.stderr
-    assert f"starting Spark ({cluster.url})" in run.stdout
+    assert "starting Spark (from spark-submit)" in run.stdout, run.stdout[-2000:]
     # The work ran on the workers' executors, not in the driver.
     assert "Launching executor" in worker_logs or "Asked to launch executor" in worker_logs, worker_logs[-2000:]
     here = json.loads((tmp_path / "local" / "summary.json").read_text())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -319,34 +318,3 @@ def test_hadoop_uris_for_input_and_output(tmp_path: Path, spark: SparkSession) -
     copy_to_hadoop(spark, {"a.txt": b"alpha", "b.bin": b"\x00\x01"}, f"file://{tmp_path / 'copied'}")
     assert (tmp_path / "copied" / "a.txt").read_bytes() == b"alpha"
     assert (tmp_path / "copied" / "b.bin").read_bytes() == b"\x00\x01"
-
-
-def test_runs_under_spark_submit(tmp_path: Path) -> None:
-    """`spark-submit dmqtt_pipeline/__main__.py audit ...`: the master comes from spark-submit."""
-    write_dataset(tmp_path / "rec", [Msg("ss", 1, s, s, qos=2) for s in (0, 1, 2, 2)])
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-    run = subprocess.run(
-        [
-            str(spark_submit),
-            "--master",
-            "local[1]",
-            "--conf",
-            "spark.ui.enabled=false",
-            "--conf",
-            "spark.driver.host=127.0.0.1",
-            "--conf",
-            "spark.driver.bindAddress=127.0.0.1",
-            str(REPO / "dmqtt_pipeline" / "__main__.py"),
-            "audit",
-            "--input",
-            str(tmp_path / "rec"),
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable},
-    )
-    assert run.returncode == 1, run.stdout + run.stderr  # seq 2 twice at QoS 2
-    assert "from spark-submit" in run.stdout and "1 delivered twice" in run.stdout
