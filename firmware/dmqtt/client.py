@@ -364,6 +364,10 @@ class MQTTClient:
         if qos not in (0, 1, 2):
             raise PublishRefused(_text(_T_QOS, repr(qos)), _QOS_NOT_SUPPORTED)
         if self.mark < 0:
+            if mark is not None:
+                from dmqtt import usage
+
+                usage.unopened_mark()
             self.open()
         if topic is self._topic_given:  # the same immutable topic as last time: checked (and encoded) then
             topic = self._topic

@@ -85,4 +85,6 @@ TEXT = (
     "QoS %s: give 0, 1 or 2",  # _T_QOS
     "a PUBLISH of %d bytes does not fit the client's packet buffer of %d: raise max_packet (MQTTClient(...,"
     " max_packet=...)), or send it smaller",  # _T_OUR_LIMIT
+    "publish(mark=...) before open(): client.mark is -1 until open() reads the journal, so a mark taken from it"
+    " is not where the last run stopped; call client.open() first, then number from client.mark",  # _T_UNOPENED
 )

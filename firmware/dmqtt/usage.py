@@ -1,6 +1,7 @@
 # The client's answers to the calls that are not the common case, loaded only when one is made (MQTTClient): a
-# protocol version written as text, a payload that is not bytes or a bytearray. A board that passes numbers and
-# bytes never loads this code, nor spends its heap (UsageError's class included).
+# protocol version written as text, a payload that is not bytes or a bytearray, a mark given before the journal
+# was opened. A board that passes numbers and bytes never loads this code, nor spends its heap (UsageError's class
+# included).
 
 from dmqtt.errors import DmqttError, PublishRefused, explain
 
@@ -15,12 +16,13 @@ except ImportError:
 # Failures in words: numbers into client_text.TEXT (after session.py's and inbox.py's).
 _T_VERSION = const(19)
 _T_PAYLOAD = const(20)
+_T_UNOPENED = const(23)
 _PAYLOAD_FORMAT_INVALID = const(0x99)  # codec.PAYLOAD_FORMAT_INVALID
 
 
 class UsageError(DmqttError):
     """MQTTClient(version=...) is none of the versions the client speaks (3 or "3.1", 4 or "3.1.1", 5, "5" or
-    "5.0")."""
+    "5.0"), or publish() was given a mark before the journal was opened."""
 
 
 def _text(rule, arg=None):
@@ -46,3 +48,9 @@ def payload_bytes(payload):
     if isinstance(payload, memoryview):
         return payload
     raise PublishRefused(_text(_T_PAYLOAD, type(payload).__name__), _PAYLOAD_FORMAT_INVALID)
+
+
+def unopened_mark():
+    """A mark given before open(): the application cannot have known where the journal stopped (client.mark reads
+    -1 until then), and every reading it numbers so would go under the same few marks."""
+    raise UsageError(_text(_T_UNOPENED))

@@ -10,6 +10,7 @@ from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
 from dmqtt.errors import PublishRefused
 from dmqtt.journal_ring import RingJournal
+from dmqtt.usage import UsageError
 from tests.unit.host_client import Broker
 from tests.unit.nor import NorPartition
 
@@ -34,6 +35,26 @@ def test_connected_window_and_mark_follow_the_connection_and_the_journal() -> No
     again = MQTTClient("state", RingJournal(flash, 256), codec.V5)
     again.open()
     assert again.mark == 9  # journaled: it survives the reboot
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+def test_a_mark_given_before_the_journal_is_opened_is_refused_saying_what_to_do(qos: int) -> None:
+    """client.mark reads -1 until open(): an application that numbered its readings from it would journal them
+    all under marks that do not follow the last run's. publish(mark=...) then raises, and journals nothing."""
+    flash = NorPartition(6)
+    first = MQTTClient("state", RingJournal(flash, 256), codec.V5)
+    first.open()
+    first.connect(Broker(acking=True, version=codec.V5))
+    first.publish(b"t", b"m", 1, mark=41)  # the last run stopped at reading 41
+    first.close()
+    again = MQTTClient("state", RingJournal(flash, 256), codec.V5)
+    assert again.mark == -1
+    with pytest.raises(UsageError, match=r"before open\(\).*call client.open\(\) first"):
+        again.publish(b"t", b"m", qos, mark=again.mark + 1)
+    again.open()
+    assert again.mark == 41  # nothing was journaled under mark 0
+    again.publish(b"t", b"m", 1)  # without a mark, publish() opens the journal itself, as before
+    assert again.mark == 41
 
 
 @pytest.mark.parametrize("qos", [0, 1])
