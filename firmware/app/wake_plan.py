@@ -14,6 +14,11 @@ def after(board, seq, now):
     sleep = cfg["sleep"]
     if board.wifi is not None and not board.wifi.up:
         gave_up(board.wifi.sta.status(), sleep["awake_s"])
+    elif board.client.outstanding():
+        # Unacknowledged at the sleep: sent again at the next sending wake, as every message a wake sleeps on
+        # without settle() is (docs/low-power.md). A note, as gave_up()'s is.
+        print("settle: %d unacknowledged when sleep.awake_s (%d s) ran out: sent again at the next sending wake"
+              % (board.client.outstanding(), sleep["awake_s"]))  # fmt: skip
     if sleep["readings_per_send"] == 1:
         if machine.RTC().memory()[:1] == b"S":  # sampler.SAMPLE: a plan a config with readings_per_send left
             from sampler import NONE, write
