@@ -9,23 +9,8 @@
 #            acknowledgement read, DISCONNECT)
 # One JSON line: each phase's microseconds, and what went out. No WiFi here: the join is the model's.
 import json
-import time
 
-try:
-    import vboard_state  # the virtual board's: the time its hardware's emulation takes is left out of each phase
-except ImportError:
-    vboard_state = None
-
-
-def now():
-    return time.ticks_us(), vboard_state.emulated_us if vboard_state else 0
-
-
-def since(mark):
-    """Microseconds since `mark` (now()), the emulated hardware's own (flash, RTC memory) left out."""
-    t, emulated = now()
-    return time.ticks_diff(t, mark[0]) - (emulated - mark[1])
-
+from phase_clock import now, since
 
 cfg = json.load(open("/flash/config.json"))
 kind = cfg["kind"]
