@@ -137,13 +137,15 @@ firmware: $(STAMP)
 
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times, 100,000
 # messages through 200 dropped connections and 50 power cuts with the heap watched, 500 deep-sleep wakes per
-# board and ten minutes of WiFi outages.
+# board, 3,000 store-and-forward wakes with cuts anywhere, a cut at every operation of every sampling wake, and ten
+# minutes of WiFi outages.
 soak: system-deps $(STAMP)
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
-	HIL_WAKES=500 HIL_BATCH_WAKES=1200 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
+	HIL_WAKES=500 HIL_BATCH_WAKES=3000 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml
 	$(BIN)/python -m pytest -q tests/hil --hil-install romfs
 	$(BIN)/python -m pytest -q tests/hil --hil-install frozen
+	SWEEP_EVERY_WAKE=1 $(BIN)/python -m pytest -q tests/integration/test_sampling_sweep.py
 	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
 	LONG_RUN_MESSAGES=100000 LONG_RUN_RECONNECTS=200 LONG_RUN_CUTS=50 $(BIN)/python -m pytest -q -s tests/integration/test_long_run.py
 	$(BIN)/host-bridge chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos

@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         finished = True
     finally:
+        client.disconnect()  # (first: it wakes the network thread, which loop_stop() then joins at once)
         client.loop_stop()
-        client.disconnect()
     if refused:
         raise BrokerError(refused[0])
     return 0 if finished else 1

@@ -143,5 +143,7 @@ class Subscriber:
                 f.write(json.dumps(row) + "\n")
 
     def close(self) -> None:
-        self.client.loop_stop()
+        # DISCONNECT first: it wakes the network thread, which then ends at once; stopped first, the thread is
+        # joined only when its select() times out, a second later.
         self.client.disconnect()
+        self.client.loop_stop()
