@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import sys
@@ -98,8 +99,9 @@ class DefaultsShown(argparse.HelpFormatter):
 
 
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
-    """Every subcommand, with the arguments of `chosen` (or of all when None): a command imports only its own
-    module, so that `host-bridge run` does not load the bench or the campaigns."""
+    """Every subcommand, with the arguments of `chosen` (of all when None, of none when ""): a command imports only
+    its own module, so that `host-bridge run` does not load the bench or the campaigns, and `--version` or `--help`
+    none, so that they work in every install whatever its extras."""
     parser = argparse.ArgumentParser(prog="host-bridge", description=__doc__)
     parser.add_argument("--version", action="version", version=f"host-bridge {dmqtt.__version__} (dmqtt client)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -115,12 +117,17 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in args_list if not a.startswith("-")), None)
-    if chosen in COMMANDS:
+    if chosen is not None and chosen not in COMMANDS:
+        near = difflib.get_close_matches(chosen, COMMANDS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        print(f"host-bridge: no command {chosen!r}{hint}; host-bridge --help lists them", file=sys.stderr)
+        return 2
+    if chosen is not None:
         missing = missing_extra(chosen)
         if missing is not None:
             print(f"host-bridge {chosen}: {missing}", file=sys.stderr)
             return 2
-    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(args_list)
+    args = build_parser(chosen or "").parse_args(args_list)
     try:
         code: int = args.handler(args)
     except HostBridgeError as exc:

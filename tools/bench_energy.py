@@ -209,6 +209,7 @@ class Bench:
         finally:
             dut.close()
             subscriber.close()
+        umqtt = stage_firmware(app) / "umqtt_simple.mpy"  # (staged once per content: the board's own copy)
         taken = re.findall(r"^taken ([0-9a-f]{8}) (sample|send)$", console, re.M)
         last = taken[-wakes:]  # the last power-on's wakes: each but the last ended in a deep sleep
         sampling = [
@@ -219,6 +220,7 @@ class Bench:
             "cuts": cuts,
             "phases": phases,
             "sampling_us": statistics.median(sampling) if sampling else None,
+            "umqtt_mpy_bytes": umqtt.stat().st_size,
             "taken": len(taken),
             "lost": len({reading for reading, _ in taken} - received),
         }
@@ -273,8 +275,9 @@ class Bench:
         self.lost += lost
         staged = stage_firmware()
         sampling = [s for s in sleeps if s["script"] == "boot.py"]  # (sending wakes sleep from main.py)
-        loaded = sampling[-1]["loaded"] if sampling else []
-        mpy = {name: (staged / (name.replace(".", "/") + ".mpy")) for name in loaded}
+        sending = [s for s in sleeps if s["script"] == "main.py"]
+        mpy = mpy_files(staged, sampling[-1]["loaded"] if sampling else [])
+        sending_mpy = mpy_files(staged, sending[-1]["loaded"] if sending else [])
         return {
             "install": install,
             "per_send": per_send,
@@ -289,11 +292,19 @@ class Bench:
                 statistics.median(s["firmware_us"] - s["emulated_us"] for s in sampling) if sampling else None
             ),
             "sampling_emulated_us": statistics.median(s["emulated_us"] for s in sampling) if sampling else None,
-            "sampling_modules": sorted(name for name, path in mpy.items() if path.exists()),
-            "sampling_mpy_bytes": sum(path.stat().st_size for path in mpy.values() if path.exists()),
+            "sampling_modules": sorted(mpy),
+            "sampling_mpy_bytes": sum(path.stat().st_size for path in mpy.values()),
+            "sending_modules": sorted(sending_mpy),
+            "sending_mpy_bytes": sum(path.stat().st_size for path in sending_mpy.values()),
             "erased": {part: c.get("blocks_erased", 0) for part, c in stats.items()},
             "programmed": {part: c.get("bytes_programmed", 0) for part, c in stats.items()},
         }
+
+
+def mpy_files(staged: Path, loaded: list[str]) -> dict[str, Path]:
+    """The .mpy file of each loaded module that a deployed board loads from its filesystem (the staged root)."""
+    files = {name: staged / (name.replace(".", "/") + ".mpy") for name in loaded}
+    return {name: path for name, path in files.items() if path.exists()}
 
 
 def arrivals(subscriber: Subscriber, want: int, timeout: float = 30) -> int:
@@ -644,6 +655,9 @@ def _sampling(energy: dict[str, Any]) -> dict[str, str]:
         "sampling_deployed_here": f"{board['sampling_us'] / 1000:.2f}",
         "sampling_frozen_here": f"{frozen['sampling_us'] / 1000:.2f}",
         "sampling_table": table(["sampling wake", "uAh"], rows),
+        "sending_mpy_bytes": f"{board['sending_mpy_bytes']:,}",
+        "sending_modules": str(len(board["sending_modules"])),
+        "umqtt_mpy_bytes": f"{next(iter(energy['forgetful'].values()))['umqtt_mpy_bytes']:,}",
     }
 
 

@@ -14,6 +14,7 @@ import sys
 import venv
 from pathlib import Path
 
+import dmqtt
 from dboard import console_host
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.processes import ManagedProcess
@@ -52,6 +53,15 @@ def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_pat
     ask = "import json, host_bridge.assets as a; print(json.dumps([a.__file__, a.INSTALLED, str(a.FIRMWARE)]))"
     where = json.loads(run([str(python), "-c", ask], cwd=work, env=env).stdout)
     assert where[0].startswith(purelib) and where[1] is True and where[2].startswith(purelib), where
+    # The first commands an operator types: none imports a command's module, so none needs an extra.
+    said = run([str(host_bridge), "--version"], cwd=work, env=env).stdout
+    assert said.strip() == f"host-bridge {dmqtt.__version__} (dmqtt client)", said
+    assert "record" in run([str(host_bridge), "--help"], cwd=work, env=env).stdout
+    for typed, answer in (([], "the following arguments are required: COMMAND"), (["recrod"], "did you mean 'record'")):
+        refused = subprocess.run([str(host_bridge), *typed], cwd=work, env=env, capture_output=True, text=True,
+                                 timeout=60)  # fmt: skip
+        assert refused.returncode == 2 and answer in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr, refused.stderr
     for command, extra in (
         (["record", "--broker", mosquitto.address, "--out", "store"], "recorder"),
         (["pipeline", "audit", "store"], "pipeline"),
