@@ -257,6 +257,19 @@ def test_an_outage_aborts_the_stations_sockets_and_new_ones_fail_until_it_is_bac
         board.close()
 
 
+def test_a_non_blocking_connect_says_einprogress_and_then_talks_as_lwip_does(tmp_path: Path, echo: str) -> None:
+    """A non-blocking connect of a station socket raises EINPROGRESS, and the socket is then writable: the first
+    bytes the application writes reach the destination, not the access point's relay as its header. MicroPython's
+    asyncio.open_connection (and mqtt_as) connect so."""
+    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.02)) as ap:
+        board = station(tmp_path, ap, ssid="lab", echo=echo, nonblocking=True)
+        text = output(board)
+        board.close()
+    assert "async echo b'async'" in text, text
+    assert "nonblocking connect EINPROGRESS" in text and "writable True" in text, text
+    assert "echo b'plain'" in text, text
+
+
 def test_an_outage_shorter_than_the_beacon_timeout_only_stalls_the_link(tmp_path: Path, echo: str) -> None:
     """Frames sent while the access point is away wait, as in the air for a station that has noticed nothing:
     the socket lives on, and what was sent arrives once it is back."""

@@ -11,8 +11,11 @@
 # A station socket is a host socket to the access point's relay, which is told the destination and the
 # association's generation in a header (b"VBAP", generation u32, sockaddr length u8, sockaddr) and answers with
 # one byte, 0 or the errno of the connection it made to the destination; then bytes flow both ways until the
-# access point loses the station. The class is an io.IOBase with the stream protocol, so that select.poll polls
-# the host socket's descriptor (ioctl MP_STREAM_GET_FILENO) and ssl wraps it as it wraps a socket.
+# access point loses the station. A non-blocking connect (setblocking(False), settimeout(0)) makes that exchange
+# blocking, then raises EINPROGRESS as lwIP's does, the socket writable at once: the header must reach the relay
+# before the application's first bytes (asyncio.open_connection and mqtt_as connect so). The class is an
+# io.IOBase with the stream protocol, so that select.poll polls the host socket's descriptor (ioctl
+# MP_STREAM_GET_FILENO) and ssl wraps it as it wraps a socket.
 #
 # A board that never activates the station (a config without "wifi") gets the port's own sockets: it reaches
 # the host's network directly, as if wired.
@@ -69,10 +72,12 @@ class _StationSocket(io.IOBase):
     def __init__(self):
         self._s = None
         self._epoch = -1  # the association it was opened in
+        self._timeout = None  # as settimeout() has it: None blocks, 0 does not
 
     def open(self):
         self._s = _port.socket()
         self._epoch = -1
+        self._timeout = None
 
     # -- what lwIP would say -------------------------------------------------------------------------------
 
@@ -100,6 +105,8 @@ class _StationSocket(io.IOBase):
         port, generation = network.route()
         self._epoch = network._sta.epoch
         sockaddr = bytes(addr)
+        if self._timeout == 0:
+            self._s.setblocking(True)  # (the relay's answer is the exchange's end: it is waited for)
         try:
             self._s.connect(_port.getaddrinfo("127.0.0.1", port)[0][-1])
             self._s.write(_MAGIC + struct.pack(">IB", generation, len(sockaddr)) + sockaddr)
@@ -112,11 +119,16 @@ class _StationSocket(io.IOBase):
         if answer[0]:
             self._s.close()
             raise OSError(answer[0])
+        if self._timeout == 0:
+            self._s.setblocking(False)
+            raise OSError(errno.EINPROGRESS)
 
     def settimeout(self, seconds):
+        self._timeout = seconds
         self._s.settimeout(seconds)
 
     def setblocking(self, flag):
+        self._timeout = None if flag else 0
         self._s.setblocking(flag)
 
     def setsockopt(self, level, option, value):

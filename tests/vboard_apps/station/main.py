@@ -1,6 +1,7 @@
 # Virtual-board test app: the WiFi station and its sockets through the virtual access point. Joins as the config
 # says, prints each status it passes through with the time it took, then (with "echo": HOST:PORT) talks to an
 # echo server until the link is lost, saying how each socket operation failed, and talks again once rejoined.
+# With "nonblocking": connects without blocking instead (asyncio.open_connection, then a raw socket) and ends.
 import errno
 import json
 import socket
@@ -36,6 +37,33 @@ def name(exc):
     return errno.errorcode.get(exc.errno, str(exc.errno))
 
 
+if cfg.get("nonblocking"):
+    # As asyncio.open_connection and mqtt_as connect: EINPROGRESS, then the socket is writable.
+    import asyncio
+    import select
+
+    async def talk():
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"async")
+        await writer.drain()
+        print("async echo", await reader.readexactly(5))
+        writer.close()
+
+    asyncio.run(talk())
+    s = socket.socket()
+    s.setblocking(False)
+    try:
+        s.connect(addr)
+        print("nonblocking connect returned")
+    except OSError as exc:
+        print("nonblocking connect", name(exc))
+    poller = select.poll()
+    poller.register(s, select.POLLOUT)
+    print("writable", bool(poller.poll(5000)))
+    s.setblocking(True)
+    s.write(b"plain")
+    print("echo", s.read(5))
+    raise SystemExit(0)
 s = socket.socket()
 s.settimeout(10)
 s.connect(addr)
