@@ -3,13 +3,16 @@ key=value pairs that logfmt parsers take, a value quoted where it must be, the t
 JSON object a line (`--log-format json`, for a log collector). Every line starts with time, level (and the bridge's
 board) and event, then the event's own fields; no free text. A warning that repeats (the same event and fields
 but the volatile ones) within REPEAT_WINDOW_S is printed once, and the next one printed says how many were folded
-into it (repeated=N)."""
+into it (repeated=N). Every event is named in EVENTS, one spelling for both commands (docs/services.md lists them).
+Under systemd (JOURNAL_STREAM set: stdout is the journal's) each line starts with its syslog priority, <3> to <7>,
+which journald takes as the entry's priority, so that `journalctl -p warning` shows the warnings and errors."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -17,6 +20,47 @@ from typing import Any
 
 LOG_FORMATS = ("logfmt", "json")
 REPEAT_WINDOW_S = 60.0
+
+# Every event the long-running commands log: its name, which command logs it, and what it says. One spelling
+# (snake_case) across both, so that an alert written for one name sees every occurrence
+# (tests/unit/host/test_log_events.py holds the code and docs/services.md to this list).
+EVENTS: dict[str, tuple[str, str]] = {
+    "start": ("run, record", "the command started, with its settings"),
+    "signal": ("run, record", "a signal arrived, and what it does (stop, reload, report)"),
+    "exit": ("run", "the bridge stopped, with its counters in total"),
+    "reloaded": ("run", "SIGHUP read the board list again: boards started and stopped"),
+    "reload_failed": ("run", "SIGHUP's board list did not load; the running one is kept"),
+    "broker_unreachable": ("run, record", "every attempt to reach the broker fails (said once), and what to check"),
+    "broker_back": ("run", "the broker answers again, after how long"),
+    "recovered": ("record", "at start: rows the last run had logged and not committed, now in the store"),
+    "port_open": ("run", "a board's serial port opened"),
+    "port_unavailable": ("run", "a board's serial port cannot be opened; tried again"),
+    "port_lost": ("run", "a board's serial port went away; reopened when it is back"),
+    "stopped": ("run", "a board's session ended (unplugged, removed, the bridge stopping), with its counters"),
+    "counters": ("run", "a board's counters (every stats_every, on SIGUSR1, at exit)"),
+    "console": ("run", "a line the board printed outside the link's frames"),
+    "line_noise": ("run", "bytes on the serial line that were no frame"),
+    "board_restarted": ("run", "the board restarted: its broker connection is closed"),
+    "bad_control": ("run", "a control message from the board that could not be read"),
+    "connect_failed": ("run, record", "a connection to the broker failed"),
+    "connected": ("run, record", "connected to the broker"),
+    "disconnected": ("run, record", "the broker connection ended"),
+    "refused": ("run", "a destination the board asked for that the bridge's allow list does not hold"),
+    "client": ("run", "the client id of a board's CONNECT, when it changes"),
+    "broker_stalled": ("run", "the broker stopped reading: the board is held"),
+    "broker_resumed": ("run", "the broker reads again"),
+    "subscribed": ("record", "the recorder's subscription, with the QoS granted"),
+    "subscribed_below_qos2": ("record", "the broker granted less than QoS 2: the audit cannot judge exactly once"),
+    "client_id_changed": ("record", "the recorder's client id differs from the one its store kept"),
+    "progress": ("record", "what the recorder received and committed (every stats_every)"),
+    "store_failed": ("record", "a commit to the store failed (a full disk, say): the recorder disconnects"),
+    "store_still_failing": ("record", "the store still fails"),
+    "store_recovered": ("record", "the store takes commits again"),
+    "commit_failed": ("record", "a commit of the log failed"),
+    "commit_recovered": ("record", "commits of the log work again"),
+}
+# syslog priorities (sd-daemon(3)'s <N> prefix) of the logging levels.
+_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
 
 
 DEFAULT_LOG_FORMAT = "logfmt"
@@ -74,14 +118,25 @@ def logfmt_value(value: Any) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") + '"'
 
 
+def priority_prefix(level: int) -> str:
+    """journald's priority prefix for a level: <3> for errors, <4> warnings, <6> information, <7> debugging."""
+    return f"<{_PRIORITY.get(level, 6)}>"
+
+
 class Logfmt(logging.Formatter):
+    def __init__(self, journald: bool = False) -> None:
+        super().__init__()
+        self.journald = journald
+
     def format(self, record: logging.LogRecord) -> str:
-        return " ".join(f"{key}={logfmt_value(value)}" for key, value in fields_of(record).items())
+        line = " ".join(f"{key}={logfmt_value(value)}" for key, value in fields_of(record).items())
+        return priority_prefix(record.levelno) + line if self.journald else line
 
 
-class Json(logging.Formatter):
+class Json(Logfmt):
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(fields_of(record), default=str)
+        line = json.dumps(fields_of(record), default=str)
+        return priority_prefix(record.levelno) + line if self.journald else line
 
 
 class FoldRepeats(logging.Filter):
@@ -110,9 +165,11 @@ class FoldRepeats(logging.Filter):
 
 
 def log_to_stdout(logger_name: str, log_format: str = "logfmt", level: int = logging.INFO) -> None:
-    """Send `logger_name` and its children to stdout in `log_format`, and nowhere else."""
+    """Send `logger_name` and its children to stdout in `log_format`, and nowhere else; each line headed by its
+    priority when stdout is the journal's (systemd sets JOURNAL_STREAM for a service whose output it takes)."""
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(Json() if log_format == "json" else Logfmt())
+    journald = bool(os.environ.get("JOURNAL_STREAM"))
+    handler.setFormatter(Json(journald) if log_format == "json" else Logfmt(journald))
     handler.addFilter(FoldRepeats())
     root = logging.getLogger(logger_name)
     root.handlers[:] = [handler]

@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         settings.broker,
         settings.wait,
         settings.strict_ports,
-        lambda text: event(root, logging.WARNING, "broker-unreachable", why=text),
+        lambda text: event(root, logging.WARNING, "broker_unreachable", why=text),
     )
     signals: queue.SimpleQueue[int] = queue.SimpleQueue()
     for sig in _SIGNALS:

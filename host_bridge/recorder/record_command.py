@@ -95,7 +95,7 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
     kept = path.read_text().strip() if path.exists() else None
     if requested and kept and requested != kept:
         # The old session's queued messages stay with the old id.
-        event(log, WARNING, "client-id-changed", old=kept, new=requested)
+        event(log, WARNING, "client_id_changed", old=kept, new=requested)
     client_id = requested or kept or "recorder-" + hashlib.sha1(str(store.out.resolve()).encode()).hexdigest()[:10]
     if client_id != kept:
         try:
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     await_broker(
         broker,
         args.wait,
-        lambda text: event(log, WARNING, "broker-unreachable", why=text),
+        lambda text: event(log, WARNING, "broker_unreachable", why=text),
         "is it running (host-bridge broker starts one), and is --broker right? Ctrl-C stops",
     )
     store = TelemetryStore(args.out, confirm=args.confirm)

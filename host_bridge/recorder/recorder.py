@@ -89,7 +89,7 @@ class BrokerLink:
         lower = [t for t, code in zip(topics, suback.codes, strict=False) if code < 2]
         if lower:
             # QoS 2 promises cannot be audited for them.
-            event(log, WARNING, "subscribed-below-qos2", topics=",".join(lower), audit="qos2-impossible")
+            event(log, WARNING, "subscribed_below_qos2", topics=",".join(lower), audit="qos2-impossible")
 
     def expect(self, ptype: int, timeout: float = 10) -> Packet:
         """Wait for a CONNACK or SUBACK. A kept session's queued PUBLISH packets may come first, or right behind
@@ -233,7 +233,7 @@ class Recorder:
         if self.store_broken != str(exc):
             # Nothing is acknowledged that is not stored; the broker keeps the session's messages meanwhile.
             event(
-                log, ERROR, "store-failed", error=str(exc), fix=f"free space in {self.store.out} (or make it writable)",
+                log, ERROR, "store_failed", error=str(exc), fix=f"free space in {self.store.out} (or make it writable)",
                 retry_every=f"{self.RELOAD_EVERY:.0f}s",
             )  # fmt: skip
         self.store_broken = str(exc)
@@ -248,11 +248,11 @@ class Recorder:
             self.reload_at = time.monotonic() + self.RELOAD_EVERY
             why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
             if why != self.store_broken:
-                event(log, WARNING, "store-still-failing", error=why)
+                event(log, WARNING, "store_still_failing", error=why)
                 self.store_broken = why
             return
         # Storing and acknowledging again.
-        event(log, INFO, "store-recovered", committed=self.store.recovered)
+        event(log, INFO, "store_recovered", committed=self.store.recovered)
         self.store_broken = None
         self.commit_failing = None
         self.retry_at = 0.0
@@ -292,7 +292,7 @@ class Recorder:
             # repeats folded by the log.
             unreachable = isinstance(exc, (ConnectionRefusedError, TimeoutError)) and not self.connected_once
             event(
-                log, DEBUG if unreachable else WARNING, "connect-failed", broker=self.broker, error=str(exc),
+                log, DEBUG if unreachable else WARNING, "connect_failed", broker=self.broker, error=str(exc),
                 retry_in=f"{self.backoff:.1f}s",
             )  # fmt: skip
             self.backoff = min(self.backoff * 2, 10.0)
@@ -387,11 +387,11 @@ class Recorder:
             # The deliveries are still in the log (and acknowledged from there); the next commit writes them.
             if self.commit_failing != str(exc):
                 # Deliveries stay in the log until Parquet can be written.
-                event(log, ERROR, "commit-failed", error=str(exc), fix=f"free space in {self.store.out}")
+                event(log, ERROR, "commit_failed", error=str(exc), fix=f"free space in {self.store.out}")
                 self.commit_failing = str(exc)
         else:
             if self.commit_failing is not None:
-                event(log, INFO, "commit-recovered")
+                event(log, INFO, "commit_recovered")
                 self.commit_failing = None
         self.last_commit = time.monotonic()
 

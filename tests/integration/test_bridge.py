@@ -132,7 +132,7 @@ def test_a_bridge_started_before_its_broker_says_so_once_and_relays_when_it_come
     board = serial_board(tmp_path / "b", "ser-early", 1, 10)
     bridge = BridgeProcess(tmp_path, {"early": str(board.serial_link)}, f"127.0.0.1:{port}")
     try:
-        bridge.wait_for("event=broker-unreachable")
+        bridge.wait_for("event=broker_unreachable")
         board.start()
         assert board.process is not None
         with Mosquitto(tmp_path / "broker", persistence=True, port=port):
@@ -144,7 +144,7 @@ def test_a_bridge_started_before_its_broker_says_so_once_and_relays_when_it_come
     finally:
         board.close()
         bridge.stop()
-    assert bridge.text().count("event=broker-unreachable") == 1, bridge.text()
+    assert bridge.text().count("event=broker_unreachable") == 1, bridge.text()
 
 
 def test_sixteen_boards_on_one_bridge(tmp_path: Path, broker: Mosquitto) -> None:

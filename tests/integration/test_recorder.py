@@ -271,12 +271,12 @@ def test_an_unreachable_broker_is_said_once_then_retried_quietly_until_it_comes(
     port = free_port()
     recorder = RecorderProcess(tmp_path / "rec", f"127.0.0.1:{port}")
     try:
-        recorder.wait_for("event=broker-unreachable")
+        recorder.wait_for("event=broker_unreachable")
         # Retried with backoff from a quarter of a second: several attempts within three seconds, no new line.
         time.sleep(3)
         assert recorder.running
-        assert recorder.text().count("broker-unreachable") == 1, recorder.text()
-        assert "connect-failed" not in recorder.text(), recorder.text()
+        assert recorder.text().count("broker_unreachable") == 1, recorder.text()
+        assert "connect_failed" not in recorder.text(), recorder.text()
         assert "is it running (host-bridge broker starts one), and is --broker right?" in recorder.text()
         with Mosquitto(tmp_path / "broker", port=port) as broker:
             recorder.wait_connected()
@@ -344,10 +344,10 @@ def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(
             for qos in (1, 2):
                 pub.publish(f"sensors/f{qos}/telemetry", telemetry(seq, f"f{qos}"), qos=qos)
             time.sleep(0.002)
-        recorder.wait_for("event=store-failed", timeout=30)
+        recorder.wait_for("event=store_failed", timeout=30)
         time.sleep(3)  # a few retries while the disk stays full
         ballast.unlink()
-        recorder.wait_for("event=store-recovered", timeout=30)
+        recorder.wait_for("event=store_recovered", timeout=30)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len({(r["dev"], r["seq"]) for r in read_rows(out)}) < 2 * count:
             time.sleep(0.5)
@@ -357,7 +357,7 @@ def test_a_full_disk_acknowledges_nothing_unstored_and_resumes_losing_nothing(
         code = recorder.stop()
     assert code == 0
     log = recorder.text()
-    assert log.count("event=store-failed") == 1, log  # once per condition, not once per retry
+    assert log.count("event=store_failed") == 1, log  # once per condition, not once per retry
     assert "No space left on device" in log and "free space in" in log
     rows = read_rows(out)
     for dev in ("f1", "f2"):
@@ -385,11 +385,11 @@ def test_a_recorder_started_on_a_full_disk_waits_for_space_instead_of_crashing(
     ballast = fill(small_disk)
     recorder = RecorderProcess(out, mosquitto.address, log_dir=tmp_path)
     try:
-        recorder.wait_for("event=store-failed", timeout=30)
+        recorder.wait_for("event=store_failed", timeout=30)
         time.sleep(2.5)
         assert recorder.running and "event=connected" not in recorder.text()
         ballast.unlink()
-        recorder.wait_for("event=store-recovered", timeout=30)
+        recorder.wait_for("event=store_recovered", timeout=30)
         recorder.wait_for("event=connected", timeout=30)
     finally:
         assert recorder.stop() == 0
