@@ -143,31 +143,71 @@ def idle():
 
 
 class Pin:
+    """A GPIO with nothing wired to it: an output reads what it drives; an input reads its pull (1 with PULL_UP, 0
+    with PULL_DOWN or none: a floating pin reads either on a chip), so that a button on a pull-up reads released.
+    irq() keeps its handler; nothing here drives a pin, so it never runs."""
+
     IN = 1
     OUT = 3
     OPEN_DRAIN = 7
     PULL_UP = 1
     PULL_DOWN = 2
+    IRQ_RISING = 1
+    IRQ_FALLING = 2
+    WAKE_LOW = 4
+    WAKE_HIGH = 5
 
     def __init__(self, pin_id, mode=-1, pull=-1, value=None):
         self.id = pin_id
-        self._value = 0 if value is None else int(bool(value))
+        self._mode = self.IN
+        self._pull = None
+        self._value = 0
+        self._handler = None
+        self.init(mode, pull, value)
 
     def init(self, mode=-1, pull=-1, value=None):
+        if mode != -1:
+            self._mode = mode
+        if pull != -1:
+            self._pull = pull
         if value is not None:
             self._value = int(bool(value))
 
     def value(self, value=None):
-        if value is None:
-            return self._value
-        self._value = int(bool(value))
-        return None
+        if value is not None:
+            self._value = int(bool(value))
+            return None
+        if self._mode == self.IN:
+            return 1 if self._pull == self.PULL_UP else 0
+        if self._mode == self.OPEN_DRAIN and self._value and self._pull != self.PULL_UP:
+            return 0  # released, and nothing pulls it up
+        return self._value
+
+    def __call__(self, value=None):
+        return self.value(value)
 
     def on(self):
         self._value = 1
 
     def off(self):
         self._value = 0
+
+    def toggle(self):
+        self._value ^= 1
+
+    def mode(self, mode=None):
+        if mode is None:
+            return self._mode
+        self._mode = mode
+
+    def pull(self, pull=-1):
+        if pull == -1:
+            return self._pull
+        self._pull = pull
+
+    def irq(self, handler=None, trigger=3, wake=None, hard=False):
+        self._handler = handler
+        return self
 
 
 class WDT:

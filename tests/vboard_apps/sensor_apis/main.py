@@ -1,0 +1,16 @@
+# Virtual-board test app: what sensor firmware written for an ESP32 uses of machine.Pin, as a chip answers it
+# with nothing wired to the pins (tests/integration/test_vboard_esp32_apis.py).
+import machine
+
+button = machine.Pin(0, machine.Pin.IN, machine.Pin.PULL_UP)
+print("pull-up input", button.value(), button())
+print("pull-down input", machine.Pin(4, machine.Pin.IN, machine.Pin.PULL_DOWN).value())
+led = machine.Pin(2, machine.Pin.OUT, value=0)
+led.on()
+led.toggle()
+was = led.value()
+led(1)
+print("output", was, led.value())
+pressed = []
+button.irq(handler=pressed.append, trigger=machine.Pin.IRQ_FALLING)
+print("irq set", len(pressed))
