@@ -60,6 +60,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "host_bridge.recorder.record_command",
         "subscribe at QoS 2 and keep every delivery in Parquet (the telemetry recorder)",
     ),
+    "charge": (
+        "host_bridge.hil.charge_command",
+        "a real board's charge per reading, wake by wake, through a PPK2 or a Joulescope (BENCHMARKS.md figure 14)",
+    ),
     "pipeline": (
         "dmqtt_pipeline.pipeline_command",
         "the Spark jobs on what record stored: audit (the promises), rollup, report, all; and a local cluster",
@@ -71,6 +75,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # command's own module loads, so that a light install says what to add instead of failing on an import.
 EXTRAS = {
     "record": ("recorder", "pyarrow"),
+    "charge": ("meter", "ppk2_api"),
     "pipeline": ("pipeline", "pyspark"),
     "demo": ("pipeline", "pyspark"),
     "chaos": ("pipeline", "pyspark"),
