@@ -1,6 +1,6 @@
 # The board application's WiFi, for a board on tcp with "wifi" in config.json: dmqtt.wifi's events said on the
-# console (docs/console-protocol.md) (board_app.open_board starts the supervision; finish.py puts its counters in
-# the summary).
+# console (docs/console-protocol.md) (board_app.open_board starts the supervision; board_app.finish puts
+# dmqtt.wifi's counters in the summary).
 # Loaded only by such a board: what it interns (names are a board's for good) and its code (a deployed board's
 # heap) others are spared.
 

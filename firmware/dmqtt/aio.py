@@ -225,7 +225,7 @@ class AsyncClient:
         self._sent = asyncio.Event()  # the output buffer is empty again, or the connection ended
         self._news = asyncio.Event()  # a message arrived, or the client closed
         self._room = asyncio.Event()  # a flow ended: a slot may be free
-        self._inbox = []  # (topic, payload, qos, retain, dup, pid, connection)
+        self._inbox = []  # (topic, payload, qos, retain, dup, pid, connection, receive number)
         self._holding = None  # the message the application was last given
         self._subs = []  # (topic, qos): subscribed again when a connection finds no session
         self._factory: Any = None  # opens a transport (connect())

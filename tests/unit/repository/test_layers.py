@@ -14,7 +14,7 @@ from tests.conftest import REPO
 
 CORE = "host_bridge"  # errors, processes, logs, assets, net: what every host subsystem stands on
 FIRMWARE_SHARED = {"dmqtt", "dlink", "dboard"}
-APP_MODULES = {"board_app", "config", "realboard", "boot", "main"}  # firmware/app, top-level on a board
+APP_MODULES = {path.stem for path in (REPO / "firmware" / "app").glob("*.py")}  # top-level on a board
 PROJECT = FIRMWARE_SHARED | {"app", "dmqtt_telemetry", "dmqtt_pipeline", "host_bridge", "tests", "tools"}
 
 # Layer -> the layers it may import (besides itself). The table of docs/architecture.md.
