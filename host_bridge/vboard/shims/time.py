@@ -23,7 +23,8 @@ def _clock_ms():
 
 
 def time():
-    return _port.time() + _clock_ms() / 1000
+    """Whole seconds, as the ESP32 port's time() gives them (an int; time_ns() has the rest)."""
+    return int(_port.time() + _clock_ms() / 1000)
 
 
 def time_ns():

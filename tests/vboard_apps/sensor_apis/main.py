@@ -1,6 +1,10 @@
 # Virtual-board test app: what sensor firmware written for an ESP32 uses of machine.Pin, as a chip answers it
 # with nothing wired to the pins (tests/integration/test_vboard_esp32_apis.py).
+import time
+
 import machine
+
+print("time() is an int", isinstance(time.time(), int))
 
 button = machine.Pin(0, machine.Pin.IN, machine.Pin.PULL_UP)
 print("pull-up input", button.value(), button())
