@@ -22,7 +22,7 @@ NAMES = {
     "timeouts": ("timeouts", "link retransmission timeouts"),
     "crc_errors": ("crc_errors", "link frames received damaged"),
     "resyncs": ("resyncs", "link decoder overflows (lost frame boundaries)"),
-    "board_restarts": ("board_restarts", "boards seen restarting (a new link epoch)"),
+    "board_restarts": ("restarts", "boards seen restarting (a new link epoch)"),
     "connects": ("connects", "TCP connections opened to the broker for boards"),
     "connect_failures": ("connect_failures", "TCP connections to the broker that failed"),
     "refused": ("refused", "connection requests to destinations not allowed"),
@@ -48,11 +48,14 @@ def families(bridge: Bridge) -> Iterator[Metric]:
     info = gauge("dmqtt_bridge_board_info", "a board served now: its port and the client id of its last CONNECT",
                  ["board", "path", "client_id"])  # fmt: skip
     connected = gauge("dmqtt_bridge_board_connected", "1 while a board has a connection to the broker", ["board"])
+    present = gauge("dmqtt_bridge_board_present", "1 while a board's serial port is open", ["board"])
     for session in sessions:
         info.add_metric([session.board.name, session.board.path, session.client_id], 1)
         connected.add_metric([session.board.name], int(session.connected))
+        present.add_metric([session.board.name], int(session.present))
     yield info
     yield connected
+    yield present
     yield gauge("dmqtt_bridge_boards", "boards served now", value=len(sessions))
     yield gauge(
         "dmqtt_bridge_boards_connected", "boards with a connection to the broker now",
@@ -67,10 +70,14 @@ def families(bridge: Bridge) -> Iterator[Metric]:
 
 
 def health(bridge: Bridge, after_s: float) -> tuple[bool, str]:
-    """/healthz: unhealthy once the broker has been unreachable for more than after_s seconds."""
+    """/healthz: unhealthy once the broker has been unreachable for more than after_s seconds, and degraded while
+    boards are configured and not one of their ports is present (nothing is being relayed)."""
     down = bridge.health.unreachable_for()
     if down > after_s:
         return False, f"broker {bridge.broker} unreachable for {down:.0f} s"
+    sessions = bridge.boards()
+    if sessions and not any(s.present for s in sessions):
+        return False, f"degraded: none of the {len(sessions)} configured boards' serial ports is present"
     return True, f"ok: {len(bridge.boards())} boards, broker {bridge.broker}" + (
         f" unreachable for {down:.0f} s" if down else ""
     )

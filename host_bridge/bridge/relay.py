@@ -138,6 +138,7 @@ class BoardSession:
         self._log = logs.Board(log, self.board.name)
         self.client_id = ""  # the MQTT client id of the board's last CONNECT (what the board says it is)
         self.connected = False  # a TCP connection to the broker is open for the board
+        self.present = False  # the board's serial port is open
         # Reads the board's first packet on a new connection, until its CONNECT (at most 64 KiB: it refuses more).
         self._hello: codec_host.PacketDecoder | None = None
 
@@ -154,6 +155,7 @@ class BoardSession:
                 self.stop.wait(1.0)
                 continue
             event(self._log, INFO, "port_open", path=self.board.path, baud=self.board.baud)
+            self.present = True
             self._link = Link(int.from_bytes(os.urandom(2), "big") or 1, self.board.baud)
             self._counted = (0,) * len(_LINK_COUNTERS)  # a new link counts from zero
             self._resets = 0
@@ -165,6 +167,7 @@ class BoardSession:
                 event(self._log, WARNING, "port_lost", path=self.board.path, error=str(exc))
                 self.counters["port_reopens"] += 1
             finally:
+                self.present = False
                 self._account()
                 self._close_tcp("serial port closed")
                 try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from host_bridge.bridge.metrics import NAMES as METRIC_NAMES
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.processes import ManagedProcess
@@ -107,8 +108,9 @@ def test_the_bridge_as_a_service(tmp_path: Path) -> None:
         got = scrape(address)
         assert got['dmqtt_bridge_board_info{board="a",client_id="svc-a",path="' + str(board_a.serial_link) + '"}'] == 1
         for counter in ("frames_in", "connects", "board_restarts", "retransmissions"):
-            assert got[f'dmqtt_bridge_board_{counter}_total{{board="a"}}'] == int(said[counter]), counter
-        assert got['dmqtt_bridge_board_board_restarts_total{board="a"}'] >= 1  # the power cut: a new link epoch
+            name = METRIC_NAMES[counter][0]  # the log's key, the metric's name
+            assert got[f'dmqtt_bridge_board_{name}_total{{board="a"}}'] == int(said[counter]), counter
+        assert got['dmqtt_bridge_board_restarts_total{board="a"}'] >= 1  # the power cut: a new link epoch
         assert got['dmqtt_bridge_board_connects_total{board="a"}'] >= 2
         assert got["dmqtt_bridge_to_broker_bytes_total"] > 60 * 100  # 60 messages of 100 bytes, at least
         assert got["dmqtt_bridge_boards"] == 1 and health(address) == 200

@@ -1,0 +1,40 @@
+"""The bridge's /healthz and its present gauge: a bridge whose configured boards' ports are all missing relays
+nothing, so /healthz says degraded (503) and each board's dmqtt_bridge_board_present is 0; once a port appears
+(here a pseudo-terminal behind the configured path) the board is present and /healthz is healthy again."""
+
+from __future__ import annotations
+
+import os
+import pty
+import time
+from pathlib import Path
+
+from host_bridge.bridge.metrics import families, health
+from host_bridge.bridge.relay import BoardPort, Bridge
+from host_bridge.net import Destination
+
+
+def present(bridge: Bridge) -> dict[str, float]:
+    family = next(f for f in families(bridge) if f.name == "dmqtt_bridge_board_present")
+    return {s.labels["board"]: s.value for s in family.samples}
+
+
+def test_no_board_present_is_degraded_and_a_port_that_appears_is_present(tmp_path: Path) -> None:
+    link = tmp_path / "ttyBOARD"
+    bridge = Bridge([BoardPort("a", str(link))], Destination.parse("127.0.0.1:1"), [], None)
+    master, slave = pty.openpty()
+    bridge.start()
+    try:
+        ok, why = health(bridge, after_s=60)
+        assert not ok and why.startswith("degraded: none of the 1 configured boards"), why
+        assert present(bridge) == {"a": 0}
+        link.symlink_to(os.ttyname(slave))  # the board plugged in: its session opens it within a second
+        deadline = time.monotonic() + 30
+        while not health(bridge, after_s=60)[0]:
+            assert time.monotonic() < deadline, "the port never counted as present"
+            time.sleep(0.05)
+        assert present(bridge) == {"a": 1}
+    finally:
+        bridge.stop()
+        os.close(master)
+        os.close(slave)
