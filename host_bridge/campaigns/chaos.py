@@ -108,6 +108,14 @@ def small_disk(folder: Path, size: str = "64m") -> Path | None:
     return folder if done.returncode == 0 else None
 
 
+def unmount(disk: Path, say: Say) -> None:
+    """The disk's tmpfs away (lazily: a process still in it lets go later), said when umount refuses: a mount
+    left behind would outlive the campaign."""
+    done = subprocess.run(["umount", "-l", str(disk)], capture_output=True, text=True)
+    if done.returncode:
+        say(f"[chaos] umount {disk} failed ({done.returncode}): {done.stderr.strip()}")
+
+
 def run_campaign(
     out: Path,
     messages: int = 120,
@@ -136,85 +144,87 @@ def run_campaign(
     result = CampaignResult()
     out.mkdir(parents=True)
     disk = small_disk(out / "disk")
-    filler = DiskFiller(disk)
-    if disk is None:
-        say("      (not root: no tmpfs for the disk-full episodes; they are left out)")
-    broker = Mosquitto(out / "broker", persistence="every-change")
-    stack = Stack(
-        out,
-        broker,
-        BOARDS,
-        messages,
-        cuts,
-        rng,
-        recorded=(disk or out) / "recorded",
-        confirm=confirm,
-        app=app,
-    )
     try:
-        stack.start()
-        say(
-            f"[chaos] {len(stack.runs)} boards x {messages} messages, {cuts} power cuts each; "
-            f"{faults} of each fault: {', '.join(KINDS)}"
+        filler = DiskFiller(disk)
+        if disk is None:
+            say("      (not root: no tmpfs for the disk-full episodes; they are left out)")
+        broker = Mosquitto(out / "broker", persistence="every-change")
+        stack = Stack(
+            out,
+            broker,
+            BOARDS,
+            messages,
+            cuts,
+            rng,
+            recorded=(disk or out) / "recorded",
+            confirm=confirm,
+            app=app,
         )
-        schedule = [kind for kind in KINDS for _ in range(faults) if kind != "disk_full" or disk is not None]
-        rng.shuffle(schedule)
-        # Spread over the boards' run (about 15 ms a message on the noisy serial lines, plus their power cuts).
-        span = max(3.0, messages * 0.015)
-        due = sorted(rng.uniform(0.5, span) for _ in schedule)
-        start = time.monotonic()
-        disk_freed_at = None
-        while not stack.boards_finished or schedule or disk_freed_at is not None:
-            time.sleep(0.1)
-            now = time.monotonic() - start
-            if disk_freed_at is not None and now >= disk_freed_at:
-                filler.free()
-                disk_freed_at = None
-                say(f"[chaos] {now:5.1f}s disk space given back")
-            if not schedule or now < due[0] or disk_freed_at is not None:
-                continue
-            kind = schedule.pop()
-            due.pop(0)
-            result.faults[kind] += 1
-            say(f"[chaos] {now:5.1f}s {kind}")
-            if kind == "broker":
-                stack.broker_going_down()
-                if broker_fault == "kill":
-                    broker.kill()
-                else:
-                    broker.stop()
-                stack.timeline.note("broker-kill" if broker_fault == "kill" else "broker-restart")
-                time.sleep(rng.uniform(0.2, 1.0))
-                stack.start_broker()
-            elif kind == "bridge":
-                assert stack.bridge is not None
-                stack.bridge.kill()
-                stack.timeline.note("bridge-kill")
-                time.sleep(rng.uniform(0.2, 1.0))
-                stack.start_bridge()
-            elif kind == "recorder":
-                assert stack.recorder is not None
-                stack.recorder.kill()
-                stack.timeline.note("recorder-kill")
-                stack.start_recorder()
-            elif filler.fill():
-                stack.timeline.note("disk-full")
-                disk_freed_at = now + rng.uniform(2.0, 4.0)
-        result.failures += stack.failures()
-        stack.wake_unconfirmed(lambda text: say(f"[chaos] {text}"))
-        stack.drain(lambda text: say(f"[chaos] {text.strip()}"), timeout=120)
-        duplicates, result.broker_redelivered, result.resent = stack.duplicates_at_the_broker()
-        result.failures += [f"QoS 2 delivered twice at the broker: {d}" for d in duplicates]
+        try:
+            stack.start()
+            say(
+                f"[chaos] {len(stack.runs)} boards x {messages} messages, {cuts} power cuts each; "
+                f"{faults} of each fault: {', '.join(KINDS)}"
+            )
+            schedule = [kind for kind in KINDS for _ in range(faults) if kind != "disk_full" or disk is not None]
+            rng.shuffle(schedule)
+            # Spread over the boards' run (about 15 ms a message on the noisy serial lines, plus their power cuts).
+            span = max(3.0, messages * 0.015)
+            due = sorted(rng.uniform(0.5, span) for _ in schedule)
+            start = time.monotonic()
+            disk_freed_at = None
+            while not stack.boards_finished or schedule or disk_freed_at is not None:
+                time.sleep(0.1)
+                now = time.monotonic() - start
+                if disk_freed_at is not None and now >= disk_freed_at:
+                    filler.free()
+                    disk_freed_at = None
+                    say(f"[chaos] {now:5.1f}s disk space given back")
+                if not schedule or now < due[0] or disk_freed_at is not None:
+                    continue
+                kind = schedule.pop()
+                due.pop(0)
+                result.faults[kind] += 1
+                say(f"[chaos] {now:5.1f}s {kind}")
+                if kind == "broker":
+                    stack.broker_going_down()
+                    if broker_fault == "kill":
+                        broker.kill()
+                    else:
+                        broker.stop()
+                    stack.timeline.note("broker-kill" if broker_fault == "kill" else "broker-restart")
+                    time.sleep(rng.uniform(0.2, 1.0))
+                    stack.start_broker()
+                elif kind == "bridge":
+                    assert stack.bridge is not None
+                    stack.bridge.kill()
+                    stack.timeline.note("bridge-kill")
+                    time.sleep(rng.uniform(0.2, 1.0))
+                    stack.start_bridge()
+                elif kind == "recorder":
+                    assert stack.recorder is not None
+                    stack.recorder.kill()
+                    stack.timeline.note("recorder-kill")
+                    stack.start_recorder()
+                elif filler.fill():
+                    stack.timeline.note("disk-full")
+                    disk_freed_at = now + rng.uniform(2.0, 4.0)
+            result.failures += stack.failures()
+            stack.wake_unconfirmed(lambda text: say(f"[chaos] {text}"))
+            stack.drain(lambda text: say(f"[chaos] {text.strip()}"), timeout=120)
+            duplicates, result.broker_redelivered, result.resent = stack.duplicates_at_the_broker()
+            result.failures += [f"QoS 2 delivered twice at the broker: {d}" for d in duplicates]
+        finally:
+            filler.free()
+            stack.stop()
+        result.power_cuts = sum(r.cuts for r in stack.runs)
+        result.boots = sum(r.boots for r in stack.runs)
+        result.pids = stack.pids
+        timeline = stack.timeline.path if report else None
+        result.audit = run_pipeline(stack.recorded, out / "results", stack.write_expected(), timeline)
+        (out / "figures.json").write_text(json.dumps(result.figures(), indent=2))
+        say("[chaos] " + json.dumps(result.figures()))
+        return result
     finally:
-        filler.free()
-        stack.stop()
-    result.power_cuts = sum(r.cuts for r in stack.runs)
-    result.boots = sum(r.boots for r in stack.runs)
-    result.pids = stack.pids
-    timeline = stack.timeline.path if report else None
-    result.audit = run_pipeline(stack.recorded, out / "results", stack.write_expected(), timeline)
-    if disk is not None:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-    (out / "figures.json").write_text(json.dumps(result.figures(), indent=2))
-    say("[chaos] " + json.dumps(result.figures()))
-    return result
+        if disk is not None:
+            unmount(disk, say)

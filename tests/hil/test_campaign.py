@@ -32,3 +32,4 @@ def test_everything_at_once_keeps_every_promise(tmp_path: Path) -> None:
     for pid in result.pids:  # every process the campaign started has ended
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+    assert str(tmp_path) not in Path("/proc/mounts").read_text(), "the campaign's disk outlived it"

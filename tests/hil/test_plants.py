@@ -48,6 +48,7 @@ CHAOS_PLANTS = [pytest.param(name, marks=() if name == "publish_before_flash" el
 def test_the_chaos_campaign_fails_each_plant_naming_what_it_broke(tmp_path: Path, plant: str) -> None:
     app = planted_app(tmp_path / "app", plant)
     result = run_campaign(tmp_path / "chaos", messages=80, cuts=3, faults=0, seed=11, app=app, report=False)
+    assert str(tmp_path) not in Path("/proc/mounts").read_text(), "the campaign's disk outlived it"
     assert not result.ok, f"the chaos campaign passed {plant}: {result.figures()}"
     assert any(name in said(result) for name in NAMED[plant]), said(result)
 
