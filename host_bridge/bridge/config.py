@@ -41,7 +41,7 @@ class BridgeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     broker: str | None = None
     baud: Baud = 115200
     allow: list[str] = []
-    stats_every: Seconds = 60.0
+    stats_every: Seconds = 300.0
     log_format: Literal["logfmt", "json"] = "logfmt"
     wait: Seconds | None = None
     strict_ports: bool = False

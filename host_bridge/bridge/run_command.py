@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--certfile", help="client certificate (mutual TLS)")
     parser.add_argument("--keyfile", help="client certificate's key")
     parser.add_argument(
-        "--stats-every", type=seconds, metavar="S", help="print counters every S seconds (default 60; 0: never)"
+        "--stats-every", type=seconds, metavar="S", help="print counters every S seconds (default 300; 0: never)"
     )
     parser.add_argument(
         "--strict-ports", action="store_true", help="fail at start (exit 2) on a port path that does not exist"

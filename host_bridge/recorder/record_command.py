@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
     parser.add_argument(
-        "--stats-every", type=seconds, default=10.0, metavar="S", help="print progress every S seconds (0: never)"
+        "--stats-every", type=seconds, default=300.0, metavar="S", help="print progress every S seconds (0: never)"
     )
     parser.add_argument(
         "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on /metrics and a health check on /healthz"
