@@ -37,7 +37,7 @@ EVENTS: dict[str, tuple[str, str]] = {
     "port_unavailable": ("run", "a board's serial port cannot be opened; tried again"),
     "port_lost": ("run", "a board's serial port went away; reopened when it is back"),
     "stopped": ("run", "a board's session ended (unplugged, removed, the bridge stopping), with its counters"),
-    "counters": ("run", "a board's counters (every stats_every, on SIGUSR1, at exit)"),
+    "counters": ("run", "a board's counters (every stats_every, on SIGUSR1; at exit its `stopped` line has them)"),
     "console": ("run", "a line the board printed outside the link's frames"),
     "line_noise": ("run", "bytes on the serial line that were no frame"),
     "board_restarted": ("run", "the board restarted: its broker connection is closed"),

@@ -254,13 +254,13 @@ def run(args: argparse.Namespace) -> int:
                 bridge.report()
                 next_stats = time.monotonic() + settings.stats_every
     finally:
-        # Whatever ends the run (a signal, an error), the last counters are said.
+        # Whatever ends the run (a signal, an error), the last counters are said once: each board's in its
+        # `stopped` line, the totals in `exit`.
         notify("STOPPING=1")
         done.set()
         bridge.stop()
         if server is not None:
             server.stop()
-        bridge.report()
         event(root, logging.INFO, "exit", **bridge.totals())
     return 0
 
