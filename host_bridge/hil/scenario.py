@@ -85,6 +85,7 @@ class Fleet:
         timeout: float = 300,
     ) -> None:
         self.duts = duts
+        self.timeout = timeout  # each board's run, from its start
         self._results: list[BoardRun | BaseException | None] = [None] * len(duts)
         plans = plans or [CutPlan.none()] * len(duts)
         self._threads = [
@@ -125,12 +126,14 @@ class Fleet:
         """Whether every board's run has ended (completed or failed)."""
         return not any(thread.is_alive() for thread in self._threads)
 
-    def runs(self, timeout: float = 300) -> list[BoardRun]:
-        """Every board's run once it has completed; the first failure raised."""
+    def runs(self, timeout: float | None = None) -> list[BoardRun]:
+        """Every board's run once it has completed (waited for up to `timeout`; by default the runs' own
+        timeout, which a long dose raises); the first failure raised."""
+        wait = self.timeout if timeout is None else timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(wait)
             if thread.is_alive():
-                raise DutError(f"{thread.name}: the run did not complete within {timeout:.0f} s")
+                raise DutError(f"{thread.name}: the run did not complete within {wait:.0f} s")
         runs = []
         for result in self._results:
             if isinstance(result, BaseException):
