@@ -122,10 +122,28 @@ class Bench:
             shutil.copytree(source, app)
             shutil.copy(APPS / "phase_clock.py", app)
             fetch_umqtt(app)
-        self.cuts = random.Random(14)  # where the loss runs cut the power: the same draws at every run
+        self.cuts = random.Random(14)  # where the loss runs cut the power (cut_in_sleeps)
         self.runs = 0
         self.lost = 0
         self.sent = 0
+
+    def dut(self, dev: str, **options: Any) -> VirtualDut:
+        """A virtual board of the sim definition, its flash and console log in a folder of its own."""
+        return VirtualDut(
+            dev,
+            BoardDefinition.load("sim"),
+            flash=self.work / dev / "b.flash",
+            console_log=self.work / dev / "console.log",
+            **options,
+        )
+
+    def cut_in_sleeps(self, dut: VirtualDut, per_send: int, cuts: int) -> None:
+        """`cuts` power cuts, each inside a deep sleep drawn from the first per_send after a power-on (the same
+        draws at every run of the figure)."""
+        for _ in range(cuts):
+            end = boot_once(dut, cut_in_sleep=self.cuts.randint(1, per_send), timeout=120)
+            if end.kind != "power-cut":
+                raise SystemExit(f"{dut.name}: a run to cut ended {end.kind}:\n{end.console[-2000:]}")
 
     def wakes(self, kind: str, readings: int, count: int) -> list[dict[str, Any]]:
         """`count` sending wakes of `kind`, each with readings - 1 journaled before it (a "prep" boot), the client
@@ -135,14 +153,7 @@ class Bench:
         dev = f"energy-{kind}-{readings}-{self.runs}"
         host, port = self.broker.address.rsplit(":", 1)
         topic = f"sensors/{dev}/telemetry"
-        dut = VirtualDut(
-            dev,
-            BoardDefinition.load("sim"),
-            flash=self.work / dev / "b.flash",
-            console_log=self.work / dev / "console.log",
-            app=self.app,
-            library=True,
-        )
+        dut = self.dut(dev, app=self.app, library=True)
         dut.summary_keys = ("kind",)
         subscriber = Subscriber(self.broker.address, f"{dev}-witness", topic)
         out = []
@@ -181,20 +192,11 @@ class Bench:
         settings = {"CLIENT_ID": dev, "HOST": host, "PORT": int(port), "TOPIC": topic.encode(), "SIZE": PAYLOAD,
                     "PER_SEND": per_send, "WAKES": wakes, "PERIOD_MS": PERIOD_S * 1000}  # fmt: skip
         (app / "settings.py").write_text("".join(f"{k} = {v!r}\n" for k, v in settings.items()))
-        dut = VirtualDut(
-            dev,
-            BoardDefinition.load("sim"),
-            flash=self.work / dev / "b.flash",
-            console_log=self.work / dev / "console.log",
-            app=app,
-        )
+        dut = self.dut(dev, app=app)
         dut.summary_keys = ("forgetful",)
         subscriber = Subscriber(self.broker.address, f"{dev}-witness", topic)
         try:
-            for _ in range(cuts):
-                end = boot_once(dut, cut_in_sleep=self.cuts.randint(1, per_send), timeout=120)
-                if end.kind != "power-cut":
-                    raise SystemExit(f"{dev}: a run to cut ended {end.kind}:\n{end.console[-2000:]}")
+            self.cut_in_sleeps(dut, per_send, cuts)
             sleeps_before = len(dut.vboard.sleeps)
             end = boot_once(dut, timeout=120 + wakes)
             if end.kind != "done":
@@ -234,14 +236,7 @@ class Bench:
         self.runs += 1
         dev = f"energy-board-{per_send}-{install}-{self.runs}"
         ap = AccessPoint(self.work / f"{dev}.ap", model=JoinModel(scale=0.02))
-        dut = VirtualDut(
-            dev,
-            BoardDefinition.load("sim"),
-            flash=self.work / dev / "b.flash",
-            console_log=self.work / dev / "console.log",
-            ap=ap,
-            install=install,
-        )
+        dut = self.dut(dev, ap=ap, install=install)
         topic = f"sensors/{dev}/telemetry"
         subscriber = Subscriber(self.broker.address, f"{dev}-witness", topic)
         config = {
@@ -254,10 +249,7 @@ class Bench:
         }
         try:
             dut.configure(config)
-            for _ in range(cuts):
-                end = boot_once(dut, cut_in_sleep=self.cuts.randint(1, per_send), timeout=120)
-                if end.kind != "power-cut":
-                    raise SystemExit(f"{dev}: a run to cut ended {end.kind}:\n{end.console[-2000:]}")
+            self.cut_in_sleeps(dut, per_send, cuts)
             end = boot_once(dut, timeout=120 + count)
             if end.kind != "done":
                 raise SystemExit(f"{dev}: the run did not complete:\n{end.console[-2000:]}")
