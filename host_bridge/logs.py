@@ -129,14 +129,16 @@ class Logfmt(logging.Formatter):
         self.journald = journald
 
     def format(self, record: logging.LogRecord) -> str:
-        line = " ".join(f"{key}={logfmt_value(value)}" for key, value in fields_of(record).items())
+        line = self.line(fields_of(record))
         return priority_prefix(record.levelno) + line if self.journald else line
+
+    def line(self, fields: dict[str, Any]) -> str:
+        return " ".join(f"{key}={logfmt_value(value)}" for key, value in fields.items())
 
 
 class Json(Logfmt):
-    def format(self, record: logging.LogRecord) -> str:
-        line = json.dumps(fields_of(record), default=str)
-        return priority_prefix(record.levelno) + line if self.journald else line
+    def line(self, fields: dict[str, Any]) -> str:
+        return json.dumps(fields, default=str)
 
 
 class FoldRepeats(logging.Filter):

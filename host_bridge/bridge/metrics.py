@@ -78,6 +78,6 @@ def health(bridge: Bridge, after_s: float) -> tuple[bool, str]:
     sessions = bridge.boards()
     if sessions and not any(s.present for s in sessions):
         return False, f"degraded: none of the {len(sessions)} configured boards' serial ports is present"
-    return True, f"ok: {len(bridge.boards())} boards, broker {bridge.broker}" + (
+    return True, f"ok: {len(sessions)} boards, broker {bridge.broker}" + (
         f" unreachable for {down:.0f} s" if down else ""
     )

@@ -1,7 +1,7 @@
 """A real board's charge, wake by wake, from a current trace: a Nordic Power Profiler Kit II (`pip install
 ppk2-api`, the kit powering the board as its source meter) or a Joulescope (`pip install joulescope`, in series
-with the board's supply). The trace is cut into wakes where the current rises above `awake_ua`; a wake whose peak
-passes `radio_ma` had its radio on (a sending wake), the others sampled with the radio off. What comes out has the
+with the board's supply). The trace is cut into wakes where the current rises above AWAKE_UA; a wake whose peak
+passes RADIO_MA had its radio on (a sending wake), the others sampled with the radio off. What comes out has the
 names of BENCHMARKS.md figure 14's rows (uAh per reading, each kind of wake's time and charge, the sleep between),
 so that a board's measurement sits beside the estimate (docs/low-power.md, "Measuring a real board").
 
@@ -32,7 +32,6 @@ class ChargeError(HostBridgeError):
 
 @dataclass(frozen=True)
 class Wake:
-    start_s: float
     ms: float
     uah: float
     peak_ma: float
@@ -50,7 +49,7 @@ class Trace:
     sleep_ua: float  # the mean current between wakes
 
 
-def split(samples_ua: Iterable[float], rate_hz: float, awake_ua: float = AWAKE_UA) -> Trace:
+def split(samples_ua: Iterable[float], rate_hz: float) -> Trace:
     """The wakes of a trace (microamperes, `rate_hz` samples a second), and what it drew in all and asleep."""
     dt_h = 1 / rate_hz / 3600
     wakes: list[Wake] = []
@@ -60,7 +59,7 @@ def split(samples_ua: Iterable[float], rate_hz: float, awake_ua: float = AWAKE_U
     charge = peak = 0.0
     for n, ua in enumerate(samples_ua, 1):
         total += ua * dt_h
-        if ua >= awake_ua:
+        if ua >= AWAKE_UA:
             if start < 0:
                 start, charge, peak = n - 1, 0.0, 0.0
             charge += ua * dt_h
@@ -82,7 +81,7 @@ def split(samples_ua: Iterable[float], rate_hz: float, awake_ua: float = AWAKE_U
 
 
 def _wake(first: int, end: int, uah: float, peak_ua: float, rate_hz: float) -> Wake:
-    return Wake(start_s=first / rate_hz, ms=(end - first) * 1000 / rate_hz, uah=uah, peak_ma=peak_ua / 1000)
+    return Wake(ms=(end - first) * 1000 / rate_hz, uah=uah, peak_ma=peak_ua / 1000)
 
 
 def rows(trace: Trace, cell_mah: float) -> dict[str, Any]:
