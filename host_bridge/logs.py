@@ -28,7 +28,11 @@ EVENTS: dict[str, tuple[str, str]] = {
     "start": ("run, record", "the command started, with its settings"),
     "signal": ("run, record", "a signal arrived, and what it does (stop, reload, report)"),
     "exit": ("run", "the bridge stopped, with its counters in total"),
-    "reloaded": ("run", "SIGHUP read the board list again: boards started and stopped"),
+    "reloaded": (
+        "run",
+        "SIGHUP read the board list again: boards started and stopped, and the settings changed that only a "
+        "restart applies (`not_applied`; a warning when there are any)",
+    ),
     "reload_failed": ("run", "SIGHUP's board list did not load; the running one is kept"),
     "broker_unreachable": ("run, record", "every attempt to reach the broker fails (said once), and what to check"),
     "broker_back": ("run", "the broker answers again, after how long"),

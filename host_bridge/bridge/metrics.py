@@ -67,6 +67,13 @@ def families(bridge: Bridge) -> Iterator[Metric]:
         value=round(bridge.health.unreachable_for(), 3),
     )
     yield counter("dmqtt_bridge_broker_outages", "times the broker became unreachable", value=bridge.health.outages)
+    pending = gauge(
+        "dmqtt_bridge_reload_not_applied", "1 for each setting a reload read changed and only a restart applies",
+        ["setting"],
+    )  # fmt: skip
+    for setting in bridge.not_applied:
+        pending.add_metric([setting], 1)
+    yield pending
 
 
 def health(bridge: Bridge, after_s: float) -> tuple[bool, str]:

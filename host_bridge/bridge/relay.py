@@ -475,6 +475,7 @@ class Bridge:
         self.sessions: dict[str, BoardSession] = {}
         self.threads: dict[str, threading.Thread] = {}
         self.gone = dict.fromkeys(COUNTERS, 0)  # what boards removed since the start had counted
+        self.not_applied: tuple[str, ...] = ()  # settings a reload read changed and only a restart applies
         self._lock = threading.Lock()
         self._started = False
 

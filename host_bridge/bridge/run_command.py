@@ -6,6 +6,7 @@ import argparse
 import logging
 import queue
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -85,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=seconds,
         metavar="S",
         help="/healthz fails once the broker has been unreachable this long (default 60)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the configuration (the TOML file, the flags, the TLS files) and exit 0, or 2 saying what is "
+        "wrong, without opening a port or connecting: before a restart or a SIGHUP",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_wait_argument(parser)
@@ -191,8 +198,28 @@ _SIGNALS: dict[int, str] = {
 }
 
 
+def check(settings: Settings) -> str:
+    """What a run with `settings` would serve, once the parts that can fail without a port or a connection have
+    been tried: the TLS files loaded into a context, the metrics address parsed (BridgeError when one is not)."""
+    if settings.tls is not None:
+        try:
+            settings.tls.context()
+        except (OSError, ssl.SSLError) as exc:
+            raise BridgeError(f"[tls]: {exc}") from None
+    if settings.metrics:
+        Destination.parse(settings.metrics)
+    boards = ", ".join(f"{b.name}={b.path}" for b in settings.boards) or "none (--port or [[board]])"
+    return (
+        f"configuration OK: boards {boards}; broker {settings.broker}; tls {'yes' if settings.tls else 'no'}; "
+        f"metrics {settings.metrics or '-'}; counters every {settings.stats_every:g} s"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     settings = _config(args)
+    if args.check:
+        print(check(settings))
+        return 0
     level = logging.DEBUG if args.verbose else logging.INFO
     log_to_stdout("host_bridge", settings.log_format, level)
     root = logging.getLogger("host_bridge")
@@ -247,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
                 if action == "stop":
                     break
                 if action == "reload":
-                    _reload(args, bridge, root)
+                    _reload(args, bridge, root, settings)
                 else:
                     bridge.report()
             if next_stats is not None and time.monotonic() >= next_stats:
@@ -265,21 +292,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reload(args: argparse.Namespace, bridge: Bridge, root: logging.Logger) -> None:
+# The settings a reload does not apply (a restart does): each one changed is named in the `reloaded` line and in
+# the dmqtt_bridge_reload_not_applied metric until the bridge restarts.
+_RESTART_ONLY = ("broker", "allow", "tls", "stats_every", "log_format", "metrics", "health_after")
+
+
+def _reload(args: argparse.Namespace, bridge: Bridge, root: logging.Logger, running: Settings) -> None:
     """SIGHUP: the board list read again (the config file and the command line); boards added start, boards
-    removed stop, the others go on untouched. A config that does not load leaves the running one as it is."""
+    removed stop, the others go on untouched. A config that does not load leaves the running one as it is; a
+    changed setting that only a restart applies is named (bridge.not_applied), and the running one kept."""
     try:
-        boards = _config(args).boards
-        started, stopped = bridge.apply(boards)
+        new = _config(args)
+        started, stopped = bridge.apply(new.boards)
     except HostBridgeError as exc:
         event(root, logging.ERROR, "reload_failed", error=str(exc), kept=len(bridge.boards()))
         return
+    bridge.not_applied = tuple(name for name in _RESTART_ONLY if getattr(new, name) != getattr(running, name))
     event(
         root,
-        logging.INFO,
+        logging.WARNING if bridge.not_applied else logging.INFO,
         "reloaded",
         boards=len(bridge.boards()),
         started=",".join(started) or "-",
         stopped=",".join(stopped) or "-",
+        not_applied=",".join(bridge.not_applied) or "-",
+        **({"hint": "restart_to_apply"} if bridge.not_applied else {}),
     )
     notify(f"STATUS=serving {len(bridge.boards())} boards")

@@ -115,13 +115,18 @@ def test_the_bridge_as_a_service(tmp_path: Path) -> None:
         assert got["dmqtt_bridge_to_broker_bytes_total"] > 60 * 100  # 60 messages of 100 bytes, at least
         assert got["dmqtt_bridge_boards"] == 1 and health(address) == 200
 
-        # SIGHUP: board b added; a's session goes on untouched.
-        toml.write_text(toml.read_text() + f'[[board]]\nname = "b"\nport = "{board_b.serial_link}"\n')
+        # SIGHUP: board b added; a's session goes on untouched. The counters' period changed too: a restart applies
+        # it, and the reload says so, in its line and in a metric.
+        toml.write_text(
+            toml.read_text().replace("stats_every = 0", "stats_every = 3600")
+            + f'[[board]]\nname = "b"\nport = "{board_b.serial_link}"\n'
+        )
         bridge.process.send_signal(signal.SIGHUP)
         until(lambda: "event=reloaded" in bridge.text(), "no reload on SIGHUP")
-        assert (
-            logged(bridge.text(), "reloaded")["started"] == "b" and logged(bridge.text(), "reloaded")["stopped"] == "-"
-        )
+        reloaded = logged(bridge.text(), "reloaded")
+        assert reloaded["started"] == "b" and reloaded["stopped"] == "-", reloaded
+        assert reloaded["not_applied"] == "stats_every" and reloaded["hint"] == "restart_to_apply", reloaded
+        assert scrape(address)['dmqtt_bridge_reload_not_applied{setting="stats_every"}'] == 1
         board_b.start()
         until(lambda: sum(r.topic == "sensors/svc-b/telemetry" for r in subscriber.records) >= 5, "board b silent")
         assert scrape(address)["dmqtt_bridge_boards"] == 2
