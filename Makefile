@@ -15,7 +15,7 @@ MPY_DIR := build/mpy
 # Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
 ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
 
-.PHONY: help demo test lint style mpy typecheck venv system-deps test-deps bench soak hil firmware clean
+.PHONY: help demo test lint style mpy typecheck venv stock system-deps test-deps bench soak hil firmware clean
 
 # A bare `make` prints this list and installs nothing.
 .DEFAULT_GOAL := help
@@ -31,6 +31,7 @@ help:
 	@echo "make hil         the HIL bench's scenarios (PORT=... BOARD=... for a real board)"
 	@echo "make firmware    a MicroPython image with the firmware frozen in (BOARD=..., MICROPY_DIR=...)"
 	@echo "make venv        the virtual environment in .venv with the pinned pip packages"
+	@echo "make stock       the stock ESP32 image's umqtt modules for the virtual board, from PyPI (pinned)"
 	@echo "make system-deps mosquitto, socat, openssl and a Java runtime, with apt-get when missing (sudo if not root)"
 	@echo "make test-deps   system-deps and Chromium (headless, for the report test), with apt-get when missing"
 	@echo "make clean       remove build output"
@@ -69,6 +70,11 @@ $(STAMP): pyproject.toml firmware/dmqtt/__init__.py tests/hil/neighbours.txt
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
+# The modules a stock ESP32 image freezes that the virtual board freezes too (umqtt.simple, umqtt.robust): fetched
+# once from PyPI, pinned by SHA-256 (host_bridge/vboard/stock.py), into build/.
+stock: $(STAMP)
+	@$(BIN)/python -c 'from host_bridge.vboard import stock; raise SystemExit(stock.main())'
+
 # Every firmware file compiled to .mpy as each board's chip gets it (also catches syntax MicroPython rejects).
 mpy: $(STAMP)
 	@rm -rf $(MPY_DIR)
@@ -106,14 +112,14 @@ lint: style mpy typecheck
 # which share one worker's session, slow down for want of a core (8 took longer than 6).
 # TEST_LOAD=N runs N busy processes beside the suite (tests/conftest.py), as a loaded CI machine would.
 TEST_WORKERS ?= 6
-test: test-deps $(STAMP) lint
+test: test-deps $(STAMP) stock lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-demo: system-deps $(STAMP)
+demo: system-deps $(STAMP) stock
 	$(BIN)/host-bridge demo
 
 # BENCHMARKS.md and bench/results.json (BENCH_QUICK=1: a short dose of each figure), then the older tools' reports.
-bench: system-deps $(STAMP)
+bench: system-deps $(STAMP) stock
 	$(BIN)/python tools/benchmarks.py
 	$(BIN)/python tools/bench_codec.py
 	$(BIN)/python tools/bench_link.py
@@ -125,7 +131,7 @@ bench: system-deps $(STAMP)
 HIL_ARGS = $(if $(PORT),--hil-dut $(PORT) --hil-board $(or $(BOARD),esp32-devkitc)) \
 	$(if $(LINK_PORT),--hil-link-port $(LINK_PORT)) $(if $(POWER_CMD),--hil-power-cmd '$(POWER_CMD)') \
 	$(if $(BROKER),--hil-broker $(BROKER))
-hil: system-deps $(STAMP)
+hil: system-deps $(STAMP) stock
 	$(BIN)/python -m pytest tests/hil -rs $(HIL_ARGS) --junitxml=build/hil/junit.xml
 
 # A MicroPython image with the firmware frozen in, for a real board (its code runs from flash, not the heap):
@@ -139,7 +145,7 @@ firmware: $(STAMP)
 # messages through 200 dropped connections and 50 power cuts with the heap watched, 500 deep-sleep wakes per
 # board, 3,000 store-and-forward wakes with cuts anywhere, a cut at every operation of every sampling wake, and ten
 # minutes of WiFi outages.
-soak: system-deps $(STAMP)
+soak: system-deps $(STAMP) stock
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
 	HIL_WAKES=500 HIL_BATCH_WAKES=3000 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml

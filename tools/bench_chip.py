@@ -22,10 +22,10 @@ from typing import Any
 
 from bench_report import Section, table
 from figure_cli import print_figure
-from sdist import fetch_member
 
 from host_bridge.vboard.runner import micropython_command
 from host_bridge.vboard.shims import nor_flash
+from host_bridge.vboard.stock import fetch_member
 
 PYSTONE = {
     "url": "https://files.pythonhosted.org/packages/2b/e9/cd38fe0fe0024193e6b8132b8c370c28ccd4bd8fae92dd5ae3b54d08768f/"
@@ -52,7 +52,8 @@ def pystones(folder: Path, passes: int) -> float:
 
 def figure(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        fetch_member(PYSTONE["url"], PYSTONE["sha256"], "pystone_lowmem.py", Path(tmp) / "pystone_lowmem.py")
+        source = fetch_member(PYSTONE["url"], PYSTONE["sha256"], "pystone_lowmem.py")
+        (Path(tmp) / "pystone_lowmem.py").write_bytes(source)
         here = pystones(Path(tmp), PASSES // 10 if quick else PASSES)
     return {
         "pystones_here": here,

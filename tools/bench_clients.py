@@ -26,7 +26,6 @@ from typing import Any
 
 from bench_report import Goal, Section, goal_table, table
 from delay_proxy import DelayProxy
-from sdist import fetch_member
 
 from dmqtt import codec
 from host_bridge.boards.definition import BoardDefinition
@@ -36,14 +35,9 @@ from host_bridge.hil.cycle import boot_once
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.flash_image import parse_size
 from host_bridge.vboard.runner import micropython_command
+from host_bridge.vboard.stock import STOCK, fetch_member
 
-UMQTT = {
-    "name": "micropython-umqtt.simple",
-    "version": "1.3.4",
-    "url": "https://files.pythonhosted.org/packages/bd/cf/697e3418b2f44222b3e848078b1e33ee76aedca9b6c2430ca1b1aec1ce1d/"
-    "micropython-umqtt.simple-1.3.4.tar.gz",
-    "sha256": "b6a2520239e3992c63a7de9370ee9b3d9d27819a90359c521f1c0f7ccab8d12f",
-}
+UMQTT = {"name": STOCK[0].distribution, "version": STOCK[0].version, "url": STOCK[0].url, "sha256": STOCK[0].sha256}
 REPO = Path(__file__).resolve().parents[1]
 APP = Path(__file__).resolve().parent / "bench_apps" / "clients"
 RAM_PARTITION_HEAP = 72 * 1024  # the dmqtt-ram case's 64 KiB partition stands in for flash: not the board's heap
@@ -52,7 +46,9 @@ PATHS = {"loopback": 0.0, "rtt 10 ms": 5.0, "rtt 50 ms": 25.0}  # one-way delay 
 
 def fetch_umqtt(into: Path) -> Path:
     """umqtt/simple.py from the PyPI sdist, saved as umqtt_simple.py in `into`."""
-    return fetch_member(UMQTT["url"], UMQTT["sha256"], "umqtt/simple.py", into / "umqtt_simple.py")
+    target = into / "umqtt_simple.py"
+    target.write_bytes(fetch_member(STOCK[0].url, STOCK[0].sha256, STOCK[0].path))
+    return target
 
 
 def round_trip_ms(address: str, samples: int = 15) -> float:

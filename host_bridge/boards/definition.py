@@ -269,13 +269,22 @@ class BoardDefinition:
             if pin in chip.input_only and field != "uart.rx":
                 raise BoardError(f"{where}: {field} GPIO{pin} is input-only on the {chip.name}")
 
-    def data_partitions(self, flash_size: int) -> list[Partition]:
-        """The partitions the virtual board's flash file holds. A real ESP32 table starts with the bootloader
-        and app; the emulated file holds only the data partitions, rebased to start at 0."""
+    def emulated(self) -> list[Partition]:
+        """The data partitions the virtual board's flash file holds (not NVS, PHY data or the app)."""
         data = [p for p in self.partitions if p.type == "data" and p.subtype in ("fat", "undefined", "romfs")]
         if not data:
             raise BoardError(f"board {self.name} has no data partitions for the emulated flash")
-        base = min(p.offset for p in data)
+        return data
+
+    def data_base(self) -> int:
+        """Where the virtual board's flash file starts in the chip's flash: its first data partition's offset."""
+        return min(p.offset for p in self.emulated())
+
+    def data_partitions(self, flash_size: int) -> list[Partition]:
+        """The partitions the virtual board's flash file holds. A real ESP32 table starts with the bootloader
+        and app; the emulated file holds only the data partitions, rebased to start at 0."""
+        data = self.emulated()
+        base = self.data_base()
         rebased = [Partition(p.label, p.type, p.subtype, p.offset - base, p.size) for p in data]
         end = max(p.offset + p.size for p in rebased)
         if end > flash_size:

@@ -26,20 +26,22 @@ def add_put_argument(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE[:NAME]",
-        help="also place FILE in the board's filesystem root as NAME (certificates, secrets.json); repeatable",
+        help="also place FILE in the board's filesystem as NAME, a path from its root (certificates, secrets.json, "
+        "lib/pkg/mod.py); repeatable",
     )
 
 
 def parse_put(text: str) -> tuple[Path, str]:
-    """FILE[:NAME] -> (FILE, NAME): a host file and the name it gets in the board's filesystem root."""
+    """FILE[:NAME] -> (FILE, NAME): a host file and its path in the board's filesystem, from the root (folders
+    are made: lib/mqtt_as/__init__.py, as mip lays a package out)."""
     source, sep, name = text.partition(":")
     path = Path(source)
     if not path.is_file():
         raise FirmwareBuildError(f"--put {text}: {source} is not a file")
-    name = name if sep else path.name
-    if not name or "/" in name.strip("/") or name.startswith(".."):
-        raise FirmwareBuildError(f"--put {text}: NAME must be a file name in the board's root")
-    return path, name.strip("/")
+    parts = [part for part in (name if sep else path.name).split("/") if part]
+    if not parts or any(part in (".", "..") for part in parts):
+        raise FirmwareBuildError(f"--put {text}: NAME must be a path in the board's filesystem, without . or ..")
+    return path, "/".join(parts)
 
 
 def secrets_of(puts: tuple[tuple[Path, str], ...] | list[tuple[Path, str]]) -> Path | None:
@@ -106,8 +108,8 @@ def stage_firmware(
     for name in packages:
         rel = Path(*name.split(".")).with_suffix(".py")
         sources.append((firmware / rel, Path("lib") / rel if library else rel))
-    for path in sorted(app.glob("*.py")):
-        sources.append((path, Path(path.name)))
+    for path in app_sources(app):
+        sources.append((path, path.relative_to(app)))
     digest = hashlib.sha256(" ".join((*MPY_CROSS_OPTIONS, "-s", "import-name")).encode())  # how compile_sources runs
     for path, rel in sources:
         digest.update(str(rel).encode() + b"\0" + path.read_bytes())
@@ -126,6 +128,16 @@ def stage_firmware(
     except OSError:  # another board staged the same content first
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def app_sources(app: Path) -> list[Path]:
+    """An application folder's modules, in their folders as `mpremote mip install` or `fs cp -r` lays them out
+    (main.py, lib/mqtt_as/__init__.py): every .py file but those under a hidden folder or __pycache__."""
+    return sorted(
+        path
+        for path in app.rglob("*.py")
+        if not any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(app).parts[:-1])
+    )
 
 
 def romfs_build_command(source: Path, image: Path) -> list[str]:
@@ -172,9 +184,13 @@ MPY_CROSS_OPTIONS = ("-O3",)
 
 def import_name(rel: Path) -> str:
     """The name a module is imported by, from its path on the board: dmqtt/session.py and lib/dmqtt/session.py
-    (where mip installs it, on sys.path) -> dmqtt.session."""
+    (where mip installs it, on sys.path) -> dmqtt.session; a package's lib/mqtt_as/__init__.py -> mqtt_as."""
     parts = rel.with_suffix("").parts
-    return ".".join(parts[1:] if parts[0] == "lib" and len(parts) > 1 else parts)
+    if parts[0] == "lib" and len(parts) > 1:
+        parts = parts[1:]
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
 
 
 def compile_sources(sources: list[tuple[Path, Path]], into: Path) -> None:

@@ -93,7 +93,9 @@ def deploy_commands(
             steps.append(["romfs", "deploy", str(code)])
         steps.append(["exec", _REMOVE % ([str(m) for m in modules], packages)])
         files = [p for p in files if p.suffix != ".mpy"]
-    folders = sorted({str(p.parent.relative_to(root)) for p in files if p.parent != root})
+    # Every folder a file goes in, parents before children: staged packages, and --put paths (certs/ca.pem).
+    paths = [str(p.relative_to(root)) for p in files] + [name for _source, name in put or []]
+    folders = sorted({"/".join(path.split("/")[:n]) for path in paths for n in range(1, path.count("/") + 1)})
     # Folders made by a script that tolerates them existing (`fs mkdir` fails on a second deploy, and
     # `fs cp -r` is not accepted inside a chain of commands).
     if folders:

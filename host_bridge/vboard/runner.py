@@ -19,6 +19,8 @@ in the board's ROMFS partition, executed in place) and "frozen" (bytecode in the
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -35,6 +37,7 @@ from host_bridge.boards.definition import BoardDefinition
 from host_bridge.boards.firmware_build import frozen_modules, romfs_image, stage_firmware
 from host_bridge.errors import VBoardError
 from host_bridge.processes import dies_with_parent, register
+from host_bridge.vboard import stock
 from host_bridge.vboard.console import Console
 from host_bridge.vboard.events import check_event
 from host_bridge.vboard.flash_image import SECTOR, FlashLock, create_flash, parse_size, read_stats, stats_path
@@ -45,16 +48,19 @@ from host_bridge.vboard.wifi import AccessPoint
 RESET_EXIT_STATUS = 99  # machine.reset(): a hard reset
 SOFT_RESET_EXIT_STATUS = 98  # a soft reset (Ctrl-D at the REPL, machine.soft_reset()): boot.py, main.py again
 RAW_SOFT_RESET_EXIT_STATUS = 97  # a soft reset from the raw REPL: boot.py, then the raw REPL, no main.py
-REBOOT_STATUSES = (RESET_EXIT_STATUS, SOFT_RESET_EXIT_STATUS, RAW_SOFT_RESET_EXIT_STATUS)
+WDT_EXIT_STATUS = 95  # the watchdog was not fed: a reset with reset_cause() WDT_RESET
+REBOOT_STATUSES = (RESET_EXIT_STATUS, SOFT_RESET_EXIT_STATUS, RAW_SOFT_RESET_EXIT_STATUS, WDT_EXIT_STATUS)
 POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
 # machine.deepsleep() ends the boot process by SIGUSR1 (the shim, so that nothing after it runs); wait() reports
 # it as this status.
 DEEPSLEEP_EXIT_STATUS = 96
 # Heap beyond --heap for what is not the firmware's on a real board: the emulation's own code (machine, esp32,
-# network, socket, flash, REPL), the pool of interned names reserved for the firmware (vboot.reserve_qstr_pool)
-# and, in the frozen install path, the firmware's frozen modules (about 80 KB of bytecode on this 64-bit port);
-# a board with a romfs partition also gets the partition's size, for its memory-mapped image.
-SHIM_HEAP = 384 * 1024
+# network, socket, flash, REPL), the pool of interned names reserved for the firmware (vboot.reserve_qstr_pool),
+# the stock image's frozen umqtt, and in the frozen install path the firmware's frozen modules (about 80 KB of
+# bytecode on this 64-bit port): 384 KB left a frozen board without its heap in one piece once the shims had grown
+# by the ADC, WDT, NVS and network's newer calls. A board with a romfs partition also gets the partition's size,
+# for its memory-mapped image.
+SHIM_HEAP = 448 * 1024
 # The firmware's first pool of interned names (qstrs), in entries: on an ESP32 image, twice the image's frozen
 # pool, allocated at the first name the firmware interns. ESP32_GENERIC 1.29 freezes asyncio, mip, requests,
 # webrepl, umqtt, neopixel, onewire and more: their modules, compiled with mpy-cross, intern about 400 names
@@ -63,7 +69,7 @@ SHIM_HEAP = 384 * 1024
 # size (docs/virtual-board.md).
 FIRST_QSTR_POOL = 800
 # machine.reset_cause() values (the ESP32 port's), and the wake_reason() of a timer wake.
-PWRON_RESET, HARD_RESET, DEEPSLEEP_RESET, SOFT_RESET = 1, 2, 4, 5
+PWRON_RESET, HARD_RESET, WDT_RESET, DEEPSLEEP_RESET, SOFT_RESET = 1, 2, 3, 4, 5
 TIMER_WAKE = 4
 
 INSTALL_PATHS = ("deployed", "romfs", "frozen")
@@ -88,6 +94,17 @@ _LOADER = (
     "import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); sys.path.insert(0, sys.argv[1]); "
     "import micropython_run; sys.exit(micropython_run.run_main(sys.argv[1:]))"
 )
+
+
+@functools.cache
+def emulation_key() -> str:
+    """What decides the names the emulation interns before the firmware's (vboot.reserve_qstr_pool): the shims'
+    code and the MicroPython that runs them. A flash image's remembered pool is good only for the same key: an
+    upgrade of this project that changes either makes the board watch every name again, once."""
+    digest = hashlib.sha256(" ".join(micropython_command()).encode())
+    for path in sorted(assets.SHIMS.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def micropython_command() -> list[str]:
@@ -154,9 +171,12 @@ class VirtualBoard:
     def __post_init__(self) -> None:
         self.flash = Path(self.flash)
         size = self.flash_size or self.board.flash_size
+        # NVS, in a file beside the flash (the esp32 shim): part of the flash's contents, so a new flash has none.
+        self.nvs_path = self.flash.with_name(self.flash.name + ".nvs")
         if not self.flash.exists():
             create_flash(self.flash, size)
             stats_path(self.flash).write_bytes(b"")
+            self.nvs_path.unlink(missing_ok=True)
         self.lock: FlashLock | None = FlashLock(self.flash)
         actual = self.flash.stat().st_size
         if self.flash_size and actual != self.flash_size:
@@ -191,6 +211,9 @@ class VirtualBoard:
         # The events a cut is scheduled on, one line each, over the board's life (vboard_state.event).
         self.events_path = self.flash.with_name(self.flash.name + ".events")
         self.events_path.unlink(missing_ok=True)
+        # What the bench drives the board's pins, ADC and temperature sensor to (drive()): nothing at first.
+        self.inputs_path = self.flash.with_name(self.flash.name + ".inputs")
+        self.inputs_path.unlink(missing_ok=True)
         if self.cut_on is not None:
             check_event(self.cut_on[0])
         self.wakes = 0  # boots that were wakes from deep sleep
@@ -229,6 +252,7 @@ class VirtualBoard:
         return self.console_line.path if self.console_line else None
 
     def environment(self) -> dict[str, str]:
+        stock_mpy = stock.fetched()
         env = dict(os.environ)
         env.update(
             {
@@ -259,6 +283,13 @@ class VirtualBoard:
                 # Frozen names are in the image (the preloaded modules' names here, in the emulation's share).
                 "VBOARD_QSTR_POOL": "" if self.install == "frozen" else str(FIRST_QSTR_POOL),
                 "VBOARD_QSTR_CACHE": str(self.flash.with_name(self.flash.name + ".qstr").resolve()),
+                "VBOARD_QSTR_KEY": f"{emulation_key()}-{self.install}-{stock.folder().name if stock_mpy else ''}",
+                "VBOARD_STOCK": str(stock_mpy) if stock_mpy else "",
+                "VBOARD_INPUTS": str(self.inputs_path.resolve()),
+                "VBOARD_NVS": str(self.nvs_path.resolve()),
+                # The chip's flash as the esp module tells it: its size, and where the emulated file starts in it.
+                "VBOARD_FLASH_SIZE": str(self.board.flash_size),
+                "VBOARD_FLASH_BASE": str(self.board.data_base()),
                 "VBOARD_FROZEN": json.dumps(frozen_modules(Path(self.firmware))),
             }
         )
@@ -383,6 +414,33 @@ class VirtualBoard:
             "loaded": list(state.get("loaded", [])),
         }
 
+    def drive(
+        self,
+        pins: dict[int, int] | None = None,
+        adc: dict[int, int] | None = None,
+        temperature_c: float | None = None,
+    ) -> None:
+        """Drive the board's inputs, as wiring and sensors would, from now on (a running board sees each change at
+        its next read; a Pin.irq() handler runs at its next wait): input pins to a level, ADC pins to a voltage
+        (microvolts), the chip's temperature sensor (esp32.raw_temperature()). Given values replace those driven
+        before; a pin or ADC given None is released."""
+        try:
+            values = json.loads(self.inputs_path.read_text())
+        except (OSError, ValueError):
+            values = {}
+        for kind, given in (("pins", pins), ("adc", adc)):
+            for key, value in (given or {}).items():
+                table = values.setdefault(kind, {})
+                if value is None:
+                    table.pop(str(key), None)
+                else:
+                    table[str(key)] = value
+        if temperature_c is not None:
+            values["temperature_c"] = temperature_c
+        partial = self.inputs_path.with_name(self.inputs_path.name + ".new")
+        partial.write_text(json.dumps(values))
+        partial.replace(self.inputs_path)  # whole, never half-written, for a board reading it now
+
     def stats(self) -> dict[str, dict[str, int]]:
         return read_stats(self.flash, self.partitions)
 
@@ -417,7 +475,8 @@ class VirtualBoard:
         if status not in REBOOT_STATUSES:
             self._power_on()
             return False
-        self.reset_cause = HARD_RESET if status == RESET_EXIT_STATUS else SOFT_RESET
+        causes = {RESET_EXIT_STATUS: HARD_RESET, WDT_EXIT_STATUS: WDT_RESET}
+        self.reset_cause = causes.get(status, SOFT_RESET)
         self.wake_reason = 0
         self.raw_repl = status == RAW_SOFT_RESET_EXIT_STATUS
         return True

@@ -45,7 +45,9 @@ class JoinModel:
     a thousand times wants less than the chip's second and a half each); the beacon timeout is not scaled."""
 
     join_ms: int = 1750  # a full join: scan for the AP, associate, WPA2 handshake, DHCP
-    fast_ms: int = 200  # a static IP and the access point's BSSID given: no scan of every channel, no DHCP
+    # A static IP: no DHCP. The scan remains: MicroPython's connect() takes a BSSID but no channel, and ESP-IDF
+    # scans the channels until it finds the access point either way.
+    fast_ms: int = 660
     scan_ms: int = 2040  # an all-channel scan that finds nothing (STAT_NO_AP_FOUND)
     beacon_ms: int = 6000  # no beacon for this long: the station has lost its access point
     channel: int = 6

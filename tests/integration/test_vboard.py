@@ -347,3 +347,34 @@ def test_flash_timing_makes_programs_and_erases_take_a_real_chips_time(tmp_path:
     # What a chip's CPU would have waited, counted by the model whatever the host did (figure 12 reads it per
     # publish()): the eight erases and the two programs above.
     assert f"model_us {8 * 45000 + 85 + 280}" in out, out
+
+
+def test_an_application_with_packages_boots_as_mip_lays_it_out(tmp_path: Path) -> None:
+    """--app keeps the folder's layout (lib/greet/__init__.py, compiled and imported as greet) and --put a path
+    with folders (data/note.txt): an application of packages boots as deployed."""
+    note = tmp_path / "note.txt"
+    note.write_text("noted\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "f.flash")]
+        + ["--app", str(APPS / "packaged"), "--put", f"{note}:data/note.txt"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "packaged hello world world noted" in result.stdout.splitlines(), result.stdout
+
+
+def test_a_flash_image_from_another_emulation_boots_after_an_upgrade(tmp_path: Path) -> None:
+    """The pool of interned names a flash image remembers (FLASH.qstr) belongs to the emulation that found it. An
+    image whose answer came from another (an older release's shims: its own format, a name far past where this
+    emulation's pool starts) watches every name again and boots; the answer is then this emulation's."""
+    code, out, _ = run_app(tmp_path, "console", {"client_id": "up"})
+    assert code == 0, out
+    cache = tmp_path / "board.flash.qstr"
+    key, known, size = cache.read_text().split()
+    cache.write_text(f"{int(known) + 3000} {size}")  # an older release's answer, which it wrote without a key
+    code, out, _ = run_app(tmp_path, "console", {"client_id": "up"})
+    assert code == 0 and "config up" in out, out
+    assert cache.read_text().split() == [key, known, size]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from host_bridge.boards.definition import BoardDefinition
+from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.runner import VirtualBoard
 from tests.conftest import APPS
 
@@ -23,3 +25,32 @@ def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> N
         board.close()
     assert "pull-up input 1 1" in out and "time() is an int True" in out, out
     assert "pull-down input 0" in out and "output 0 1" in out and "irq set 0" in out, out
+
+
+def test_the_bench_drives_pins_adc_and_temperature_and_a_hungry_watchdog_resets(tmp_path: Path) -> None:
+    """A button pressed by the bench runs its irq handler in the board's next wait; the ADC reads the voltage and
+    esp32.raw_temperature() the die temperature the bench set; freq() takes 80 MHz; esp tells the flash's size;
+    NVS keeps its values across the reset a watchdog nobody fed makes (reset_cause() WDT_RESET)."""
+    dut = VirtualDut(
+        "hw",
+        BoardDefinition.load("sim"),
+        flash=tmp_path / "b.flash",
+        console_log=tmp_path / "c.log",
+        app=APPS / "hardware",
+    )
+    try:
+        dut.start()
+        dut.expect(r"ready 1", timeout=60)
+        dut.vboard.drive(pins={0: 0}, adc={34: 1_225_000}, temperature_c=30)
+        end = dut.wait_boot(60)
+        out = end.console
+    finally:
+        dut.close()
+    assert end.status == 0, out
+    assert "freq 240000000" in out and "freq set 80000000" in out, out
+    assert "flash 2097152 0 8" in out, out
+    assert "nvs empty -4354" in out and "nvs boots 1 b'sensor-7'" in out, out
+    assert "before 0 128" in out, out  # nothing driven: 0 V, the die's default 53.3 C
+    # 1.225 V of the 11 dB range's 2.45 V: half scale. 30 C is 86 F.
+    assert "pressed [0] 1225000 32767 2047 86" in out, out
+    assert "never:" not in out and "nvs boots 2 b'sensor-7'" in out and "after the watchdog" in out, out

@@ -78,3 +78,89 @@ class Partition:
         if start < 0 or start + length > self._size:
             raise OSError(22)
         return self._offset + start
+
+
+# NVS: ESP-IDF's key-value store, as the port's esp32.NVS gives it. A chip keeps it in the "nvs" partition of its
+# flash; the virtual board's flash file holds only the data partitions the firmware uses, so NVS lives in a file
+# beside it (VBOARD_NVS), written whole through a rename at commit(): what was set and not committed is lost at a
+# reset or a power cut, as the port's documentation has it.
+_NVS_NOT_FOUND = -0x1102  # ESP_ERR_NVS_NOT_FOUND
+_NVS_KEY_TOO_LONG = -0x1109  # ESP_ERR_NVS_KEY_TOO_LONG: 15 characters at most
+_NVS_TYPE_MISMATCH = -0x1104  # ESP_ERR_NVS_TYPE_MISMATCH
+
+
+def _nvs_read():
+    import json
+
+    try:
+        with open(vboard_state.env("VBOARD_NVS")) as f:
+            return json.load(f)
+    except (OSError, TypeError, ValueError):
+        return {}
+
+
+class NVS:
+    def __init__(self, namespace):
+        if not 0 < len(namespace) <= 15:
+            raise OSError(_NVS_KEY_TOO_LONG)
+        self._namespace = namespace
+        self._values = _nvs_read().get(namespace, {})
+
+    def _set(self, key, kind, value):
+        if not 0 < len(key) <= 15:
+            raise OSError(_NVS_KEY_TOO_LONG)
+        self._values[key] = [kind, value]
+
+    def _get(self, key, kind):
+        found = self._values.get(key)
+        if found is None:
+            raise OSError(_NVS_NOT_FOUND)
+        if found[0] != kind:
+            raise OSError(_NVS_TYPE_MISMATCH)
+        return found[1]
+
+    def set_i32(self, key, value):
+        if not -0x80000000 <= value <= 0x7FFFFFFF:
+            raise OverflowError("overflow converting long int to machine word")
+        self._set(key, "i32", value)
+
+    def get_i32(self, key):
+        return self._get(key, "i32")
+
+    def set_blob(self, key, value):
+        self._set(key, "blob", bytes(value).hex())
+
+    def get_blob(self, key, buffer):
+        """Copies the blob into `buffer` (as much as fits) and returns its length."""
+        data = bytes.fromhex(self._get(key, "blob"))
+        n = min(len(data), len(buffer))
+        buffer[:n] = data[:n]
+        return len(data)
+
+    def erase_key(self, key):
+        if self._values.pop(key, None) is None:
+            raise OSError(_NVS_NOT_FOUND)
+
+    def commit(self):
+        import json
+        import os
+
+        path = vboard_state.env("VBOARD_NVS")
+        stored = _nvs_read()
+        stored[self._namespace] = self._values
+        with open(path + ".new", "w") as f:
+            json.dump(stored, f)
+        os.rename(path + ".new", path)
+
+
+def raw_temperature():
+    """The internal sensor's raw reading (degrees Fahrenheit, as the ESP32's is read): what the bench drives it to
+    (VirtualBoard.drive(temperature_c=...)), 53.3 C by default (128 F, a chip's reading at room temperature)."""
+    c = vboard_state.driven("temperature_c")
+    return round((53.3 if c is None else c) * 9 / 5 + 32)
+
+
+def mcu_temperature():
+    """The sensor in degrees Celsius (the newer chips' call; an ESP32 has only raw_temperature())."""
+    c = vboard_state.driven("temperature_c")
+    return round(53.3 if c is None else c)

@@ -32,6 +32,7 @@ DEEPSLEEP = 4
 # reboots a real board from the ROM; a soft reset restarts MicroPython (boot.py, main.py) on the same chip.
 RESET_EXIT_STATUS = 99
 SOFT_RESET_EXIT_STATUS = 98
+WDT_EXIT_STATUS = 95  # the watchdog bit: the runner boots the board again with reset_cause() WDT_RESET
 # RTC slow memory the ESP32 port gives the application (MICROPY_HW_RTC_USER_MEM_MAX).
 _RTC_MEMORY = 2048
 
@@ -70,7 +71,7 @@ def deepsleep(time_ms=0):
     state["firmware_us"] = time.ticks_diff(time.ticks_us(), begun) if begun is not None else 1000 * state["awake_ms"]
     state["emulated_us"] = vboard_state.emulated_us - vboard_state.firmware_emulated_us
     state["script"] = vboard_state.script
-    state["loaded"] = sorted(sys.modules)
+    state["loaded"] = sorted(set(sys.modules) | (vboard_state.imported or set()))
     time_ms = max(0, int(time_ms))
     state["sleep_ms"] = time_ms if time_ms else -1
     state["clock_ms"] += time_ms
@@ -134,18 +135,77 @@ def soft_reset():
     sys.exit(SOFT_RESET_EXIT_STATUS)
 
 
+_FREQS = (80000000, 160000000, 240000000)
+_freq = [240000000]
+
+
 def freq(hz=None):
-    return 240000000
+    """The CPU clock: 80, 160 or 240 MHz as an ESP32 takes them (the virtual board's speed does not change)."""
+    if hz is None:
+        return _freq[0]
+    if hz not in _FREQS:
+        raise ValueError("frequency must be 20MHz, 40MHz, 80Mhz, 160MHz or 240MHz")
+    _freq[0] = hz
 
 
 def idle():
     time.sleep_ms(1)
 
 
+# What happens while the firmware waits: a watchdog that was not fed bites, and a pin the bench drove to a new
+# level runs its irq() handler. The port has no timer interrupt to do either, so they happen in the board's
+# waits: time.sleep(), sleep_ms(), sleep_us() and machine.idle() are swapped for ones that wait in slices of at
+# most 10 ms and look between them, from the first WDT or Pin.irq() on (a board with neither keeps the port's).
+_wdt = [None]  # [ticks_ms deadline] of the running watchdog, once one is made
+_irqs = []  # pins with a handler
+_SLICE_MS = 10
+
+
+def _waits_watched():
+    if time.sleep_ms is not _sleep_ms:
+        time.sleep, time.sleep_ms, time.sleep_us = _sleep, _sleep_ms, _sleep_us
+
+
+def _sleep_ms(ms):
+    end = time.ticks_add(time.ticks_ms(), int(ms))
+    while True:
+        _look()
+        left = time.ticks_diff(end, time.ticks_ms())
+        if left <= 0:
+            return
+        time._port.sleep_ms(min(left, _SLICE_MS))
+
+
+def _sleep(s):
+    _sleep_ms(s * 1000)
+
+
+def _sleep_us(us):
+    if us >= 1000:
+        _sleep_ms(us // 1000)
+        us %= 1000
+    time._port.sleep_us(us)
+
+
+def _look():
+    deadline = _wdt[0]
+    if deadline is not None and time.ticks_diff(time.ticks_ms(), deadline) > 0:
+        sys.stderr.write("vboard: the watchdog was not fed: reset\n")
+        sys.exit(WDT_EXIT_STATUS)
+    if _irqs:
+        for pin in _irqs:
+            level = pin.value()
+            if level != pin._seen:
+                pin._seen = level
+                if pin._trigger & (Pin.IRQ_RISING if level else Pin.IRQ_FALLING):
+                    pin._handler(pin)
+
+
 class Pin:
-    """A GPIO with nothing wired to it: an output reads what it drives; an input reads its pull (1 with PULL_UP, 0
-    with PULL_DOWN or none: a floating pin reads either on a chip), so that a button on a pull-up reads released.
-    irq() keeps its handler; nothing here drives a pin, so it never runs."""
+    """A GPIO: an output reads what it drives; an input reads what the bench drives it to (VirtualBoard.drive(),
+    the HIL plugin's hil_drive), else its pull (1 with PULL_UP, 0 with PULL_DOWN or none: a floating pin reads
+    either on a chip), so that a button on a pull-up reads released. irq()'s handler runs when a driven level
+    changes as its trigger asks, in the board's next wait (_look)."""
 
     IN = 1
     OUT = 3
@@ -163,6 +223,8 @@ class Pin:
         self._pull = None
         self._value = 0
         self._handler = None
+        self._trigger = 0
+        self._seen = 0
         self.init(mode, pull, value)
 
     def init(self, mode=-1, pull=-1, value=None):
@@ -178,6 +240,9 @@ class Pin:
             self._value = int(bool(value))
             return None
         if self._mode == self.IN:
+            driven = vboard_state.driven("pins", self.id)
+            if driven is not None:
+                return int(bool(driven))
             return 1 if self._pull == self.PULL_UP else 0
         if self._mode == self.OPEN_DRAIN and self._value and self._pull != self.PULL_UP:
             return 0  # released, and nothing pulls it up
@@ -207,16 +272,74 @@ class Pin:
 
     def irq(self, handler=None, trigger=3, wake=None, hard=False):
         self._handler = handler
+        self._trigger = trigger
+        if self in _irqs:
+            _irqs.remove(self)
+        if handler is not None:
+            self._seen = self.value()
+            _irqs.append(self)
+            _waits_watched()
         return self
 
 
 class WDT:
-    # The Unix port has no timer interrupt to bite with; feed() is accepted so firmware runs unchanged.
+    """The task watchdog: a board that does not feed() it within `timeout` ms is reset (reset_cause()
+    WDT_RESET), noticed in its waits (_look). As on a chip it cannot be stopped, and a second WDT() only changes
+    the timeout."""
+
     def __init__(self, id=0, timeout=5000):
+        if timeout < 1:
+            raise ValueError("WDT timeout too short")
         self.timeout = timeout
+        self.feed()
+        _waits_watched()
 
     def feed(self):
-        pass
+        _wdt[0] = time.ticks_add(time.ticks_ms(), self.timeout)
+
+
+class ADC:
+    """An ADC pin reading the voltage the bench drives it to (VirtualBoard.drive(adc={pin: microvolts})), 0 V when
+    not driven, scaled by its attenuation's full range as ESP-IDF gives it (0 dB to 950 mV, 2.5 dB 1,250, 6 dB
+    1,750, 11 dB 2,450)."""
+
+    ATTN_0DB = 0
+    ATTN_2_5DB = 1
+    ATTN_6DB = 2
+    ATTN_11DB = 3
+    WIDTH_9BIT = 9
+    WIDTH_10BIT = 10
+    WIDTH_11BIT = 11
+    WIDTH_12BIT = 12
+    _FULL_UV = (950000, 1250000, 1750000, 2450000)
+
+    def __init__(self, pin, *, atten=ATTN_0DB):
+        self._id = pin.id if isinstance(pin, Pin) else pin
+        self._atten = atten
+        self._bits = 12
+
+    def init(self, *, atten=None):
+        if atten is not None:
+            self.atten(atten)
+
+    def atten(self, atten):
+        if atten not in (0, 1, 2, 3):
+            raise ValueError("invalid atten")
+        self._atten = atten
+
+    def width(self, bits):
+        if bits not in (9, 10, 11, 12):
+            raise ValueError("invalid width")
+        self._bits = bits
+
+    def read_uv(self):
+        return min(int(vboard_state.driven("adc", self._id) or 0), self._FULL_UV[self._atten])
+
+    def read_u16(self):
+        return self.read_uv() * 65535 // self._FULL_UV[self._atten]
+
+    def read(self):
+        return self.read_u16() >> (16 - self._bits)
 
 
 # With flash timing on (VBOARD_FLASH_TIMING=1), the UART during a flash program or erase is modelled as an

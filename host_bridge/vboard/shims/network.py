@@ -45,7 +45,7 @@ def _seconds(key, default_ms):
 
 
 _JOIN_S = _seconds("join_ms", 1750)
-_FAST_S = _seconds("fast_ms", 200)
+_FAST_S = _seconds("fast_ms", 660)
 _SCAN_S = _seconds("scan_ms", 2040)
 _BEACON_MS = _model.get("beacon_ms", 6000)
 _CHANNEL = _model.get("channel", 6)
@@ -86,7 +86,8 @@ class _Station:
         self.static = None  # (ip, mask, gateway, dns) from ifconfig() before a join: no DHCP
         self.attempt_at = 0.0  # host time the current attempt began
         self.attempts = 0
-        self.reconnects = 0  # config(reconnects=N): give up after N failed attempts (0: never)
+        self.reconnects = -1  # config(reconnects=N): N attempts more after a failed one (-1, the default: for ever)
+        self.pm = 1  # config(pm=): WLAN.PM_PERFORMANCE, ESP-IDF's default (WIFI_PS_MIN_MODEM)
         self.joined = -1  # the access point's generation the station joined; -1: not associated
         self.reason = 0
         self.epoch = 0  # moves on at every loss of the association: sockets of an earlier one are dead
@@ -102,8 +103,8 @@ def _update():
         _lose(STAT_BEACON_TIMEOUT)
     if s.joined >= 0 or not (s.requested and s.active):
         return
-    if s.reconnects and s.attempts >= s.reconnects:
-        return
+    if 0 <= s.reconnects < s.attempts:
+        return  # the first attempt and N reconnects have failed: the ESP32 port gives up (status() says why)
     now = _now()
     found = up and s.bssid in (None, _BSSID) and _model.get("ssid") in (None, s.ssid)
     if not found:
@@ -114,7 +115,7 @@ def _update():
             s.attempts += tried
             s.attempt_at += tried * _SCAN_S
         return
-    join = _FAST_S if (s.static is not None and s.bssid is not None) else _JOIN_S
+    join = _FAST_S if s.static is not None else _JOIN_S
     ready = max(s.attempt_at, since) + join
     if now < ready:
         return
@@ -187,17 +188,23 @@ def _mac():
     return bytes(int(uid[i : i + 2], 16) for i in range(0, 12, 2))
 
 
-def WLAN(interface=STA_IF):
+class WLAN:
     """network.WLAN(STA_IF): the station, one object made at import as the port's is static. (AP_IF is accepted
     and stays inactive: the virtual board is no access point.)"""
-    if interface not in (STA_IF, AP_IF):
-        raise ValueError("invalid WLAN interface identifier")
-    return _INTERFACES[interface]
 
+    IF_STA = STA_IF
+    IF_AP = AP_IF
+    PM_NONE = 0  # ESP-IDF's WIFI_PS_NONE
+    PM_PERFORMANCE = 1  # WIFI_PS_MIN_MODEM, the default
+    PM_POWERSAVE = 2  # WIFI_PS_MAX_MODEM
 
-class _WLAN:
-    def __init__(self, sta):
-        self._sta = sta
+    def __new__(cls, interface=STA_IF):
+        if interface not in (STA_IF, AP_IF):
+            raise ValueError("invalid WLAN interface identifier")
+        return _INTERFACES[interface]
+
+    def __init__(self, interface=STA_IF):
+        pass  # made once, at import (_interface)
 
     def active(self, is_active=None):
         if not self._sta:
@@ -268,15 +275,55 @@ class _WLAN:
         gateway = _SUBNET + ".1"
         return ("%s.%d" % (_SUBNET, 2 + _mac()[5] % 250), "255.255.255.0", gateway, gateway)
 
+    def ipconfig(self, *args, **kwargs):
+        """The interface's IPv4 settings as MicroPython 1.24 on names them: ipconfig("addr4") -> (address, mask),
+        "gw4", "dhcp4"; ipconfig(addr4=..., gw4=...) sets a static address (ifconfig()'s, with DNS from
+        network.ipconfig(dns=...))."""
+        self._need_sta()
+        if args and kwargs:
+            raise TypeError("either pos or kw args are allowed")
+        if kwargs:
+            ip, mask, gateway, dns = self.ifconfig()
+            for name, value in kwargs.items():
+                if name == "addr4":
+                    ip, mask = value if isinstance(value, tuple) else _split_cidr(value)
+                elif name == "gw4":
+                    gateway = value
+                elif name == "dhcp4":
+                    if value:
+                        _sta.static = None
+                        continue
+                elif name != "autoconf6":
+                    raise ValueError("unexpected key")
+                _sta.static = (ip, mask, gateway, _dns[0] if _dns[0] != "0.0.0.0" else dns)
+            return None
+        if len(args) != 1:
+            raise TypeError("one parameter or key=value pairs")
+        ip, mask, gateway, _dns_here = self.ifconfig()
+        name = args[0]
+        if name == "addr4":
+            return (ip, mask)
+        if name == "gw4":
+            return gateway
+        if name == "dhcp4":
+            return _sta.static is None
+        if name in ("addr6", "has_dhcp4"):
+            return [] if name == "addr6" else True
+        raise ValueError("unexpected key")
+
     def config(self, *args, **kwargs):
         if args and kwargs:
             raise TypeError("either pos or kw args are allowed")
         for name, value in kwargs.items():
             if name == "reconnects":
-                _sta.reconnects = max(0, int(value))
+                _sta.reconnects = max(-1, int(value))
+            elif name == "pm":
+                if value not in (WLAN.PM_NONE, WLAN.PM_PERFORMANCE, WLAN.PM_POWERSAVE):
+                    raise ValueError("invalid power management mode")
+                _sta.pm = value
             elif name in ("dhcp_hostname", "hostname"):
                 hostname(value)
-            elif name not in ("channel", "txpower", "pm", "mac", "ssid", "security", "key"):
+            elif name not in ("channel", "txpower", "mac", "ssid", "security", "key"):
                 raise ValueError("unknown config param")
         if not args:
             return None
@@ -294,7 +341,7 @@ class _WLAN:
         if name == "txpower":
             return 20
         if name == "pm":
-            return 1
+            return _sta.pm
         raise ValueError("unknown config param")
 
     def scan(self):
@@ -314,4 +361,41 @@ class _WLAN:
             raise OSError("STA required")
 
 
-_INTERFACES = (_WLAN(True), _WLAN(False))
+def _interface(sta):
+    made = object.__new__(WLAN)
+    made._sta = sta
+    return made
+
+
+def _split_cidr(text):
+    """ "192.168.4.50/24" -> ("192.168.4.50", "255.255.255.0")."""
+    ip, _, bits = text.partition("/")
+    n = int(bits or 32)
+    mask = (0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF
+    return ip, ".".join(str((mask >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+
+
+_dns = ["0.0.0.0"]  # network.ipconfig(dns=...): the system's resolver
+
+
+def ipconfig(*args, **kwargs):
+    """network.ipconfig(): the settings of the whole stack (MicroPython 1.24 on): "dns" and "prefer"."""
+    if args and kwargs:
+        raise TypeError("either pos or kw args are allowed")
+    for name, value in kwargs.items():
+        if name == "dns":
+            _dns[0] = value
+        elif name != "prefer":
+            raise ValueError("unexpected key")
+    if not args:
+        return None
+    if args[0] == "dns":
+        if _dns[0] != "0.0.0.0":
+            return _dns[0]
+        return WLAN(STA_IF).ifconfig()[3]
+    if args[0] == "prefer":
+        return 4
+    raise ValueError("unexpected key")
+
+
+_INTERFACES = (_interface(True), _interface(False))

