@@ -35,6 +35,7 @@ import bench_clients
 import bench_confirm
 import bench_energy
 import bench_heap
+import bench_idioms
 import bench_install
 import bench_pipeline
 import bench_recorder
@@ -64,6 +65,7 @@ FIGURES: dict[str, ModuleType] = {
     "chip": bench_chip,
     "energy": bench_energy,
     "install": bench_install,
+    "idioms": bench_idioms,
 }
 WIDTH = 118  # the docs' line width
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -180,13 +182,17 @@ def render(results: dict[str, Any], reported: dict[str, Section] | None = None) 
     """BENCHMARKS.md from a run's results (and their reports, when made already): the opening
     (tools/benchmarks.md), then each figure's template."""
     figures = results["figures"]
-    sections: list[str] = []
+    chapters: list[tuple[tuple[int, str], str, str]] = []  # (figure number, tool, the figure's text)
     goals: list[Goal] = []
     for name, section in (reported or reports(results)).items():
         template = TOOLS / (FIGURES[name].__name__ + ".md")
-        sections.append(fill(template.read_text(), section.values, name))
+        # A tool's template may hold several figures (bench_clients: 1, 2 and 5): each goes in its number's place.
+        for chapter in re.split(r"\n(?=## \d)", fill(template.read_text(), section.values, name)):
+            found = HEADING.match(chapter)
+            chapters.append((_number((found[1], found[2])) if found else (0, ""), name, chapter))
         goals += section.goals
-    body = "\n\n".join(sections)
+    chapters.sort(key=lambda chapter: chapter[0])
+    body = "\n\n".join(text.strip("\n") for _, _, text in chapters)
     anchors = {number: slug(title) for title, number in HEADING.findall(body)}
     missed = [g for g in goals if g.ok is False]
     m = results["machine"]
@@ -207,8 +213,17 @@ def render(results: dict[str, Any], reported: dict[str, Section] | None = None) 
         ),
         "body": body,
         "when": table(
-            ["figure", "measured", "seconds"],
-            [[name, fig.get("measured", results["date"]), fig.get("seconds", "")] for name, fig in figures.items()],
+            ["figure", "measured", "seconds of its tool's run", "tool"],
+            [
+                [
+                    f"[{number}](#{anchors[number]})",
+                    figures[name].get("measured", results["date"]),
+                    figures[name].get("seconds", ""),
+                    f"tools/{FIGURES[name].__name__}.py ({name})",
+                ]
+                for (_, number), name, _text in chapters
+                if number
+            ],
         ),  # fmt: skip
         "not_measured": ", ".join(n for n in FIGURES if n not in figures) or "none",
     }

@@ -36,10 +36,10 @@ _MQTT5 = 5  # dmqtt.codec.V5
 # How close the board comes to a MemoryError: the lowest free heap after a collection, measured at each connect,
 # every few accepted messages and at the end of the run, and the largest free block at that low point (a
 # fragmented heap fails an allocation that its total would allow). A collection costs about half a millisecond at
-# 110 KB on the Unix port; the block search, a few more, only at a new low. Module state, not an object: on a
-# deployed board a class costs heap that functions do not.
-# One list of four, [low, block, TLS context, TLS session]: a global name each would be four interned names more,
-# which a board keeps for good. What TLS holds: the context (certificates mbedTLS parsed) and an open connection.
+# 110 KB on the Unix port; the block search, a few more, only at a new low. Module state, not an object
+# (docs/firmware-style.md, rule 1).
+# One list of four, [low, block, TLS context, TLS session], not four globals (rules 3 and 7). What TLS holds: the
+# context (certificates mbedTLS parsed) and an open connection.
 # On an ESP32 mbedTLS allocates from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's,
 # so the summary says how much, for the figure a chip would show.
 heap = [0x7FFFFFFF, 0, 0, 0]
@@ -146,8 +146,8 @@ def largest_block(limit):
 
 
 # The board of this boot: this module's state, set by open_board() (annotated here for the type checker:
-# annotations cost a board nothing), and the hooks its client calls. Module state, not an instance of a class: on a
-# deployed board a class costs heap that a module's functions do not. Its run (continuous.py's or duty.py's) is
+# annotations cost a board nothing), and the hooks its client calls. Module state, not an instance of a class
+# (docs/firmware-style.md, rule 1). Its run (continuous.py's or duty.py's) is
 # given this module as `board`.
 cfg: dict[str, Any]
 boot: int

@@ -176,7 +176,7 @@ def _tls(raw, transport):
 
 def _wifi(wifi):
     """wifi: {ssid, password, ip, bssid}; None without it. ip: [address, mask, gateway, dns] for a static address
-    (no DHCP); bssid: the access point's, "aa:bb:cc:dd:ee:ff" (no scan of every channel)."""
+    (no DHCP); bssid: the access point's, "aa:bb:cc:dd:ee:ff" (one of several of that name; the scan for it remains)."""
     if wifi is None:
         return None
     if not isinstance(wifi, dict) or not isinstance(wifi.get("ssid"), str) or not wifi["ssid"]:

@@ -9,8 +9,7 @@
 # backoff. A station that loses its access point notices only after the beacon timeout (6 s on ESP-IDF); until
 # then its link looks up and its sockets simply get no answer.
 #
-# A module, not a class: a chip has one station interface, and on a board whose code is deployed as .mpy files a
-# class costs some 600 bytes of heap more than these functions (measured on the Unix port).
+# A module, not a class: a chip has one station interface (docs/firmware-style.md, rule 1).
 
 import time
 
