@@ -98,7 +98,7 @@ def accept(found, boot, seq, console):
         from dmqtt.confirm import ConfirmingSession
 
         session = ConfirmingSession(open_journal(), found["version"], 0, found["slots"], 16)
-        session._current = found["boot"]  # the epoch of this boot's readings, journaled at its first
+        session.current_epoch = found["boot"]  # the epoch of this boot's readings, journaled at its first
         session.hold = found["confirm"]
     for note in session.open():
         print(note)

@@ -4,6 +4,9 @@
 # connect(), await publish(), an async iterator of incoming messages, `up` and `down` events, reconnection with
 # backoff as a task of its own, close().
 #
+# It drives the blocking client through the members dmqtt/interfaces.py names (Engine: the output buffer, the
+# steps of a connection, sending without blocking), not through its private ones.
+#
 # The face waits on the socket. Over TCP (plain or TLS: the transport's `selectable` is the TCP socket under
 # both) one task per connection waits until the socket is readable, reads and handles what came, and sends what
 # that freed; a second wakes only when a packet could not be sent whole, and waits until the socket is writable;
@@ -82,7 +85,7 @@ except ImportError:  # CPython: the event loop's reader and writer callbacks
 _BUSY_MS = const(1)  # a polled transport: between polls while flows are in flight or messages wait
 _ACK_TIMEOUT_MS = const(10000)  # CONNACK, SUBACK
 _HOLD_MS = const(5000)  # a connection without a session waits this long for the application (_open)
-_HELD = const(2)  # Session._rx_handled: the application has the message and has not said it is done
+_HELD = const(2)  # Session.rx_handled: the application has the message and has not said it is done
 _WIFI_MS = const(50)  # between checks of a WiFi link that is down
 _NO_TIMER_MS = const(600000)  # the connection task's longest sleep when no timer is due (keepalive 0)
 _TEND_MS = const(1000)  # a confirming client's upkeep (timeouts, what the recorder says is missing) when idle
@@ -104,20 +107,20 @@ def _deferring(base):
             base.__init__(self, store, version, window, max_messages, rx_max)
             self._rx_rel = bytearray(rx_max)  # PUBREL came while the application held the message
 
-        def _handle(self, j, topic, payload, retain, dup):
-            self.rx_pid = self._rx_pid[j]
+        def hand_over(self, j, topic, payload, retain, dup):
+            self.rx_pid = self.rx_pids[j]
             if self.on_message is not None:
                 self.on_message(topic, bytes(payload), 2, retain, dup)
-            self._rx_handled[j] = _HELD
+            self.rx_handled[j] = _HELD
 
         def handle(self, ptype, flags, body):
             if ptype == codec.PUBREL:
-                j = self._rx_find(codec.check_ack(ptype, body, self.version))
-                if j >= 0 and not self._rx_handled[j]:
+                j = self.rx_find(codec.check_ack(ptype, body, self.version))
+                if j >= 0 and not self.rx_handled[j]:
                     from dmqtt import inbox
 
                     inbox.deliver(self, j)  # (the application did not have it yet): it gets it now
-                if j >= 0 and self._rx_handled[j] == _HELD:
+                if j >= 0 and self.rx_handled[j] == _HELD:
                     self._rx_rel[j] = 1  # answered once the application is done with it
                     return
             base.handle(self, ptype, flags, body)
@@ -130,26 +133,26 @@ def _deferring(base):
         def handled(self, pid):
             """The application is done with incoming QoS 2 message `pid`: journaled as handled, or, when its
             PUBREL has come already, released (RXDONE, then PUBCOMP)."""
-            j = self._rx_find(pid)
-            if j < 0 or self._rx_handled[j] != _HELD:
+            j = self.rx_find(pid)
+            if j < 0 or self.rx_handled[j] != _HELD:
                 return
             if self._rx_rel[j] and self.connected_now:
                 from dmqtt import inbox  # (loaded already: the message came through it)
 
                 inbox.release(self, j)
             else:
-                self._rx_addr[j] = self._journal_pid(rec.HANDLED, pid)
-                self._rx_handled[j] = 1  # a PUBREL (again, after a reconnect) releases it
+                self.rx_addr[j] = self.journal_pid(rec.HANDLED, pid)
+                self.rx_handled[j] = 1  # a PUBREL (again, after a reconnect) releases it
 
         def puback(self, pid):
             """The application is done with incoming QoS 1 message `pid` (of the current connection)."""
-            self._owe(codec.PUBACK, pid, codec.SUCCESS)
+            self.owe(codec.PUBACK, pid, codec.SUCCESS)
 
         def holding(self):
             """Incoming QoS 2 messages the application holds."""
             n = 0
-            for j in range(len(self._rx_pid)):
-                if self._rx_pid[j] and self._rx_handled[j] == _HELD:
+            for j in range(len(self.rx_pids)):
+                if self.rx_pids[j] and self.rx_handled[j] == _HELD:
                     n += 1
             return n
 
@@ -266,7 +269,7 @@ class AsyncClient:
         c.blocking = True  # from here on every write completes: the rest of a packet, then DISCONNECT
         if c.state == CONNECTED:
             try:
-                c._drain(True)
+                c.send_pending(True)
             except MQTTError:
                 return  # the connection ended under it: closed already
             c.disconnect()
@@ -283,7 +286,7 @@ class AsyncClient:
             try:
                 present = await self._open()
                 backoff.reset()
-                sock = getattr(c._transport, "selectable", None)
+                sock = getattr(c.transport, "selectable", None)
                 self._io.append(asyncio.create_task(self._read(sock)))
                 if sock is not None:
                     self._io.append(asyncio.create_task(self._write(sock)))
@@ -322,22 +325,22 @@ class AsyncClient:
         transport = self._factory()
         sock = getattr(transport, "selectable", None)
         try:
-            c._send_connect(transport)
+            c.send_connect(transport)
             start = ticks_ms()
             present = None
             while present is None:
                 left = _ACK_TIMEOUT_MS - elapsed(start)
                 if left <= 0:
-                    c._fail("no answer from the broker within %d ms" % _ACK_TIMEOUT_MS, None)
+                    c.fail("no answer from the broker within %d ms" % _ACK_TIMEOUT_MS, None)
                 if sock is None:
                     await _sleep_ms(_BUSY_MS)
                 else:
                     try:
-                        await _within(_io_wait(sock, c._tail != c._end), left)
+                        await _within(_io_wait(sock, c.tx_tail != c.tx_end), left)
                     except asyncio.TimeoutError:
                         pass
-                c._drain(False)
-                present = c._take_connack()
+                c.send_pending(False)
+                present = c.take_connack()
             if not present:
                 # The broker has no session: the session releases every incoming id (Session.connected). What
                 # the application holds is journaled as handled first, so that a cut cannot lose it, if the
@@ -346,7 +349,7 @@ class AsyncClient:
                 start = ticks_ms()
                 while self._session.holding() and elapsed(start) < _HOLD_MS:
                     await _sleep_ms(_BUSY_MS)
-            c._establish(present)
+            c.establish(present)
         except MQTTError:
             c.connect_failures += 1
             raise
@@ -356,7 +359,7 @@ class AsyncClient:
         """The connection's input: wait until the socket is readable (or, polled, sleep), then read, handle and
         send what that allows. Ends with the connection."""
         c = self.client
-        transport = c._transport
+        transport = c.transport
         rounds = 0
         while True:
             try:
@@ -365,7 +368,7 @@ class AsyncClient:
                 c.close()  # told to _lost()
                 return
             self._input.set()
-            if c._tail != c._end:
+            if c.tx_tail != c.tx_end:
                 self._unsent.set()
             else:
                 self._sent.set()
@@ -377,7 +380,7 @@ class AsyncClient:
             if not busy:
                 c.session.journal.tend()  # idle: the ring opens and erases ahead here, not in a publish()
             if sock is None:
-                await _sleep_ms(0 if c._tail != c._end else _BUSY_MS if busy else self.idle_ms)
+                await _sleep_ms(0 if c.tx_tail != c.tx_end else _BUSY_MS if busy else self.idle_ms)
             else:
                 await _io_wait(sock, False)
             self.wakes += 1
@@ -389,11 +392,11 @@ class AsyncClient:
         while True:
             self._unsent.clear()
             await self._unsent.wait()
-            while c._tail != c._end and c.state == CONNECTED:
+            while c.tx_tail != c.tx_end and c.state == CONNECTED:
                 await _io_wait(sock, True)
                 self.wakes += 1
                 try:
-                    c._pump()
+                    c.pump()
                 except (OSError, MQTTError):
                     c.close()
                     return
@@ -406,11 +409,11 @@ class AsyncClient:
         ms = _NO_TIMER_MS
         if c.keepalive:
             period = c.keepalive * 1000
-            if c._ping_at >= 0:
-                ms = period - elapsed(c._ping_at)
+            if c.ping_at >= 0:
+                ms = period - elapsed(c.ping_at)
             else:
-                ms = period * 3 // 4 - elapsed(c._last_tx)
-        if c._tail != c._end or self.confirm_topic is not None:
+                ms = period * 3 // 4 - elapsed(c.last_tx)
+        if c.tx_tail != c.tx_end or self.confirm_topic is not None:
             ms = min(ms, _TEND_MS)
         return max(1, ms + 1)
 
@@ -418,15 +421,15 @@ class AsyncClient:
         c = self.client
         self.wakes += 1
         try:
-            c._drain(False)  # (a write that has taken nothing for the client's stall limit fails here)
+            c.send_pending(False)  # (a write that has taken nothing for the client's stall limit fails here)
             if self.confirm_topic is not None:
                 self._session.tend()  # timeouts, what the recorder says is missing
-                c._pump()
-            c._keep_alive()
+                c.pump()
+            c.ping_if_due()
         except (OSError, MQTTError):
             c.close()
             return
-        if c._tail != c._end:
+        if c.tx_tail != c.tx_end:
             self._unsent.set()
 
     def _lost(self, code, reason):
@@ -470,7 +473,7 @@ class AsyncClient:
             except MQTTError:
                 c.close()  # QoS 0 met a lost connection: sent again on the next one
                 continue
-            if c._tail != c._end:
+            if c.tx_tail != c.tx_end:
                 self._unsent.set()
             return pid
 
@@ -487,11 +490,11 @@ class AsyncClient:
         await self._writable()
         c = self.client
         pid = c.session.allocate_pid()
-        c._write(codec.encode_subscribe(pid, [(topic, qos)], c.version, None, c._out))
-        if c._tail != c._end:
+        c.write_packet(codec.encode_subscribe(pid, [(topic, qos)], c.version, None, c.tx_buf))
+        if c.tx_tail != c.tx_end:
             self._unsent.set()
         start = ticks_ms()
-        while pid not in c._acks:
+        while pid not in c.acks:
             if not self.connected:
                 raise MQTTError("connection lost before SUBACK")
             left = _ACK_TIMEOUT_MS - elapsed(start)
@@ -502,7 +505,7 @@ class AsyncClient:
                 await _within(self._input.wait(), left)
             except asyncio.TimeoutError:
                 pass
-        return c._acks.pop(pid)[0]
+        return c.acks.pop(pid)[0]
 
     async def wait_idle(self):
         """Until every QoS 1/2 message accepted so far is acknowledged."""
@@ -531,16 +534,16 @@ class AsyncClient:
         c = self.client
         session: Any = c.session
         hear = time.ticks_add(ticks_ms(), _HEAR_MS)
-        while session._stamp < 0 and time.ticks_diff(hear, ticks_ms()) > 0 and self.connected:
+        while session.stamp < 0 and time.ticks_diff(hear, ticks_ms()) > 0 and self.connected:
             await _sleep_ms(20)
         session.tend()
         if self.connected:
-            c._pump()
+            c.pump()
         await _within(self.wait_idle(), max(1, time.ticks_diff(end, ticks_ms())))
 
     async def _writable(self):
         c = self.client
-        while c.state != CONNECTED or c._tail != c._end:
+        while c.state != CONNECTED or c.tx_tail != c.tx_end:
             if c.state != CONNECTED:
                 await self._ready.wait()
             else:

@@ -168,16 +168,16 @@ class MQTTClient:
         self.received = 0
         self.published = 0
         self.refused = 0
-        self._out = bytearray(max_packet)
+        self.tx_buf = bytearray(max_packet)
         self._in = bytearray(_READ)  # a read at a time: larger packets take more reads, no more heap
         # Room for what every board receives (acks, CONNACK, SUBACK); an incoming PUBLISH larger than that grows
         # the buffer once to its size (up to max_packet), so a board that only publishes keeps the kilobyte.
         self._decoder = codec.StreamDecoder(version, max_packet, min(max_packet, _DECODER_START))
-        self._transport: Transport = None  # type: ignore[assignment]  # given to connect(); used only while connected
-        self._last_tx = 0  # when a packet began to be sent, or the transport last took a byte of it
-        self._ping_at = -1
-        self._acks: dict = {}  # SUBACK/UNSUBACK by packet id
-        self._tail = self._end = 0  # the packet being sent: [_tail, _end) of the output buffer is not sent yet
+        self.transport: Transport = None  # type: ignore[assignment]  # given to connect(); used only while connected
+        self.last_tx = 0  # when a packet began to be sent, or the transport last took a byte of it
+        self.ping_at = -1
+        self.acks: dict = {}  # SUBACK/UNSUBACK by packet id
+        self.tx_tail = self.tx_end = 0  # the packet being sent: [tx_tail, tx_end) of the output buffer is not sent yet
         self._grant = (65535, 2, True, 0)  # what the last CONNACK allowed: Receive Maximum, QoS, retain, aliases
         # publish()'s last topic as given (bytes or str, which cannot change) and as checked: a loop that
         # publishes to one topic has it checked, and a str encoded, once.
@@ -212,26 +212,26 @@ class MQTTClient:
         if self.mark < 0:
             self.open()
         try:
-            self._send_connect(transport)
+            self.send_connect(transport)
             start = ticks_ms()
             present = None
             while present is None:
                 left = timeout_ms - elapsed(start)
                 if left <= 0 or not transport.wait(left):
-                    self._fail("no answer from the broker within %d ms" % timeout_ms, None)
-                present = self._take_connack()
+                    self.fail("no answer from the broker within %d ms" % timeout_ms, None)
+                present = self.take_connack()
         except MQTTError:
             self.connect_failures += 1
             raise
-        return self._establish(present)
+        return self.establish(present)
 
     # The connection in three steps, so that the asyncio face (dmqtt.aio) awaits where connect() waits:
-    # _send_connect, then _take_connack until it returns the session-present flag, then _establish.
+    # send_connect, then take_connack until it returns the session-present flag, then establish.
 
-    def _send_connect(self, transport):
-        self._transport = transport
+    def send_connect(self, transport):
+        self.transport = transport
         self.state = CONNECTING
-        self._tail = self._end = 0  # nothing of an earlier connection is left to send
+        self.tx_tail = self.tx_end = 0  # nothing of an earlier connection is left to send
         self._decoder.restart()  # the same buffer for every connection: no new allocation per reconnect
         props = None
         if self.version == codec.V5:
@@ -254,17 +254,17 @@ class MQTTClient:
             will_retain,
             None,
             props,
-            self._out,
+            self.tx_buf,
         )
-        self._write(n)
+        self.write_packet(n)
 
-    def _take_connack(self):
+    def take_connack(self):
         """Read what has arrived of the CONNACK, one byte at a time (nothing read past it: what follows goes
         through _dispatch); None until it is whole, then the session-present flag. Raises MQTTError when the
         broker refuses or breaks the protocol."""
         first = memoryview(self._in)[:1]  # (a view per call: only a connection reads the CONNACK this way)
         while True:
-            got = self._transport.readinto(first)
+            got = self.transport.readinto(first)
             if got is None:
                 return None
             if not got:
@@ -272,15 +272,15 @@ class MQTTClient:
             try:
                 self._decoder.feed(self._in, 0, 1)
             except CodecError as exc:
-                self._fail(exc.reason, exc.reason_code)
+                self.fail(exc.reason, exc.reason_code)
             if self._decoder.ready:
                 break
         if self._decoder.ptype != codec.CONNACK:
-            self._fail(_text(_T_NOT_CONNACK, self._decoder.ptype), codec.PROTOCOL_ERROR)
+            self.fail(_text(_T_NOT_CONNACK, self._decoder.ptype), codec.PROTOCOL_ERROR)
         try:
             present, code, cprops = codec.decode_connack(self._decoder.body, self.version)
         except CodecError as exc:
-            self._fail(exc.reason, exc.reason_code)
+            self.fail(exc.reason, exc.reason_code)
         if code:
             self._lost(_text(_T_REFUSED, (code, self.version, len(self.client_id))), code)
         if self.version == codec.V31:
@@ -303,20 +303,20 @@ class MQTTClient:
         self._grant = (receive_max, max_qos, retain_ok, aliases)
         return bool(present)
 
-    def _establish(self, present):
+    def establish(self, present):
         """The CONNACK accepted the connection: the session resumes its flows, the hooks and counters hear of it."""
         receive_max, max_qos, retain_ok, aliases = self._grant
         self.session.connected(present, receive_max, max_qos, retain_ok, aliases)
         self.state = CONNECTED
         self.connected = True
         self.window = self.session.window
-        self._ping_at = -1
+        self.ping_at = -1
         if self.connects:
             self.reconnects += 1
         self.connects += 1
         if self.on_connect is not None:
             self.on_connect(present)
-        self._pump()
+        self.pump()
         return present
 
     def close(self):
@@ -325,9 +325,9 @@ class MQTTClient:
 
     def disconnect(self):
         """A clean DISCONNECT: the broker discards the will; the session stays on both sides."""
-        if self._transport is not None:
+        if self.transport is not None:
             try:
-                self._write(codec.encode_disconnect(codec.SUCCESS, self.version, None, self._out))
+                self.write_packet(codec.encode_disconnect(codec.SUCCESS, self.version, None, self.tx_buf))
             except (OSError, MQTTError):
                 pass
         self._drop(codec.SUCCESS)
@@ -335,12 +335,12 @@ class MQTTClient:
     def _drop(self, code, reason="closed"):
         """Close the transport; an established connection that ends is counted and told to on_disconnect."""
         was = self.state
-        if self._transport is not None:
+        if self.transport is not None:
             try:
-                self._transport.close()
+                self.transport.close()
             except OSError:
                 pass
-        self._transport = None  # type: ignore[assignment]  # closed: used again only after connect()
+        self.transport = None  # type: ignore[assignment]  # closed: used again only after connect()
         self.state = DISCONNECTED
         self.connected = False
         self.session.lost()
@@ -401,9 +401,9 @@ class MQTTClient:
                 session.retain_cleared += 1
                 self.retain_cleared = session.retain_cleared
             wire = session.wire_topic(topic)
-            self._write(
+            self.write_packet(
                 codec.write_publish(
-                    wire, payload, 0, 0, retain, False, self.version, None, self._out, 0, session.wire_alias
+                    wire, payload, 0, 0, retain, False, self.version, None, self.tx_buf, 0, session.wire_alias
                 )
             )
             if mark is not None:
@@ -439,7 +439,7 @@ class MQTTClient:
             # face's unsent tail) waits for the same poll().
             if self.state == CONNECTED and session.in_window < session.window:
                 try:
-                    self._pump()
+                    self.pump()
                 except MQTTError:
                     # The message is accepted (journaled): publish() has succeeded and must say so, or the caller
                     # would publish it again. The lost connection shows in `connected`; the flow resumes after it.
@@ -455,12 +455,12 @@ class MQTTClient:
     def subscribe(self, topic, qos=1, timeout_ms=10000):
         """SUBSCRIBE and wait for SUBACK; returns the granted QoS (0x80 and up: refused)."""
         pid = self.session.allocate_pid()
-        self._write(codec.encode_subscribe(pid, [(topic, qos)], self.version, None, self._out))
+        self.write_packet(codec.encode_subscribe(pid, [(topic, qos)], self.version, None, self.tx_buf))
         return self._await_ack(pid, timeout_ms)[0]
 
     def unsubscribe(self, topic, timeout_ms=10000):
         pid = self.session.allocate_pid()
-        self._write(codec.encode_unsubscribe(pid, [topic], self.version, None, self._out))
+        self.write_packet(codec.encode_unsubscribe(pid, [topic], self.version, None, self.tx_buf))
         self._await_ack(pid, timeout_ms)
 
     def wait_idle(self, timeout_ms):
@@ -489,11 +489,11 @@ class MQTTClient:
         """Send what the session has ready, wait up to timeout_ms for input, handle it, keep the link alive."""
         if self.state != CONNECTED:
             raise MQTTError(_text(_T_NOT_CONNECTED))
-        self._pump()
-        if self._transport.wait(timeout_ms):
+        self.pump()
+        if self.transport.wait(timeout_ms):
             self._receive()
-        self._keep_alive()
-        self._pump()
+        self.ping_if_due()
+        self.pump()
         if timeout_ms:
             # A caller willing to wait is idle: the journal's erase-ahead and the opening of its next sector go
             # here, not in publish(). Last, after the acknowledgements' records: the room they took decides
@@ -505,40 +505,40 @@ class MQTTClient:
 
     def _await_ack(self, pid, timeout_ms):
         start = ticks_ms()
-        while pid not in self._acks:
+        while pid not in self.acks:
             left = timeout_ms - elapsed(start)
             if left <= 0:
-                self._fail(_text(_T_NO_SUBACK, timeout_ms), None)
+                self.fail(_text(_T_NO_SUBACK, timeout_ms), None)
             self.poll(min(left, 100))
-        return self._acks.pop(pid)
+        return self.acks.pop(pid)
 
-    def _keep_alive(self):
+    def ping_if_due(self):
         if not self.keepalive:
             return
         period = self.keepalive * 1000
-        if self._ping_at >= 0 and time.ticks_diff(ticks_ms(), self._ping_at) > period:
-            self._fail(_text(_T_NO_PINGRESP), codec.KEEP_ALIVE_TIMEOUT)
-        if self._ping_at < 0 and elapsed(self._last_tx) >= period * 3 // 4 and self._drain(self.blocking):
-            self._write(codec.encode_empty(codec.PINGREQ, self._out))
-            self._ping_at = ticks_ms()
+        if self.ping_at >= 0 and time.ticks_diff(ticks_ms(), self.ping_at) > period:
+            self.fail(_text(_T_NO_PINGRESP), codec.KEEP_ALIVE_TIMEOUT)
+        if self.ping_at < 0 and elapsed(self.last_tx) >= period * 3 // 4 and self.send_pending(self.blocking):
+            self.write_packet(codec.encode_empty(codec.PINGREQ, self.tx_buf))
+            self.ping_at = ticks_ms()
 
-    def _pump(self):
+    def pump(self):
         # The session's packets go out as many at a time as the output buffer holds, in one write: a backlog
         # (acknowledgements that opened the window for several queued messages) costs one socket call, not one
         # per packet (on an ESP32, each is a pass through lwIP). The session checks each packet's size against
         # the broker's Maximum Packet Size itself.
-        # (the test of an empty output buffer inline: _drain would say the same, a call later)
+        # (the test of an empty output buffer inline: send_pending would say the same, a call later)
         session = self.session
-        while self._transport is not None and (self._tail == self._end or self._drain(self.blocking)):
+        while self.transport is not None and (self.tx_tail == self.tx_end or self.send_pending(self.blocking)):
             end = 0
-            while n := session.next_packet(self._out, end):
+            while n := session.next_packet(self.tx_buf, end):
                 end = n
             if not end:
                 break
-            self._write(end, True)
+            self.write_packet(end, True)
         self.retain_cleared = session.retain_cleared  # (the session clears the flag as it encodes)
 
-    def _write(self, n, packets=False):
+    def write_packet(self, n, packets=False):
         """Send the n bytes encoded in the output buffer, one packet (or, `packets`, the session's, each checked
         against the broker's limit already): all of them before returning, or (not blocking) what the transport
         takes now, the tail going out at the next poll before anything new is encoded."""
@@ -546,26 +546,26 @@ class MQTTClient:
             raise MQTTError(_text(_T_PACKET_LARGE, n))
         if self.state == DISCONNECTED:
             raise MQTTError(_text(_T_NOT_CONNECTED))  # (subscribe() before connect(), say)
-        self._tail = 0
-        self._end = n
-        self._last_tx = ticks_ms()
-        self._drain(self.blocking)
+        self.tx_tail = 0
+        self.tx_end = n
+        self.last_tx = ticks_ms()
+        self.send_pending(self.blocking)
 
-    def _drain(self, block):
+    def send_pending(self, block):
         """Send what is left of the output buffer; True once all of it is sent. A connection that takes no byte
         for _WRITE_STALL_MS is dead."""
-        if self._tail == self._end:
+        if self.tx_tail == self.tx_end:
             return True
         try:
-            while self._tail < self._end:
-                sent = self._transport.send(self._out, self._tail, self._end)  # usually the whole packet at once
+            while self.tx_tail < self.tx_end:
+                sent = self.transport.send(self.tx_buf, self.tx_tail, self.tx_end)  # usually the whole packet at once
                 if sent:
-                    self._tail += sent
-                    self._last_tx = ticks_ms()
-                elif elapsed(self._last_tx) > _WRITE_STALL_MS:
-                    self._fail(_text(_T_STALLED, _WRITE_STALL_MS // 1000), None)
+                    self.tx_tail += sent
+                    self.last_tx = ticks_ms()
+                elif elapsed(self.last_tx) > _WRITE_STALL_MS:
+                    self.fail(_text(_T_STALLED, _WRITE_STALL_MS // 1000), None)
                 elif block:
-                    self._transport.wait(1000, True)
+                    self.transport.wait(1000, True)
                 else:
                     return False
         except OSError as exc:
@@ -580,7 +580,7 @@ class MQTTClient:
         still there to read. Left unread, the flow would be resent, refused and lost the same way at every
         reconnect."""
         try:
-            got = self._transport.readinto(self._in)
+            got = self.transport.readinto(self._in)
             pos = 0
             while got and pos < got:
                 pos += self._decoder.feed(self._in, pos, got)
@@ -591,7 +591,7 @@ class MQTTClient:
 
     def _receive(self):
         try:
-            got = self._transport.readinto(self._in)
+            got = self.transport.readinto(self._in)
         except OSError as exc:
             self._lost("connection lost: %s" % exc)
         if got is None:
@@ -604,43 +604,43 @@ class MQTTClient:
             ack = decoder.short_ack(self._in, pos, got)
             if ack:  # a publisher's usual packet, without the decoder's buffering
                 pos += 2 + (ack >> 20 & 3)
-                self._ping_at = -1  # any packet from the broker shows the connection is alive
+                self.ping_at = -1  # any packet from the broker shows the connection is alive
                 self.session.acked(ack >> 16 & 15, ack & 0xFFFF, ack >> 24)
                 continue
             try:
                 pos += decoder.feed(self._in, pos, got)
             except CodecError as exc:
-                self._fail(exc.reason, exc.reason_code)
+                self.fail(exc.reason, exc.reason_code)
             if decoder.ready:
                 self._dispatch(decoder.ptype, decoder.flags, decoder.body)
 
     def _dispatch(self, ptype, flags, body):
-        self._ping_at = -1  # any packet from the broker shows the connection is alive
+        self.ping_at = -1  # any packet from the broker shows the connection is alive
         try:
             if codec.PUBLISH <= ptype <= codec.PUBCOMP:
                 self.session.handle(ptype, flags, body)
             elif ptype == codec.SUBACK:
                 pid, codes, _props = codec.decode_suback(body, self.version)
-                self._acks[pid] = codes
+                self.acks[pid] = codes
             elif ptype == codec.UNSUBACK:
                 pid, codes, _props = codec.decode_unsuback(body, self.version)
-                self._acks[pid] = codes
+                self.acks[pid] = codes
             elif ptype == codec.DISCONNECT:
                 reason, _props = codec.decode_reason_only(ptype, body, self.version)
                 self._lost("the broker disconnected us: reason 0x%02x" % reason, reason)
             elif ptype != codec.PINGRESP:
-                self._fail(_text(_T_UNEXPECTED, ptype), codec.PROTOCOL_ERROR)
+                self.fail(_text(_T_UNEXPECTED, ptype), codec.PROTOCOL_ERROR)
         except CodecError as exc:
-            self._fail(exc.reason, exc.reason_code)
+            self.fail(exc.reason, exc.reason_code)
         except ProtocolError as exc:
-            self._fail(str(exc), exc.reason_code)
+            self.fail(str(exc), exc.reason_code)
 
-    def _fail(self, reason, code):
+    def fail(self, reason, code):
         """Close on a broken rule; MQTT 5.0 tells the broker why first (DISCONNECT with a reason code)."""
-        if self.version == codec.V5 and code is not None and code >= 0x80 and self._transport is not None:
+        if self.version == codec.V5 and code is not None and code >= 0x80 and self.transport is not None:
             try:
-                n = codec.encode_disconnect(code, codec.V5, None, self._out)
-                self._transport.send(self._out, 0, n)
+                n = codec.encode_disconnect(code, codec.V5, None, self.tx_buf)
+                self.transport.send(self.tx_buf, 0, n)
             except (OSError, CodecError):
                 pass
         self._lost(reason, code)

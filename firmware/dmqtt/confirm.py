@@ -71,8 +71,8 @@ class ConfirmingSession(Session):
         self._kept = bytearray(_EPOCHS)  # 1: the epoch is known stored whole, and journaled so (EPOCH with a count)
         self._older = False  # a confirmation raised an older epoch's count: tend() looks for one to journal
         self._epochs = 0
-        self._current = -1  # the application's epoch (ConfirmingClient's), journaled at its first message
-        self._stamp = -1  # the newest confirmation's stamp (-1: none since boot)
+        self.current_epoch = -1  # the application's epoch (ConfirmingClient's), journaled at its first message
+        self.stamp = -1  # the newest confirmation's stamp (-1: none since boot)
         self._acked = -1  # the highest serial the broker acknowledged (-1: unknown, after boot)
         self._journaled = 0  # the floor as last journaled
         self._due: Any = 0  # (ticks) when the messages up to _due_serial are overdue
@@ -108,11 +108,11 @@ class ConfirmingSession(Session):
         rather than let a busy board starve the repair until the journal gives the missing ones up."""
         if self._hi and self.connected_now and len(self._state) - self.outstanding() <= _BATCH:
             raise QueueFull("sending again what the store lacks first")
-        if self._current >= 0 and not (self._epochs and self._epoch[self._epochs - 1] == self._current):
+        if self.current_epoch >= 0 and not (self._epochs and self._epoch[self._epochs - 1] == self.current_epoch):
             serial = self.serial + 1  # the one accept() gives it
-            self._fresh = -1  # journal.body is about to hold another record
-            self._add(self._current, serial)
-            struct.pack_into(">II", self.journal.body, 0, self._current, serial)
+            self.fresh = -1  # journal.body is about to hold another record
+            self._add(self.current_epoch, serial)
+            struct.pack_into(">II", self.journal.body, 0, self.current_epoch, serial)
             self.journal.commit(rec.EPOCH, 8)
         return super().accept(topic, payload, qos, retain, mark, defer)
 
@@ -218,9 +218,9 @@ class ConfirmingSession(Session):
         if off != n:
             return
         stamp = struct.unpack_from(">I", data, 1)[0]
-        if self._stamp >= 0 and (stamp - self._stamp) & 0xFFFFFFFF >= 0x80000000:
+        if self.stamp >= 0 and (stamp - self.stamp) & 0xFFFFFFFF >= 0x80000000:
             return
-        self._stamp = stamp
+        self.stamp = stamp
         off = 6
         for _ in range(data[5]):
             epoch, stored, _top, ranges = struct.unpack_from(">IIIB", data, off)
@@ -292,7 +292,7 @@ class ConfirmingSession(Session):
         """From the client's poll: journal a moved floor, send again what is overdue or reported missing."""
         if self.floor - self._journaled >= _JOURNAL_EVERY:
             self.sync()
-            self._fresh = -1  # journal.body is about to hold another record
+            self.fresh = -1  # journal.body is about to hold another record
             self.journal.commit(rec.CONFIRMED, rec.put_mark(self.journal.body, self.floor))
             self._journaled = self.floor
         for k in range(self._epochs - 1 if self._older else 0):
@@ -300,7 +300,7 @@ class ConfirmingSession(Session):
             # reboot does not forget it (the recorder lists only a few boots at a time).
             if not self._kept[k] and self._done[k] >= self._size(k):
                 self.sync()
-                self._fresh = -1  # journal.body is about to hold another record
+                self.fresh = -1  # journal.body is about to hold another record
                 struct.pack_into(">III", self.journal.body, 0, self._epoch[k], self._first[k], self._done[k])
                 self.journal.commit(rec.EPOCH, 12)
                 self._kept[k] = 1
@@ -378,7 +378,7 @@ class ConfirmingSession(Session):
         pid = self.allocate_pid()
         i = self._slot_for(pid)
         n = len(body)
-        self._fresh = -1  # journal.body is about to hold this record
+        self.fresh = -1  # journal.body is about to hold this record
         copy = self.journal.body
         copy[:n] = body  # (body is the read buffer, which a commit that opens a sector reuses)
         rec.put_pid(copy, pid)
@@ -455,7 +455,7 @@ class ConfirmingClient(MQTTClient):
         super().__init__(client_id, store, **options)
         self.confirm_topic = confirm_topic
         session = self.session
-        session._current = epoch
+        session.current_epoch = epoch
         session.timeout_ms = timeout_s * 1000
         session.hold = hold
 
@@ -476,7 +476,7 @@ class ConfirmingClient(MQTTClient):
         try:
             self.wait_idle(timeout_ms)
             hear = time.ticks_add(time.ticks_ms(), min(_HEAR_MS, time.ticks_diff(end, time.ticks_ms())))
-            while self.session._stamp < 0 and time.ticks_diff(hear, time.ticks_ms()) > 0:  # none since boot
+            while self.session.stamp < 0 and time.ticks_diff(hear, time.ticks_ms()) > 0:  # none since boot
                 self.poll(20)
             self.poll()  # what the confirmation says is missing, queued and sent
         except (OSError, MQTTError):

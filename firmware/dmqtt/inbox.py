@@ -40,9 +40,9 @@ def publish(session, topic, pid, payload, retain, dup):
     """An incoming QoS 2 PUBLISH: the message, its packet id and its receive number go to the journal together
     before anyone sees it; the handler gets it (again after a reboot) until it has returned, and its return is
     journaled. PUBREC follows; a resend of a message already had is only acknowledged."""
-    j = session._rx_find(pid)
+    j = session.rx_find(pid)
     if j < 0:
-        j = session._rx_find(0)
+        j = session.rx_find(0)
         if j < 0:
             raise ProtocolError(_text(_T_RX_MAX), codec.RECEIVE_MAXIMUM_EXCEEDED)
         wire = topic.encode()
@@ -51,41 +51,41 @@ def publish(session, topic, pid, payload, retain, dup):
         n = _HEADER + tlen + len(payload)
         if n > len(body):
             raise ProtocolError(_text(_T_RX_LARGE))
-        session._fresh = -1  # journal.body is about to hold another record
+        session.fresh = -1  # journal.body is about to hold another record
         struct.pack_into(">HBIH", body, 0, pid, 2 | _NUMBERED | (_RETAIN if retain else 0), session.received + 1, tlen)
         body[_HEADER : _HEADER + tlen] = wire
         body[_HEADER + tlen : n] = payload
-        session._rx_addr[j] = session.journal.commit(rec.RX, n)
+        session.rx_addr[j] = session.journal.commit(rec.RX, n)
         session.received += 1  # once on flash: a cut before leaves the number to the next message
-        session._rx_pid[j] = pid
-        session._rx_handled[j] = 0
+        session.rx_pids[j] = pid
+        session.rx_handled[j] = 0
         session.rx_number = session.received
-        session._handle(j, topic, payload, retain, dup)
-    elif not session._rx_handled[j]:
+        session.hand_over(j, topic, payload, retain, dup)
+    elif not session.rx_handled[j]:
         deliver(session, j)  # a resend of one whose handler raised: its number is on flash
-    session._owe(codec.PUBREC, pid, codec.SUCCESS)
+    session.owe(codec.PUBREC, pid, codec.SUCCESS)
 
 
 def deliver(session, j):
     """Give the application the message of receive slot j again, from its RX record, flagged dup."""
-    n = session.journal.read(session._rx_addr[j])
+    n = session.journal.read(session.rx_addr[j])
     body = session.journal.record[:n]
     number = session.rx_number = rec.rx_number(body)
     start = _HEADER if number else _OLD_HEADER  # (a numbered message's number is 1 or more)
     end = start + ((body[start - 2] << 8) | body[start - 1])
-    session._handle(j, codec.decode_utf8(body[start:end]), body[end:], bool(body[2] & _RETAIN), True)
+    session.hand_over(j, codec.decode_utf8(body[start:end]), body[end:], bool(body[2] & _RETAIN), True)
 
 
 def deliver_pending(session):
     """Every message the handler has not returned from (a power cut or an exception came first)."""
-    for j in range(len(session._rx_pid)):
-        if session._rx_pid[j] and not session._rx_handled[j]:
+    for j in range(len(session.rx_pids)):
+        if session.rx_pids[j] and not session.rx_handled[j]:
             deliver(session, j)
 
 
 def release(session, j):
     """PUBREL for receive slot j: RXDONE goes to the journal before PUBCOMP lets the broker reuse the id."""
-    pid = session._rx_pid[j]
-    session._journal_pid(rec.RXDONE, pid)
-    session._rx_pid[j] = 0
-    session._owe(codec.PUBCOMP, pid, codec.SUCCESS)
+    pid = session.rx_pids[j]
+    session.journal_pid(rec.RXDONE, pid)
+    session.rx_pids[j] = 0
+    session.owe(codec.PUBCOMP, pid, codec.SUCCESS)

@@ -8,6 +8,10 @@ these types only in annotations and under `if False:` imports).
   dmqtt.journal_file.FileJournal on LittleFS), and JournalOwner: what a backend asks of its owner, the session
   (dmqtt.session.Session), when it replays the log at boot and when it moves live records out of a sector it
   reclaims.
+- Engine: what the asyncio face (dmqtt.aio) drives of the blocking client (dmqtt.client.MQTTClient): its output
+  buffer, the steps of a connection, and sending without blocking. The blocking API does not need these; they are
+  public so that the two faces keep one engine's invariants through named members, not private ones.
+- ReceiveSlots: the session's receive side as dmqtt.inbox and the asyncio face use it.
 - The client's hooks (MQTTClient.on_connect, on_disconnect, on_message, on_published)."""
 
 from __future__ import annotations
@@ -98,6 +102,80 @@ class Journal(Protocol):
     def read(self, addr: int) -> int:
         """Read the record at `addr`: its body's length; its type in record_type and its body at the start of
         record (both valid until the next read)."""
+        ...
+
+
+class Engine(Protocol):
+    """MQTTClient as dmqtt.aio drives it. The packet being sent is tx_buf[tx_tail:tx_end]: nothing is waiting
+    when tx_tail == tx_end. A connection is send_connect(), then take_connack() until it returns the session-present
+    flag (None: not yet), then establish(present)."""
+
+    tx_buf: bytearray  # the output buffer: every packet is encoded into it, one at a time
+    tx_tail: int  # where the transport's next byte comes from
+    tx_end: int  # the end of the packet being sent
+    transport: Transport | None  # None while not connected
+    last_tx: int  # ticks_ms when a byte last went (the keep-alive counts from it)
+    ping_at: int  # ticks_ms of the PINGREQ awaiting its PINGRESP; -1: none
+    acks: dict[int, Any]  # SUBACK and UNSUBACK answers by packet id, taken by the caller that waits for them
+
+    def send_connect(self, transport: Transport) -> None:
+        """Write CONNECT (the first packet of the connection) into the output buffer."""
+        ...
+
+    def take_connack(self) -> bool | None:
+        """Read what has arrived; the session-present flag once CONNACK is in, else None. MQTTError on a refusal."""
+        ...
+
+    def establish(self, present: bool) -> bool:
+        """The connection is up: the session resumed or started again, the hooks told; returns `present`."""
+        ...
+
+    def write_packet(self, n: int, packets: bool = False) -> None:
+        """The first n bytes of tx_buf are the next packet to send."""
+        ...
+
+    def send_pending(self, block: bool) -> bool:
+        """Send what is left of the packet being sent; True once all of it went (block: wait until it has)."""
+        ...
+
+    def pump(self) -> None:
+        """Send what the session has queued, packet after packet, as far as the transport takes it now."""
+        ...
+
+    def ping_if_due(self) -> None:
+        """A PINGREQ when the keep-alive asks for one; the connection failed when an earlier one went unanswered."""
+        ...
+
+    def fail(self, reason: str, code: int | None) -> None:
+        """End the connection for `reason` (an MQTT 5.0 DISCONNECT with `code` first, when there is one), and raise
+        MQTTError."""
+        ...
+
+
+class ReceiveSlots(Protocol):
+    """dmqtt.session.Session as its receive side uses it (dmqtt.inbox, loaded at the first incoming QoS 2 message,
+    and the asyncio face's deferring session): one slot per incoming QoS 2 message in flight, up to the Receive
+    Maximum the client announces. A slot is free when its packet id is 0."""
+
+    rx_pids: Any  # array("H"): each slot's packet id
+    rx_handled: bytearray  # each slot's state: 0 not yet handled, 1 handled (journaled), 2 held by the application
+    rx_addr: Any  # array("I"): each slot's RX record on the journal, then its HANDLED record
+    fresh: int  # the send slot whose message is still in the journal's body buffer; -1 before that buffer is reused
+
+    def rx_find(self, pid: int) -> int:
+        """The slot holding `pid` (0: a free one), or -1."""
+        ...
+
+    def hand_over(self, j: int, topic: str, payload: Bytes, retain: bool, dup: bool) -> None:
+        """Give slot j's message to the application's handler, then journal that it returned."""
+        ...
+
+    def owe(self, ptype: int, pid: int, reason: int) -> None:
+        """Queue an acknowledgement (PUBREC, PUBCOMP, PUBACK) to send, in order."""
+        ...
+
+    def journal_pid(self, rtype: int, pid: int) -> int:
+        """Commit a record of type `rtype` naming packet id `pid`; its address."""
         ...
 
 

@@ -117,15 +117,15 @@ class Session:
         self._serial = array("I", bytes(4 * n))
         # Incoming QoS 2 messages, from PUBLISH to PUBREL: the packet id (0: free), whether the application's
         # handler has returned for it, and the one record that keeps it (RX while not handled, HANDLED after).
-        self._rx_pid = array("H", bytes(2 * rx_max))
-        self._rx_handled = bytearray(rx_max)  # 0: not yet, 1: handled (journaled); 2: held (dmqtt.aio)
+        self.rx_pids = array("H", bytes(2 * rx_max))
+        self.rx_handled = bytearray(rx_max)  # 0: not yet, 1: handled (journaled); 2: held (dmqtt.aio)
         self.rx_pid = 0  # the packet id of the message on_message is being given
         # The receive number of the QoS 2 message on_message is being given (0 for QoS 0 and 1, and for one
         # journaled before format 4): the same at every delivery of the message, larger for every later one,
         # never reused while the journal lives. `received` is the last one given out, kept in RX and META.
         self.rx_number = 0
         self.received = 0
-        self._rx_addr = array("I", bytes(4 * rx_max))
+        self.rx_addr = array("I", bytes(4 * rx_max))
         # Acks we owe the broker, in order: a ring of packet type << 24 | reason code << 16 | packet id (one array,
         # not three: a deployed board's heap keeps every object's header).
         self._ctl = array("I", bytes(4 * _CONTROL_MAX))
@@ -145,11 +145,11 @@ class Session:
         self._relq_head = self._relq_len = 0
         self.in_window = 0
         self._busy = 0  # slots that hold a flow: outstanding()
-        # _fresh: the slot whose message the publish() that is running accepted, sent from the application's own
+        # fresh: the slot whose message the publish() that is running accepted, sent from the application's own
         # topic and payload instead of its record read back from flash (slices of the record would be objects per
         # message); the application may reuse its buffers once publish() has returned (returned()), and a message
         # sent later is read back.
-        self._fresh = -1
+        self.fresh = -1
         self._fresh_topic = self._fresh_payload = b""
         self._aliases = []  # topics (bytes) aliased on this connection: alias i + 1
         self._alias_max = 0
@@ -201,21 +201,21 @@ class Session:
                 self._state[i] = FREE
         elif rtype == rec.RX or rtype == rec.HANDLED:
             pid = rec.pid_of(body)
-            j = self._rx_find(pid)
+            j = self.rx_find(pid)
             if j < 0:
-                j = self._rx_find(0)
+                j = self.rx_find(0)
                 if j < 0:
                     return
-                self._rx_pid[j] = pid
+                self.rx_pids[j] = pid
             # A format 1 RX (pid only) was delivered before it was journaled: handled.
-            self._rx_handled[j] = 0 if rtype == rec.RX and len(body) > 2 else 1
-            self._rx_addr[j] = addr
+            self.rx_handled[j] = 0 if rtype == rec.RX and len(body) > 2 else 1
+            self.rx_addr[j] = addr
             if rtype == rec.RX:
                 self.received = max(self.received, rec.rx_number(body))
         elif rtype == rec.RXDONE:
-            j = self._rx_find(rec.pid_of(body))
+            j = self.rx_find(rec.pid_of(body))
             if j >= 0:
-                self._rx_pid[j] = 0
+                self.rx_pids[j] = 0
         elif rtype == rec.META:
             self.next_pid, serial, mark, received = rec.meta(body)
             self.serial = max(self.serial, serial)
@@ -235,8 +235,8 @@ class Session:
                 return self._addr[i] == addr
             return self._state[i] == WAIT_COMP and self._rel_addr[i] == addr
         if rtype == rec.RX or rtype == rec.HANDLED:
-            j = self._rx_find(rec.pid_of(body))
-            return j >= 0 and self._rx_addr[j] == addr
+            j = self.rx_find(rec.pid_of(body))
+            return j >= 0 and self.rx_addr[j] == addr
         return False  # DONE, RXDONE, META, MARK: superseded by the snapshot written with every compaction
 
     def holds(self, lo, hi):
@@ -249,17 +249,17 @@ class Session:
             # every reclaim of sector 0 read all its records)
             if state != FREE and (lo <= self._addr[i] < hi or state == WAIT_COMP and lo <= self._rel_addr[i] < hi):
                 return True
-        for j in range(len(self._rx_pid)):
-            if self._rx_pid[j] and lo <= self._rx_addr[j] < hi:
+        for j in range(len(self.rx_pids)):
+            if self.rx_pids[j] and lo <= self.rx_addr[j] < hi:
                 return True
         return False
 
     def moved(self, rtype, body, old, new):
         pid = rec.pid_of(body)
         if rtype == rec.RX or rtype == rec.HANDLED:
-            j = self._rx_find(pid)
-            if j >= 0 and self._rx_addr[j] == old:
-                self._rx_addr[j] = new
+            j = self.rx_find(pid)
+            if j >= 0 and self.rx_addr[j] == old:
+                self.rx_addr[j] = new
             return
         i = self._find(pid)
         if i < 0:
@@ -293,7 +293,7 @@ class Session:
             raise PublishRefused(_text(_T_RECORD_LARGE, (n, len(body))), _PACKET_TOO_LARGE)
         # journal.body is about to hold this record: the last one's send can no longer read it from there (and
         # if the journal refuses this one, neither will this one's).
-        self._fresh = -1
+        self.fresh = -1
         rec.put_pub(body, pid, qos, retain, serial, mark, topic, payload)
         addr = self.journal.commit(rec.PUB, n, defer)  # the durability point of publish() (or of sync())
         self.staged = self.staged + 1 if defer else 0
@@ -303,7 +303,7 @@ class Session:
         self.mark = mark
         self._queue(i, pid, qos, serial, addr)
         self._rel_addr[i] = n  # its size, until PUBREC (whoever queues a flow sets it)
-        self._fresh = i
+        self.fresh = i
         self._fresh_topic = topic
         self._fresh_payload = payload
         return pid
@@ -324,7 +324,7 @@ class Session:
     def returned(self):
         """The publish() that called accept() is returning: the application may reuse its topic and payload
         buffers from now on, so a message still queued is read back from the journal to be sent."""
-        self._fresh = -1
+        self.fresh = -1
         self._fresh_topic = self._fresh_payload = b""
 
     def sync(self):
@@ -335,7 +335,7 @@ class Session:
 
     def note_mark(self, mark):
         """Journal the application's progress for a message that has no record of its own (QoS 0)."""
-        self._fresh = -1  # journal.body is about to hold another record
+        self.fresh = -1  # journal.body is about to hold another record
         self.journal.commit(rec.MARK, rec.put_mark(self.journal.body, mark))
         self.mark = mark  # after the commit, for the same reason as in accept()
 
@@ -404,10 +404,10 @@ class Session:
         if not session_present:
             # The broker forgot its incoming flows: their packet ids are free again, on both sides. (The asyncio
             # face lets the application finish with what it holds first: dmqtt.aio.)
-            for j in range(len(self._rx_pid)):
-                if self._rx_pid[j]:
-                    self._journal_pid(rec.RXDONE, self._rx_pid[j])
-                    self._rx_pid[j] = 0
+            for j in range(len(self.rx_pids)):
+                if self.rx_pids[j]:
+                    self.journal_pid(rec.RXDONE, self.rx_pids[j])
+                    self.rx_pids[j] = 0
 
     def lost(self):
         self.connected_now = False
@@ -455,7 +455,7 @@ class Session:
         """Slot i's PUBLISH at `at` in buf; returns where it ends, or 0 (nothing done) when at > 0 and it might
         not fit behind what is there."""
         resend = self._state[i] == WAIT_ACK  # after a reconnect with a session: same id, DUP=1
-        if i == self._fresh:
+        if i == self.fresh:
             body = self.journal.body  # its fixed fields only: topic and payload are the application's, the same
             topic = self._fresh_topic
             payload = self._fresh_payload
@@ -530,16 +530,16 @@ class Session:
             self.acked(ptype, codec.check_ack(ptype, body, self.version), codec.ack_reason(body))
         elif ptype == codec.PUBREL:
             pid = codec.check_ack(ptype, body, self.version)
-            j = self._rx_find(pid)
+            j = self.rx_find(pid)
             if j >= 0:
                 from dmqtt import inbox
 
-                if not self._rx_handled[j]:
+                if not self.rx_handled[j]:
                     inbox.deliver(self, j)  # (a handler that raised earlier): the application first
                 inbox.release(self, j)
             else:
                 # Unexpected PUBREL: answer so the broker's flow ends; the connection stays up.
-                self._owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
+                self.owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
 
     def acked(self, ptype, pid, reason):
         """A PUBACK, PUBREC or PUBCOMP from the broker, checked (codec.check_ack, or the decoder's short_ack)."""
@@ -574,42 +574,42 @@ class Session:
         if self.on_message is not None:
             self.on_message(topic, bytes(payload), qos, bool(flags & 1), bool(flags & 8))
         if qos == 1 and not self.defer:
-            self._owe(codec.PUBACK, pid, codec.SUCCESS)
+            self.owe(codec.PUBACK, pid, codec.SUCCESS)
 
     def deliver_pending(self):
         """Hand the application the incoming QoS 2 messages its handler has not returned from (a power cut or
         an exception came first), from the journal, flagged dup: the client calls this when the journal is open
         and at every connect."""
-        for j in range(len(self._rx_pid)):
-            if self._rx_pid[j] and not self._rx_handled[j]:
+        for j in range(len(self.rx_pids)):
+            if self.rx_pids[j] and not self.rx_handled[j]:
                 from dmqtt import inbox
 
                 inbox.deliver_pending(self)
                 return
 
-    def _handle(self, j, topic, payload, retain, dup):
+    def hand_over(self, j, topic, payload, retain, dup):
         """The handler, then its return journaled. A cut between the two is the one window no journal closes:
         the message comes again after the reboot (dup set) with the same receive number, by which an
         application that keeps the number with its effect recognises it (docs/client.md)."""
         if self.on_message is not None:
             self.on_message(topic, bytes(payload), 2, retain, dup)
-        self._rx_addr[j] = self._journal_pid(rec.HANDLED, self._rx_pid[j])
-        self._rx_handled[j] = 1
+        self.rx_addr[j] = self.journal_pid(rec.HANDLED, self.rx_pids[j])
+        self.rx_handled[j] = 1
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
-    def _owe(self, ptype, pid, reason):
+    def owe(self, ptype, pid, reason):
         if self._ctl_len == _CONTROL_MAX:
             raise ProtocolError(_text(_T_ACKS_BEHIND), codec.RECEIVE_MAXIMUM_EXCEEDED)
         self._ctl[(self._ctl_head + self._ctl_len) % _CONTROL_MAX] = ptype << 24 | reason << 16 | pid
         self._ctl_len += 1
 
-    def _journal_pid(self, rtype, pid):
-        self._fresh = -1  # journal.body is about to hold another record
+    def journal_pid(self, rtype, pid):
+        self.fresh = -1  # journal.body is about to hold another record
         return self.journal.commit(rtype, rec.put_pid(self.journal.body, pid))
 
     def _journal_rel(self, i):
-        self._fresh = -1  # journal.body is about to hold another record
+        self.fresh = -1  # journal.body is about to hold another record
         self._rel_addr[i] = self.journal.commit(rec.REL, rec.put_rel(self.journal.body, self._pid[i], self._serial[i]))
         self._state[i] = WAIT_COMP
         self._tx[i] = 0  # PUBREL owed (its flow keeps its place in the window)
@@ -619,7 +619,7 @@ class Session:
 
     def _finish(self, i, reason):
         pid = self._pid[i]
-        self._fresh = -1  # (_journal_pid written out: one call less per message)
+        self.fresh = -1  # (journal_pid written out: one call less per message)
         self.journal.commit(rec.DONE, rec.put_pid(self.journal.body, pid))
         if self._tx[i] or self._state[i] == WAIT_COMP:
             self.in_window -= 1  # a place in the window is free
@@ -649,9 +649,9 @@ class Session:
                 return i
         return -1
 
-    def _rx_find(self, pid):
-        for j in range(len(self._rx_pid)):
-            if self._rx_pid[j] == pid:
+    def rx_find(self, pid):
+        for j in range(len(self.rx_pids)):
+            if self.rx_pids[j] == pid:
                 return j
         return -1
 

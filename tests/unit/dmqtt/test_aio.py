@@ -150,7 +150,7 @@ def test_a_transport_that_takes_packets_in_pieces_never_blocks_the_loop(flash: N
             nonlocal interleaved
             while not stop:
                 await asyncio.sleep(0)
-                interleaved += client.client._tail != client.client._end
+                interleaved += client.client.tx_tail != client.client.tx_end
 
         task = asyncio.create_task(ticker())
         pids = [await client.publish(b"t/x", b"y" * 100, 1) for _ in range(5)]

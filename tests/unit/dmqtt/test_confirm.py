@@ -51,7 +51,7 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 def confirming(store: Any, epoch: int, timeout_s: int = 5, hold: bool = False) -> ConfirmingSession:
     """A session with confirmation, as ConfirmingClient makes it, after its journal is open and it is connected."""
     session = ConfirmingSession(store, codec.V311, 8, 32, 16)
-    session._current = epoch
+    session.current_epoch = epoch
     session.timeout_ms = timeout_s * 1000
     session.hold = hold
     session.open()
@@ -169,9 +169,9 @@ def test_an_older_confirmation_never_undoes_a_newer_one(new_store: Store, clock:
     # Stamps compare modulo 2^32 (serial-number arithmetic): newer goes on past the wrap.
     for stamp in (0x40000000, 0x80000000, 0xC0000000, 3):
         session.take(confirmed(Entry(2, 6, 6), stamp=stamp))
-        assert session._stamp == stamp
+        assert session.stamp == stamp
     session.take(confirmed(Entry(2, 6, 6), stamp=0xC0000001))
-    assert session._stamp == 3
+    assert session.stamp == 3
 
 
 def test_messages_the_journal_no_longer_holds_are_given_up_and_counted(clock: Clock) -> None:
@@ -310,7 +310,7 @@ def test_what_is_not_a_confirmation_is_refused_and_ignored(vector: dict[str, Any
     send(session, 1, range(3))
     ack_all(session)
     session.take(data)  # the board neither fails nor takes anything from it
-    assert session.floor == 0 and session._stamp == -1
+    assert session.floor == 0 and session.stamp == -1
 
 
 def test_the_board_reads_the_vectors_as_the_recorder_means_them(clock: Clock) -> None:
