@@ -1,6 +1,7 @@
 """The ESP32 APIs that sensor firmware uses, on the virtual board, answered as a chip answers them with nothing
 wired to the pins: a button on a pull-up reads released (1), an output reads what it drives, an interrupt handler
-can be set; time.time() is whole seconds (docs/virtual-board.md, "What firmware of your own finds")."""
+can be set; time.time() is whole seconds; sys.platform and os.uname() say "esp32" (docs/virtual-board.md, "What
+firmware of your own finds")."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> N
         board.close()
     assert "pull-up input 1 1" in out and "time() is an int True" in out, out
     assert "pull-down input 0" in out and "output 0 1" in out and "irq set 0" in out, out
+    assert "platform esp32 esp32 esp32 True" in out, out  # sys.platform and os.uname() as a chip's
 
 
 def test_the_bench_drives_pins_adc_and_temperature_and_a_hungry_watchdog_resets(tmp_path: Path) -> None:

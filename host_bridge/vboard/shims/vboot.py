@@ -161,8 +161,27 @@ def alias_u_names():
     """MicroPython still imports a built-in module by its old u-prefixed name (`import usocket as socket`, as
     umqtt.simple does): on the Unix port that is the port's own module, which would bypass the shims (a socket off
     the WiFi, the host's clock). The names are the shims' here, as on a chip they are the chip's modules."""
-    for name, module in (("usocket", socket), ("utime", time), ("umachine", machine)):
+    for name, module in (("usocket", socket), ("utime", time), ("umachine", machine), ("uos", os)):
         sys.modules[name] = module
+
+
+class EspSys:
+    """`sys` as the firmware sees it: the port's, but for `platform`, "esp32" as on a chip (libraries branch on
+    it). Reads of anything else are the port's own (sys.implementation still names the Unix port's build, which
+    is how the board application tells the virtual board: it ends a run with an exit status)."""
+
+    platform = "esp32"
+
+    def __getattr__(self, name):
+        return getattr(_PORT_SYS, name)
+
+
+_PORT_SYS = sys
+
+
+def present_as_esp32():
+    """From here on `import sys` (and usys) is EspSys: made before the heap is pinned, as the chip's sys is C."""
+    sys.modules["sys"] = sys.modules["usys"] = EspSys()
 
 
 def load_stock(folder):
@@ -327,6 +346,7 @@ def main():
     # The RTC's state (its clock, its slow memory) read now, into the emulation's part of the heap: a chip keeps
     # it outside the heap, and a plan in RTC memory read first at a wake would otherwise charge the firmware's.
     vboard_state.rtc()
+    present_as_esp32()
     pin_heap(reserve_qstr_pool(int(vboard_state.env("VBOARD_QSTR_POOL", "0"))))
     raw_repl = vboard_state.env("VBOARD_BOOT_MODE") == "raw"
     status = 0

@@ -18,3 +18,11 @@ print("output", was, led.value())
 pressed = []
 button.irq(handler=pressed.append, trigger=machine.Pin.IRQ_FALLING)
 print("irq set", len(pressed))
+
+import os  # noqa: E402
+import sys  # noqa: E402
+
+import uos  # noqa: E402
+import usys  # noqa: E402
+
+print("platform", sys.platform, usys.platform, os.uname().sysname, uos.uname().machine.endswith("with ESP32"))
