@@ -8,12 +8,14 @@ metric and gives alert rules."""
 
 from __future__ import annotations
 
+import platform
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from importlib.metadata import version
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -47,6 +49,14 @@ def gauge(name: str, doc: str, labels: list[str] | None = None, value: float | N
     return GaugeMetricFamily(name, doc, labels=labels, value=value)
 
 
+def build_info() -> Iterator[Metric]:
+    """dmqtt_build_info{version, python}: always 1, the version of the host package that serves the page (a
+    fleet's dashboard tells an upgraded host by it)."""
+    info = gauge("dmqtt_build_info", "the host package's version and the Python it runs on", ["version", "python"])
+    info.add_metric([version("durable-mqtt"), platform.python_version()], 1)
+    yield info
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """A scrape every few seconds is not worth a log line."""
@@ -61,6 +71,10 @@ class MetricsServer:
             raise MetricsError(f"--metrics {address!r} is not HOST:PORT (127.0.0.1:9464, say; port 0: any free one)")
         registry = CollectorRegistry(auto_describe=False)
         registry.register(Families(families))
+        registry.register(Families(build_info))
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_start_time_seconds, process_open_fds...:
+        # the process as /proc tells it, for the usual dashboards and a leak's alert.
+        ProcessCollector(registry=registry)
         metrics = make_wsgi_app(registry)
 
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

@@ -6,6 +6,7 @@ scrape. docs/metrics.md lists them with alert rules."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fnmatch import fnmatch
 
 from prometheus_client.core import Metric
 
@@ -56,6 +57,18 @@ def families(bridge: Bridge) -> Iterator[Metric]:
     yield info
     yield connected
     yield present
+    # One series for each port and pattern of the configuration, served or not: the boards present behind it. A
+    # pattern's boards come and go with their ports, and a board that is unplugged leaves the board_* series, so
+    # an alert on a vanished board is written on this one (docs/metrics.md).
+    configured = gauge(
+        "dmqtt_bridge_port_boards", "boards present behind a configured port or pattern (0: none)", ["port"]
+    )
+    for entry in bridge.configured:
+        behind = [s for s in sessions if fnmatch(s.board.path, entry.path)] if entry.pattern else [
+            s for s in sessions if s.board.path == entry.path
+        ]  # fmt: skip
+        configured.add_metric([entry.path], sum(s.present for s in behind))
+    yield configured
     yield gauge("dmqtt_bridge_boards", "boards served now", value=len(sessions))
     yield gauge(
         "dmqtt_bridge_boards_connected", "boards with a connection to the broker now",

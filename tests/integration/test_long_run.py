@@ -113,8 +113,13 @@ def test_a_long_run_keeps_the_heap_flat(tmp_path: Path, broker: Mosquitto) -> No
     free = [s["free"] for s in samples]
     block = [s["block"] for s in samples]
     print(f"\nfree heap {min(free)}..{max(free)}, largest block {min(block)}..{max(block)} over {len(samples)} samples")
-    # No leak: the free heap stays within a kilobyte over the whole run, boots and reconnects included.
-    assert max(free) - min(free) <= 1024, free
+    # No leak: the free heap stays within a kilobyte in every boot, reconnects included, and over every boot on a
+    # used flash. The first boot is left out of the second: it formats the flash and lays the firmware out, and
+    # starts the run with several hundred bytes more free than a boot that finds both done.
+    boots = [[s["free"] for s in boot] for boot in heap_samples(console)]
+    assert all(max(b) - min(b) <= 1024 for b in boots if b), boots
+    later = [f for boot in boots[1:] for f in boot]
+    assert not later or max(later) - min(later) <= 1024, boots
     assert min(free) >= HEAP_GOAL
     # No fragmentation that starves the client. (Not "the largest block late no smaller than early": which block
     # is largest depends on where the latest connection's objects landed, and moves with every reconnect,

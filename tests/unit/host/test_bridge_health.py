@@ -38,3 +38,32 @@ def test_no_board_present_is_degraded_and_a_port_that_appears_is_present(tmp_pat
         bridge.stop()
         os.close(master)
         os.close(slave)
+
+
+def port_boards(bridge: Bridge) -> dict[str, float]:
+    family = next(f for f in families(bridge) if f.name == "dmqtt_bridge_port_boards")
+    return {s.labels["port"]: s.value for s in family.samples}
+
+
+def test_every_configured_port_and_pattern_has_a_series_present_or_not(tmp_path: Path) -> None:
+    """A pattern nothing matches, and a port not plugged in, each have their series at 0; a port that appears
+    behind the pattern counts 1 there (a vanished board's alert is written on this series: docs/metrics.md)."""
+    fixed, pattern = tmp_path / "ttyFIXED", str(tmp_path / "usb-*")
+    bridge = Bridge(
+        [BoardPort("fixed", str(fixed)), BoardPort("usb", pattern)], Destination.parse("127.0.0.1:1"), [], None
+    )
+    master, slave = pty.openpty()
+    bridge.start()
+    try:
+        assert port_boards(bridge) == {str(fixed): 0, pattern: 0}
+        (tmp_path / "usb-board1").symlink_to(os.ttyname(slave))
+        bridge.scan()  # (the hotplug thread's step, taken here)
+        deadline = time.monotonic() + 30
+        while port_boards(bridge)[pattern] != 1:
+            assert time.monotonic() < deadline, port_boards(bridge)
+            time.sleep(0.05)
+        assert port_boards(bridge)[str(fixed)] == 0
+    finally:
+        bridge.stop()
+        os.close(master)
+        os.close(slave)
