@@ -28,13 +28,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from host_bridge import assets
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.boards.firmware_build import frozen_modules, romfs_image, stage_firmware
+from host_bridge.boards.firmware_build import frozen_modules, mpy_cross_executable, romfs_image, stage_firmware
 from host_bridge.errors import VBoardError
 from host_bridge.processes import dies_with_parent, register
 from host_bridge.vboard import stock
@@ -97,13 +98,46 @@ _LOADER = (
 
 
 @functools.cache
+def compiled_shims() -> Path:
+    """The shims compiled by mpy-cross, once per content (a folder named by its hash, made whole then renamed, so
+    that concurrent boards share it): a board loads their bytecode instead of compiling some 2,500 lines of source
+    at every boot. vboot.py, the script the port runs, is copied beside them as source: the port looks for a
+    script's imports in its own folder first."""
+    sources = sorted(p for p in assets.SHIMS.glob("*.py") if p.name != "vboot.py")
+    script = assets.SHIMS / "vboot.py"
+    compiler = mpy_cross_executable()
+    digest = hashlib.sha256(compiler.encode())
+    for path in [*sources, script]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    out = assets.build_dir() / "vboard-shims" / digest.hexdigest()[:16]
+    if out.is_dir():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".shims-", dir=out.parent))
+    try:
+        for path in sources:
+            result = subprocess.run(
+                [compiler, "-o", str(work / (path.stem + ".mpy")), str(path)], capture_output=True, text=True
+            )
+            if result.returncode:
+                raise VBoardError(f"mpy-cross failed on {path}: {result.stderr.strip()}")
+        shutil.copyfile(script, work / script.name)
+        try:
+            work.rename(out)
+        except OSError:  # another board compiled them first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+@functools.cache
 def emulation_key() -> str:
     """What decides the names the emulation interns before the firmware's (vboot.reserve_qstr_pool): the shims'
-    code and the MicroPython that runs them. A flash image's remembered pool is good only for the same key: an
-    upgrade of this project that changes either makes the board watch every name again, once."""
-    digest = hashlib.sha256(" ".join(micropython_command()).encode())
-    for path in sorted(assets.SHIMS.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    code as compiled (compiled_shims(): their sources and the compiler) and the MicroPython that runs them. A flash
+    image's remembered pool is good only for the same key: an upgrade of this project that changes either makes
+    the board watch every name again, once."""
+    digest = hashlib.sha256(" ".join(micropython_command()).encode() + b"\0" + compiled_shims().name.encode())
     return digest.hexdigest()[:16]
 
 
@@ -256,7 +290,7 @@ class VirtualBoard:
         env = dict(os.environ)
         env.update(
             {
-                "MICROPYPATH": f"{assets.SHIMS}:.frozen",
+                "MICROPYPATH": f"{compiled_shims()}:.frozen",
                 "VBOARD_FLASH": str(self.flash.resolve()),
                 "VBOARD_STATS": str(stats_path(self.flash).resolve()),
                 "VBOARD_LAYOUT": json.dumps([[p.label, p.type, p.subtype, p.offset, p.size] for p in self.partitions]),
@@ -313,7 +347,7 @@ class VirtualBoard:
             *micropython_command(),
             "-X",
             f"heapsize={self.micropython_heap()}",
-            str(assets.SHIMS / "vboot.py"),
+            str(compiled_shims() / "vboot.py"),
         ]
         console = self.console_line
         if console is not None and self.stdout == subprocess.PIPE:
