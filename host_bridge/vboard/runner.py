@@ -450,8 +450,8 @@ class VirtualBoard:
 
     def drive(
         self,
-        pins: dict[int, int] | None = None,
-        adc: dict[int, int] | None = None,
+        pins: dict[int, int | None] | None = None,
+        adc: dict[int, int | None] | None = None,
         temperature_c: float | None = None,
     ) -> None:
         """Drive the board's inputs, as wiring and sensors would, from now on (a running board sees each change at

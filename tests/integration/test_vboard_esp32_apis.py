@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from host_bridge.boards.definition import BoardDefinition
+from host_bridge.hil.dut import BootEnd, Dut, DutError
+from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.runner import VirtualBoard
 from tests.conftest import APPS
@@ -43,7 +48,7 @@ def test_the_bench_drives_pins_adc_and_temperature_and_a_hungry_watchdog_resets(
     try:
         dut.start()
         dut.expect(r"ready 1", timeout=60)
-        dut.vboard.drive(pins={0: 0}, adc={34: 1_225_000}, temperature_c=30)
+        dut.drive(pins={0: 0}, adc={34: 1_225_000}, temperature_c=30)  # (the HIL plugin's hil_drive)
         end = dut.wait_boot(60)
         out = end.console
     finally:
@@ -56,3 +61,22 @@ def test_the_bench_drives_pins_adc_and_temperature_and_a_hungry_watchdog_resets(
     # 1.225 V of the 11 dB range's 2.45 V: half scale. 30 C is 86 F.
     assert "pressed [0] 1225000 32767 2047 86" in out, out
     assert "never:" not in out and "nvs boots 2 b'sensor-7'" in out and "after the watchdog" in out, out
+
+
+def test_a_real_boards_inputs_are_not_driven_by_the_bench(tmp_path: Path) -> None:
+    """Dut.drive (the HIL plugin's hil_drive) on a board the bench cannot drive (a real one: SerialDut keeps the
+    base's) says what to do instead of pretending."""
+
+    class Wired(Dut):
+        def _install_config(self, config: dict[str, Any]) -> None: ...
+        def start(self, cut_at_op: int = 0, cut_in_sleep: int = 0, cut_on: Any = None) -> None: ...
+        def power_cut(self) -> None: ...
+        def wait_boot(self, timeout: float) -> BootEnd:
+            raise NotImplementedError
+
+        def close(self) -> None: ...
+
+    dut = Wired("real0", BoardDefinition.load("esp32-devkitc"), tmp_path / "c.log")
+    with pytest.raises(DutError, match="wired, not driven by the bench"):
+        dut.drive(pins={0: 0})
+    assert SerialDut.drive is Dut.drive
