@@ -184,14 +184,9 @@ class Dut(ABC):
         """Flash counters per partition where the board has them (the virtual board), else None."""
         return None
 
-    def drive(
-        self,
-        pins: dict[int, int | None] | None = None,
-        adc: dict[int, int | None] | None = None,
-        temperature_c: float | None = None,
-    ) -> None:
-        """Drive the board's inputs (VirtualBoard.drive: input pins to a level, ADC pins to microvolts, the die's
-        temperature). A real board's inputs are wired: the bench cannot drive them."""
+    def drive(self, **inputs: Any) -> None:
+        """Drive the board's inputs as VirtualBoard.drive takes them (pins=, adc=, temperature_c=). A real board's
+        inputs are wired: the bench cannot drive them."""
         raise DutError(
             f"{self.name}: a real board's pins and sensors are wired, not driven by the bench: give the test a "
             "fixture of its own that drives them (a relay board, a DAC), or run it on a virtual board"

@@ -201,13 +201,8 @@ class VirtualDut(Dut):
         assert self.vboard.line is not None, f"{self.name} has no serial line"
         self.vboard.line.replug()
 
-    def drive(
-        self,
-        pins: dict[int, int | None] | None = None,
-        adc: dict[int, int | None] | None = None,
-        temperature_c: float | None = None,
-    ) -> None:
-        self.vboard.drive(pins, adc, temperature_c)
+    def drive(self, **inputs: Any) -> None:
+        self.vboard.drive(**inputs)
 
     def stats(self) -> dict[str, dict[str, int]] | None:
         return self.vboard.stats()
