@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import signal
+import ssl
 import sys
 from logging import INFO, WARNING
 from pathlib import Path
@@ -15,7 +17,7 @@ from dmqtt import codec
 from dmqtt.errors import CodecError
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.metrics import MetricsServer
-from host_bridge.net import AddressError, Destination, add_wait_argument, await_broker, seconds
+from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker, seconds
 from host_bridge.recorder.recorder import VERSIONS, Recorder, log
 from host_bridge.recorder.store import RecorderError, TelemetryStore
 
@@ -87,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
     parser.add_argument("--certfile", help="client certificate (mutual TLS)")
     parser.add_argument("--keyfile", help="client certificate's key")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the options (topics, addresses, the password file, the TLS files, the output folder) and exit 0, "
+        "or 2 saying what is wrong, without connecting or writing: before a restart",
+    )
 
 
 def _client_id(store: TelemetryStore, requested: str | None) -> str:
@@ -106,6 +114,26 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
                 f"cannot keep the session's client id in {path}: {exc.strerror}; free space there"
             ) from None
     return client_id
+
+
+def check(args: argparse.Namespace) -> str:
+    """What `record --check` tries beyond the checks every run makes: the TLS files loaded into a context, the
+    metrics address, and an output folder the recorder can write (or make). RecorderError when one fails."""
+    if args.tls:
+        try:
+            TLSConfig(args.cafile, args.certfile, args.keyfile).context()
+        except (OSError, ssl.SSLError) as exc:
+            raise RecorderError(f"--tls: {exc}") from None
+    if args.metrics:
+        try:
+            Destination.parse(args.metrics)
+        except AddressError as exc:
+            raise RecorderError(f"--metrics: {exc}") from None
+    folder = args.out if args.out.exists() else next((p for p in args.out.parents if p.exists()), Path("/"))
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise RecorderError(f"--out {args.out}: {folder} is not a folder this user can write")
+    topics = ",".join(args.topic or ["sensors/#"])
+    return f"configuration OK: broker {args.broker}; topics {topics}; out {args.out}; tls {'yes' if args.tls else 'no'}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
             password = args.password_file.read_bytes().rstrip(b"\r\n")
         except OSError as exc:
             raise RecorderError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
+    if args.check:
+        print(check(args))
+        return 0
     await_broker(
         broker,
         args.wait,

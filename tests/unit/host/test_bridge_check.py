@@ -52,3 +52,33 @@ def test_a_bad_configuration_exits_2_saying_what_is_wrong(tmp_path: Path, toml: 
     result = check(tmp_path, toml)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def record_check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "host_bridge", "record", "--check", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+
+
+def test_the_recorder_checks_its_options_without_connecting_or_writing(tmp_path: Path) -> None:
+    """`host-bridge record --check`: a broker nobody listens on and an output folder not made yet pass (nothing is
+    connected to or written); a bad topic, a missing CA or an output under a file do not."""
+    out = tmp_path / "store" / "day"
+    ok = record_check(tmp_path, "--broker", "127.0.0.1:1", "--out", str(out), "--topic", "sensors/+/telemetry")
+    assert ok.returncode == 0, ok.stderr
+    assert "configuration OK: broker 127.0.0.1:1; topics sensors/+/telemetry" in ok.stdout and not out.exists()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for args, message in (
+        (["--topic", "sensors/#/x"], "--topic sensors/#/x"),
+        (["--tls", "--cafile", "/nonexistent/ca.pem"], "--tls:"),
+        (["--metrics", "nowhere"], "--metrics"),
+    ):
+        bad = record_check(tmp_path, "--broker", "127.0.0.1:1", "--out", str(out), *args)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+    under_file = record_check(tmp_path, "--broker", "127.0.0.1:1", "--out", str(blocker / "x"))
+    assert under_file.returncode == 2 and "is not a folder this user can write" in under_file.stderr
