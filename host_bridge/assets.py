@@ -8,6 +8,9 @@ them there), so `host-bridge` runs a board from any folder; its builds go to the
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -34,3 +37,22 @@ def build_dir() -> Path:
         return _CHECKOUT / "build"
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "durable-mqtt"
+
+
+def built(out: Path, make: Callable[[Path], None]) -> Path:
+    """The folder `out` of generated files, made once: by `make` into a fresh folder beside it, then renamed into
+    place whole, so that concurrent processes (parallel tests, boards) never read a half-made one. When another
+    process made it first, its folder is kept; a `make` that raises leaves nothing behind."""
+    if out.is_dir():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        make(work)
+        try:
+            work.rename(out)
+        except OSError:  # another process made it first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out

@@ -113,21 +113,7 @@ def stage_firmware(
     digest = hashlib.sha256(" ".join((*MPY_CROSS_OPTIONS, "-s", "import-name")).encode())  # how compile_sources runs
     for path, rel in sources:
         digest.update(str(rel).encode() + b"\0" + path.read_bytes())
-    out = build_root / digest.hexdigest()[:16]
-    if out.exists():
-        return out
-    build_root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=build_root))  # renamed into place when complete
-    try:
-        compile_sources(sources, tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
-        tmp.rename(out)
-    except OSError:  # another board staged the same content first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return assets.built(build_root / digest.hexdigest()[:16], lambda work: compile_sources(sources, work))
 
 
 def app_sources(app: Path) -> list[Path]:
@@ -193,13 +179,14 @@ def import_name(rel: Path) -> str:
     return ".".join(parts)
 
 
-def compile_sources(sources: list[tuple[Path, Path]], into: Path) -> None:
+def compile_sources(sources: list[tuple[Path, Path]], into: Path, options: tuple[str, ...] = MPY_CROSS_OPTIONS) -> None:
     """Each (source, relative path) compiled by mpy-cross to into/<relative path>.mpy; boot.py and main.py copied
-    as they are (the port runs them as source). Optimised as the frozen image is (firmware/manifest.py's opt=3: no
-    line numbers, no asserts): a deployed board loads the bytecode into its heap, and line-number tables are 8% of
-    it (1.9 KB of a run's heap on 64-bit objects). Tracebacks name each function, and each module by its import
-    name (dmqtt.session): the name the import interns anyway, where a file name would be one more interned name
-    per module in the board's first pool of them (docs/virtual-board.md, Interned names)."""
+    as they are (the port runs them as source). By default optimised as the frozen image is
+    (firmware/manifest.py's opt=3: no line numbers, no asserts): a deployed board loads the bytecode into its heap,
+    and line-number tables are 8% of it (1.9 KB of a run's heap on 64-bit objects). Tracebacks name each function,
+    and each module by its import name (dmqtt.session): the name the import interns anyway, where a file name
+    would be one more interned name per module in the board's first pool of them (docs/virtual-board.md,
+    Interned names)."""
     compiler = mpy_cross_executable()
     for path, rel in sources:
         target = into / rel
@@ -208,7 +195,7 @@ def compile_sources(sources: list[tuple[Path, Path]], into: Path) -> None:
             shutil.copyfile(path, target)
             continue
         result = subprocess.run(
-            [compiler, *MPY_CROSS_OPTIONS, "-o", str(target.with_suffix(".mpy")), "-s", import_name(rel), str(path)],
+            [compiler, *options, "-o", str(target.with_suffix(".mpy")), "-s", import_name(rel), str(path)],
             capture_output=True,
             text=True,
         )

@@ -28,14 +28,19 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from host_bridge import assets
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.boards.firmware_build import frozen_modules, mpy_cross_executable, romfs_image, stage_firmware
+from host_bridge.boards.firmware_build import (
+    compile_sources,
+    frozen_modules,
+    mpy_cross_executable,
+    romfs_image,
+    stage_firmware,
+)
 from host_bridge.errors import VBoardError
 from host_bridge.processes import dies_with_parent, register
 from host_bridge.vboard import stock
@@ -99,36 +104,21 @@ _LOADER = (
 
 @functools.cache
 def compiled_shims() -> Path:
-    """The shims compiled by mpy-cross, once per content (a folder named by its hash, made whole then renamed, so
-    that concurrent boards share it): a board loads their bytecode instead of compiling some 2,500 lines of source
-    at every boot. vboot.py, the script the port runs, is copied beside them as source: the port looks for a
+    """The shims compiled by mpy-cross, once per content (assets.built: a folder named by its hash), line numbers
+    kept for the emulation's own tracebacks: a board loads their bytecode instead of compiling some 2,500 lines of
+    source at every boot. vboot.py, the script the port runs, is copied beside them as source: the port looks for a
     script's imports in its own folder first."""
-    sources = sorted(p for p in assets.SHIMS.glob("*.py") if p.name != "vboot.py")
     script = assets.SHIMS / "vboot.py"
-    compiler = mpy_cross_executable()
-    digest = hashlib.sha256(compiler.encode())
-    for path in [*sources, script]:
+    shims = [p for p in sorted(assets.SHIMS.glob("*.py")) if p != script]
+    digest = hashlib.sha256(mpy_cross_executable().encode() + b" -s import-name")  # how compile_sources runs
+    for path in [*shims, script]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    out = assets.build_dir() / "vboard-shims" / digest.hexdigest()[:16]
-    if out.is_dir():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".shims-", dir=out.parent))
-    try:
-        for path in sources:
-            result = subprocess.run(
-                [compiler, "-o", str(work / (path.stem + ".mpy")), str(path)], capture_output=True, text=True
-            )
-            if result.returncode:
-                raise VBoardError(f"mpy-cross failed on {path}: {result.stderr.strip()}")
+
+    def make(work: Path) -> None:
+        compile_sources([(p, Path(p.name)) for p in shims], work, options=())
         shutil.copyfile(script, work / script.name)
-        try:
-            work.rename(out)
-        except OSError:  # another board compiled them first
-            pass
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return out
+
+    return assets.built(assets.build_dir() / "vboard-shims" / digest.hexdigest()[:16], make)
 
 
 @functools.cache
@@ -317,7 +307,7 @@ class VirtualBoard:
                 # Frozen names are in the image (the preloaded modules' names here, in the emulation's share).
                 "VBOARD_QSTR_POOL": "" if self.install == "frozen" else str(FIRST_QSTR_POOL),
                 "VBOARD_QSTR_CACHE": str(self.flash.with_name(self.flash.name + ".qstr").resolve()),
-                "VBOARD_QSTR_KEY": f"{emulation_key()}-{self.install}-{stock.folder().name if stock_mpy else ''}",
+                "VBOARD_QSTR_KEY": f"{emulation_key()}-{self.install}-{stock_mpy.parent.name if stock_mpy else ''}",
                 "VBOARD_STOCK": str(stock_mpy) if stock_mpy else "",
                 "VBOARD_INPUTS": str(self.inputs_path.resolve()),
                 "VBOARD_NVS": str(self.nvs_path.resolve()),

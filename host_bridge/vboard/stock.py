@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-import shutil
 import sys
 import tarfile
-import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,12 +88,8 @@ def fetched() -> Path | None:
 
 def fetch() -> Path:
     """Fetch every stock module and compile it (once: an existing folder is kept), whole or not at all."""
-    target = folder()
-    if target.is_dir():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=target.parent))
-    try:
+
+    def make(work: Path) -> None:
         sources = []
         for module in STOCK:
             path = work / "src" / module.path
@@ -103,13 +97,8 @@ def fetch() -> Path:
             path.write_bytes(fetch_member(module.url, module.sha256, module.path))
             sources.append((path, Path(module.path)))
         compile_sources(sources, work / "mpy")
-        try:
-            work.rename(target)
-        except OSError:  # another process fetched them first
-            pass
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return target
+
+    return assets.built(folder(), make)
 
 
 def main() -> int:

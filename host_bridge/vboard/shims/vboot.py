@@ -186,17 +186,10 @@ def present_as_esp32():
 
 def load_stock(folder):
     """The stock image's frozen modules this project fetches (umqtt.simple, umqtt.robust: host_bridge.vboard.stock),
-    imported before the heap is pinned, as load_frozen() does the firmware's. `folder` then stands where the port's
+    imported before the heap is pinned by load_frozen(), as the firmware's are. `folder` then stands where the port's
     ".frozen" is on an ESP32's sys.path: after the current folder and before /lib, so that, as on a chip, a copy
     of the same module in /lib does not shadow the frozen one."""
-    sys.path.insert(0, folder)
-    for rel in walk(folder):
-        if rel.endswith(".mpy"):
-            name = rel[:-4].replace("/", ".")
-            __import__(name)
-            frozen.append(sys.modules[name])
-    sys.path.pop(0)
-    sys.path.insert(1, folder)
+    load_frozen(folder, [rel[:-4].replace("/", ".") for rel in walk(folder) if rel.endswith(".mpy")])
 
 
 def pin_heap(charge=0):
