@@ -57,6 +57,14 @@ def build_info() -> Iterator[Metric]:
     yield info
 
 
+def metrics_address(address: str) -> tuple[str, int]:
+    """`--metrics HOST:PORT` as the server binds it (port 0: any free one); MetricsError when it is not one."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise MetricsError(f"--metrics {address!r} is not HOST:PORT (127.0.0.1:9464, say; port 0: any free one)")
+    return host, int(port)
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """A scrape every few seconds is not worth a log line."""
@@ -66,9 +74,7 @@ class MetricsServer:
     """/metrics and /healthz on `address` (HOST:PORT; port 0: any free one, then `address` says which)."""
 
     def __init__(self, address: str, families: Callable[[], Iterable[Metric]], health: Health) -> None:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit() or int(port) > 65535:
-            raise MetricsError(f"--metrics {address!r} is not HOST:PORT (127.0.0.1:9464, say; port 0: any free one)")
+        host, port = metrics_address(address)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(Families(families))
         registry.register(Families(build_info))
@@ -86,7 +92,7 @@ class MetricsServer:
             return page
 
         try:
-            self._server: WSGIServer = make_server(host, int(port), app, handler_class=_Quiet)
+            self._server: WSGIServer = make_server(host, port, app, handler_class=_Quiet)
         except OSError as exc:
             raise MetricsError(f"--metrics {address}: {exc.strerror or exc}") from None
         self.address = f"{host}:{self._server.server_port}"

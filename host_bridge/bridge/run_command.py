@@ -23,7 +23,7 @@ from host_bridge.bridge.config import load as load_config
 from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
 from host_bridge.errors import HostBridgeError
 from host_bridge.logs import DEFAULT_LOG_FORMAT, add_log_format_argument, event, log_to_stdout
-from host_bridge.metrics import MetricsServer
+from host_bridge.metrics import MetricsServer, metrics_address
 from host_bridge.net import Destination, TLSConfig, add_wait_argument, await_broker, seconds
 from host_bridge.systemd import Watchdog, notify
 
@@ -200,14 +200,15 @@ _SIGNALS: dict[int, str] = {
 
 def check(settings: Settings) -> str:
     """What a run with `settings` would serve, once the parts that can fail without a port or a connection have
-    been tried: the TLS files loaded into a context, the metrics address parsed (BridgeError when one is not)."""
+    been tried: the TLS files loaded into a context, the metrics address parsed as the server takes it
+    (BridgeError or MetricsError when one is not)."""
     if settings.tls is not None:
         try:
             settings.tls.context()
         except (OSError, ssl.SSLError) as exc:
             raise BridgeError(f"[tls]: {exc}") from None
     if settings.metrics:
-        Destination.parse(settings.metrics)
+        metrics_address(settings.metrics)
     boards = ", ".join(f"{b.name}={b.path}" for b in settings.boards) or "none (--port or [[board]])"
     return (
         f"configuration OK: boards {boards}; broker {settings.broker}; tls {'yes' if settings.tls else 'no'}; "

@@ -16,7 +16,7 @@ from types import FrameType
 from dmqtt import codec
 from dmqtt.errors import CodecError
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
-from host_bridge.metrics import MetricsServer
+from host_bridge.metrics import MetricsServer, metrics_address
 from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker, seconds
 from host_bridge.recorder.recorder import VERSIONS, Recorder, log
 from host_bridge.recorder.store import RecorderError, TelemetryStore
@@ -118,17 +118,15 @@ def _client_id(store: TelemetryStore, requested: str | None) -> str:
 
 def check(args: argparse.Namespace) -> str:
     """What `record --check` tries beyond the checks every run makes: the TLS files loaded into a context, the
-    metrics address, and an output folder the recorder can write (or make). RecorderError when one fails."""
+    metrics address as the server takes it, and an output folder the recorder can write (or make). RecorderError
+    or MetricsError when one fails."""
     if args.tls:
         try:
             TLSConfig(args.cafile, args.certfile, args.keyfile).context()
         except (OSError, ssl.SSLError) as exc:
             raise RecorderError(f"--tls: {exc}") from None
     if args.metrics:
-        try:
-            Destination.parse(args.metrics)
-        except AddressError as exc:
-            raise RecorderError(f"--metrics: {exc}") from None
+        metrics_address(args.metrics)
     folder = args.out if args.out.exists() else next((p for p in args.out.parents if p.exists()), Path("/"))
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise RecorderError(f"--out {args.out}: {folder} is not a folder this user can write")

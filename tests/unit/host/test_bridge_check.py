@@ -29,13 +29,15 @@ def test_a_good_configuration_says_what_it_would_serve_and_touches_nothing(tmp_p
     port = tmp_path / "ttyUSB9"
     result = check(
         tmp_path,
-        f'broker = "127.0.0.1:1"\nstats_every = 60\n[[board]]\nname = "shed"\nport = "{port}"\n',
+        f'broker = "127.0.0.1:1"\nstats_every = 60\nmetrics = "127.0.0.1:0"\n[[board]]\nname = "shed"\n'
+        f'port = "{port}"\n',
         "--port",
         "/dev/serial/by-id/usb-*",
     )
     assert result.returncode == 0, result.stderr
     assert f"configuration OK: boards shed={port}, usb-*=/dev/serial/by-id/usb-*; broker 127.0.0.1:1" in result.stdout
     assert "counters every 60 s" in result.stdout and not port.exists()
+    assert "metrics 127.0.0.1:0" in result.stdout  # (port 0: any free one, as the run takes it)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +70,10 @@ def test_the_recorder_checks_its_options_without_connecting_or_writing(tmp_path:
     """`host-bridge record --check`: a broker nobody listens on and an output folder not made yet pass (nothing is
     connected to or written); a bad topic, a missing CA or an output under a file do not."""
     out = tmp_path / "store" / "day"
-    ok = record_check(tmp_path, "--broker", "127.0.0.1:1", "--out", str(out), "--topic", "sensors/+/telemetry")
+    ok = record_check(
+        tmp_path, "--broker", "127.0.0.1:1", "--out", str(out), "--topic", "sensors/+/telemetry",
+        "--metrics", "127.0.0.1:0",
+    )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     assert "configuration OK: broker 127.0.0.1:1; topics sensors/+/telemetry" in ok.stdout and not out.exists()
     blocker = tmp_path / "a-file"
