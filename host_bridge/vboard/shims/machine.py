@@ -192,13 +192,12 @@ def _look():
     if deadline is not None and time.ticks_diff(time.ticks_ms(), deadline) > 0:
         sys.stderr.write("vboard: the watchdog was not fed: reset\n")
         sys.exit(WDT_EXIT_STATUS)
-    if _irqs:
-        for pin in _irqs:
-            level = pin.value()
-            if level != pin._seen:
-                pin._seen = level
-                if pin._trigger & (Pin.IRQ_RISING if level else Pin.IRQ_FALLING):
-                    pin._handler(pin)
+    for pin in _irqs:
+        level = pin.value()
+        if level != pin._seen:
+            pin._seen = level
+            if pin._trigger & (Pin.IRQ_RISING if level else Pin.IRQ_FALLING):
+                pin._handler(pin)
 
 
 class Pin:

@@ -282,24 +282,19 @@ class WLAN:
         self._need_sta()
         if args and kwargs:
             raise TypeError("either pos or kw args are allowed")
+        ip, mask, gateway, dns = self.ifconfig()
         if kwargs:
-            ip, mask, gateway, dns = self.ifconfig()
             for name, value in kwargs.items():
                 if name == "addr4":
                     ip, mask = value if isinstance(value, tuple) else _split_cidr(value)
                 elif name == "gw4":
                     gateway = value
-                elif name == "dhcp4":
-                    if value:
-                        _sta.static = None
-                        continue
-                elif name != "autoconf6":
+                elif name not in ("dhcp4", "autoconf6"):
                     raise ValueError("unexpected key")
-                _sta.static = (ip, mask, gateway, _dns[0] if _dns[0] != "0.0.0.0" else dns)
+            _sta.static = None if kwargs.get("dhcp4") else (ip, mask, gateway, _resolver() or dns)
             return None
         if len(args) != 1:
             raise TypeError("one parameter or key=value pairs")
-        ip, mask, gateway, _dns_here = self.ifconfig()
         name = args[0]
         if name == "addr4":
             return (ip, mask)
@@ -307,8 +302,10 @@ class WLAN:
             return gateway
         if name == "dhcp4":
             return _sta.static is None
-        if name in ("addr6", "has_dhcp4"):
-            return [] if name == "addr6" else True
+        if name == "has_dhcp4":
+            return True
+        if name == "addr6":
+            return []
         raise ValueError("unexpected key")
 
     def config(self, *args, **kwargs):
@@ -378,6 +375,11 @@ def _split_cidr(text):
 _dns = ["0.0.0.0"]  # network.ipconfig(dns=...): the system's resolver
 
 
+def _resolver():
+    """The resolver network.ipconfig(dns=...) set, or None."""
+    return _dns[0] if _dns[0] != "0.0.0.0" else None
+
+
 def ipconfig(*args, **kwargs):
     """network.ipconfig(): the settings of the whole stack (MicroPython 1.24 on): "dns" and "prefer"."""
     if args and kwargs:
@@ -390,9 +392,7 @@ def ipconfig(*args, **kwargs):
     if not args:
         return None
     if args[0] == "dns":
-        if _dns[0] != "0.0.0.0":
-            return _dns[0]
-        return WLAN(STA_IF).ifconfig()[3]
+        return _resolver() or WLAN(STA_IF).ifconfig()[3]
     if args[0] == "prefer":
         return 4
     raise ValueError("unexpected key")
