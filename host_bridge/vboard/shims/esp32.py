@@ -153,14 +153,18 @@ class NVS:
         os.rename(path + ".new", path)
 
 
-def raw_temperature():
-    """The internal sensor's raw reading (degrees Fahrenheit, as the ESP32's is read): what the bench drives it to
-    (VirtualBoard.drive(temperature_c=...)), 53.3 C by default (128 F, a chip's reading at room temperature)."""
+def _die_c():
+    """The die's temperature: what the bench drives it to (VirtualBoard.drive(temperature_c=...)), 53.3 C by default
+    (128 F, a chip's reading at room temperature)."""
     c = vboard_state.driven("temperature_c")
-    return round((53.3 if c is None else c) * 9 / 5 + 32)
+    return 53.3 if c is None else c
+
+
+def raw_temperature():
+    """The internal sensor's raw reading, in degrees Fahrenheit as the ESP32's is read."""
+    return round(_die_c() * 9 / 5 + 32)
 
 
 def mcu_temperature():
     """The sensor in degrees Celsius (the newer chips' call; an ESP32 has only raw_temperature())."""
-    c = vboard_state.driven("temperature_c")
-    return round(53.3 if c is None else c)
+    return round(_die_c())
