@@ -44,6 +44,12 @@ def add_jobs(sub: argparse._SubParsersAction[argparse.ArgumentParser], **parser_
         )
         job.add_argument("-o", "--out", required=True, metavar="PATH", help="where results go (a Hadoop path)")
         job.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
+        job.add_argument(
+            "--quick-jvm",
+            action="store_true",
+            help="tune the JVM for a run of seconds on a small store (client compiler, serial GC): about half the "
+            "CPU of a default start; leave it off for a large store",
+        )
         if name in ("audit", "report", "all"):
             job.add_argument(
                 "--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail'
@@ -121,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     master = _master(args.master)
     print(f"[pipeline] starting Spark ({master or 'from spark-submit'})", flush=True)
-    spark = session(master)
+    spark = session(master, quick_jvm=args.quick_jvm)
     try:
         if args.job == "audit" and args.stream:
             result = stream.stream_audit(

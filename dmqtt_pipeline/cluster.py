@@ -23,7 +23,7 @@ from types import TracebackType
 
 import pyspark
 
-from dmqtt_pipeline.spark import PipelineError
+from dmqtt_pipeline.spark import QUICK_JVM_OPTIONS, PipelineError
 
 SPARK_HOME = Path(pyspark.__file__).parent
 LOOPBACK = "127.0.0.1"
@@ -52,8 +52,18 @@ def _children(pid: int) -> list[int]:
 class LocalCluster:
     """Master and workers as child processes; `url` is the master's spark:// URL once started."""
 
-    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "2g", log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "2g",
+        log_dir: Path | None = None,
+        quick_jvm: bool = False,
+    ) -> None:
+        """quick_jvm: the master and the workers start with spark.QUICK_JVM_OPTIONS (the executors take the
+        application's spark.executor.extraJavaOptions, which `session(quick_jvm=True)` sets)."""
         self.workers = workers
+        self.quick_jvm = quick_jvm
         self.cores = cores
         self.memory = memory
         self.log_dir = Path(log_dir or tempfile.mkdtemp(prefix="dmqtt-spark-cluster-"))
@@ -75,6 +85,8 @@ class LocalCluster:
                 "PYSPARK_PYTHON": sys.executable,
             }
         )
+        if self.quick_jvm:
+            env["SPARK_DAEMON_JAVA_OPTS"] = QUICK_JVM_OPTIONS
         return env
 
     def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
@@ -178,11 +190,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="2g", help="memory per worker")
+    parser.add_argument(
+        "--quick-jvm",
+        action="store_true",
+        help="master and workers tuned for a short life (client compiler, serial GC)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
     """Start the cluster, print its master URL, run until Ctrl-C or SIGTERM, then stop every process of it."""
-    cluster = LocalCluster(args.workers, args.cores, args.memory).start()
+    cluster = LocalCluster(args.workers, args.cores, args.memory, quick_jvm=args.quick_jvm).start()
     print(f"Spark master {cluster.url} with {args.workers} workers; logs in {cluster.log_dir}; Ctrl-C stops it")
     signal.signal(signal.SIGTERM, _exit)  # a SIGTERM stops the cluster too, not only this process
     try:

@@ -62,10 +62,10 @@ def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """One local Spark session for the whole test run (a JVM start costs seconds)."""
+    """One local Spark session for the whole test run (a JVM start costs seconds), tuned for small data."""
     from dmqtt_pipeline.spark import session
 
-    s = session("local[2]", app="dmqtt-tests")
+    s = session("local[2]", app="dmqtt-tests", quick_jvm=True)
     yield s
     s.stop()
 

@@ -518,6 +518,7 @@ def pipeline_command(
         "host_bridge",
         "pipeline",
         "all" if timeline is not None else "audit",
+        "--quick-jvm",  # a campaign's store is small and its audit lasts seconds
         "--input",
         str(recorded),
         "--out",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from dmqtt_pipeline.cluster import LocalCluster
+from dmqtt_pipeline.spark import QUICK_JVM_OPTIONS
 from tests.pipeline.datasets import Msg, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +30,8 @@ def pipeline(rec: Path, out: Path, *command: str, master: str | None = None) -> 
     """`command` (`host-bridge pipeline`, or spark-submit with its options and the jobs' script) running every
     job, on `master` (none: spark-submit's)."""
     return subprocess.Popen(
-        [*command, "all", "--input", str(rec), "--out", str(out), *(["--master", master] if master else [])],
+        [*command, "all", "--input", str(rec), "--out", str(out), "--quick-jvm",
+         *(["--master", master] if master else [])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
@@ -47,14 +49,14 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
     local = pipeline(tmp_path / "rec", tmp_path / "local", sys.executable, "-m", "host_bridge", "pipeline",
                      master="local[2]")  # fmt: skip
 
-    cluster = LocalCluster(workers=2, cores=1, memory="1g", log_dir=tmp_path / "cluster")
+    cluster = LocalCluster(workers=2, cores=1, memory="1g", log_dir=tmp_path / "cluster", quick_jvm=True)
     try:
         cluster.start()
         assert cluster.registered() == 2
         spark_submit = Path(sys.executable).parent / "spark-submit"
         remote = pipeline(tmp_path / "rec", tmp_path / "remote", str(spark_submit), "--master", cluster.url,
                           "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
-                          "--conf", "spark.driver.bindAddress=127.0.0.1",
+                          "--conf", "spark.driver.bindAddress=127.0.0.1", "--driver-java-options", QUICK_JVM_OPTIONS,
                           str(REPO / "dmqtt_pipeline" / "__main__.py"))  # fmt: skip
         out, _ = remote.communicate(timeout=600)
         run = subprocess.CompletedProcess(remote.args, remote.returncode, out, "")
@@ -70,6 +72,11 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
     assert "starting Spark (from spark-submit)" in run.stdout, run.stdout[-2000:]
     # The work ran on the workers' executors, not in the driver.
     assert "Launching executor" in worker_logs or "Asked to launch executor" in worker_logs, worker_logs[-2000:]
+    # Every JVM of the run was tuned for its short life: the workers' own, and the executors' (the application's
+    # --quick-jvm reaches them through spark.executor.extraJavaOptions, in their launch command).
+    launches = [line for line in worker_logs.splitlines() if "CoarseGrainedExecutorBackend" in line]
+    options = [f'"{option}"' for option in QUICK_JVM_OPTIONS.split()]
+    assert launches and all(o in line for line in launches for o in options), launches
     here = json.loads((tmp_path / "local" / "summary.json").read_text())
     there = json.loads((tmp_path / "remote" / "summary.json").read_text())
     for key in ("ok", "rows", "qos"):
