@@ -1,13 +1,13 @@
 """Figure 6 of BENCHMARKS.md: how far one bridge scales. 8, 16, 32 and 64 virtual boards, each on its own emulated
 115200-baud line, publish 300 QoS 1 messages at 20 ms intervals through one `host-bridge run` to Mosquitto; then
-the same boards publish straight over TCP, as the baseline. A witness at the broker checks completeness and times
+the same boards publish straight over TCP, as the baseline. An observer at the broker checks completeness and times
 every arrival.
 
     python tools/bench_bridge.py [--quick] [--boards 8,16]          (part of make bench)
 
 Latency: each message carries the board's ticks_ms when it was made, which on the Unix port is the host's
 CLOCK_MONOTONIC in ms (mod 2**30), the clock time.monotonic() reads; so arrival minus creation is the whole
-latency (journal, client, link and bridge or TCP, broker, witness), and the serial case against the TCP case of the
+latency (journal, client, link and bridge or TCP, broker, observer), and the serial case against the TCP case of the
 same boards is what the line and the bridge add. Bridge CPU is its process's user+system time (/proc) per 1,000
 messages. Every board of a run is a MicroPython process on this machine, so past a point the boards' own CPU, not
 the bridge, is the limit: the host's load is reported beside each run."""
@@ -51,8 +51,8 @@ def host_busy() -> tuple[float, float]:
     return float(sum(values) - idle), float(sum(values))
 
 
-def witnessed(records: list[Record], devices: Collection[str]) -> tuple[int, list[float], dict[str, float]]:
-    """The first arrival of each (dev, seq) of `devices` at the witness: how many messages, their arrival times,
+def observed(records: list[Record], devices: Collection[str]) -> tuple[int, list[float], dict[str, float]]:
+    """The first arrival of each (dev, seq) of `devices` at the observer: how many messages, their arrival times,
     and the latency p50 / p99 in ms (arrival against the message's `t`, the host's CLOCK_MONOTONIC in ms modulo
     TICKS_PERIOD, as the Unix port's ticks_ms and a synthetic board write it); no latency fields without any."""
     offset = time.time() - time.monotonic()
@@ -84,7 +84,7 @@ def bridge_counter(log: str, name: str) -> int:
 
 def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: int, tag: str) -> dict[str, Any]:
     ids = [f"{tag}{transport[0]}{i:03d}" for i in range(boards)]
-    witness = Subscriber(broker.address, f"witness-{tag}-{transport}", topic="sensors/+/telemetry", clean=True)
+    observer = Subscriber(broker.address, f"observer-{tag}-{transport}", topic="sensors/+/telemetry", clean=True)
     started: list[VirtualBoard] = []
     bridge = None
     try:
@@ -127,8 +127,8 @@ def run(work: Path, broker: Mosquitto, boards: int, transport: str, messages: in
             board.close()
         if bridge is not None:
             bridge.stop()
-        witness.close()
-    delivered, arrivals, latency = witnessed(witness.records, ids)
+        observer.close()
+    delivered, arrivals, latency = observed(observer.records, ids)
     summaries = [line.values[0] for out in outputs for line in console_host.lines(out, "summary")]
     row: dict[str, Any] = {"boards": boards, "transport": transport, "messages_per_board": messages}
     row["delivered"] = delivered

@@ -1,15 +1,15 @@
 """Figure 6b of BENCHMARKS.md: the bridge measured alone. 64, 128 and 256 synthetic boards (tools/synthetic_boards.py:
 one CPython process of pseudo-terminals that speak the link with the firmware's own code, no MicroPython) each
-publish QoS 1 telemetry every INTERVAL_MS through one `host-bridge run` at 115200 baud to Mosquitto; a witness at
+publish QoS 1 telemetry every INTERVAL_MS through one `host-bridge run` at 115200 baud to Mosquitto; an observer at
 the broker times every arrival.
 
     python tools/bench_bridge_alone.py [--quick] [--boards 64,128]      (part of make bench)
 
 Latency: each message carries the host's CLOCK_MONOTONIC in ms when the synthetic board made it, so arrival minus
-that is the relay's whole latency (the link's pacing at the baud rate, the bridge, the broker, the witness). The
+that is the relay's whole latency (the link's pacing at the baud rate, the bridge, the broker, the observer). The
 baseline is the line itself: the frame of one message at the baud rate. Bridge CPU: its process's user+system
 seconds per 1,000 messages, and its share of one core over the run; the synthetic boards' process is reported
-beside it (it shares the machine's two cores with the bridge, Mosquitto and the witness)."""
+beside it (it shares the machine's two cores with the bridge, Mosquitto and the observer)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_bridge import bridge_counter, cpu_seconds, host_busy, witnessed
+from bench_bridge import bridge_counter, cpu_seconds, host_busy, observed
 from bench_report import Goal, Section, goal_table, table
 from figure_cli import print_board_figure
 from synthetic_boards import Fleet
@@ -37,7 +37,7 @@ SIZES = (64, 128, 256)
 def run(work: Path, broker: Mosquitto, boards: int, count: int) -> dict[str, Any]:
     tag = f"a{boards}-"
     fleet = Fleet(boards, BAUD, INTERVAL_MS, count, tag)
-    witness = Subscriber(broker.address, f"witness-alone-{boards}", topic="sensors/+/telemetry", clean=True)
+    observer = Subscriber(broker.address, f"observer-alone-{boards}", topic="sensors/+/telemetry", clean=True)
     bridge = ManagedProcess(bridge_command(broker.address, BAUD, fleet.ports), work / f"bridge-{boards}.log")
     try:
         bridge.wait_for("event=start", timeout=60)
@@ -54,8 +54,8 @@ def run(work: Path, broker: Mosquitto, boards: int, count: int) -> dict[str, Any
     finally:
         bridge.stop()  # before the boards go: frames to a board that is gone would be sent again
         fleet.close()
-        witness.close()
-    delivered, _, latency = witnessed(witness.records, fleet.ports)
+        observer.close()
+    delivered, _, latency = observed(observer.records, fleet.ports)
     row: dict[str, Any] = {
         "boards": boards,
         "messages_per_board": count,

@@ -162,7 +162,7 @@ class Bench:
         topic = f"sensors/{dev}/telemetry"
         dut = self.dut(dev, app=self.app, library=True)
         dut.summary_keys = ("kind",)
-        subscriber = Subscriber(self.broker.address, f"{dev}-witness", topic)
+        subscriber = Subscriber(self.broker.address, f"{dev}-observer", topic)
         out = []
         try:
             for _ in range(count):
@@ -201,7 +201,7 @@ class Bench:
         (app / "settings.py").write_text("".join(f"{k} = {v!r}\n" for k, v in settings.items()))
         dut = self.dut(dev, app=app)
         dut.summary_keys = ("forgetful",)
-        subscriber = Subscriber(self.broker.address, f"{dev}-witness", topic)
+        subscriber = Subscriber(self.broker.address, f"{dev}-observer", topic)
         try:
             self.cut_in_sleeps(dut, per_send, cuts)
             sleeps_before = len(dut.vboard.sleeps)
@@ -245,7 +245,7 @@ class Bench:
         ap = AccessPoint(self.work / f"{dev}.ap", model=JoinModel(scale=0.02))
         dut = self.dut(dev, ap=ap, install=install)
         topic = f"sensors/{dev}/telemetry"
-        subscriber = Subscriber(self.broker.address, f"{dev}-witness", topic)
+        subscriber = Subscriber(self.broker.address, f"{dev}-observer", topic)
         config = {
             "client_id": dev,
             "broker": self.broker.address,

@@ -1,7 +1,7 @@
 """Figure 3 of BENCHMARKS.md: the serial link end to end. A virtual board publishes over its emulated UART, paced
 at the baud rate, through `host-bridge run` to Mosquitto, at QoS 0, 1 and 2, with 64- and 512-byte payloads, at
 115200 and 921600 baud, on a clean line and at bit error rates 1e-5, 1e-4 and 1e-3 (each with dropped bytes at half
-that rate). A witness subscribed at the broker times the arrivals.
+that rate). An observer subscribed at the broker times the arrivals.
 
     python tools/bench_serial.py [--quick]          (part of make bench)
 
@@ -83,7 +83,7 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
         "publish": {"topic": TOPIC, "qos": qos, "count": count, "payload_bytes": size, "interval_ms": 0},
     }
     (folder / "config.json").write_text(json.dumps(config))
-    witness = Subscriber(broker.address, f"witness-{client_id}", topic=TOPIC.format(client_id=client_id), clean=True)
+    observer = Subscriber(broker.address, f"observer-{client_id}", topic=TOPIC.format(client_id=client_id), clean=True)
     board = VirtualBoard(
         flash=folder / "board.flash",
         config=folder / "config.json",
@@ -107,10 +107,10 @@ def run_one(work: Path, broker: Mosquitto, n: int, baud: int, qos: int, size: in
         board.close()
         bridge.stop()
 
-        witness.close()
+        observer.close()
     summary = console_host.summary(console)
     first: dict[int, tuple[float, int]] = {}  # seq -> first arrival, payload bytes
-    for record in witness.records:
+    for record in observer.records:
         first.setdefault(json.loads(record.payload)["seq"], (record.arrived, len(record.payload)))
     arrivals = sorted(t for t, _ in first.values())
     # The telemetry JSON is at least ~86 bytes: "payload_bytes": 64 pads nothing. The actual length counts.

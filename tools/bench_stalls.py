@@ -155,17 +155,17 @@ def serial_run(work: Path, broker: Mosquitto, baud: int, pause: bool, flash_timi
     )
     arrivals: list[float] = []
     host, port = broker.address.rsplit(":", 1)
-    witness = mqtt.Client(CallbackAPIVersion.VERSION2, f"{client_id}-witness")
-    witness.on_message = lambda _c, _u, _m: arrivals.append(time.monotonic())
-    witness.connect(host, int(port))
-    witness.subscribe(f"sensors/{client_id}/telemetry", 1)
-    witness.loop_start()
+    observer = mqtt.Client(CallbackAPIVersion.VERSION2, f"{client_id}-observer")
+    observer.on_message = lambda _c, _u, _m: arrivals.append(time.monotonic())
+    observer.connect(host, int(port))
+    observer.subscribe(f"sensors/{client_id}/telemetry", 1)
+    observer.loop_start()
     stop = threading.Event()
     sent = [0]
 
     def send_commands() -> None:
         while not stop.wait(COMMAND_EVERY_S):
-            witness.publish(f"cmd/{client_id}", b"c" * 60, qos=0)
+            observer.publish(f"cmd/{client_id}", b"c" * 60, qos=0)
             sent[0] += 1
 
     commands = threading.Thread(target=send_commands)
@@ -179,8 +179,8 @@ def serial_run(work: Path, broker: Mosquitto, baud: int, pause: bool, flash_timi
         stop.set()
         if commands.is_alive():
             commands.join()
-        witness.loop_stop()
-        witness.disconnect()
+        observer.loop_stop()
+        observer.disconnect()
         board.close()
         bridge.stop()
     summary = console_host.summary(out) or {}

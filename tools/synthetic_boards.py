@@ -6,7 +6,7 @@ and codec in CPython, a fraction of a MicroPython board's process, so that `host
 them measures the bridge (tools/bench_bridge_alone.py).
 
 Each message's payload is the board application's telemetry shape ({"dev", "boot", "seq", "t", ...}) with `t`
-the host's CLOCK_MONOTONIC in ms when the message was made: a witness at the broker takes arrival minus `t` as the
+the host's CLOCK_MONOTONIC in ms when the message was made: an observer at the broker takes arrival minus `t` as the
 relay latency (the link's pacing at the baud rate, the bridge, the broker).
 
     python tools/synthetic_boards.py --boards 64 --print-ports     (the ports, then runs until Ctrl-C)"""

@@ -16,7 +16,7 @@ another project's pytest runs:
                   by the test's boards, for real boards --hil-ap-cmd's command (skips the test without one)
   hil_fleet       fleet(n): n boards for a scenario that runs several at once (virtual boards on the test's access
                   point; on real boards, those given)
-  hil_subscriber  a QoS 2 persistent-session witness recording every delivery
+  hil_subscriber  a QoS 2 persistent-session observer recording every delivery
   hil_verdict     judge(runs) -> Verdict: sent, received, lost, duplicated, boots, power cuts per board, with the
                   promises the Spark audit uses; printed and saved in the test's log folder
 
@@ -497,7 +497,7 @@ def hil_fleet(
 def hil_subscriber(
     request: pytest.FixtureRequest, hil_broker: Mosquitto | ExternalBroker, hil_log: Path
 ) -> Iterator[Subscriber]:
-    """The witness: a paho subscriber at QoS 2 on sensors/# with a persistent session, recording every
+    """The observer: a paho subscriber at QoS 2 on sensors/# with a persistent session, recording every
     delivery; its deliveries are saved in the test's log folder."""
     client_id = (
         "hil-"

@@ -1,4 +1,4 @@
-"""The bench's witness: a paho-mqtt subscriber at QoS 2 on a persistent session that records every delivery,
+"""The bench's observer: a paho-mqtt subscriber at QoS 2 on a persistent session that records every delivery,
 duplicates included (topic, payload, QoS, DUP, retain, arrival time). It shares no code with the board's client
 or the recorder, so it can catch their mistakes; it reads payloads by the telemetry contract
 (dmqtt_telemetry.format), as the recorder and the audit do, so that all three count the same messages."""

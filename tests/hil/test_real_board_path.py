@@ -118,7 +118,7 @@ def test_a_serial_dut_runs_a_pty_board_through_power_cycles(tmp_path: Path, pty_
     power_cmd = f"{sys.executable} {REPO / 'tests' / 'hil' / 'pty_board_power.py'} {state_dir}"
     board = BoardDefinition.load("esp32-c3-devkitm-1")
     with Mosquitto(tmp_path / "broker", persistence=True) as hil_broker:
-        hil_subscriber = Subscriber(hil_broker.address, "pty-board-witness")
+        hil_subscriber = Subscriber(hil_broker.address, "pty-board-observer")
         config_path = tmp_path / "config.json"
 
         def deploy(_port: str, config: Path) -> None:  # the pty board reads its config at boot

@@ -120,7 +120,7 @@ def recorder_subscriber(tls_broker: Mosquitto, pki: Pki, name: str) -> Subscribe
 def test_verified_tls_delivers_every_qos_through_power_cuts(
     tmp_path: Path, pki: Pki, tls_broker: Mosquitto, qos: int
 ) -> None:
-    subscriber = recorder_subscriber(tls_broker, pki, f"tls-witness-{qos}")
+    subscriber = recorder_subscriber(tls_broker, pki, f"tls-observer-{qos}")
     dev = f"tls-board-q{qos}"
     dut = make_dut(tmp_path, pki)
     try:
@@ -184,7 +184,7 @@ def test_client_certificates_are_the_identity(tmp_path: Path, pki: Pki) -> None:
     secrets.json, its certificate a file) is its identity; without one the handshake is refused."""
     with secured_broker(tmp_path / "broker", pki, pki.broker, client_certs=True) as tls_broker:
         subscriber = Subscriber(
-            tls_broker.address, "cert-witness", tls_ca=pki.ca.ca, tls_cert=pki.ca.issue("recorder", "recorder")
+            tls_broker.address, "cert-observer", tls_ca=pki.ca.ca, tls_cert=pki.ca.issue("recorder", "recorder")
         )
         config = {
             k: v
@@ -213,7 +213,7 @@ def test_publishing_outside_its_acl(tmp_path: Path, pki: Pki, tls_broker: Mosqui
     flow as refused and counts it; it reconnects once per refused message, never in a loop, and completes its
     run. On 3.1.1 it cannot tell a discarded message from a delivered one: the subscriber and the audit show
     the loss."""
-    subscriber = recorder_subscriber(tls_broker, pki, f"acl-witness-{version}")
+    subscriber = recorder_subscriber(tls_broker, pki, f"acl-observer-{version}")
     config = tls_config("tls-board", tls_broker, 1, 5, version)
     config["publish"]["topic"] = "sensors/someone-else/telemetry"
     dut = make_dut(tmp_path, pki)

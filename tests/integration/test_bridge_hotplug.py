@@ -26,7 +26,7 @@ def test_boards_plugged_in_and_out_are_served_alone_and_lose_nothing(tmp_path: P
     ports = tmp_path / "ports"
     ports.mkdir()
     with Mosquitto(tmp_path / "broker", persistence=True) as broker:
-        witness = Subscriber(broker.address, "hotplug-witness", "sensors/#")
+        observer = Subscriber(broker.address, "hotplug-observer", "sensors/#")
         boards = [
             serial_board(tmp_path / f"b{i}", f"hotplug-{i}", 1, COUNT, publish={"interval_ms": 20}) for i in range(3)
         ]
@@ -46,7 +46,7 @@ def test_boards_plugged_in_and_out_are_served_alone_and_lose_nothing(tmp_path: P
                 until(lambda i=i: f"board=board-{i} event=port_open" in bridge.text(), f"board-{i} never served")
                 # Served at the next scan of the pattern (every 0.5 s); the bound only catches a port never scanned.
                 assert time.monotonic() - plugged < 30
-            until(lambda: sum(r.topic == "sensors/hotplug-1/telemetry" for r in witness.records) >= 20, "b1 silent")
+            until(lambda: sum(r.topic == "sensors/hotplug-1/telemetry" for r in observer.records) >= 20, "b1 silent")
             (ports / "board-1").unlink()  # unplugged
             until(lambda: "board=board-1 event=stopped" in bridge.text(), "board-1's session did not end")
             time.sleep(1.0)  # its board keeps journaling meanwhile
@@ -57,9 +57,9 @@ def test_boards_plugged_in_and_out_are_served_alone_and_lose_nothing(tmp_path: P
                 out, _ = board.process.communicate(timeout=120)
                 assert board.wait() == 0 and summary(out.decode())["total"] == COUNT, out.decode()[-2000:]
             for i in range(3):
-                check_promises(witness, f"hotplug-{i}", 1, COUNT)  # QoS 1: every accepted message, at least once
+                check_promises(observer, f"hotplug-{i}", 1, COUNT)  # QoS 1: every accepted message, at least once
         finally:
-            witness.close()
+            observer.close()
             for board in boards:
                 board.close()
             code = bridge.stop()

@@ -84,7 +84,7 @@ def test_the_bridge_as_a_service(tmp_path: Path) -> None:
         cwd=REPO,
         env={"NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "400000"},
     )
-    subscriber = Subscriber(broker.address, "svc-witness", "sensors/#")
+    subscriber = Subscriber(broker.address, "svc-observer", "sensors/#")
     try:
         bridge.wait_for("event=start")
         address = logged(bridge.text(), "start")["metrics"]

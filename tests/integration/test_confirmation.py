@@ -224,7 +224,7 @@ def test_a_311_board_outside_its_acl_says_its_messages_stay_unconfirmed(tmp_path
 
 def test_lost_confirmations_mean_sent_again_after_the_timeout_and_stored_once(tmp_path: Path) -> None:
     with Mosquitto(tmp_path / "broker") as broker:
-        witness = Subscriber(broker.address, "witness-lost-confirmations", "sensors/#", clean=True, mqtt5=True)
+        observer = Subscriber(broker.address, "observer-lost-confirmations", "sensors/#", clean=True, mqtt5=True)
         # Its confirmations go where the board does not listen: as if the broker lost every one. In MQTT 5.0, so
         # that the copies' mark reaches the store.
         recorder = RecorderProcess(
@@ -244,14 +244,14 @@ def test_lost_confirmations_mean_sent_again_after_the_timeout_and_stored_once(tm
             time.sleep(1.0)  # the last re-sends' rows
         finally:
             recorder.stop()
-            witness.close()
+            observer.close()
     assert code == 0, out
     result = summary(out)
     # A batch (8) a timeout, each after the last: in the three timeouts the board waits at its end, at least 8.
     assert result["confirm"]["resent"] >= 8 and result["confirm"]["unconfirmed"] == 12, result
     copies: dict[tuple[int, int], list[float]] = defaultdict(list)
     marks: dict[tuple[int, int], list[bool]] = defaultdict(list)
-    for record in witness.records:
+    for record in observer.records:
         assert record.telemetry is not None
         copies[(record.telemetry.boot, record.telemetry.seq)].append(record.arrived)
         marks[(record.telemetry.boot, record.telemetry.seq)].append(record.resent)

@@ -102,7 +102,7 @@ def test_mip_installs_the_library_over_http_and_the_blocking_example_survives_a_
     finally:
         server.shutdown()
         server.server_close()
-    subscriber = Subscriber(broker.address, "mip-witness", f"sensors/{dev}/#")
+    subscriber = Subscriber(broker.address, "mip-observer", f"sensors/{dev}/#")
     try:
         # The board boots from what mip and mpremote left on its filesystem (nothing staged by the runner).
         board = VirtualBoard(flash=flash, deploy=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -135,7 +135,7 @@ def test_the_asyncio_example_keeps_its_schedule_through_power_cuts_and_a_broker_
 ) -> None:
     dev, count = "aio-1", 150
     config = settings(tmp_path, dev, broker.address, count, interval_ms=30)
-    subscriber = Subscriber(broker.address, "aio-witness", f"sensors/{dev}/#")
+    subscriber = Subscriber(broker.address, "aio-observer", f"sensors/{dev}/#")
     sender = command_sender(broker.address)
     console = ""
     board = example_board(tmp_path, "asyncio_sensor", config, flash_timing=True)
@@ -185,7 +185,7 @@ def test_the_asyncio_example_keeps_its_wifi_through_an_outage_and_says_it(tmp_pa
     reconnected, and every reading arrives once."""
     dev, count = "aio-wifi-1", 80
     config = settings(tmp_path, dev, broker.address, count, interval_ms=30, wifi={"ssid": "lab", "password": "pw"})
-    subscriber = Subscriber(broker.address, "aio-wifi-witness", f"sensors/{dev}/#")
+    subscriber = Subscriber(broker.address, "aio-wifi-observer", f"sensors/{dev}/#")
     with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.05, beacon_ms=500)) as ap:
         board = example_board(tmp_path, "asyncio_sensor", config, ap=ap)
         try:
@@ -209,7 +209,7 @@ def test_the_asyncio_example_keeps_its_wifi_through_an_outage_and_says_it(tmp_pa
 def test_the_serial_example_publishes_through_the_host_bridge(tmp_path: Path, broker: Mosquitto) -> None:
     dev, count = "serial-ex-1", 40
     config = settings(tmp_path, dev, broker.address, count, uart=1, baud=115200)
-    subscriber = Subscriber(broker.address, "serial-witness", f"sensors/{dev}/#")
+    subscriber = Subscriber(broker.address, "serial-observer", f"sensors/{dev}/#")
     # The heap of a board without WiFi started (its heap grows into what WiFi would take).
     heap = BoardDefinition.load("sim").heap_without_wifi
     board = example_board(tmp_path, "serial_board", config, faults=LineFaults(115200), heap=heap)
@@ -242,7 +242,7 @@ def test_the_battery_example_sends_a_batch_every_tenth_wake_through_an_outage_an
     config = settings(
         tmp_path, dev, broker.address, count, every_s=60, readings_per_send=10, awake_s=2, wifi={"ssid": "lab"}
     )
-    subscriber = Subscriber(broker.address, "battery-witness", f"sensors/{dev}/#")
+    subscriber = Subscriber(broker.address, "battery-observer", f"sensors/{dev}/#")
     wakes: list[str] = []
     with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.05)) as ap:
         board = example_board(tmp_path, "battery_sensor", config, ap=ap)
@@ -291,7 +291,7 @@ def test_the_blocking_example_keeps_its_pace_through_a_broker_outage(tmp_path: P
     connection until each reading's time, whatever arrives meanwhile, and reconnects when the broker is back."""
     dev, count, interval = "pace-1", 12, 250
     config = settings(tmp_path, dev, broker.address, count, interval_ms=interval)
-    subscriber = Subscriber(broker.address, "pace-witness", f"sensors/{dev}/#")
+    subscriber = Subscriber(broker.address, "pace-observer", f"sensors/{dev}/#")
     board = example_board(tmp_path, "blocking_sensor", config)
     try:
         wait_readings(subscriber, 3)

@@ -2,7 +2,7 @@
 its 128-byte receive FIFO of what arrives during a program or erase (host_bridge/vboard/shims/machine.py). A board
 that receives while it publishes loses bytes to each erase unless it pauses its bridge first (the link's PAUSE,
 QUIET and RESUME frames, docs/link-protocol.md). The run is figure 12's (tools/bench_stalls.py), on the wire: a
-witness at the broker, commands toward the board every 20 ms, the bridge's counters."""
+observer at the broker, commands toward the board every 20 ms, the bridge's counters."""
 
 from __future__ import annotations
 

@@ -152,7 +152,7 @@ def test_a_cut_at_every_operation_of_a_sampling_wake_loses_nothing_and_doubles_n
                     op += 1
                     name = f"{'reset' if keeps_rtc else 'power-cut'} at operation {op} of boot {wake}"
                     life = Life(tmp_path / name.replace(" ", "-"), config_path, ap)
-                    witness = Subscriber(mosquitto.address, f"{dev}-w{len(cases)}", f"sensors/{dev}/#")
+                    observer = Subscriber(mosquitto.address, f"{dev}-w{len(cases)}", f"sensors/{dev}/#")
                     try:
                         restore(clean.folder / f"state-{wake}", life.flash)
                         life.as_woken()
@@ -169,11 +169,11 @@ def test_a_cut_at_every_operation_of_a_sampling_wake_loses_nothing_and_doubles_n
                             status = life.boot()
                         life.to_the_end(status)
                         expected = set(waiting) | set(life.accepted())
-                        witness.wait_for(dev, len(expected), timeout=30)
-                        arrived = Counter((str(d.boot), str(d.seq)) for d in witness.deliveries() if d.dev == dev)
+                        observer.wait_for(dev, len(expected), timeout=30)
+                        arrived = Counter((str(d.boot), str(d.seq)) for d in observer.deliveries() if d.dev == dev)
                     finally:
                         life.board.close()
-                        witness.close()
+                        observer.close()
                     missing = expected - set(arrived)
                     assert not missing, f"{name}: accepted and never arrived: {sorted(missing)}\n" + "".join(life.out)
                     if qos == 2:

@@ -26,7 +26,7 @@ def test_umqtt_robust_rides_out_an_access_point_outage_and_loses_no_qos1_message
     assert stock.fetched() is not None, "the stock modules were not fetched: run `make stock`"
     dev = "robust-peer"
     topic = f"sensors/{dev}/telemetry"
-    subscriber = Subscriber(broker.address, f"{dev}-witness", topic)
+    subscriber = Subscriber(broker.address, f"{dev}-observer", topic)
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"client_id": dev, "broker": broker.address, "topic": topic, "count": 40}))
     model = JoinModel(scale=0.05, beacon_ms=3000)
