@@ -185,7 +185,7 @@ class Dut(ABC):
         return None
 
     def drive(self, **inputs: Any) -> None:
-        """Drive the board's inputs as VirtualBoard.drive takes them (pins=, adc=, temperature_c=). A real board's
+        """Drive the board's inputs as VirtualBoard.drive takes them (pins=, adc=, temperature_c=, i2c=). A real board's
         inputs are wired: the bench cannot drive them."""
         raise DutError(
             f"{self.name}: a real board's pins and sensors are wired, not driven by the bench: give the test a "

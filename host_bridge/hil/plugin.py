@@ -463,8 +463,9 @@ def hil_dut(hil_duts: list[Dut]) -> Dut:
 
 @pytest.fixture
 def hil_drive(hil_dut: Dut) -> Callable[..., None]:
-    """Drive the test's board's inputs: hil_drive(pins={0: 0}, adc={34: 1_200_000}, temperature_c=30) (Dut.drive;
-    a real board's test gets a DutError saying to wire a driver of its own)."""
+    """Drive the test's board's inputs: hil_drive(pins={0: 0}, adc={34: 1_200_000}, temperature_c=30,
+    i2c={0x38: {"model": "aht20", ...}}) (Dut.drive; a real board's test gets a DutError saying to wire a driver
+    of its own)."""
     return hil_dut.drive
 
 

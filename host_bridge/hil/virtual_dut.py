@@ -171,7 +171,8 @@ class VirtualDut(Dut):
                         self.switch.cut()
                         status = POWER_CUT_EXIT_STATUS
                         break
-                if not rebooting:
+                on_pins = status == DEEPSLEEP_EXIT_STATUS and self.vboard.sleeps_on_pins()
+                if not rebooting and not on_pins:
                     break
                 # A cut inside a flash operation that this boot did not reach is for the next one's.
                 left = 0
@@ -179,6 +180,23 @@ class VirtualDut(Dut):
                     left = max(0, self._cut_at_op - (self._flash_ops() - self._ops_at_boot))
                 elif self._cut_at_op < 0:
                     left = min(0, self._cut_at_op + (self._flash_ops(True) - self._ops_at_boot))
+                if not on_pins:
+                    self._boot(left, started=False)
+                    continue
+            # A deep sleep that a pin can end (esp32.wake_on_ext0/ext1) lasts host time, for the bench to drive the
+            # pin: up to its timer (or, with none, the wait's own limit), outside the power lock so that a cut can
+            # come meanwhile.
+            limit = max(0.0, deadline - time.monotonic())
+            if rebooting:
+                limit = min(limit, self.vboard.sleep_timer_ms() / 1000)
+            woken = self.vboard.wait_for_pins(limit)
+            with self._power:
+                if self._cut_requested:
+                    self.vboard.next_boot(POWER_CUT_EXIT_STATUS)
+                    status = POWER_CUT_EXIT_STATUS
+                    break
+                if not woken and not rebooting:
+                    break  # still asleep: nothing woke it within the wait
                 self._boot(left, started=False)
         text = self.console.since_start()
         if status == DEEPSLEEP_EXIT_STATUS:

@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -76,6 +77,10 @@ SHIM_HEAP = 448 * 1024
 FIRST_QSTR_POOL = 800
 # machine.reset_cause() values (the ESP32 port's), and the wake_reason() of a timer wake.
 PWRON_RESET, HARD_RESET, WDT_RESET, DEEPSLEEP_RESET, SOFT_RESET = 1, 2, 3, 4, 5
+# The devices the virtual board's I2C bus models (shims/vbus.py).
+I2C_MODELS = ("aht10", "aht20")
+EXT0_WAKE = 2
+EXT1_WAKE = 3
 TIMER_WAKE = 4
 
 INSTALL_PATHS = ("deployed", "romfs", "frozen")
@@ -405,6 +410,53 @@ class VirtualBoard:
             return {}
         return state if isinstance(state, dict) else {}
 
+    def sleep_timer_ms(self) -> int:
+        """The timer of the last deep sleep, in ms (0: none)."""
+        return max(0, int(self._rtc().get("sleep_ms", 0)))
+
+    def sleeps_on_pins(self) -> bool:
+        """Whether the board is in a deep sleep that a pin can end (esp32.wake_on_ext0/ext1): wait_for_pins()."""
+        return self.asleep and bool(self._rtc().get("wake_pins"))
+
+    def pin_wake(self) -> int:
+        """EXT0_WAKE or EXT1_WAKE when the pins the last deep sleep waits on are at their wake level now (as the
+        bench drives them; an undriven pin reads low), else 0."""
+        wake = self._rtc().get("wake_pins") or {}
+        try:
+            levels = json.loads(self.inputs_path.read_text()).get("pins", {})
+        except (OSError, ValueError, AttributeError):
+            levels = {}
+        high = [int(bool(levels.get(str(pin), 0))) for pin in (wake.get("ext0") or [[]])[0]]
+        if high and high[0] == wake["ext0"][1]:
+            return EXT0_WAKE
+        if "ext1" in wake:
+            pins, any_high = wake["ext1"]
+            levels_now = [int(bool(levels.get(str(pin), 0))) for pin in pins]
+            if any(levels_now) if any_high else not any(levels_now):
+                return EXT1_WAKE
+        return 0
+
+    def wait_for_pins(self, limit_s: float) -> bool:
+        """A deep sleep that a pin can end, waited in host time (the bench drives the pin meanwhile) for at most
+        `limit_s`: True, and the next boot set up as that wake (the board's clock on by the time waited), when a
+        pin woke it; False when none did, the next boot left as next_boot() set it (its timer, or none)."""
+        deadline = time.monotonic() + limit_s
+        began = time.monotonic()
+        while True:
+            woken = self.pin_wake()
+            if woken:
+                state = self._rtc()
+                timer_ms = self.sleep_timer_ms()
+                waited_ms = int((time.monotonic() - began) * 1000)
+                state["clock_ms"] = int(state.get("clock_ms", 0)) - timer_ms + waited_ms
+                state["deep_ms"] = int(state.get("deep_ms", 0)) - timer_ms + waited_ms
+                self._write_rtc(state)
+                self.reset_cause, self.wake_reason, self.raw_repl = DEEPSLEEP_RESET, woken, False
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
     def _write_rtc(self, state: dict[str, Any]) -> None:
         tmp = self.rtc_path.with_name(self.rtc_path.name + ".tmp")
         tmp.write_text(json.dumps(state))
@@ -443,16 +495,23 @@ class VirtualBoard:
         pins: dict[int, int | None] | None = None,
         adc: dict[int, int | None] | None = None,
         temperature_c: float | None = None,
+        i2c: dict[int, dict[str, Any] | None] | None = None,
     ) -> None:
         """Drive the board's inputs, as wiring and sensors would, from now on (a running board sees each change at
         its next read; a Pin.irq() handler runs at its next wait): input pins to a level, ADC pins to a voltage
-        (microvolts), the chip's temperature sensor (esp32.raw_temperature()). Given values replace those driven
-        before; a pin or ADC given None is released."""
+        (microvolts), the chip's temperature sensor (esp32.raw_temperature()), and the I2C bus's devices by address
+        ({"model": "aht20" or "aht10", "temperature_c", "humidity"}: wired at that address, measuring those).
+        Given values replace those driven before; a pin, an ADC or an address given None is released."""
+        for address, device in (i2c or {}).items():
+            if device is not None and device.get("model") not in I2C_MODELS:
+                raise VBoardError(
+                    f"I2C 0x{address:02x}: no model {device.get('model')!r} (models: {', '.join(I2C_MODELS)})"
+                )
         try:
             values = json.loads(self.inputs_path.read_text())
         except (OSError, ValueError):
             values = {}
-        for kind, given in (("pins", pins), ("adc", adc)):
+        for kind, given in (("pins", pins), ("adc", adc), ("i2c", i2c)):
             for key, value in (given or {}).items():
                 table = values.setdefault(kind, {})
                 if value is None:
@@ -490,6 +549,10 @@ class VirtualBoard:
         if status == DEEPSLEEP_EXIT_STATUS:
             self.asleep = True
             self.sleeps.append(self.last_wake())
+            woken = self.pin_wake()
+            if woken:  # a wake pin at its level already: at once
+                self.reset_cause, self.wake_reason, self.raw_repl = DEEPSLEEP_RESET, woken, False
+                return True
             if int(self._rtc().get("sleep_ms", 0)) <= 0:
                 # No timer: asleep until a reset (the EN pin), which keeps the RTC's memory.
                 self.reset_cause, self.wake_reason, self.raw_repl = HARD_RESET, 0, False

@@ -3,6 +3,11 @@ and umqtt.robust, from their source distributions on PyPI, pinned by SHA-256 and
 The virtual board freezes them into its image (vboot.load_stock): importable by the same names, their code costing
 the firmware no heap, as on a chip.
 
+Beside them, the peers: libraries that people install into a board's /lib themselves, which the virtual board's
+peer tests run unmodified (tests/integration/test_vboard_peers.py): a sensor driver (micropython-ahtx0, for the
+AHT10/AHT20 the virtual board's I2C bus models) and an asyncio MQTT client (micropython-mqtt's mqtt_async). They
+are fetched the same way, pinned, compiled, and laid out as an application's files (peers()), not frozen.
+
 `make stock` fetches them (main(); make test and make demo do it at set-up); a board whose stock
 modules were never fetched boots without them (`import umqtt.simple` fails there, as on an image built without
 them). The stock image's other frozen modules (ntptime, dht, onewire, ds18x20, neopixel, webrepl) are published on
@@ -25,8 +30,8 @@ from host_bridge.errors import HostBridgeError, VBoardError
 
 
 @dataclass(frozen=True)
-class StockModule:
-    """One module of the stock image, as a member of a pinned sdist: `path` in the image (umqtt/simple.py)."""
+class PinnedModule:
+    """One module as a member of a pinned sdist: `path` in the image or the board's /lib (umqtt/simple.py)."""
 
     path: str
     distribution: str
@@ -36,7 +41,7 @@ class StockModule:
 
 
 STOCK = (
-    StockModule(
+    PinnedModule(
         "umqtt/simple.py",
         "micropython-umqtt.simple",
         "1.3.4",
@@ -44,13 +49,33 @@ STOCK = (
         "micropython-umqtt.simple-1.3.4.tar.gz",
         "b6a2520239e3992c63a7de9370ee9b3d9d27819a90359c521f1c0f7ccab8d12f",
     ),
-    StockModule(
+    PinnedModule(
         "umqtt/robust.py",
         "micropython-umqtt.robust",
         "1.0",
         "https://files.pythonhosted.org/packages/31/02/7268a19a5054cff8ff4cbbb126f00f098848dbe8f402caf083295a3a6a11/"
         "micropython-umqtt.robust-1.0.tar.gz",
         "22a1b8c8e1128281efb13b3020927d07e33c5b747869da2cd77d37983a9ea002",
+    ),
+)
+
+
+PEERS = (
+    PinnedModule(
+        "ahtx0.py",
+        "micropython-ahtx0",
+        "0.1.2",
+        "https://files.pythonhosted.org/packages/91/28/da5317fbfdbaccc6a59b8269fbb652229ce15b1258c1ddb7c9cfb7a88107/"
+        "micropython-ahtx0-0.1.2.tar.gz",
+        "c64f80d112563d300b695de3932feabced94e8a3bbb1e9c473da0d4c0ef4db61",
+    ),
+    PinnedModule(
+        "mqtt_async.py",
+        "micropython-mqtt",
+        "0.7b4",
+        "https://files.pythonhosted.org/packages/a6/89/3beefb25462bf4af2d579e407f5aba37b4865017145ff0704303f597414a/"
+        "micropython-mqtt-0.7b4.tar.gz",
+        "254a0af13d37cb92372538b6ded44c5f26e2e77c0d8b9b4e2d73c4f26f43e042",
     ),
 )
 
@@ -73,10 +98,21 @@ def fetch_member(url: str, sha256: str, suffix: str) -> bytes:
         return source.read()
 
 
-def folder() -> Path:
-    """Where the fetched modules are kept: one folder per set of pins, so that a change of pins fetches again."""
-    key = hashlib.sha256(" ".join(f"{m.path}={m.sha256}" for m in STOCK).encode()).hexdigest()[:16]
+def folder(modules: tuple[PinnedModule, ...] = STOCK) -> Path:
+    """Where fetched modules are kept: one folder per set of pins, so that a change of pins fetches again."""
+    key = hashlib.sha256(" ".join(f"{m.path}={m.sha256}" for m in modules).encode()).hexdigest()[:16]
     return assets.build_dir() / "vboard-stock" / key
+
+
+def write_sources(modules: tuple[PinnedModule, ...], where: Path) -> list[tuple[Path, Path]]:
+    """Each module fetched into `where` at its path: (file, path) pairs."""
+    written = []
+    for module in modules:
+        path = where / module.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(fetch_member(module.url, module.sha256, module.path))
+        written.append((path, Path(module.path)))
+    return written
 
 
 def fetched() -> Path | None:
@@ -90,23 +126,37 @@ def fetch() -> Path:
     """Fetch every stock module and compile it (once: an existing folder is kept), whole or not at all."""
 
     def make(work: Path) -> None:
-        sources = []
-        for module in STOCK:
-            path = work / "src" / module.path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(fetch_member(module.url, module.sha256, module.path))
-            sources.append((path, Path(module.path)))
-        compile_sources(sources, work / "mpy")
+        compile_sources(write_sources(STOCK, work / "src"), work / "mpy")
 
     return assets.built(folder(), make)
+
+
+def peers() -> Path | None:
+    """The peers compiled by mpy-cross (ahtx0.mpy, mqtt_async.mpy), to lay out in a board's /lib as `mpremote mip
+    install` leaves compiled packages; None when never fetched. Their sources are beside it, in src/: compiled on
+    the board, mqtt_async.py alone needs more heap in one piece than an ESP32 without PSRAM has free."""
+    found = folder(PEERS) / "lib"
+    return found if found.is_dir() else None
+
+
+def fetch_peers() -> Path:
+    """Fetch every peer and compile it (once), whole or not at all."""
+
+    def make(work: Path) -> None:
+        compile_sources(write_sources(PEERS, work / "src"), work / "lib")
+
+    return assets.built(folder(PEERS), make)
 
 
 def main() -> int:
     try:
         where = fetch()
+        peers_where = fetch_peers()
     except HostBridgeError as exc:
         print(f"make stock: {exc}", file=sys.stderr)
         return 1
     names = ", ".join(f"{m.distribution} {m.version}" for m in STOCK)
     print(f"stock modules for the virtual board: {names} in {where}")
+    names = ", ".join(f"{m.distribution} {m.version}" for m in PEERS)
+    print(f"peers for its tests (laid out in /lib, not frozen): {names} in {peers_where}")
     return 0

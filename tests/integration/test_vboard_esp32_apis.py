@@ -6,12 +6,14 @@ firmware of your own finds")."""
 from __future__ import annotations
 
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from host_bridge.boards.definition import BoardDefinition
+from host_bridge.errors import VBoardError
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.virtual_dut import VirtualDut
@@ -61,6 +63,48 @@ def test_the_bench_drives_pins_adc_and_temperature_and_a_hungry_watchdog_resets(
     # 1.225 V of the 11 dB range's 2.45 V: half scale. 30 C is 86 F.
     assert "pressed [0] 1225000 32767 2047 86" in out, out
     assert "never:" not in out and "nvs boots 2 b'sensor-7'" in out and "after the watchdog" in out, out
+
+
+def test_i2c_spi_pwm_timers_and_deep_sleeps_that_pins_end(tmp_path: Path) -> None:
+    """An AHT20 the bench wires at 0x38 answers as its datasheet says (calibrated, busy while it measures, the
+    readings the bench set, the CRC right); before that the address is not acknowledged (ENODEV, 19). SPI with
+    nothing on it reads 0xFF; a periodic Timer's callback runs in the board's waits. A deep sleep with no timer
+    that esp32.wake_on_ext0 set lasts until the bench drives the pin (EXT0_WAKE, 2); one whose timer comes first
+    ends by it (TIMER_WAKE, 4)."""
+    dut = VirtualDut(
+        "bus", BoardDefinition.load("sim"), flash=tmp_path / "b.flash", console_log=tmp_path / "c.log",
+        app=APPS / "buses",
+    )  # fmt: skip
+    try:
+        dut.start()
+        dut.expect(r"ready 1", timeout=60)
+        dut.drive(i2c={0x38: {"model": "aht20", "temperature_c": 21.5, "humidity": 40.0}})
+        dut.expect(r"sleeping on pin 4", timeout=60)
+        pressed = threading.Timer(1.0, dut.drive, kwargs={"pins": {4: 1}})
+        pressed.start()
+        try:
+            end = dut.wait_boot(60)
+        finally:
+            pressed.cancel()
+        out = end.console
+    finally:
+        dut.close()
+    assert end.status == 0, out
+    assert "scan []" in out and "nobody at 0x38 19" in out, out
+    assert "scan [56] [56]" in out and "calibrated True" in out and "busy True" in out, out
+    assert "busy False crc True reading 21.5 40.0" in out, out
+    assert "spi b'\\xff\\xff'" in out and "pwm 1000 767 49152" in out, out
+    assert "timer True pulse -2" in out and "running factory" in out, out
+    assert "woke 2" in out and "sleeping on pin 5 or 300 ms" in out and "woke 4" in out, out
+
+
+def test_a_driven_device_must_be_a_modelled_one(tmp_path: Path) -> None:
+    board = VirtualBoard(tmp_path / "b.flash", app=APPS / "buses")
+    try:
+        with pytest.raises(VBoardError, match="no model 'bme280'"):
+            board.drive(i2c={0x76: {"model": "bme280"}})
+    finally:
+        board.close()
 
 
 def test_a_real_boards_inputs_are_not_driven_by_the_bench(tmp_path: Path) -> None:

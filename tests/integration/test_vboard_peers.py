@@ -1,5 +1,7 @@
-"""Firmware nobody in this project wrote, unmodified, on the virtual board: the stock image's umqtt.robust (fetched
-from PyPI at set-up, `make stock`) through an access point outage, every QoS 1 message at the broker."""
+"""Firmware nobody in this project wrote, unmodified, on the virtual board, fetched from PyPI at set-up (`make
+stock`): the stock image's umqtt.robust through an access point outage, every QoS 1 message at the broker; and a
+sensor board of published libraries in /lib, micropython-ahtx0's AHT20 driver on the modelled I2C sensor and
+micropython-mqtt's asyncio client, its readings those the bench set."""
 
 from __future__ import annotations
 
@@ -50,3 +52,39 @@ def test_umqtt_robust_rides_out_an_access_point_outage_and_loses_no_qos1_message
         assert subscriber.distinct(dev) == {(1, seq) for seq in range(40)}, out[-3000:]
     finally:
         subscriber.close()
+
+
+def test_a_published_sensor_driver_and_asyncio_client_report_what_the_bench_sets(
+    tmp_path: Path, broker: Mosquitto
+) -> None:
+    """The AHT20 the bench wires at 0x38 reads 23.4 C and 56.7 %; micropython-ahtx0 initialises it, triggers and
+    reads its measurements, and mqtt_async (uasyncio: a non-blocking connect through the access point) publishes
+    them at QoS 1. Every message arrives, each with the bench's readings to the driver's resolution."""
+    peers = stock.peers()
+    assert peers is not None, "the peers were not fetched: run `make stock`"
+    dev = "aht-peer"
+    topic = f"sensors/{dev}/telemetry"
+    observer = Subscriber(broker.address, f"{dev}-observer", topic)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"client_id": dev, "broker": broker.address, "topic": topic, "count": 12}))
+    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.05)) as ap:
+        board = VirtualBoard(
+            tmp_path / "b.flash", app=APPS / "sensor_peers", config=config, ap=ap, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            put=tuple((peers / name, f"lib/{name}") for name in ("ahtx0.mpy", "mqtt_async.mpy")),
+        )  # fmt: skip
+        try:
+            board.drive(i2c={0x38: {"model": "aht20", "temperature_c": 23.4, "humidity": 56.7}})
+            board.start()
+            out = board.output(120)
+            status = board.wait()
+        finally:
+            board.close()
+    try:
+        assert status == 0 and "done" in out, out[-3000:]
+        observer.wait_for(dev, 12, timeout=30)
+        assert observer.distinct(dev) == {(1, seq) for seq in range(12)}, out[-3000:]
+        bodies = [json.loads(r.payload) for r in observer.records if r.topic == topic]
+        assert {(b["reading"], b["humidity"]) for b in bodies} == {(23.4, 56.7)}, bodies
+    finally:
+        observer.close()

@@ -1,5 +1,6 @@
-# esp32 module shim for the virtual board: Partition backed by the emulated NOR flash. Only what the firmware
-# uses: find/info and the extended block interface (readblocks/writeblocks with an offset, ioctl erase).
+# esp32 module shim for the virtual board: Partition backed by the emulated NOR flash (find/info and the extended
+# block interface: readblocks/writeblocks with an offset, ioctl erase; the running app's partition by its info),
+# NVS, the die temperature and deep sleep's wake on pins (docs/virtual-board.md has the table).
 
 import time
 
@@ -17,8 +18,14 @@ class Partition:
     TYPE_DATA = 1
 
     def __init__(self, index):
+        if index in (self.BOOT, self.RUNNING):
+            # The app: a factory partition as ESP32_GENERIC's table has it. The flash file holds no app, so its
+            # blocks cannot be read or written (OSError), and there is nothing to update over the air.
+            self._index = None
+            self._label, self._type, self._subtype, self._offset, self._size = "factory", 0, 0, 0x10000, 0x1F0000
+            return
         if not isinstance(index, int) or index < 2:
-            raise ValueError("the virtual board has no app partitions")
+            raise ValueError("invalid partition")
         self._index = index - 2
         label, ptype, subtype, offset, size = vboard_state.flash().partitions[self._index]
         self._label = label
@@ -42,6 +49,13 @@ class Partition:
 
     def info(self):
         return (self._type, self._subtype, self._offset, self._size, self._label, False)
+
+    def get_next_update(self):
+        raise OSError(2)  # ENOENT: the factory layout has no OTA partition
+
+    @staticmethod
+    def mark_app_valid_cancel_rollback():
+        raise OSError(-261)  # ESP_ERR_NOT_FOUND: no OTA data, nothing to mark
 
     # Each operation's own time is counted (vboard_state.emulated_us): Python here, the flash driver's C and the chip's
     # SPI on a board, so that the firmware's time can be told apart from the emulation's (tools/bench_energy.py).
@@ -74,6 +88,8 @@ class Partition:
         return 0  # init, deinit, sync: nothing to do on NOR flash
 
     def _addr(self, block, offset, length):
+        if self._index is None:
+            raise OSError(22)  # the app partition: not in the flash file
         start = block * _SECTOR + offset
         if start < 0 or start + length > self._size:
             raise OSError(22)
@@ -168,3 +184,29 @@ def raw_temperature():
 def mcu_temperature():
     """The sensor in degrees Celsius (the newer chips' call; an ESP32 has only raw_temperature())."""
     return round(_die_c())
+
+
+# Deep sleep's wake on pins (ext0: one pin at a level; ext1: several, all low or any high), as the port's calls set
+# them; machine.deepsleep() hands them to the runner, which wakes the board when the bench drives them so
+# (EXT0_WAKE, EXT1_WAKE). This boot's settings only: a chip's are redone by each boot's code before it sleeps.
+WAKEUP_ALL_LOW = 0
+WAKEUP_ANY_HIGH = 1
+wake_pins = {}
+
+
+def _pin_id(pin):
+    return pin.id if hasattr(pin, "id") else int(pin)
+
+
+def wake_on_ext0(pin, level):
+    if pin is None:
+        wake_pins.pop("ext0", None)
+    else:
+        wake_pins["ext0"] = [[_pin_id(pin)], 1 if level else 0]
+
+
+def wake_on_ext1(pins, level):
+    if not pins:
+        wake_pins.pop("ext1", None)
+    else:
+        wake_pins["ext1"] = [[_pin_id(p) for p in pins], 1 if level else 0]

@@ -1,5 +1,6 @@
 # machine module shim for the virtual board: what the firmware uses of UART, Pin, WDT, RTC, reset_cause,
-# wake_reason, unique_id, reset and the sleeps. The UART is the board end of a pseudo-terminal that the runner
+# wake_reason, unique_id, reset and the sleeps, and what sensor firmware uses (ADC, I2C, SPI, PWM, Timer; the
+# devices on the buses are vbus.py's). The UART is the board end of a pseudo-terminal that the runner
 # relays (paced, noisy) to the host end it announces as `serial-port: PATH`.
 
 import binascii  # noqa: F401  (built in on a chip: in sys.modules before the firmware's heap is pinned, as it was)
@@ -74,6 +75,8 @@ def deepsleep(time_ms=0):
     state["loaded"] = sorted(set(sys.modules) | (vboard_state.imported or set()))
     time_ms = max(0, int(time_ms))
     state["sleep_ms"] = time_ms if time_ms else -1
+    esp32 = sys.modules.get("esp32")
+    state["wake_pins"] = dict(esp32.wake_pins) if esp32 is not None else {}  # (the runner waits on them)
     state["clock_ms"] += time_ms
     state["deep"] += 1
     state["deep_ms"] += time_ms
@@ -158,6 +161,8 @@ def idle():
 # most 10 ms and look between them, from the first WDT or Pin.irq() on (a board with neither keeps the port's).
 _wdt = [None]  # [ticks_ms deadline] of the running watchdog, once one is made
 _irqs = []  # pins with a handler
+_timers = []  # running Timers
+_irq_state = [1]  # [1] while interrupts are enabled (disable_irq(), enable_irq())
 _SLICE_MS = 10
 
 
@@ -192,12 +197,44 @@ def _look():
     if deadline is not None and time.ticks_diff(time.ticks_ms(), deadline) > 0:
         sys.stderr.write("vboard: the watchdog was not fed: reset\n")
         sys.exit(WDT_EXIT_STATUS)
+    if not _irq_state[0]:
+        return
     for pin in _irqs:
         level = pin.value()
         if level != pin._seen:
             pin._seen = level
             if pin._trigger & (Pin.IRQ_RISING if level else Pin.IRQ_FALLING):
                 pin._handler(pin)
+    for timer in list(_timers):
+        timer._due()
+
+
+def disable_irq():
+    """Handlers (Pin.irq, Timer) wait until enable_irq(); returns the state to give it."""
+    state = _irq_state[0]
+    _irq_state[0] = 0
+    return state
+
+
+def enable_irq(state=1):
+    _irq_state[0] = 1 if state else 0
+
+
+def time_pulse_us(pin, pulse_level, timeout_us=1000000):
+    """The length of the next pulse at `pulse_level` on an input the bench drives: -2 when none begins within
+    timeout_us, -1 when it lasts longer. Levels are looked at every 10 ms or less (the bench's edges are no finer)."""
+    began = time.ticks_us()
+    start = None
+    while True:
+        now = time.ticks_us()
+        if pin.value() == pulse_level:
+            if start is None:
+                start = now
+        elif start is not None:
+            return time.ticks_diff(now, start)
+        if time.ticks_diff(now, start if start is not None else began) >= timeout_us:
+            return -1 if start is not None else -2
+        time._port.sleep_ms(1)
 
 
 class Pin:
@@ -339,6 +376,213 @@ class ADC:
 
     def read(self):
         return self.read_u16() >> (16 - self._bits)
+
+
+class Timer:
+    """A hardware timer (ids 0 to 3): its callback runs when its period has passed, in the board's next wait (as
+    Pin.irq's handlers), once (ONE_SHOT) or every period (PERIODIC); a period missed in a long computation runs
+    once, late, not once for each period missed."""
+
+    ONE_SHOT = 0
+    PERIODIC = 1
+
+    def __init__(self, id=0, **kwargs):
+        if not 0 <= id <= 3:
+            raise ValueError("invalid Timer number")
+        self.id = id
+        self._callback = None
+        self._period = 0
+        self._mode = self.PERIODIC
+        self._next = None
+        if kwargs:
+            self.init(**kwargs)
+
+    def init(self, *, mode=PERIODIC, period=-1, freq=-1, callback=None):
+        if freq > 0:
+            period = max(1, 1000 // freq)
+        if period < 0:
+            raise ValueError("a period or a freq is required")
+        self._mode, self._period, self._callback = mode, period, callback
+        self._next = time.ticks_add(time.ticks_ms(), period)
+        if self not in _timers:
+            _timers.append(self)
+        _waits_watched()
+
+    def deinit(self):
+        self._next = None
+        if self in _timers:
+            _timers.remove(self)
+
+    def value(self):
+        """Milliseconds into the current period."""
+        if self._next is None:
+            return 0
+        return max(0, self._period - time.ticks_diff(self._next, time.ticks_ms()))
+
+    def _due(self):
+        now = time.ticks_ms()
+        if self._next is None or time.ticks_diff(now, self._next) < 0:
+            return
+        if self._mode == self.PERIODIC:
+            self._next = time.ticks_add(now, self._period)
+        else:
+            self.deinit()
+        if self._callback is not None:
+            self._callback(self)
+
+
+class PWM:
+    """A PWM output: its frequency and duty are kept and read back (duty in 10 bits, duty_u16, duty_ns), and the
+    pin reads high while the duty is above half. No waveform reaches the bench."""
+
+    def __init__(self, dest, freq=5000, duty=None, duty_u16=None, duty_ns=None):
+        self._pin = dest if isinstance(dest, Pin) else Pin(dest, Pin.OUT)
+        self._freq = 5000
+        self._u16 = 32768
+        self.init(freq=freq, duty=duty, duty_u16=duty_u16, duty_ns=duty_ns)
+
+    def init(self, freq=None, duty=None, duty_u16=None, duty_ns=None):
+        if freq is not None:
+            self.freq(freq)
+        if duty is not None:
+            self.duty(duty)
+        if duty_u16 is not None:
+            self.duty_u16(duty_u16)
+        if duty_ns is not None:
+            self.duty_ns(duty_ns)
+
+    def deinit(self):
+        self._pin.value(0)
+
+    def freq(self, value=None):
+        if value is None:
+            return self._freq
+        if not 1 <= value <= 40000000:
+            raise ValueError("frequency must be from 1Hz to 40MHz")
+        self._freq = int(value)
+
+    def _set(self, u16):
+        self._u16 = max(0, min(65535, int(u16)))
+        self._pin.value(self._u16 > 32768)
+
+    def duty(self, value=None):
+        if value is None:
+            return self._u16 * 1023 // 65535
+        self._set(value * 65535 // 1023)
+
+    def duty_u16(self, value=None):
+        if value is None:
+            return self._u16
+        self._set(value)
+
+    def duty_ns(self, value=None):
+        period_ns = 1000000000 // self._freq
+        if value is None:
+            return self._u16 * period_ns // 65535
+        self._set(value * 65535 // period_ns)
+
+
+class SoftI2C:
+    """An I2C controller on any two pins: the devices the bench wires (vbus.py) answer at their addresses; an
+    address nobody answers raises OSError(ENODEV), as the ESP32 port's does. Bytes move at once: the bus's own
+    time (about 25 us a byte at 400 kHz) is not modelled."""
+
+    def __init__(self, scl=None, sda=None, *, freq=400000, timeout=50000):
+        import vbus
+
+        self._bus = vbus
+        self.freq = freq
+
+    def init(self, scl=None, sda=None, *, freq=400000, timeout=50000):
+        self.freq = freq
+
+    def scan(self):
+        return self._bus.wired()
+
+    def _device(self, addr):
+        found = self._bus.device(addr)
+        if found is None:
+            raise OSError(19)  # ENODEV: no acknowledgement of the address
+        return found
+
+    def writeto(self, addr, buf, stop=True):
+        self._device(addr).write(bytes(buf))
+        return len(buf)
+
+    def writevto(self, addr, vector, stop=True):
+        data = b"".join(bytes(b) for b in vector)
+        self._device(addr).write(data)
+        return len(data)
+
+    def readfrom(self, addr, nbytes, stop=True):
+        return self._device(addr).read(nbytes)
+
+    def readfrom_into(self, addr, buf, stop=True):
+        buf[:] = self._device(addr).read(len(buf))
+
+    def _memaddr(self, memaddr, addrsize):
+        return memaddr.to_bytes(addrsize // 8, "big")
+
+    def writeto_mem(self, addr, memaddr, buf, *, addrsize=8):
+        self._device(addr).write(self._memaddr(memaddr, addrsize) + bytes(buf))
+
+    def readfrom_mem(self, addr, memaddr, nbytes, *, addrsize=8):
+        device = self._device(addr)
+        device.write(self._memaddr(memaddr, addrsize))
+        return device.read(nbytes)
+
+    def readfrom_mem_into(self, addr, memaddr, buf, *, addrsize=8):
+        buf[:] = self.readfrom_mem(addr, memaddr, len(buf), addrsize=addrsize)
+
+
+class I2C(SoftI2C):
+    """The ESP32's two I2C controllers (id 0 and 1), on the same bus model as SoftI2C."""
+
+    def __init__(self, id=0, *, scl=None, sda=None, freq=400000, timeout=50000):
+        if id not in (0, 1):
+            raise ValueError("I2C(%s) doesn't exist" % id)
+        self.id = id
+        super().__init__(scl, sda, freq=freq, timeout=timeout)
+
+
+class SoftSPI:
+    """An SPI controller with nothing on its bus: writes go nowhere, reads give 0xFF (an undriven MISO line with
+    its pull-up)."""
+
+    MSB = 0
+    LSB = 1
+
+    def __init__(self, baudrate=500000, **kwargs):
+        self.init(baudrate, **kwargs)
+
+    def init(self, baudrate=500000, *, polarity=0, phase=0, bits=8, firstbit=MSB, sck=None, mosi=None, miso=None):
+        self.baudrate = baudrate
+
+    def deinit(self):
+        pass
+
+    def read(self, nbytes, write=0x00):
+        return b"\xff" * nbytes
+
+    def readinto(self, buf, write=0x00):
+        for i in range(len(buf)):
+            buf[i] = 0xFF
+
+    def write(self, buf):
+        return None
+
+    def write_readinto(self, write_buf, read_buf):
+        self.readinto(read_buf)
+
+
+class SPI(SoftSPI):
+    """The ESP32's SPI controllers 1 and 2 (HSPI, VSPI), on the same empty bus as SoftSPI."""
+
+    def __init__(self, id=1, baudrate=500000, **kwargs):
+        if id not in (1, 2):
+            raise ValueError("SPI(%s) doesn't exist" % id)
+        self.id = id
+        super().__init__(baudrate, **kwargs)
 
 
 # With flash timing on (VBOARD_FLASH_TIMING=1), the UART during a flash program or erase is modelled as an

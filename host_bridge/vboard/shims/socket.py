@@ -46,9 +46,29 @@ _EINVAL = 22
 
 
 def getaddrinfo(host, port, af=0, type=0, proto=0, flags=0):
-    if network.on_wifi() and not network.associated() and not _literal(host):
+    """On WiFi, as the ESP32 port answers: each address an (IP, port) tuple, which libraries index
+    (asyncio.open_connection, mqtt_async); the Unix port's are raw sockaddr bytes, kept for a wired board."""
+    if not network.on_wifi():
+        return _port.getaddrinfo(host, port, af, type, proto, flags)
+    if not network.associated() and not _literal(host):
         raise OSError(_EAI_FAIL)
-    return _port.getaddrinfo(host, port, af, type, proto, flags)
+    found = _port.getaddrinfo(host, port, af, type, proto, flags)
+    return [(f, t, p, name, _ip_port(sockaddr)) for f, t, p, name, sockaddr in found]
+
+
+def _ip_port(sockaddr):
+    """(IP, port) of an AF_INET sockaddr: family u16, port u16 big-endian, four address bytes."""
+    return "%d.%d.%d.%d" % tuple(sockaddr[4:8]), (sockaddr[2] << 8) | sockaddr[3]
+
+
+def _sockaddr(addr):
+    """The relay's sockaddr bytes of an (IP, port) tuple, as getaddrinfo gives it on WiFi (or raw bytes)."""
+    if not isinstance(addr, tuple):
+        return bytes(addr)
+    host, port = addr
+    return (
+        struct.pack("<H", _port.AF_INET) + struct.pack(">H", port) + bytes(int(b) for b in host.split(".")) + bytes(8)
+    )
 
 
 def _literal(host):
@@ -104,7 +124,7 @@ class _StationSocket(io.IOBase):
             vboard_state.event("connect")  # a cut here lands inside the connect
         port, generation = network.route()
         self._epoch = network._sta.epoch
-        sockaddr = bytes(addr)
+        sockaddr = _sockaddr(addr)
         if self._timeout == 0:
             self._s.setblocking(True)  # (the relay's answer is the exchange's end: it is waited for)
         try:

@@ -4,7 +4,9 @@
 #
 # time(), time_ns(), localtime() and gmtime() read that clock. The ticks go on from where they were after a
 # light sleep, as a chip's do (ticks_ms and its kin are swapped for shifted ones at the first light sleep, so that
-# a board that never sleeps keeps the port's own); after a deep sleep they start again, as they do on a chip.
+# a board that never sleeps keeps the port's own). They count the host's uptime, not the boot's: a chip's start
+# again at each boot and wake, but asyncio's task queue (C) reads the port's count, and ticks of another origin
+# would make it wait for ever (docs/virtual-board.md).
 import sys
 
 _path = sys.path
