@@ -62,7 +62,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml firmware/dmqtt/__init__.py tests/hil/neighbours.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,recorder,pipeline,meter]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench,recorder,pipeline,meter]'
 	@# pytest-embedded apart (its plugin would load into every run): a test puts it beside the bench.
 	@rm -rf $(VENV)/neighbours
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --target $(VENV)/neighbours \

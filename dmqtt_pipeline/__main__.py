@@ -20,7 +20,7 @@ from typing import Any
 if __package__ in (None, ""):  # spark-submit runs this file as a script: make `dmqtt_pipeline` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dmqtt_pipeline.spark import PipelineError
+from dmqtt_pipeline.errors import PipelineError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,12 +21,17 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-import pyspark
+from dmqtt_pipeline.errors import PipelineError
+from dmqtt_pipeline.jvm import QUICK_JVM_OPTIONS
 
-from dmqtt_pipeline.spark import QUICK_JVM_OPTIONS, PipelineError
-
-SPARK_HOME = Path(pyspark.__file__).parent
 LOOPBACK = "127.0.0.1"
+
+
+def spark_home() -> Path:
+    """The pyspark package's folder: Spark's jars and scripts (spark-class) are in it."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
 
 
 def _free_port() -> int:
@@ -76,7 +81,7 @@ class LocalCluster:
         env = dict(os.environ)
         env.update(
             {
-                "SPARK_HOME": str(SPARK_HOME),
+                "SPARK_HOME": str(spark_home()),
                 # Every service (RPC, block manager, the web UIs) binds to loopback only.
                 "SPARK_LOCAL_IP": LOOPBACK,
                 "SPARK_LOCAL_HOSTNAME": LOOPBACK,
@@ -92,7 +97,7 @@ class LocalCluster:
     def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.log_dir / f"{name}.log", "ab")
         process = subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-class"), *args],
+            [str(spark_home() / "bin" / "spark-class"), *args],
             env=self._env(),
             stdout=log,
             stderr=subprocess.STDOUT,

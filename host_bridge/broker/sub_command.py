@@ -17,14 +17,15 @@ import ssl
 import sys
 import threading
 from pathlib import Path
-
-import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
-from paho.mqtt.reasoncodes import ReasonCode
+from typing import TYPE_CHECKING
 
 from host_bridge.errors import BrokerError
 from host_bridge.net import Destination
 from host_bridge.processes import sigterm_as_ctrl_c
+
+if TYPE_CHECKING:  # paho comes with the [bench] extra, imported by run(): --help works without it
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.reasoncodes import ReasonCode
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +53,9 @@ def line(message: mqtt.MQTTMessage) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
     broker = Destination.parse(args.broker)
     if args.count < 0 or args.timeout < 0:
         raise BrokerError("--count and --timeout take 0 (no limit) or more")

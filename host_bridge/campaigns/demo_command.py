@@ -6,8 +6,6 @@ import argparse
 import signal
 from pathlib import Path
 
-from host_bridge.campaigns.demo import run_demo
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("build/demo"), help="work and result folder (emptied first)")
@@ -20,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from host_bridge.campaigns.demo import run_demo  # (the [bench] and [pipeline] extras: --help works without)
+
     def interrupted(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: every process started here is stopped
 

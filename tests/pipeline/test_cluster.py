@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from dmqtt_pipeline.cluster import LocalCluster
-from dmqtt_pipeline.spark import QUICK_JVM_OPTIONS
+from dmqtt_pipeline.jvm import QUICK_JVM_OPTIONS
 from tests.pipeline.datasets import Msg, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
