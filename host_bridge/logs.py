@@ -70,12 +70,13 @@ _PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERRO
 DEFAULT_LOG_FORMAT = "logfmt"
 
 
-def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
+def add_log_format_argument(parser: argparse.ArgumentParser, default: str | None = DEFAULT_LOG_FORMAT) -> None:
+    """`--log-format`; default None for a command whose config file may set it (the default is then the file's)."""
     parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
-        default=DEFAULT_LOG_FORMAT,
-        help="logfmt (key=value) or json, one event a line",
+        default=default,
+        help=f"logfmt (key=value) or json, one event a line (default {DEFAULT_LOG_FORMAT})",
     )
 
 

@@ -1,6 +1,7 @@
 """Host config files checked against declared schemas (msgspec Structs): every key and its type, unknown keys
 refused, and a mistake reported with the file, the key, the value found and what is expected, before anything
-runs. Used for `host-bridge run --config` (TOML) and the board definitions (board.json).
+runs. Used for `host-bridge run --config` and `host-bridge record --config` (TOML) and the board definitions
+(board.json).
 
 msgspec rather than pydantic: its typed Structs refuse unknown fields and say where a value is wrong in one
 small dependency with no others, it reads the files' types as they are (no silent coercion of "fast" into a
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import msgspec.inspect
@@ -18,6 +19,17 @@ import msgspec.inspect
 from host_bridge.errors import HostBridgeError
 
 T = TypeVar("T", bound=msgspec.Struct)
+
+# What the commands' files share: a duration, and the [tls] section.
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class TLSSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """[tls]: TLS to the broker, its certificate verified (files on this host)."""
+
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
 
 
 class SchemaError(HostBridgeError):

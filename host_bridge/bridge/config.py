@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from host_bridge.schema import convert
+from host_bridge.schema import Seconds, TLSSection, convert
 
 Baud = Annotated[int, msgspec.Meta(gt=0)]
 
@@ -20,17 +20,6 @@ class BoardEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     port: str
     name: str | None = None
     baud: Baud | None = None
-
-
-class TLSSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """[tls]: TLS to the broker, its certificate verified (files on this host)."""
-
-    cafile: str | None = None
-    certfile: str | None = None
-    keyfile: str | None = None
-
-
-Seconds = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class BridgeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

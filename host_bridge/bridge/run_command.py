@@ -18,13 +18,14 @@ from pathlib import Path
 import serial
 
 from host_bridge.bridge import metrics as bridge_metrics
-from host_bridge.bridge.config import BridgeConfig, TLSSection
+from host_bridge.bridge.config import BridgeConfig
 from host_bridge.bridge.config import load as load_config
 from host_bridge.bridge.relay import BoardPort, Bridge, BridgeError
 from host_bridge.errors import HostBridgeError
 from host_bridge.logs import DEFAULT_LOG_FORMAT, add_log_format_argument, event, log_to_stdout
 from host_bridge.metrics import MetricsServer, metrics_address
 from host_bridge.net import Destination, TLSConfig, add_wait_argument, await_broker, seconds
+from host_bridge.schema import TLSSection
 from host_bridge.systemd import Watchdog, notify
 
 

@@ -18,6 +18,7 @@ from dmqtt.errors import CodecError
 from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.metrics import MetricsServer, metrics_address
 from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker, seconds
+from host_bridge.recorder import config
 from host_bridge.recorder.recorder import VERSIONS, Recorder, log
 from host_bridge.recorder.store import RecorderError, TelemetryStore
 
@@ -28,31 +29,45 @@ def command(broker: str, out: Path, *extra: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker to subscribe to")
+    # Every option but --config and --check defaults to None: what the command line leaves unset comes from the
+    # config file, then from host_bridge.recorder.config's defaults (config.apply), which the help quotes.
+    d = config.DEFAULTS
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="a TOML file with any of these options (their names, _ for -; [tls]); the command line wins over it",
+    )
+    parser.add_argument("--broker", metavar="HOST:PORT", help="the broker to subscribe to (required, here or in FILE)")
     add_wait_argument(parser)
-    add_log_format_argument(parser)
+    add_log_format_argument(parser, default=None)
     parser.add_argument(
         "-t", "--topic", action="append", metavar="FILTER", help="topic filter, repeatable (default sensors/#)"
     )
     parser.add_argument(
-        "--out", required=True, type=Path, metavar="DIR", help="output folder (Parquet under date=YYYY-MM-DD/)"
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output folder (Parquet under date=YYYY-MM-DD/; required, here or in FILE)",
     )
     parser.add_argument(
         "-i", "--client-id", help="MQTT client id of the persistent session (default: kept in DIR/_recorder)"
     )
-    parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), default="3.1.1")
-    parser.add_argument("--keepalive", type=int, default=30, metavar="S")
+    parser.add_argument("--mqtt-version", choices=sorted(VERSIONS), help=f"default {d.mqtt_version}")
+    parser.add_argument("--keepalive", type=int, metavar="S", help=f"default {d.keepalive}")
     parser.add_argument(
         "--flush-seconds",
         type=float,
-        default=30.0,
         metavar="S",
-        help="Parquet commit interval (default 30; deliveries are safe in the log before this, "
+        help=f"Parquet commit interval (default {d.flush_seconds:g}; deliveries are safe in the log before this, "
         "it only sets how fresh the Parquet is)",
     )
-    parser.add_argument("--flush-rows", type=int, default=100_000, metavar="N", help="commit early at N rows")
+    parser.add_argument("--flush-rows", type=int, metavar="N", help=f"commit early at N rows (default {d.flush_rows})")
     parser.add_argument(
-        "--stats-every", type=seconds, default=300.0, metavar="S", help="print progress every S seconds (0: never)"
+        "--stats-every",
+        type=seconds,
+        metavar="S",
+        help=f"print progress every S seconds (default {d.stats_every:g}; 0: never)",
     )
     parser.add_argument(
         "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on /metrics and a health check on /healthz"
@@ -60,28 +75,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--health-after",
         type=seconds,
-        default=60.0,
         metavar="S",
-        help="/healthz fails once the broker has been unreachable this long (default 60), and while the store fails",
+        help=f"/healthz fails once the broker has been unreachable this long (default {d.health_after:g}), and "
+        "while the store fails",
     )
     parser.add_argument(
         "--confirm",
         action="store_true",
+        default=None,
         help="end-to-end confirmation: tell each board what is stored, so that it sends again what a broker lost "
         "(docs/confirmation.md); the store then holds each (dev, boot, seq) once",
     )
     parser.add_argument(
         "--confirm-topic",
-        default="confirm/{dev}",
         metavar="TEMPLATE",
-        help="where a board's confirmations go ({dev}: its client id; default %(default)s)",
+        help=f"where a board's confirmations go ({{dev}}: its client id; default {d.confirm_topic})",
     )
     parser.add_argument(
         "--confirm-every",
         type=float,
-        default=1.0,
         metavar="S",
-        help="at most one confirmation per board per S seconds (default %(default)s)",
+        help=f"at most one confirmation per board per S seconds (default {d.confirm_every:g})",
     )
     parser.add_argument("-u", "--username")
     parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
@@ -92,8 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="check the options (topics, addresses, the password file, the TLS files, the output folder) and exit 0, "
-        "or 2 saying what is wrong, without connecting or writing: before a restart",
+        help="check the options and FILE (topics, addresses, the password file, the TLS files, the output folder) "
+        "and exit 0, or 2 saying what is wrong, without connecting or writing: before a restart",
     )
 
 
@@ -131,10 +145,15 @@ def check(args: argparse.Namespace) -> str:
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise RecorderError(f"--out {args.out}: {folder} is not a folder this user can write")
     topics = ",".join(args.topic or ["sensors/#"])
-    return f"configuration OK: broker {args.broker}; topics {topics}; out {args.out}; tls {'yes' if args.tls else 'no'}"
+    source = f" (from {args.config} and the command line)" if args.config else ""
+    return (
+        f"configuration OK{source}: broker {args.broker}; topics {topics}; out {args.out}; "
+        f"tls {'yes' if args.tls else 'no'}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    config.apply(args)  # the command line over --config over the defaults, into args
     log_to_stdout("host_bridge.recorder.recorder", args.log_format)
     try:
         broker = Destination.parse(args.broker)

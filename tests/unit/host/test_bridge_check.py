@@ -87,3 +87,33 @@ def test_the_recorder_checks_its_options_without_connecting_or_writing(tmp_path:
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
     under_file = record_check(tmp_path, "--broker", "127.0.0.1:1", "--out", str(blocker / "x"))
     assert under_file.returncode == 2 and "is not a folder this user can write" in under_file.stderr
+
+
+def test_the_recorder_takes_a_toml_file_and_the_command_line_wins_over_it(tmp_path: Path) -> None:
+    """`host-bridge record --config FILE`: its keys are the options', the command line wins over them, [tls] turns
+    TLS on; an unknown key, a wrong type or no broker anywhere is refused with the file and the key (exit 2)."""
+    out = tmp_path / "store"
+    config = tmp_path / "recorder.toml"
+    config.write_text(
+        f'broker = "127.0.0.1:1"\nout = "{out}"\ntopic = ["lab/#", "hall/+/t"]\nmetrics = "127.0.0.1:0"\n'
+    )
+    ok = record_check(tmp_path, "--config", str(config))
+    assert ok.returncode == 0, ok.stderr
+    assert f"configuration OK (from {config} and the command line): broker 127.0.0.1:1; topics lab/#,hall/+/t; " \
+           f"out {out}; tls no" in ok.stdout, ok.stdout  # fmt: skip
+    over = record_check(tmp_path, "--config", str(config), "--broker", "127.0.0.1:2", "--topic", "x/#")
+    assert over.returncode == 0 and "broker 127.0.0.1:2; topics x/#;" in over.stdout, over.stdout
+    tls = tmp_path / "tls.toml"
+    tls.write_text(config.read_text() + '[tls]\ncafile = "/nonexistent/ca.pem"\n')
+    refused = record_check(tmp_path, "--config", str(tls))
+    assert refused.returncode == 2 and "--tls:" in refused.stderr, refused.stderr  # [tls] on, its CA checked
+    for text, message in (
+        ('brokr = "127.0.0.1:1"\n', "unknown key brokr"),
+        (f'broker = "127.0.0.1:1"\nout = "{out}"\nkeepalive = "long"\n', "keepalive = 'long'"),
+        (f'out = "{out}"\n', "no broker: give --broker HOST:PORT"),
+    ):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        result = record_check(tmp_path, "--config", str(bad))
+        assert result.returncode == 2 and message in result.stderr, (text, result.stderr)
+        assert "Traceback" not in result.stderr

@@ -114,3 +114,12 @@ def test_the_example_bridge_toml_is_one_the_bridge_takes() -> None:
     path = REPO / "tools" / "systemd" / "bridge.toml"
     conf = load(path, tomllib.loads(path.read_text()))
     assert conf.metrics and conf.stats_every > 0 and any("*" in b.port for b in conf.board)
+
+
+def test_the_example_recorder_toml_is_one_the_recorder_takes_and_its_unit_reads_it() -> None:
+    from host_bridge.recorder.config import read
+
+    conf = read(REPO / "tools" / "systemd" / "recorder.toml")
+    assert conf.broker and conf.out and conf.confirm and conf.metrics and conf.mqtt_version == "5"
+    unit = (REPO / "tools" / "systemd" / "dmqtt-recorder.service").read_text()
+    assert "host-bridge record --config /etc/dmqtt/recorder.toml\n" in unit, unit
