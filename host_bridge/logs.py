@@ -30,10 +30,11 @@ EVENTS: dict[str, tuple[str, str]] = {
     "exit": ("run", "the bridge stopped, with its counters in total"),
     "reloaded": (
         "run",
-        "SIGHUP read the board list again: boards started and stopped, and the settings changed that only a "
-        "restart applies (`not_applied`; a warning when there are any)",
+        "SIGHUP read the config again and applied it: boards started and stopped, the settings changed "
+        "(`applied`), and any it could not apply (`not_applied`; a warning when there are any)",
     ),
-    "reload_failed": ("run", "SIGHUP's board list did not load; the running one is kept"),
+    "reload_failed": ("run", "SIGHUP's config did not load; everything running is kept"),
+    "metrics_not_moved": ("run", "SIGHUP's new metrics address could not be served; the old one is kept"),
     "broker_unreachable": ("run, record", "every attempt to reach the broker fails (said once), and what to check"),
     "broker_back": ("run", "the broker answers again, after how long"),
     "recovered": ("record", "at start: rows the last run had logged and not committed, now in the store"),

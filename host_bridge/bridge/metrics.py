@@ -81,7 +81,7 @@ def families(bridge: Bridge) -> Iterator[Metric]:
     )
     yield counter("dmqtt_bridge_broker_outages", "times the broker became unreachable", value=bridge.health.outages)
     pending = gauge(
-        "dmqtt_bridge_reload_not_applied", "1 for each setting a reload read changed and only a restart applies",
+        "dmqtt_bridge_reload_not_applied", "1 for each setting the last reload read changed and could not apply",
         ["setting"],
     )  # fmt: skip
     for setting in bridge.not_applied:

@@ -136,6 +136,10 @@ class BoardSession:
         self._ser: serial.Serial | None = None
         self._resets = 0
         self._log = logs.Board(log, self.board.name)
+        self._dest: Destination | None = None  # where the open TCP connection goes
+        self._broker_at_open: Destination | None = None  # the broker and TLS when it was opened
+        self._tls_at_open: TLSConfig | None = None
+        self._retargeted = threading.Event()  # a reload changed the broker, the allowed or TLS (retarget())
         self.client_id = ""  # the MQTT client id of the board's last CONNECT (what the board says it is)
         self.connected = False  # a TCP connection to the broker is open for the board
         self.present = False  # the board's serial port is open
@@ -143,6 +147,13 @@ class BoardSession:
         self._hello: codec_host.PacketDecoder | None = None
 
     # -- life cycle ------------------------------------------------------------------------------------------
+
+    def retarget(self, broker: Destination, allowed: frozenset[Destination], tls: TLSConfig | None) -> None:
+        """A reload's broker, allowed destinations and TLS (called from the main thread): new connections use
+        them at once; an open one they no longer describe is closed by the board's thread (_follow_reload), and
+        the board connects again, to the new broker, sending again from its journal what was not acknowledged."""
+        self.broker, self.allowed, self.tls = broker, allowed, tls
+        self._retargeted.set()
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -220,6 +231,8 @@ class BoardSession:
             # read, and must reach the broker before the connection is closed. (After "O" a board sends nothing
             # until the bridge answers, so no bytes of a new connection can be waiting here.)
             self._downstream(buf)
+            if self._retargeted.is_set():
+                self._follow_reload()
             self._read_control()
             if tcp is not None and tcp is self._tcp and ready.get(tcp.fileno(), 0) & ~select.POLLOUT:
                 self._upstream()
@@ -311,6 +324,7 @@ class BoardSession:
             self._reply(control.REFUSED, f"cannot reach {dest}: {exc.__class__.__name__}")
             return
         self._tcp = sock
+        self._dest, self._broker_at_open, self._tls_at_open = dest, self.broker, self.tls
         self.connected = True
         self._hello = codec_host.PacketDecoder(codec.V5, _HELLO_MAX)
         self.counters["connects"] += 1
@@ -318,6 +332,20 @@ class BoardSession:
             self.health.reached(dest)
         event(self._log, INFO, "connected", destination=dest, client_id=self.client_id or "-")
         self._reply(control.OPENED)
+
+    def _follow_reload(self) -> None:
+        """Close the open connection if the reload no longer describes it (another broker, a destination no
+        longer allowed, other TLS); the board is told, and opens a new one."""
+        self._retargeted.clear()
+        dest = self._dest
+        if self._tcp is None or dest is None:
+            return
+        if (
+            dest not in self.allowed
+            or (dest != self.broker and dest == self._broker_at_open)
+            or (self.tls != self._tls_at_open)
+        ):
+            self._close_tcp("reload: the broker, the allowed destinations or TLS changed")
 
     def _reply(self, kind: str, text: str = "") -> None:
         """Queue a control message for the board; sent ahead of MQTT bytes as the link window allows."""
@@ -338,6 +366,7 @@ class BoardSession:
         except OSError:
             pass
         self._tcp = None
+        self._dest = None
         self.connected = False
         self._hello = None
         self._pending_up = b""
@@ -475,7 +504,7 @@ class Bridge:
         self.sessions: dict[str, BoardSession] = {}
         self.threads: dict[str, threading.Thread] = {}
         self.gone = dict.fromkeys(COUNTERS, 0)  # what boards removed since the start had counted
-        self.not_applied: tuple[str, ...] = ()  # settings a reload read changed and only a restart applies
+        self.not_applied: tuple[str, ...] = ()  # settings the last reload read changed and could not apply
         self._lock = threading.Lock()
         self._started = False
 
@@ -513,6 +542,13 @@ class Bridge:
         check_names(boards)
         self.configured = list(boards)
         return self.scan()
+
+    def retarget(self, broker: Destination, allow: list[Destination], tls: TLSConfig | None) -> None:
+        """A reload's broker, allowed destinations and TLS, for every board now and every board that starts."""
+        with self._lock:
+            self.broker, self.allowed, self.tls = broker, frozenset([broker, *allow]), tls
+            for session in self.sessions.values():
+                session.retarget(self.broker, self.allowed, self.tls)
 
     def _start(self, board: BoardPort) -> None:
         session = BoardSession(board, self.broker, self.allowed, self.tls, self.health)

@@ -226,13 +226,9 @@ def run(args: argparse.Namespace) -> int:
     log_to_stdout("host_bridge", settings.log_format, level)
     root = logging.getLogger("host_bridge")
     bridge = Bridge(settings.boards, settings.broker, settings.allow, settings.tls)
-    server = None
+    live = Live(settings, None)
     if settings.metrics:
-        server = MetricsServer(
-            settings.metrics,
-            lambda: bridge_metrics.families(bridge),
-            lambda: bridge_metrics.health(bridge, settings.health_after),
-        )
+        live.server = _metrics_server(settings.metrics, bridge, live)
     preflight(
         settings.boards,
         settings.broker,
@@ -251,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         broker=settings.broker,
         allowed=",".join(str(a) for a in settings.allow) or "-",
         tls=bool(settings.tls),
-        metrics=server.address if server else "-",
+        metrics=live.server.address if live.server else "-",
     )
     watchdog = Watchdog()
     done = threading.Event()
@@ -259,11 +255,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         bridge.start()
         watcher.start()
-        if server is not None:
-            server.start()
+        if live.server is not None:
+            live.server.start()
         notify("READY=1", f"STATUS=serving {len(bridge.boards())} boards")
         next_stats = time.monotonic() + settings.stats_every if settings.stats_every else None
         while True:
+            every = live.settings.stats_every
             waits = [w for w in (watchdog.wait_s(), next_stats and next_stats - time.monotonic()) if w is not None]
             try:
                 signum = signals.get(timeout=max(0.0, min(waits)) if waits else None)
@@ -276,48 +273,93 @@ def run(args: argparse.Namespace) -> int:
                 if action == "stop":
                     break
                 if action == "reload":
-                    _reload(args, bridge, root, settings)
+                    _reload(args, bridge, root, live)
+                    if live.settings.stats_every != every:  # the counters' period, from now
+                        every = live.settings.stats_every
+                        next_stats = time.monotonic() + every if every else None
                 else:
                     bridge.report()
             if next_stats is not None and time.monotonic() >= next_stats:
                 bridge.report()
-                next_stats = time.monotonic() + settings.stats_every
+                next_stats = time.monotonic() + every
     finally:
         # Whatever ends the run (a signal, an error), the last counters are said once: each board's in its
         # `stopped` line, the totals in `exit`.
         notify("STOPPING=1")
         done.set()
         bridge.stop()
-        if server is not None:
-            server.stop()
+        if live.server is not None:
+            live.server.stop()
         event(root, logging.INFO, "exit", **bridge.totals())
     return 0
 
 
-# The settings a reload does not apply (a restart does): each one changed is named in the `reloaded` line and in
-# the dmqtt_bridge_reload_not_applied metric until the bridge restarts.
-_RESTART_ONLY = ("broker", "allow", "tls", "stats_every", "log_format", "metrics", "health_after")
+@dataclass
+class Live:
+    """What the running bridge serves with, which a reload replaces: its settings, and its metrics server."""
+
+    settings: Settings
+    server: MetricsServer | None
 
 
-def _reload(args: argparse.Namespace, bridge: Bridge, root: logging.Logger, running: Settings) -> None:
-    """SIGHUP: the board list read again (the config file and the command line); boards added start, boards
-    removed stop, the others go on untouched. A config that does not load leaves the running one as it is; a
-    changed setting that only a restart applies is named (bridge.not_applied), and the running one kept."""
+def _metrics_server(address: str, bridge: Bridge, live: Live) -> MetricsServer:
+    """The metrics server; its health check reads health_after from the live settings (a reload changes it)."""
+    return MetricsServer(
+        address,
+        lambda: bridge_metrics.families(bridge),
+        lambda: bridge_metrics.health(bridge, live.settings.health_after),
+    )
+
+
+# The settings a reload applies (besides the board list), each named in the `reloaded` line when it changed.
+_RELOADABLE = ("broker", "allow", "tls", "stats_every", "log_format", "metrics", "health_after")
+
+
+def _reload(args: argparse.Namespace, bridge: Bridge, root: logging.Logger, live: Live) -> None:
+    """SIGHUP: the config file and the command line read again, and applied. Boards added start, boards removed
+    stop, the others go on. A changed broker, allowed list or TLS retargets every board: a connection the new
+    settings no longer describe is closed, and its board connects again (to the new broker), sending again from
+    its journal what was not acknowledged, so nothing is lost. The counters' period, the log format and
+    health_after apply at once; a new metrics address opens a new server before the old one closes. A config
+    that does not load leaves everything as it is; a setting that cannot be applied (a metrics address that
+    cannot be bound) is named (bridge.not_applied) and the running one kept."""
+    running = live.settings
     try:
         new = _config(args)
         started, stopped = bridge.apply(new.boards)
     except HostBridgeError as exc:
         event(root, logging.ERROR, "reload_failed", error=str(exc), kept=len(bridge.boards()))
         return
-    bridge.not_applied = tuple(name for name in _RESTART_ONLY if getattr(new, name) != getattr(running, name))
+    changed = [name for name in _RELOADABLE if getattr(new, name) != getattr(running, name)]
+    not_applied = []
+    if {"broker", "allow", "tls"} & set(changed):
+        bridge.retarget(new.broker, new.allow, new.tls)
+    if "log_format" in changed:
+        log_to_stdout("host_bridge", new.log_format, root.level)
+    if "metrics" in changed:
+        try:
+            server = _metrics_server(new.metrics, bridge, live) if new.metrics else None
+            if server is not None:
+                server.start()
+        except HostBridgeError as exc:
+            event(root, logging.ERROR, "metrics_not_moved", error=str(exc), kept=running.metrics or "-")
+            not_applied.append("metrics")
+            new.metrics = running.metrics
+        else:
+            if live.server is not None:
+                live.server.stop()
+            live.server = server
+    live.settings = new
+    bridge.not_applied = tuple(not_applied)
     event(
         root,
-        logging.WARNING if bridge.not_applied else logging.INFO,
+        logging.WARNING if not_applied else logging.INFO,
         "reloaded",
         boards=len(bridge.boards()),
         started=",".join(started) or "-",
         stopped=",".join(stopped) or "-",
-        not_applied=",".join(bridge.not_applied) or "-",
-        **({"hint": "restart_to_apply"} if bridge.not_applied else {}),
+        applied=",".join(name for name in changed if name not in not_applied) or "-",
+        not_applied=",".join(not_applied) or "-",
+        **({"metrics": live.server.address} if "metrics" in changed and live.server else {}),
     )
     notify(f"STATUS=serving {len(bridge.boards())} boards")
