@@ -144,8 +144,12 @@ def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
     one does not exist or there are no rows."""
     require_input(spark, path)
     try:
-        # One read per folder, then a union: Spark's partition discovery refuses several roots in one read.
-        frames = [spark.read.schema(spark_schema()).parquet(one) for one in input_paths(path)]
+        # One read per folder, then a union: Spark's partition discovery refuses several roots in one read. Each
+        # folder's rows once by `arrival` (unique in a folder): a read in the instant between a compaction's rename
+        # and its removal of the files it replaced sees those rows twice (docs/telemetry-parquet.md).
+        frames = [
+            spark.read.schema(spark_schema()).parquet(one).dropDuplicates(["arrival"]) for one in input_paths(path)
+        ]
         df = frames[0]
         for more in frames[1:]:
             df = df.unionByName(more)

@@ -58,6 +58,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "subscribed_below_qos2": ("record", "the broker granted less than QoS 2: the audit cannot judge exactly once"),
     "client_id_changed": ("record", "the recorder's client id differs from the one its store kept"),
     "progress": ("record", "what the recorder received and committed (every stats_every)"),
+    "maintained": ("record", "the store kept small: files of closed days compacted, days past --retain-days dropped"),
+    "maintenance_failed": ("record", "a compaction or a drop failed; the store is as it was, tried again later"),
     "store_failed": ("record", "a commit to the store failed (a full disk, say): the recorder disconnects"),
     "store_still_failing": ("record", "the store still fails"),
     "store_recovered": ("record", "the store takes commits again"),

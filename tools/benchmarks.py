@@ -41,6 +41,7 @@ import bench_pipeline
 import bench_recorder
 import bench_serial
 import bench_stalls
+import bench_store
 import flash_cost
 from bench_report import Goal, Section, table
 
@@ -66,6 +67,7 @@ FIGURES: dict[str, ModuleType] = {
     "energy": bench_energy,
     "install": bench_install,
     "idioms": bench_idioms,
+    "store": bench_store,
 }
 WIDTH = 118  # the docs' line width
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")

@@ -41,6 +41,8 @@ class RecorderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     password_file: str | None = None
     wait: Seconds | None = None
     log_format: Literal["logfmt", "json"] = "logfmt"
+    compact: bool = True
+    retain_days: Positive | None = None
     tls: TLSSection | None = None
 
 
@@ -80,6 +82,8 @@ def apply(args: argparse.Namespace) -> None:
         args.cafile = args.cafile or section.cafile
         args.certfile = args.certfile or section.certfile
         args.keyfile = args.keyfile or section.keyfile
+    if args.retain_days is not None and args.retain_days < 1:
+        raise RecorderError(f"--retain-days {args.retain_days}: at least 1 (today's data is never dropped)")
     for name, option in (("broker", "--broker HOST:PORT"), ("out", "--out DIR")):
         if getattr(args, name) is None:
             raise RecorderError(f'no {name}: give {option} or {name} = "..." in the config file')

@@ -97,6 +97,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"at most one confirmation per board per S seconds (default {d.confirm_every:g})",
     )
+    parser.add_argument(
+        "--compact",
+        action=argparse.BooleanOptionalAction,
+        help="compact each closed day's files into one, a day at a time between commits (default: on; "
+        "docs/telemetry-parquet.md)",
+    )
+    parser.add_argument(
+        "--retain-days",
+        type=int,
+        metavar="N",
+        help="drop the days more than N days before today (UTC; default: keep everything)",
+    )
     parser.add_argument("-u", "--username")
     parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
     parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")

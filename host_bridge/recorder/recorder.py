@@ -15,6 +15,7 @@ import signal
 import socket
 import ssl
 import time
+from datetime import UTC, datetime
 from logging import DEBUG, ERROR, INFO, WARNING
 
 from dmqtt import codec
@@ -170,6 +171,7 @@ class Recorder:
         self.backoff = 0.5
         self.received = 0
         self.last_commit = time.monotonic()
+        self.maintain_at = 0.0  # the first commit after a start maintains the store
         self.store_broken: str | None = None  # the storage condition that stopped acknowledgements, if any
         self.commit_failing: str | None = None
         self.reload_at = 0.0
@@ -393,7 +395,28 @@ class Recorder:
             if self.commit_failing is not None:
                 event(log, INFO, "commit_recovered")
                 self.commit_failing = None
+            self._maintain()
         self.last_commit = time.monotonic()
+
+    MAINTAIN_EVERY = 600.0  # seconds between maintenance passes (one closed day compacted a pass)
+
+    def _maintain(self) -> None:
+        """Right after a commit, every MAINTAIN_EVERY (and at the first commit after a start): days past
+        --retain-days dropped, one closed day with several files compacted (TelemetryStore.maintain). A failure
+        is said and tried again at the next pass; what was stored stays as it was (docs/telemetry-parquet.md)."""
+        if self.store.pending or time.monotonic() < self.maintain_at:
+            return
+        self.maintain_at = time.monotonic() + self.MAINTAIN_EVERY
+        today = datetime.now(UTC).date().isoformat()
+        try:
+            done = self.store.maintain(today, self.args.retain_days, max_days=1 if self.args.compact else 0)
+        except StoreWriteError as exc:
+            self._store_failed(exc)
+        except (OSError, RecorderError) as exc:
+            event(log, ERROR, "maintenance_failed", error=str(exc), retry_in=f"{self.MAINTAIN_EVERY:.0f}s")
+        else:
+            if done["compacted"] or done["dropped"]:
+                event(log, INFO, "maintained", compacted_files=done["compacted"], dropped_days=done["dropped"])
 
     def _signal(self, signum: int) -> None:
         """A signal, in the loop: SIGINT and SIGTERM stop (the last rows committed, the counters said), SIGHUP

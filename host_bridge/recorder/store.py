@@ -22,14 +22,17 @@ import os
 from base64 import b64decode, b64encode
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dmqtt_telemetry import format as telemetry
 from host_bridge.errors import HostBridgeError
 from host_bridge.recorder.confirmation import Ledger
 from host_bridge.recorder.session import ReceiveSession
+
+if TYPE_CHECKING:
+    import pyarrow
 
 WAL_FORMAT = 1
 
@@ -78,7 +81,6 @@ class ReceivedPublish:
 def write_parquet(deliveries: list[ReceivedPublish], path: Path) -> None:
     """The rows of `deliveries` into one Parquet file at `path`, fsynced."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = telemetry.arrow_schema()
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
@@ -89,11 +91,26 @@ def write_parquet(deliveries: list[ReceivedPublish], path: Path) -> None:
         )  # fmt: skip
         for name in schema.names:
             columns[name].append(row[name])
-    table = pa.table(columns, schema=schema)
+    write_table(pa.table(columns, schema=schema), path)
+
+
+def write_table(table: pyarrow.Table, path: Path) -> None:
+    """`table` into one Parquet file at `path` (zstd), fsynced."""
+    import pyarrow.parquet as pq
+
     with open(path, "wb") as f:
         pq.write_table(table, f, compression="zstd")
         f.flush()
         os.fsync(f.fileno())
+
+
+def read_files(files: list[Path]) -> pyarrow.Table:
+    """The rows of committed files, in the current schema (files from before a column read it as null), in
+    arrival order."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset([str(f) for f in files], schema=telemetry.arrow_schema(), format="parquet").to_table()
+    return table.sort_by("arrival")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -260,6 +277,80 @@ class TelemetryStore:
         self._new_generation()
         return finals
 
+    # -- keeping the store small: compaction and retention --------------------------------------------------
+
+    def maintain(self, today: str, retain_days: int | None = None, max_days: int = 1) -> dict[str, int]:
+        """Run right after a commit (the log then holds no delivery). With `retain_days`, the days more than that
+        many days before `today` (UTC, YYYY-MM-DD) are dropped; then up to `max_days` closed days (before today)
+        with more than one file are each compacted into one, in arrival order, so that a reader opens a file a
+        day. Each step is one log generation of its own with a record in the log as its atomic point, finished
+        by a restart that finds it (docs/telemetry-parquet.md). -> {"dropped": days, "compacted": files}."""
+        if self.pending:
+            raise RecorderError("maintain() runs between commits: deliveries are waiting in the log")
+        done = {"dropped": 0, "compacted": 0}
+        days = sorted(p.name.split("=", 1)[1] for p in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*") if p.is_dir())
+        if retain_days is not None:
+            cutoff = (datetime.fromisoformat(today) - timedelta(days=retain_days)).date().isoformat()
+            old = [day for day in days if day < cutoff]
+            if old:
+                self._log_step({"drop": [str(telemetry.partition_dir(self.out, d).relative_to(self.out)) for d in old]})
+                self._finish_drop(old)
+                self._new_generation()
+                done["dropped"] = len(old)
+                days = [day for day in days if day >= cutoff]
+        compacted_days = 0
+        for day in [d for d in days if d < today]:
+            if compacted_days >= max_days:
+                break
+            files = sorted(telemetry.partition_dir(self.out, day).glob("part-*-*.parquet"))
+            if len(files) < 2:
+                continue
+            into = telemetry.part_file(self.out, day, self.generation, 0)
+            try:
+                write_table(read_files(files), self._temp(into))
+            except OSError:
+                self._temp(into).unlink(missing_ok=True)  # no record names it: the day stays as it was
+                raise
+            self._log_step(
+                {
+                    "compact": {
+                        "into": str(into.relative_to(self.out)),
+                        "from": [str(f.relative_to(self.out)) for f in files],
+                    }
+                }
+            )
+            self._finish_compaction(into, files)
+            self._new_generation()
+            done["compacted"] += len(files)
+            compacted_days += 1
+        return done
+
+    def _log_step(self, record: dict[str, Any]) -> None:
+        """A maintenance step's record, durable: from here on a restart finishes the step."""
+        self._append(record)
+        self.sync()
+
+    def _finish_compaction(self, into: Path, files: list[Path]) -> None:
+        temp = self._temp(into)
+        if temp.exists():
+            os.replace(temp, into)
+        elif not into.exists():
+            raise RecorderError(f"{into} is named by a compaction but neither it nor its temporary file exists")
+        _fsync_dir(into.parent)
+        for old in files:
+            if old != into:
+                old.unlink(missing_ok=True)  # (a reader between the rename and here sees rows twice: dedup on arrival)
+        _fsync_dir(into.parent)
+
+    def _finish_drop(self, days: list[str]) -> None:
+        for day in days:
+            folder = telemetry.partition_dir(self.out, day)
+            for f in folder.glob("*"):
+                f.unlink(missing_ok=True)
+            if folder.exists():
+                folder.rmdir()
+        _fsync_dir(self.out)
+
     def close(self) -> None:
         if self._wal is not None:
             self._wal.close()
@@ -317,6 +408,7 @@ class TelemetryStore:
         were not yet in Parquet (now written)."""
         committed: list[str] = []
         logged = 0
+        self._steps: list[dict[str, Any]] = []  # maintenance steps the log names (at most one a generation)
         if self.wal_path.exists():
             committed = self._replay()
             logged = len(self.pending)
@@ -328,9 +420,16 @@ class TelemetryStore:
             self.generation = max((int(f.name.split("-")[1]) for f in existing), default=0)
             self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
         named = {self._temp(self.out / name) for name in committed}
+        named |= {self._temp(self.out / step["compact"]["into"]) for step in self._steps if "compact" in step}
         for stray in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*/.*.tmp"):
             if stray not in named:
                 stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
+        for step in self._steps:  # a maintenance step a crash interrupted: finished as it began
+            if "compact" in step:
+                into = self.out / step["compact"]["into"]
+                self._finish_compaction(into, [self.out / name for name in step["compact"]["from"]])
+            else:
+                self._finish_drop([name.split("=", 1)[1] for name in step["drop"]])
         if committed:
             self._finish_commit([self.out / name for name in committed])
             self.pending = []
@@ -380,6 +479,8 @@ class TelemetryStore:
                 self.session.release(record["rel"])
             elif "commit" in record:
                 committed = record["commit"]
+            elif "compact" in record or "drop" in record:
+                self._steps.append(record)
         if end < len(data):
             os.truncate(self.wal_path, end)  # drop the torn tail so that later records follow whole ones
         return committed

@@ -123,6 +123,39 @@ def test_unparsable_payloads_are_kept_with_the_reason(tmp_path: Path, mosquitto:
     assert [r["parse_error"] for r in rows] == ["payload is not UTF-8", "no boot; no seq; no t; no reading", None]
 
 
+def test_the_recorder_compacts_closed_days_and_drops_days_past_its_retention(
+    tmp_path: Path, mosquitto: Mosquitto
+) -> None:
+    """A store with three files on each of two past days (as months of a running recorder leave it): at its first
+    commit the recorder drops the day past --retain-days and compacts the other into one file, rows unchanged."""
+    from datetime import UTC, datetime
+
+    from dmqtt_telemetry import format as telemetry_format
+    from host_bridge.recorder.store import TelemetryStore
+    from tests.unit.telemetry.test_store_maintenance import fill
+
+    out = tmp_path / "rec"
+    store = TelemetryStore(out)
+    seq = fill(store, 0, 3, 4, 0)  # 2026-11-20
+    fill(store, 1, 3, 4, seq)  # 2026-11-21
+    store.close()
+    kept = read_rows(out)[12:]
+    days = (datetime.now(UTC).date() - datetime(2026, 11, 21).date()).days  # so that 11-21 is kept, 11-20 not
+    recorder = RecorderProcess(out, mosquitto.address, "--topic", "odd/#", "--retain-days", str(days))
+    recorder.wait_connected()
+    pub = connected_publisher(mosquitto.address, "maint-publisher")
+    pub.publish("odd/t", telemetry(0, "today"), qos=1).wait_for_publish()
+    pub.loop_stop()
+    pub.disconnect()
+    recorder.wait_for("event=maintained")
+    assert recorder.stop() == 0
+    assert "compacted_files=3 dropped_days=1" in recorder.text(), recorder.text()[-2000:]
+    assert not telemetry_format.partition_dir(out, "2026-11-20").exists()
+    assert len(list(telemetry_format.partition_dir(out, "2026-11-21").glob("*.parquet"))) == 1
+    rows = read_rows(out)
+    assert rows[:12] == kept and rows[12]["payload"] == telemetry(0, "today")
+
+
 def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosquitto) -> None:
     """A publisher sends MESSAGES QoS 1 and MESSAGES QoS 2 messages while the recorder is SIGKILLed KILLS times at
     random moments and started again (`make soak` kills it 60 times over more messages). Every message is
