@@ -50,8 +50,18 @@ system-deps:
 	fi
 
 # The tests also look at the report in a real headless browser: Chromium from Debian's packages (its headless
-# shell where the distribution has one, else chromium), only when missing.
+# shell where the distribution has one, else chromium), only when missing. And they load docs/metrics.md's alert
+# rules into Prometheus's own checker: promtool, taken out of Debian's prometheus package into build/promtool
+# (downloaded, not installed: no Prometheus service on the machine), when no promtool is on the PATH.
+PROMTOOL := build/promtool/usr/bin/promtool
+
 test-deps: system-deps
+	@if ! command -v promtool >/dev/null && [ ! -x $(PROMTOOL) ]; then \
+		echo "fetching promtool (Debian's prometheus package, extracted into build/promtool)"; \
+		rm -rf build/promtool && mkdir -p build/promtool && cd build/promtool && \
+		{ apt-get download prometheus >/dev/null 2>&1 || { $(SUDO) apt-get update -q && apt-get download prometheus; }; } && \
+		dpkg-deb -x prometheus_*.deb . && rm -f prometheus_*.deb usr/bin/prometheus; \
+	fi
 	@if ! command -v chromium-headless-shell >/dev/null && ! command -v chromium >/dev/null; then \
 		pkg=chromium; apt-cache show chromium-headless-shell >/dev/null 2>&1 && pkg=chromium-headless-shell; \
 		echo "installing $$pkg (apt-get)"; \
