@@ -91,13 +91,13 @@ def families(bridge: Bridge) -> Iterator[Metric]:
 
 def health(bridge: Bridge, after_s: float) -> tuple[bool, str]:
     """/healthz: unhealthy once the broker has been unreachable for more than after_s seconds, and degraded while
-    boards are configured and not one of their ports is present (nothing is being relayed)."""
+    ports or patterns are configured and no board is present behind any of them (nothing is being relayed)."""
     down = bridge.health.unreachable_for()
     if down > after_s:
         return False, f"broker {bridge.broker} unreachable for {down:.0f} s"
     sessions = bridge.boards()
-    if sessions and not any(s.present for s in sessions):
-        return False, f"degraded: none of the {len(sessions)} configured boards' serial ports is present"
+    if bridge.configured and not any(s.present for s in sessions):
+        return False, f"degraded: no board present behind the {len(bridge.configured)} configured ports and patterns"
     return True, f"ok: {len(sessions)} boards, broker {bridge.broker}" + (
         f" unreachable for {down:.0f} s" if down else ""
     )

@@ -26,7 +26,7 @@ def test_no_board_present_is_degraded_and_a_port_that_appears_is_present(tmp_pat
     bridge.start()
     try:
         ok, why = health(bridge, after_s=60)
-        assert not ok and why.startswith("degraded: none of the 1 configured boards"), why
+        assert not ok and why.startswith("degraded: no board present behind the 1 configured"), why
         assert present(bridge) == {"a": 0}
         link.symlink_to(os.ttyname(slave))  # the board plugged in: its session opens it within a second
         deadline = time.monotonic() + 30
@@ -63,6 +63,26 @@ def test_every_configured_port_and_pattern_has_a_series_present_or_not(tmp_path:
             assert time.monotonic() < deadline, port_boards(bridge)
             time.sleep(0.05)
         assert port_boards(bridge)[str(fixed)] == 0
+    finally:
+        bridge.stop()
+        os.close(master)
+        os.close(slave)
+
+
+def test_a_pattern_with_nothing_plugged_in_is_degraded_too(tmp_path: Path) -> None:
+    """Only a hotplug pattern configured, and nothing matches it: no session at all, and still nothing relayed."""
+    bridge = Bridge([BoardPort("usb", str(tmp_path / "usb-*"))], Destination.parse("127.0.0.1:1"), [], None)
+    bridge.start()
+    try:
+        ok, why = health(bridge, after_s=60)
+        assert not ok and why.startswith("degraded: no board present"), why
+        master, slave = pty.openpty()
+        (tmp_path / "usb-1").symlink_to(os.ttyname(slave))  # a board plugged in, matching the pattern
+        bridge.scan()
+        deadline = time.monotonic() + 30
+        while not health(bridge, after_s=60)[0]:
+            assert time.monotonic() < deadline, "the plugged-in board never counted as present"
+            time.sleep(0.05)
     finally:
         bridge.stop()
         os.close(master)
