@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compact",
         action=argparse.BooleanOptionalAction,
-        help="compact each closed day's files into one, a day at a time between commits (default: on; "
+        help="compact each closed day's files (a million rows a file), a day at a time between commits (default: on; "
         "docs/telemetry-parquet.md)",
     )
     parser.add_argument(

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     import pyarrow
 
 WAL_FORMAT = 1
+# A compacted day's rows per file: about 50 to 100 MB of this schema with zstd, the size Spark reads best (its
+# partitions are 128 MB); a day of a few boards is one file.
+COMPACT_ROWS = 1_000_000
 
 
 class RecorderError(HostBridgeError):
@@ -102,6 +105,13 @@ def write_table(table: pyarrow.Table, path: Path) -> None:
         pq.write_table(table, f, compression="zstd")
         f.flush()
         os.fsync(f.fileno())
+
+
+def _footer_rows(files: list[Path]) -> int:
+    """How many rows the files hold, from their footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
 def read_files(files: list[Path]) -> pyarrow.Table:
@@ -279,12 +289,15 @@ class TelemetryStore:
 
     # -- keeping the store small: compaction and retention --------------------------------------------------
 
-    def maintain(self, today: str, retain_days: int | None = None, max_days: int = 1) -> dict[str, int]:
+    def maintain(
+        self, today: str, retain_days: int | None = None, max_days: int = 1, rows_per_file: int = COMPACT_ROWS
+    ) -> dict[str, int]:
         """Run right after a commit (the log then holds no delivery). With `retain_days`, the days more than that
         many days before `today` (UTC, YYYY-MM-DD) are dropped; then up to `max_days` closed days (before today)
-        with more than one file are each compacted into one, in arrival order, so that a reader opens a file a
-        day. Each step is one log generation of its own with a record in the log as its atomic point, finished
-        by a restart that finds it (docs/telemetry-parquet.md). -> {"dropped": days, "compacted": files}."""
+        with more files than their rows need are compacted: their rows, in arrival order, into files of
+        `rows_per_file` rows (the last one fewer), so that a reader opens a file or a few a day. Each step is one log
+        generation of its own with a record in the log as its atomic point, finished by a restart that finds it
+        (docs/telemetry-parquet.md). -> {"dropped": days, "compacted": files replaced}."""
         if self.pending:
             raise RecorderError("maintain() runs between commits: deliveries are waiting in the log")
         done = {"dropped": 0, "compacted": 0}
@@ -303,18 +316,13 @@ class TelemetryStore:
             if compacted_days >= max_days:
                 break
             files = sorted(telemetry.partition_dir(self.out, day).glob("part-*-*.parquet"))
-            if len(files) < 2:
-                continue
-            into = telemetry.part_file(self.out, day, self.generation, 0)
-            try:
-                write_table(read_files(files), self._temp(into))
-            except OSError:
-                self._temp(into).unlink(missing_ok=True)  # no record names it: the day stays as it was
-                raise
+            if len(files) <= -(-_footer_rows(files) // rows_per_file):
+                continue  # as few files as its rows need: compacted already
+            into = self._compact(day, files, rows_per_file)
             self._log_step(
                 {
                     "compact": {
-                        "into": str(into.relative_to(self.out)),
+                        "into": [str(f.relative_to(self.out)) for f in into],
                         "from": [str(f.relative_to(self.out)) for f in files],
                     }
                 }
@@ -325,22 +333,39 @@ class TelemetryStore:
             compacted_days += 1
         return done
 
+    def _compact(self, day: str, files: list[Path], rows_per_file: int) -> list[Path]:
+        """The day's rows written, in arrival order, to temporary files of rows_per_file rows; -> the final names."""
+        table = read_files(files)
+        into = [
+            telemetry.part_file(self.out, day, self.generation, i)
+            for i in range(max(1, -(-table.num_rows // rows_per_file)))
+        ]
+        try:
+            for i, final in enumerate(into):
+                write_table(table.slice(i * rows_per_file, rows_per_file), self._temp(final))
+        except OSError:
+            for final in into:
+                self._temp(final).unlink(missing_ok=True)  # no record names them: the day stays as it was
+            raise
+        return into
+
     def _log_step(self, record: dict[str, Any]) -> None:
         """A maintenance step's record, durable: from here on a restart finishes the step."""
         self._append(record)
         self.sync()
 
-    def _finish_compaction(self, into: Path, files: list[Path]) -> None:
-        temp = self._temp(into)
-        if temp.exists():
-            os.replace(temp, into)
-        elif not into.exists():
-            raise RecorderError(f"{into} is named by a compaction but neither it nor its temporary file exists")
-        _fsync_dir(into.parent)
+    def _finish_compaction(self, into: list[Path], files: list[Path]) -> None:
+        for final in into:
+            temp = self._temp(final)
+            if temp.exists():
+                os.replace(temp, final)
+            elif not final.exists():
+                raise RecorderError(f"{final} is named by a compaction but neither it nor its temporary file exists")
+        _fsync_dir(into[0].parent)
         for old in files:
-            if old != into:
+            if old not in into:
                 old.unlink(missing_ok=True)  # (a reader between the rename and here sees rows twice: dedup on arrival)
-        _fsync_dir(into.parent)
+        _fsync_dir(into[0].parent)
 
     def _finish_drop(self, days: list[str]) -> None:
         for day in days:
@@ -420,13 +445,15 @@ class TelemetryStore:
             self.generation = max((int(f.name.split("-")[1]) for f in existing), default=0)
             self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
         named = {self._temp(self.out / name) for name in committed}
-        named |= {self._temp(self.out / step["compact"]["into"]) for step in self._steps if "compact" in step}
+        named |= {
+            self._temp(self.out / name) for step in self._steps if "compact" in step for name in step["compact"]["into"]
+        }
         for stray in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*/.*.tmp"):
             if stray not in named:
                 stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
         for step in self._steps:  # a maintenance step a crash interrupted: finished as it began
             if "compact" in step:
-                into = self.out / step["compact"]["into"]
+                into = [self.out / name for name in step["compact"]["into"]]
                 self._finish_compaction(into, [self.out / name for name in step["compact"]["from"]])
             else:
                 self._finish_drop([name.split("=", 1)[1] for name in step["drop"]])

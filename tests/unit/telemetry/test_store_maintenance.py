@@ -128,3 +128,21 @@ def test_a_crash_anywhere_in_a_retention_drop_finishes_it(tmp_path: Path, point:
     store.close()
     assert not telemetry.partition_dir(out, "2026-11-20").exists()
     assert [r["seq"] for r in read_rows(out)] == list(range(12, 16))
+
+
+def test_a_day_larger_than_the_size_target_is_compacted_into_files_of_that_many_rows(tmp_path: Path) -> None:
+    store = TelemetryStore(tmp_path)
+    fill(store, 0, 4, 4, 0)  # 16 rows in 4 files
+    before = read_rows(tmp_path)
+    assert store.maintain("2026-11-22", rows_per_file=6) == {"dropped": 0, "compacted": 4}
+    sizes = [len(read_rows_of(f)) for f in sorted(telemetry.partition_dir(tmp_path, "2026-11-20").glob("*.parquet"))]
+    assert sizes == [6, 6, 4], sizes
+    assert store.maintain("2026-11-22", rows_per_file=6)["compacted"] == 0  # as few files as its rows need
+    store.close()
+    assert read_rows(tmp_path) == before
+
+
+def read_rows_of(path: Path) -> list[dict[str, object]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
