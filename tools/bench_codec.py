@@ -27,9 +27,11 @@ def workload() -> None:
     payload = b'{"dev":"dev1","seq":1,"reading":21.5}' * 3
     start = now_us()
     for i in range(ROUNDS):
-        codec.write_publish(topic, payload, 1, i % 65535 + 1, False, False, codec.V311, None, out)
+        codec.write_publish(topic, payload, 1 << codec.QOS_SHIFT, i % 65535 + 1, codec.V311, None, out)
     encode_us = now_us() - start
-    stream = codec.write_publish(topic, payload, 1, 1, False, False, codec.V311) + codec.encode_ack(codec.PUBACK, 1)
+    stream = codec.write_publish(topic, payload, 1 << codec.QOS_SHIFT, 1, codec.V311) + codec.encode_ack(
+        codec.PUBACK, 1
+    )
     decoder = codec.StreamDecoder(codec.V311, 1024, 1024)
     start = now_us()
     for _ in range(ROUNDS // 2):

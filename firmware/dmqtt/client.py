@@ -403,8 +403,16 @@ class MQTTClient:
             wire = session.wire_topic(topic)
             self.write_packet(
                 codec.write_publish(
-                    wire, payload, 0, 0, retain, False, self.version, None, self.tx_buf, 0, session.wire_alias
-                )
+                    wire,
+                    payload,
+                    codec.RETAIN_FLAG if retain else 0,
+                    0,
+                    self.version,
+                    None,
+                    self.tx_buf,
+                    0,
+                    session.wire_alias,
+                )  # fmt: skip
             )
             if mark is not None:
                 session.note_mark(mark)

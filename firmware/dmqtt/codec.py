@@ -54,6 +54,12 @@ PINGRESP = const(13)
 DISCONNECT = const(14)
 AUTH = const(15)  # MQTT 5.0 only
 
+# A PUBLISH's flags (the low nibble of its first byte, [MQTT-2.1.3-1]): RETAIN, the QoS (shifted by QOS_SHIFT) and
+# DUP, as write_publish takes them in one int.
+RETAIN_FLAG = const(0x01)
+QOS_SHIFT = const(1)
+DUP_FLAG = const(0x08)
+
 # MQTT 5.0 reason codes (MQTT 5.0 section 2.4) that the codec, the session or the client send or act on.
 SUCCESS = const(0x00)
 NO_MATCHING_SUBSCRIBERS = const(0x10)
@@ -433,10 +439,8 @@ def publish_size(topic_len, payload_len, qos, version):
 def write_publish(
     topic: "Bytes",
     payload: "Bytes",
-    qos: int,
+    flags: int,
     pid: int,
-    retain: bool,
-    dup: bool,
     version: int,
     props: "Props" = None,
     into: "bytearray | memoryview | None" = None,
@@ -447,7 +451,9 @@ def write_publish(
     resends journaled messages with this, the topic a memoryview into the journal's read buffer. Written out
     rather than through the put_ helpers: it runs for every message, and on MicroPython each call costs more than
     the bytes it writes. alias: a 5.0 Topic Alias (0: none), written without the general property encoder, which
-    allocates (a sorted list, a tuple per property) and took four times the rest of the packet's time."""
+    allocates (a sorted list, a tuple per property) and took four times the rest of the packet's time. flags:
+    RETAIN_FLAG, the QoS << QOS_SHIFT and DUP_FLAG, or-ed: the fixed header's flags as the wire has them."""
+    qos = (flags >> QOS_SHIFT) & 3
     tlen = len(topic)
     if version == V5:
         if alias and props:
@@ -462,7 +468,7 @@ def write_publish(
         pblock = 0
     remaining = 2 + tlen + (2 if qos else 0) + pblock + len(payload)
     buf = start_packet(into, remaining, at)
-    buf[at] = 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0)
+    buf[at] = 0x30 | flags
     if remaining < 128:
         buf[at + 1] = remaining
         pos = at + 2

@@ -28,6 +28,9 @@ PINGREQ: Final[int]
 PINGRESP: Final[int]
 DISCONNECT: Final[int]
 AUTH: Final[int]
+RETAIN_FLAG: Final[int]
+QOS_SHIFT: Final[int]
+DUP_FLAG: Final[int]
 
 SUCCESS: Final[int]
 NO_MATCHING_SUBSCRIBERS: Final[int]
@@ -84,10 +87,8 @@ def publish_size(topic_len: int, payload_len: int, qos: int, version: int) -> in
 def write_publish(
     topic: _Bytes,
     payload: _Bytes,
-    qos: int,
+    flags: int,
     pid: int,
-    retain: bool,
-    dup: bool,
     version: int,
     props: _Props = None,
     into: None = None,
@@ -96,10 +97,8 @@ def write_publish(
 def write_publish(
     topic: _Bytes,
     payload: _Bytes,
-    qos: int,
+    flags: int,
     pid: int,
-    retain: bool,
-    dup: bool,
     version: int,
     props: _Props,
     into: _Buffer,

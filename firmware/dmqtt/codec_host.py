@@ -42,7 +42,8 @@ def encode_publish(
         codec.check_pid(pid)
     aliased = version == codec.V5 and props is not None and codec.TOPIC_ALIAS in props
     data = codec.check_topic(topic, aliased)
-    return codec.write_publish(data, payload, qos, pid, retain, dup, version, props, into)
+    flags = qos << codec.QOS_SHIFT | (codec.RETAIN_FLAG if retain else 0) | (codec.DUP_FLAG if dup else 0)
+    return codec.write_publish(data, payload, flags, pid, version, props, into)
 
 
 def decode_ack(ptype, body, version=codec.V311):

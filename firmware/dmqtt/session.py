@@ -477,13 +477,14 @@ class Session:
             self.retain_cleared += 1
         pid = self._pid[i]
         props = None if self.resent_props is None else self.resent_props(body)
+        flags = qos << codec.QOS_SHIFT | (codec.RETAIN_FLAG if retain else 0)
+        if resend and qos:
+            flags |= codec.DUP_FLAG  # a copy sent again [MQTT-3.3.1-1]
         n = codec.write_publish(
             self.wire_topic(topic),
             payload,
-            qos,
+            flags,
             pid if qos else 0,
-            retain,
-            resend and qos > 0,
             self.version,
             props,
             buf,

@@ -13,7 +13,7 @@ acks = [codec.encode_ack(codec.PUBACK, pid) for pid in range(1, ROUNDS + 1)]
 
 
 def hot_path(pid, ack):
-    n = codec.write_publish(topic, payload, 1, pid, False, False, codec.V311, None, out)
+    n = codec.write_publish(topic, payload, 1 << codec.QOS_SHIFT, pid, codec.V311, None, out)
     decoder.feed(ack)
     return n + codec.check_ack(decoder.ptype, decoder.body, codec.V311) + codec.ack_reason(decoder.body)
 

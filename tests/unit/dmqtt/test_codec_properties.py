@@ -62,12 +62,12 @@ def test_a_topic_alias_given_apart_is_the_property_it_stands_for(
     gives the bytes of the same PUBLISH with a Topic Alias property [MQTT-3.3.2-8], alone or beside others."""
     out = bytearray(2048)
     pid = pid if qos else 0
-    n = codec.write_publish(b"", payload, qos, pid, False, False, codec.V5, props or None, out, 0, alias)
+    n = codec.write_publish(b"", payload, qos << codec.QOS_SHIFT, pid, codec.V5, props or None, out, 0, alias)
     assert bytes(out[:n]) == codec.encode_publish("", payload, qos, pid, False, False, codec.V5, {**props, 0x23: alias})
     p = one_packet(bytes(out[:n]), codec.V5)
     assert p.props[0x23] == alias and p.payload == payload
     with pytest.raises(codec.CodecError):
-        codec.write_publish(b"t", payload, qos, pid, False, False, codec.V311, None, out, 0, alias)
+        codec.write_publish(b"t", payload, qos << codec.QOS_SHIFT, pid, codec.V311, None, out, 0, alias)
 
 
 @given(st.sampled_from([codec.PUBACK, codec.PUBREC, codec.PUBREL, codec.PUBCOMP]), pids, st.data())
