@@ -1,11 +1,14 @@
-"""The README reads in short sentences: a median of 18 words a sentence or fewer, one idea a sentence, lists where a
-sentence would chain colons. Counted as a reader meets the prose: headings, tables, code blocks and HTML comments
-left out; a code span or a link's text is read as written, a list item is a sentence of its own."""
+"""The README and the pages a newcomer reads first read in short sentences: a median of 18 words a sentence or
+fewer, one idea a sentence, lists where a sentence would chain colons. Counted as a reader meets the prose:
+headings, tables, code blocks and HTML comments left out; a code span or a link's text is read as written, a list
+item is a sentence of its own."""
 
 from __future__ import annotations
 
 import re
 import statistics
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -44,9 +47,14 @@ def sentence_lengths(markdown: str) -> list[int]:
     return lengths
 
 
-def test_the_readme_median_sentence_is_18_words_or_fewer() -> None:
-    lengths = sentence_lengths((REPO / "README.md").read_text())
-    assert len(lengths) > 100, len(lengths)
+# The first pages rewritten so far (docs/client.md, low-power.md and virtual-board.md are not yet).
+FIRST_PAGES = ("README.md", "docs/promise.md", "docs/hil-bench.md")
+
+
+@pytest.mark.parametrize("page", FIRST_PAGES)
+def test_the_median_sentence_is_18_words_or_fewer(page: str) -> None:
+    lengths = sentence_lengths((REPO / page).read_text())
+    assert len(lengths) > 20, len(lengths)
     assert statistics.median(lengths) <= 18, statistics.median(lengths)
 
 
