@@ -89,6 +89,13 @@ _HELD = const(2)  # Session.rx_handled: the application has the message and has 
 _WIFI_MS = const(50)  # between checks of a WiFi link that is down
 _NO_TIMER_MS = const(600000)  # the connection task's longest sleep when no timer is due (keepalive 0)
 _TEND_MS = const(1000)  # a confirming client's upkeep (timeouts, what the recorder says is missing) when idle
+# An inbox entry, a tuple (docs/firmware-style.md, rule 4): what the application is given
+# (topic, payload, qos, retain, dup: indices 0 to 4), then what _done() needs to release it.
+_E_QOS = const(2)
+_E_DUP = const(4)
+_E_PID = const(5)  # the receive slot's packet id
+_E_CONNECTION = const(6)  # client.connects when it arrived: a QoS 1 PUBACK only on that connection
+_E_NUMBER = const(7)  # the receive number (message_number())
 _HEAR_MS = const(500)  # settle(): how long the recorder's retained confirmation may take after the SUBACK
 
 
@@ -228,7 +235,7 @@ class AsyncClient:
         self._sent = asyncio.Event()  # the output buffer is empty again, or the connection ended
         self._news = asyncio.Event()  # a message arrived, or the client closed
         self._room = asyncio.Event()  # a flow ended: a slot may be free
-        self._inbox = []  # (topic, payload, qos, retain, dup, pid, connection, receive number)
+        self._inbox = []  # entries: (topic, payload, qos, retain, dup, pid, connection, receive number): _E_*
         self._holding = None  # the message the application was last given
         self._subs = []  # (topic, qos): subscribed again when a connection finds no session
         self._factory: Any = None  # opens a transport (connect())
@@ -570,12 +577,12 @@ class AsyncClient:
             self._news.clear()
             await self._news.wait()
         m = self._holding = self._inbox.pop(0)
-        return m[0], m[1], m[2], m[3], m[4]
+        return m[: _E_DUP + 1]  # (topic, payload, qos, retain, dup)
 
     def message_number(self):
         """The receive number of the message the loop last gave (MQTTClient.message_number): keep it with the
         message's effect, and skip a message whose number is the one kept."""
-        return self._holding[7] if self._holding else 0
+        return self._holding[_E_NUMBER] if self._holding else 0
 
     def _arrived(self, topic, payload, qos, retain, dup):
         if qos == 0 and len(self._inbox) >= self.queue_max:
@@ -593,7 +600,7 @@ class AsyncClient:
             return
         self._holding = None
         c = self.client
-        if m[2] == 2:
-            self._session.handled(m[5])
-        elif m[2] == 1 and c.state == CONNECTED and m[6] == c.connects:
-            self._session.puback(m[5])  # on another connection the broker sends it again instead
+        if m[_E_QOS] == 2:
+            self._session.handled(m[_E_PID])
+        elif m[_E_QOS] == 1 and c.state == CONNECTED and m[_E_CONNECTION] == c.connects:
+            self._session.puback(m[_E_PID])  # on another connection the broker sends it again instead
