@@ -4,6 +4,7 @@ paths (a local folder, or hdfs://, s3a:// ... on a cluster), and one error type 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -20,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dmqtt_pipeline.errors import PipelineError
 from dmqtt_pipeline.jvm import QUICK_JVM_OPTIONS
-from dmqtt_telemetry.format import spark_schema
+from dmqtt_telemetry.format import STATE_DIR, spark_schema
 
 __all__ = ["PipelineError", "QUICK_JVM_OPTIONS"]  # (re-exported: the jobs' modules take them from here)
 
@@ -144,12 +145,8 @@ def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
     one does not exist or there are no rows."""
     require_input(spark, path)
     try:
-        # One read per folder, then a union: Spark's partition discovery refuses several roots in one read. Each
-        # folder's rows once by `arrival` (unique in a folder): a read in the instant between a compaction's rename
-        # and its removal of the files it replaced sees those rows twice (docs/telemetry-parquet.md).
-        frames = [
-            spark.read.schema(spark_schema()).parquet(one).dropDuplicates(["arrival"]) for one in input_paths(path)
-        ]
+        # One read per folder, then a union: Spark's partition discovery refuses several roots in one read.
+        frames = [_read_folder(spark, one) for one in input_paths(path)]
         df = frames[0]
         for more in frames[1:]:
             df = df.unionByName(more)
@@ -158,6 +155,39 @@ def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
     if df.isEmpty():
         raise PipelineError(f"input {path} holds no telemetry rows (has the recorder committed anything yet?)")
     return df
+
+
+def _read_folder(spark: SparkSession, folder: str) -> DataFrame:
+    """One recorder's folder. A read whose listing of the files may have met a compaction between its rename and
+    its removal of the files it replaced (docs/telemetry-parquet.md) holds those rows twice: it keeps each row once
+    by `arrival` (unique in a folder). Whether it may have is the recorder's log's to say, read before and after
+    the listing: a compaction record in it, or another generation (a step ended meanwhile). A folder that is not
+    local is always read that way."""
+    before = _log_state(folder)
+    frame = spark.read.schema(spark_schema()).parquet(folder)  # (the files are listed here)
+    after = _log_state(folder)
+    if before is None or after is None or before != after or before[1] or after[1]:
+        frame = frame.dropDuplicates(["arrival"])
+    return frame
+
+
+def _log_state(folder: str) -> tuple[int, bool] | None:
+    """(the recorder's log generation, whether a compaction is under way) of a local folder; (0, False) without a
+    log; None when it cannot be told (not local, or the log unreadable)."""
+    if not is_local(folder):
+        return None
+    log = local_path(folder) / STATE_DIR / "wal.log"
+    try:
+        text = log.read_bytes()
+    except FileNotFoundError:
+        return 0, False
+    except OSError:
+        return None
+    try:
+        generation = int(json.loads(text[: text.find(b"\n") + 1 or len(text)])["generation"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return generation, b'{"compact":' in text
 
 
 def is_local(path: str) -> bool:

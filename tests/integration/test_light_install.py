@@ -40,7 +40,9 @@ def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_pat
     env_dir = tmp_path / "light"
     venv.create(env_dir, with_pip=True)
     python, host_bridge = env_dir / "bin" / "python", env_dir / "bin" / "host-bridge"
-    run([str(python), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path, timeout=600)
+    # --no-compile: the test needs the files, not their bytecode (compiling esptool's and cryptography's takes CPU
+    # the rest of the suite shares).
+    run([str(python), "-m", "pip", "install", "-q", "--no-compile", str(wheel)], cwd=tmp_path, timeout=600)
     installed = run([str(python), "-m", "pip", "list", "--format", "json"], cwd=tmp_path).stdout
     names = {p["name"].lower().replace("_", "-") for p in json.loads(installed)}
     assert {"pyserial", "msgspec", "prometheus-client"} <= names, names
@@ -95,7 +97,7 @@ def test_the_base_install_is_a_bridge_host_and_names_the_extras_it_lacks(tmp_pat
         assert not extras or f"[{extras}]" in helped.stdout, (name, helped.stdout)
 
     # A bench host adds [bench]: the virtual board, relayed by the bridge.
-    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[bench]"], cwd=tmp_path, timeout=600)
+    run([str(python), "-m", "pip", "install", "-q", "--no-compile", f"{wheel}[bench]"], cwd=tmp_path, timeout=600)
 
     # The bridge, and a virtual serial board, from the light install alone.
     config = work / "board.json"

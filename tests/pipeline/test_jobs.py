@@ -243,11 +243,23 @@ def test_all_jobs_write_summary_rollups_and_a_standalone_report(tmp_path: Path, 
 
 def test_rows_seen_twice_in_a_compaction_window_are_read_once(tmp_path: Path, spark: SparkSession) -> None:
     """Between a compaction's rename and its removal of the files it replaced, a folder holds those rows twice
-    (host_bridge/recorder/store.py maintain()): the jobs read each folder's rows once, by arrival."""
+    (host_bridge/recorder/store.py maintain()), with the step's record in the recorder's log: the jobs then read
+    each row once, by arrival. Without such a record a second copy is not the recorder's and is not hidden."""
     rec = tmp_path / "rec"
     write_dataset(rec, [Msg("c", 1, s, s * 10, qos=2) for s in range(20)])
-    (first,) = [f for f in rec.rglob("part-*.parquet")][:1]
+    first = sorted(rec.rglob("part-*.parquet"))[0]
+    copied = len(pq.read_table(first))
     shutil.copy(first, first.with_name("part-9999999999-0.parquet"))  # the compacted copy, the old file still there
+    assert read_telemetry(spark, str(rec)).count() == 20 + copied
+    log = rec / "_recorder" / "wal.log"
+    log.parent.mkdir(exist_ok=True)
+    step = {"compact": {"into": ["date=x/part-9999999999-0.parquet"], "from": [str(first.relative_to(rec))]}}
+    log.write_text(
+        json.dumps({"wal": 1, "generation": 7, "next_arrival": 20})
+        + "\n"
+        + json.dumps(step, separators=(",", ":"))
+        + "\n"
+    )
     assert read_telemetry(spark, str(rec)).count() == 20
 
 
