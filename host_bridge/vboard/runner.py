@@ -422,19 +422,28 @@ class VirtualBoard:
         """EXT0_WAKE or EXT1_WAKE when the pins the last deep sleep waits on are at their wake level now (as the
         bench drives them; an undriven pin reads low), else 0."""
         wake = self._rtc().get("wake_pins") or {}
-        try:
-            levels = json.loads(self.inputs_path.read_text()).get("pins", {})
-        except (OSError, ValueError, AttributeError):
-            levels = {}
-        high = [int(bool(levels.get(str(pin), 0))) for pin in (wake.get("ext0") or [[]])[0]]
-        if high and high[0] == wake["ext0"][1]:
-            return EXT0_WAKE
+        driven = self._inputs().get("pins", {})
+
+        def high(pin: int) -> bool:
+            return bool(driven.get(str(pin)))
+
+        if "ext0" in wake:
+            (pin,), level = wake["ext0"]
+            if high(pin) == bool(level):
+                return EXT0_WAKE
         if "ext1" in wake:
-            pins, any_high = wake["ext1"]
-            levels_now = [int(bool(levels.get(str(pin), 0))) for pin in pins]
-            if any(levels_now) if any_high else not any(levels_now):
+            pins, any_high = wake["ext1"]  # any high (WAKEUP_ANY_HIGH), or all low (WAKEUP_ALL_LOW)
+            if any(high(pin) for pin in pins) == bool(any_high):
                 return EXT1_WAKE
         return 0
+
+    def _inputs(self) -> dict[str, Any]:
+        """What the bench drives now (drive()'s file), {} before it drives anything."""
+        try:
+            values = json.loads(self.inputs_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return values if isinstance(values, dict) else {}
 
     def wait_for_pins(self, limit_s: float) -> bool:
         """A deep sleep that a pin can end, waited in host time (the bench drives the pin meanwhile) for at most
@@ -507,10 +516,7 @@ class VirtualBoard:
                 raise VBoardError(
                     f"I2C 0x{address:02x}: no model {device.get('model')!r} (models: {', '.join(I2C_MODELS)})"
                 )
-        try:
-            values = json.loads(self.inputs_path.read_text())
-        except (OSError, ValueError):
-            values = {}
+        values = self._inputs()
         for kind, given in (("pins", pins), ("adc", adc), ("i2c", i2c)):
             for key, value in (given or {}).items():
                 table = values.setdefault(kind, {})
