@@ -4,7 +4,6 @@ paths (a local folder, or hdfs://, s3a:// ... on a cluster), and one error type 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -21,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dmqtt_pipeline.errors import PipelineError
 from dmqtt_pipeline.jvm import QUICK_JVM_OPTIONS
-from dmqtt_telemetry.format import STATE_DIR, spark_schema
+from dmqtt_telemetry.format import log_state, spark_schema
 
 __all__ = ["PipelineError", "QUICK_JVM_OPTIONS"]  # (re-exported: the jobs' modules take them from here)
 
@@ -172,22 +171,8 @@ def _read_folder(spark: SparkSession, folder: str) -> DataFrame:
 
 
 def _log_state(folder: str) -> tuple[int, bool] | None:
-    """(the recorder's log generation, whether a compaction is under way) of a local folder; (0, False) without a
-    log; None when it cannot be told (not local, or the log unreadable)."""
-    if not is_local(folder):
-        return None
-    log = local_path(folder) / STATE_DIR / "wal.log"
-    try:
-        text = log.read_bytes()
-    except FileNotFoundError:
-        return 0, False
-    except OSError:
-        return None
-    try:
-        generation = int(json.loads(text[: text.find(b"\n") + 1 or len(text)])["generation"])
-    except (ValueError, KeyError, TypeError):
-        return None
-    return generation, b'{"compact":' in text
+    """dmqtt_telemetry.format.log_state of a local folder; None (cannot be told) for one that is not local."""
+    return log_state(local_path(folder)) if is_local(folder) else None
 
 
 def is_local(path: str) -> bool:

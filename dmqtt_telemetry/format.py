@@ -141,6 +141,8 @@ def row(
 # Hive-style partition directory under the output folder: date=YYYY-MM-DD (UTC date of received_at).
 PARTITION_COLUMN = "date"
 STATE_DIR = "_recorder"  # the recorder's own state; the leading underscore makes Spark and pyarrow skip it
+WAL_FILE = "wal.log"  # in STATE_DIR: the recorder's write-ahead log (docs/telemetry-parquet.md, `wal.log`)
+COMPACT = "compact"  # the key of a compaction's record in it
 
 
 def partition_dir(out: Path, date: str) -> Path:
@@ -159,9 +161,30 @@ def committed_files(out: Path) -> list[Path]:
 
 def committed_rows(out: Path) -> int:
     """How many rows are committed, from the files' footers (no data read)."""
+    return footer_rows(committed_files(out))
+
+
+def footer_rows(files: list[Path]) -> int:
+    """How many rows the files hold, from their footers (no data read)."""
     import pyarrow.parquet as pq
 
-    return sum(pq.read_metadata(f).num_rows for f in committed_files(out))
+    return sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def log_state(out: Path) -> tuple[int, bool] | None:
+    """(the generation in the header of the recorder's log under `out`, whether a compaction record is in it):
+    (0, False) without a log, None when it cannot be read."""
+    try:
+        text = (out / STATE_DIR / WAL_FILE).read_bytes()
+    except FileNotFoundError:
+        return 0, False
+    except OSError:
+        return None
+    try:
+        generation = int(json.loads(text[: text.find(b"\n") + 1 or len(text)])["generation"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return generation, b'{"' + COMPACT.encode() + b'":' in text
 
 
 def read_committed(out: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:

@@ -107,13 +107,6 @@ def write_table(table: pyarrow.Table, path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def _footer_rows(files: list[Path]) -> int:
-    """How many rows the files hold, from their footers (no data read)."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-
-
 def read_files(files: list[Path]) -> pyarrow.Table:
     """The rows of committed files, in the current schema (files from before a column read it as null), in
     arrival order."""
@@ -167,7 +160,7 @@ class TelemetryStore:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RecorderError(f"another recorder is writing to {out}; stop it or choose another --out") from None
-        self.wal_path = self.state / "wal.log"
+        self.wal_path = self.state / telemetry.WAL_FILE
         self.generation = 0
         self.next_arrival = 0
         self.session = ReceiveSession()  # kept in the log's header and records, restored by a restart
@@ -316,12 +309,12 @@ class TelemetryStore:
             if compacted_days >= max_days:
                 break
             files = sorted(telemetry.partition_dir(self.out, day).glob("part-*-*.parquet"))
-            if len(files) <= -(-_footer_rows(files) // rows_per_file):
+            if len(files) <= -(-telemetry.footer_rows(files) // rows_per_file):
                 continue  # as few files as its rows need: compacted already
             into = self._compact(day, files, rows_per_file)
             self._log_step(
                 {
-                    "compact": {
+                    telemetry.COMPACT: {
                         "into": [str(f.relative_to(self.out)) for f in into],
                         "from": [str(f.relative_to(self.out)) for f in files],
                     }
@@ -417,7 +410,7 @@ class TelemetryStore:
         }
         if self.ledger is not None:
             header["confirm"] = self.ledger.snapshot()
-        temp = self.state / "wal.log.tmp"
+        temp = self.wal_path.with_name(self.wal_path.name + ".tmp")
         with open(temp, "wb") as f:
             f.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
             f.flush()
@@ -446,15 +439,18 @@ class TelemetryStore:
             self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
         named = {self._temp(self.out / name) for name in committed}
         named |= {
-            self._temp(self.out / name) for step in self._steps if "compact" in step for name in step["compact"]["into"]
+            self._temp(self.out / name)
+            for step in self._steps
+            if telemetry.COMPACT in step
+            for name in step[telemetry.COMPACT]["into"]
         }
         for stray in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*/.*.tmp"):
             if stray not in named:
                 stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
         for step in self._steps:  # a maintenance step a crash interrupted: finished as it began
-            if "compact" in step:
-                into = [self.out / name for name in step["compact"]["into"]]
-                self._finish_compaction(into, [self.out / name for name in step["compact"]["from"]])
+            if telemetry.COMPACT in step:
+                into = [self.out / name for name in step[telemetry.COMPACT]["into"]]
+                self._finish_compaction(into, [self.out / name for name in step[telemetry.COMPACT]["from"]])
             else:
                 self._finish_drop([name.split("=", 1)[1] for name in step["drop"]])
         if committed:
@@ -506,7 +502,7 @@ class TelemetryStore:
                 self.session.release(record["rel"])
             elif "commit" in record:
                 committed = record["commit"]
-            elif "compact" in record or "drop" in record:
+            elif telemetry.COMPACT in record or "drop" in record:
                 self._steps.append(record)
         if end < len(data):
             os.truncate(self.wal_path, end)  # drop the torn tail so that later records follow whole ones
