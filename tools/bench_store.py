@@ -28,7 +28,7 @@ DAYS = 7
 BOARDS = 4
 EVERY_S = 10  # each board publishes every 10 s
 COMMIT_S = 30  # the recorder's default --flush-seconds
-NOV1_US = 1_793_491_200_000_000  # 2026-11-01T00:00:00Z
+NOV1_US = 1_793_491_200_000_000  # received_at of the week's first row: the partition date=2026-11-01, UTC midnight
 
 
 def write_week(out: Path, commits_per_day: int) -> int:

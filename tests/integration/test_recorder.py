@@ -136,8 +136,8 @@ def test_the_recorder_compacts_closed_days_and_drops_days_past_its_retention(
 
     out = tmp_path / "rec"
     store = TelemetryStore(out)
-    seq = fill(store, 0, 3, 4, 0)  # 2026-11-20
-    fill(store, 1, 3, 4, seq)  # 2026-11-21
+    seq = fill(store, 0, 3, 4, 0)  # the partition date=2026-11-20
+    fill(store, 1, 3, 4, seq)  # date=2026-11-21
     store.close()
     kept = read_rows(out)[12:]
     days = (datetime.now(UTC).date() - datetime(2026, 11, 21).date()).days  # so that 11-21 is kept, 11-20 not

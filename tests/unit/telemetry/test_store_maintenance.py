@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.integration.recorder_proc import read_rows
 
 DAY_US = 86_400_000_000
-# 2026-11-20T00:00:00Z, and the days after it.
+# The received_at of fill()'s day 0 (the partition date=2026-11-20, from UTC midnight); day N is N days on.
 NOV20_US = 1_795_132_800_000_000
 
 
@@ -41,9 +41,9 @@ def files(out: Path, date: str) -> list[str]:
 
 def test_a_closed_day_is_compacted_into_one_file_and_old_days_are_dropped(tmp_path: Path) -> None:
     store = TelemetryStore(tmp_path)
-    seq = fill(store, 0, 3, 4, 0)  # 2026-11-20: three files
-    seq = fill(store, 1, 3, 4, seq)  # 2026-11-21: three files
-    seq = fill(store, 2, 2, 4, seq)  # 2026-11-22, today: two files, left as they are
+    seq = fill(store, 0, 3, 4, 0)  # the partition date=2026-11-20: three files
+    seq = fill(store, 1, 3, 4, seq)  # date=2026-11-21: three files
+    seq = fill(store, 2, 2, 4, seq)  # date=2026-11-22, "today" below: two files, left as they are
     before = read_rows(tmp_path)
     done = store.maintain("2026-11-22", max_days=5)
     assert done == {"dropped": 0, "compacted": 6}, done
