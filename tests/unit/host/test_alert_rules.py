@@ -24,15 +24,22 @@ from host_bridge.recorder.metrics import families as recorder_families
 from tests.conftest import REPO
 
 
+def stand_in_recorder(connected: bool = False, store_failing: bool = False, missing: int = 0) -> SimpleNamespace:
+    """What host_bridge.recorder.metrics reads of a recorder: board "b", heard from just now, `missing` messages of
+    its boot 1 not stored."""
+    book = SimpleNamespace(stored=1, top=1 + missing, above=set())
+    ledger = SimpleNamespace(devices={"b": {1: book}}, heard={"b": time.time()})
+    store = SimpleNamespace(rows_committed=5, files_committed=1, recorder_dups=0, repaired=0, pending=[], ledger=ledger)
+    return SimpleNamespace(
+        store=store, received=5, confirmations=0, link=object() if connected else None, lag_s=lambda: 0.0,
+        store_broken="No space left on device" if store_failing else None,
+    )  # fmt: skip
+
+
 def served() -> set[str]:
     """Every metric name the two commands serve, as a scrape shows it (a counter with its _total)."""
     bridge = Bridge([BoardPort("a", "/nonexistent/ttyA")], Destination.parse("127.0.0.1:1"), [], None)
-    book = SimpleNamespace(stored=1, top=2, above=set())
-    ledger = SimpleNamespace(devices={"b": {1: book}}, heard={"b": 0.0})
-    store = SimpleNamespace(rows_committed=0, files_committed=0, recorder_dups=0, repaired=0, pending=[], ledger=ledger)
-    recorder = SimpleNamespace(
-        store=store, received=0, confirmations=0, link=None, lag_s=lambda: 0.0, store_broken=None
-    )
+    recorder = stand_in_recorder(missing=1)  # (a boot with messages missing: its series is served)
     found: list[Metric] = [*bridge_families(bridge), *recorder_families(recorder)]  # type: ignore[arg-type]
     return {f.name + ("_total" if f.type == "counter" else "") for f in found}
 
@@ -82,14 +89,7 @@ def exposition(families: list[Metric]) -> str:
 
 
 def recorder_scrape(connected: bool, store_failing: bool) -> str:
-    book = SimpleNamespace(stored=1, top=1, above=set())
-    ledger = SimpleNamespace(devices={"b": {1: book}}, heard={"b": time.time()})
-    store = SimpleNamespace(rows_committed=5, files_committed=1, recorder_dups=0, repaired=0, pending=[], ledger=ledger)
-    recorder = SimpleNamespace(
-        store=store, received=5, confirmations=0, link=object() if connected else None, lag_s=lambda: 0.0,
-        store_broken="No space left on device" if store_failing else None,
-    )  # fmt: skip
-    return exposition(list(recorder_families(recorder)))  # type: ignore[arg-type]
+    return exposition(list(recorder_families(stand_in_recorder(connected, store_failing))))  # type: ignore[arg-type]
 
 
 def bridge_scrape() -> str:
