@@ -258,9 +258,9 @@ def run(args: argparse.Namespace) -> int:
         if live.server is not None:
             live.server.start()
         notify("READY=1", f"STATUS=serving {len(bridge.boards())} boards")
-        next_stats = time.monotonic() + settings.stats_every if settings.stats_every else None
+        every = settings.stats_every  # the counters' period (a reload may change it)
+        next_stats = time.monotonic() + every if every else None
         while True:
-            every = live.settings.stats_every
             waits = [w for w in (watchdog.wait_s(), next_stats and next_stats - time.monotonic()) if w is not None]
             try:
                 signum = signals.get(timeout=max(0.0, min(waits)) if waits else None)
