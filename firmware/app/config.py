@@ -1,6 +1,7 @@
-# The board's configuration, config.json on its filesystem (on a real ESP32 the filesystem is mounted at "/",
-# on the virtual board at "/flash": both are tried). check() turns the JSON into plain values and explains
-# what is wrong with a bad file; main.py prints that and stops, it never crash-loops.
+# The board's configuration, config.json on its filesystem (board_open.py finds it: on a real ESP32 the
+# filesystem is mounted at "/", on the virtual board at "/flash"). check() turns the JSON into plain values and
+# explains what is wrong with a bad file; board_app.py prints that and stops, it never crash-loops. store()
+# keeps the check beside config.json, so that the boots after do not load this module while the files are the same.
 
 import json
 
@@ -53,7 +54,6 @@ _T_PUBLISH_QOS_MUST_BE = const(32)
 _T_SUBSCRIBE_ENTRIES_MUST_BE = const(33)
 _T_BATCH_NEEDS_QOS = const(34)
 
-ROOTS = ("/flash", "")
 VERSIONS = {"3.1": 3, "3.1.1": 4, "5": 5, "5.0": 5}
 
 
@@ -89,29 +89,20 @@ def _known(obj, where):
                 _known(item, name + ".")
 
 
-def root():
-    """Where the filesystem is: /flash on the virtual board (and pyboard-style ports), / on an ESP32."""
-    import os
-
-    for candidate in ROOTS:
-        try:
-            os.stat(candidate + "/config.json")
-            return candidate
-        except OSError:
-            pass
-    _refuse(_T_NO_CONFIG)
-
-
 SECRET_KEYS = ("username", "password")  # also wifi.password and tls.key, merged from secrets.json
 
 
-def load():
-    base = root()
+def load(base):
+    """config.json and secrets.json in the folder `base` (None: no config.json was found), checked."""
+    if base is None:
+        _refuse(_T_NO_CONFIG)
     raw = _json(base + "/config.json", True)
     secrets = _json(base + "/secrets.json", False)
     if secrets is not None:
         merge_secrets(raw, secrets)
-    return check(raw)
+    cfg = check(raw)
+    cfg["root"] = base
+    return cfg
 
 
 def _json(path, required):
@@ -313,6 +304,16 @@ def check(raw):
     confirm = _confirm(raw, cid, qos)
     if confirm:
         subs.append((confirm["confirm_topic"], 0))  # the recorder's newest is retained: it comes at each subscribe
+    # The serial link's UART: checked whatever the transport, kept only for the serial link (None over TCP: two
+    # objects less that a TCP board would hold for its whole run).
+    uart = {
+        "id": _int(uart, "id", 1, 0, 2),
+        "baud": _int(uart, "baud", 115200, 1200, 5000000),
+        "pins": {k: uart[k] for k in ("tx", "rx") if isinstance(uart.get(k), int)},
+        "pause": uart.get("pause", True),
+    }
+    if transport != "serial":
+        uart = None
     if sleep is not None:
         # One reading a wake, then deep sleep until the next (every_s; a wake that cannot deliver gives up after
         # awake_s). readings_per_send above 1: store-and-forward, the readings journaled at sampling wakes
@@ -350,13 +351,30 @@ def check(raw):
         "interval_ms": _int(pub, "interval_ms", 0, 0, 86400000),
         "payload_bytes": _int(pub, "payload_bytes", 0, 0, 900),
         "subscribe": subs,
-        "uart": {
-            "id": _int(uart, "id", 1, 0, 2),
-            "baud": _int(uart, "baud", 115200, 1200, 5000000),
-            "pins": {k: uart[k] for k in ("tx", "rx") if isinstance(uart.get(k), int)},
-            "pause": uart.get("pause", True),
-        },
+        "uart": uart,
         "username": raw.get("username"),
         "password": raw["password"].encode() if raw.get("password") is not None else None,
         "will": will,
     }
+
+
+def store(cfg, key):
+    """Keep the check `cfg` beside config.json for the boots after, under `key`, as config_file.thaw()
+    reads it (config_file.py says the format). A check that cannot be kept (a full filesystem) is made again at
+    the next boot."""
+    frozen = dict(cfg)
+    wifi = cfg["wifi"]
+    if wifi is not None:
+        frozen["wifi"] = dict(wifi)
+        if wifi["bssid"] is not None:
+            frozen["wifi"]["bssid"] = list(wifi["bssid"])
+    will = cfg["will"]
+    if will is not None:
+        frozen["will"] = (will[0], will[1].decode(), will[2], will[3])
+    if cfg["password"] is not None:
+        frozen["password"] = cfg["password"].decode()
+    try:
+        with open(cfg["root"] + "/config.checked", "w") as f:
+            f.write(json.dumps([key, frozen]))
+    except OSError:
+        pass

@@ -23,7 +23,9 @@ def run(board):
     drain(board)
     if board.cfg["confirm"]:
         await_confirmation(board)
-    board.finish(seq, done_before + seq, start)
+    from board_app import finish
+
+    finish(board, seq, done_before + seq, start)
 
 
 def publish_all(board, done_before, todo):
@@ -33,11 +35,12 @@ def publish_all(board, done_before, todo):
     cfg = board.cfg
     client = board.client
     topic = cfg["topic"].encode()
+    dev, size = cfg["client_id"], cfg["payload_bytes"]
     seq = 0
     skipped = 0
     dropped = 0
     while seq + skipped + dropped < todo:
-        if cfg["qos"] == 0 and not board.ensure_connected(True):
+        if cfg["qos"] == 0 and not ensure_connected(board, True):
             dropped += 1
             board.dropped += 1
             idle(board, cfg["interval_ms"])
@@ -45,10 +48,16 @@ def publish_all(board, done_before, todo):
         try:
             # QoS 1/2 while disconnected: accepted into the journal (the offline queue) and sent on reconnect.
             wait = 30000 if client.connected else 0
-            client.publish(topic, board.payload(seq), cfg["qos"], mark=done_before + seq + 1, timeout_ms=wait)
+            client.publish(
+                topic,
+                console.payload(dev, board.boot, seq, size),
+                cfg["qos"],
+                mark=done_before + seq + 1,
+                timeout_ms=wait,
+            )
         except QueueFull:
             print(console.QUEUE_FULL % client.outstanding())
-            board.ensure_connected()
+            ensure_connected(board)
             continue
         except PublishRefused as exc:
             skipped += 1  # counted by the client (client.refused)
@@ -77,7 +86,7 @@ def drain(board):
     """Until every QoS 1/2 message is acknowledged, connecting again as often as it takes."""
     client = board.client
     while client.outstanding():
-        board.ensure_connected()
+        ensure_connected(board)
         try:
             client.wait_idle(60000)
         except (OSError, MQTTError):
@@ -129,3 +138,14 @@ def heap_checkpoint(board, seq):
         free = board_app.heap_check()
         if logged:
             print(console.HEAP % (seq, free, board_app.largest_block(free)))
+
+
+def ensure_connected(board, qos0=False):
+    """Until connected (True). For a QoS 0 message (`qos0`: it is not queued), not through a WiFi outage: False
+    then, and the message is dropped (counted)."""
+    wifi = board.wifi
+    while not board.try_connect():
+        if qos0 and wifi and not wifi.up:
+            return False
+        time.sleep_ms(max(1, min(50, time.ticks_diff(board.retry_at, time.ticks_ms()))))
+    return True

@@ -13,55 +13,55 @@ from dmqtt.errors import MQTTError, PublishRefused, QueueFull
 
 
 def run(board):
-    """One wake of `board` (board_app, its journal open): its reading published (QoS 1/2: journaled, the witness
-    line printed; QoS 0 needs the connection within the awake time, or the reading is dropped and counted, the
-    run's progress journaled all the same), then everything in the journal sent and acknowledged, then deep sleep.
-    The wake that finds the run's last reading acknowledged ends the run with the summary line instead."""
+    """One wake of `board` (a board_app.Board, its journal open): its reading published, then everything in the
+    journal sent and acknowledged, then deep sleep. A QoS 1/2 reading is journaled at once (the witness line
+    printed). A QoS 0 reading is not journaled: it goes over the wake's connection once the WiFi has joined, or is
+    dropped and counted when no connection comes within the awake time (the run's progress journaled all the
+    same). The wake that finds the run's last reading acknowledged ends the run with the summary line instead."""
     cfg = board.cfg
     sleep = cfg["sleep"]
     client = board.client
+    qos = cfg["qos"]
     start = time.ticks_ms()
     deadline = time.ticks_add(start, sleep["awake_s"] * 1000)
     seq = 0
-    if client.mark >= cfg["count"]:
-        pass  # every reading of the run is taken: this wake only sends what is left
-    elif cfg["qos"] == 0 and not board.ensure_connected(True, deadline):
-        board.dropped += 1
-        client.session.note_mark(client.mark + 1)
-        client.mark = client.session.mark
-    else:
-        try:
-            client.publish(cfg["topic"].encode(), board.payload(0), cfg["qos"], mark=client.mark + 1)
-            seq = 1
-            if cfg["qos"]:
-                print(console.ACCEPTED % (board.boot, 0))
-        except QueueFull:
-            print(console.QUEUE_FULL % client.outstanding())  # the journal is full of unacknowledged readings
-        except PublishRefused as exc:
-            print(console.PUBLISH_REFUSED % exc)
-        except (OSError, MQTTError):
-            client.close()  # QoS 0 met a lost connection: this reading is lost
-    # A wake takes one reading: the code that makes its message (and, at QoS 1/2, the QoS 0 reading's wait for a
-    # connection) need not hold heap while the wake sends: on a deployed board a function's bytecode is in the heap
-    # for as long as the function is (as board_app.forget_boot_code() has it).
-    del console.payload, board.payload
-    if cfg["qos"]:
-        del board.ensure_connected
+    reading = None  # the wake's reading, until published (QoS 0: until the connection is made)
+    if client.mark < cfg["count"]:  # (else every reading of the run is taken: this wake only sends what is left)
+        reading = console.payload(cfg["client_id"], board.boot, 0, cfg["payload_bytes"])
     # Until everything is acknowledged (and, with confirmation, the recorder's retained confirmation read), or
     # the awake time is spent; a connection lost meanwhile is made again.
     while time.ticks_diff(deadline, time.ticks_ms()) > 0:
+        if reading is not None and (qos or board.try_connect()):  # (QoS 1/2: journaled before any connection)
+            try:
+                client.publish(cfg["topic"].encode(), reading, qos, mark=client.mark + 1)
+                seq = 1
+                if qos:
+                    print(console.ACCEPTED % (board.boot, 0))
+            except QueueFull:
+                print(console.QUEUE_FULL % client.outstanding())  # the journal is full of unacknowledged readings
+            except PublishRefused as exc:
+                print(console.PUBLISH_REFUSED % exc)
+            except (OSError, MQTTError):
+                client.close()  # QoS 0 met a lost connection: this reading is lost
+            reading = None
         if board.try_connect():
             board.finished = True  # the DISCONNECT that ends settle() is ours: the broker keeps the session
             left = client.settle(time.ticks_diff(deadline, time.ticks_ms()))
             board.finished = False
             if not left:
                 break
-        elif not client.outstanding() and not cfg["confirm"]:
-            break  # QoS 0, or everything acknowledged at an earlier wake: nothing to wait for
+        elif reading is None and not client.outstanding() and not cfg["confirm"]:
+            break  # everything acknowledged at an earlier wake: nothing to wait for
         else:
             time.sleep_ms(20)
+    if reading is not None:
+        board.dropped += 1
+        client.session.note_mark(client.mark + 1)
+        client.mark = client.session.mark
     if client.mark >= cfg["count"] and not client.outstanding():
-        board.finish(seq, client.mark, start)
+        from board_app import finish
+
+        finish(board, seq, client.mark, start)
         return
     client.close()  # (the deadline came during a connection attempt)
     import machine

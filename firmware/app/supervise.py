@@ -1,5 +1,5 @@
 # The board application's WiFi, for a board on tcp with "wifi" in config.json: dmqtt.wifi's events said on the
-# console (docs/console-protocol.md) (board_app.open_board starts the supervision; board_app.finish puts
+# console (docs/console-protocol.md) (board_open.open_board starts the supervision; board_app.finish puts
 # dmqtt.wifi's counters in the summary).
 # Loaded only by such a board: what it interns (names are a board's for good) and its code (a deployed board's
 # heap) others are spared.
@@ -12,7 +12,7 @@ from dmqtt import wifi
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
 
-began: "Any" = 0  # ticks: when the supervision began (board_app.open_board), for the first join's time
+began: "Any" = 0  # ticks: when the supervision began (board_open.open_board), for the first join's time
 
 
 def say(outage_ms=-1):

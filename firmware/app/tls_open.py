@@ -1,10 +1,21 @@
 # A TLS connection to the broker, for a board with "tls" in config.json (loaded only by such a board: a deployed
 # board pays a module's code in heap): the warning when verification is off, the clock set before a certificate's
-# dates are checked, and the heap the connection holds (ESP-IDF's on a chip, MicroPython's on the Unix port).
+# dates are checked, and the heap a connection holds at its largest (ESP-IDF's on a chip, MicroPython's on the
+# Unix port).
 
 import time
 
 import board_app
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+_TLS_SESSION = const(3)  # board_app.heap's index (board_app._TLS_SESSION)
 
 CLOCK_VALID_FROM = 2024  # a year before which the clock cannot be right: certificates are newer than that
 
@@ -24,5 +35,6 @@ def connect(board):
     transport = board.transport_class(
         cfg["host"], cfg["port"], tls=board.tls_ctx, server_hostname=tls["server_hostname"]
     )
-    board_app.heap[3] = max(board_app.heap[3], free - board_app.collected())  # the TLS session's, at its largest
+    held = free - board_app.collected()  # the connection's
+    board_app.heap[_TLS_SESSION] = max(board_app.heap[_TLS_SESSION], held)
     return transport

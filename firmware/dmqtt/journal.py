@@ -10,9 +10,11 @@
 # Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> (rtype, body).
 
 
-def open_journal(label="mqttlog", path=None, record_max=1024):
+def open_journal(label="mqttlog", path=None, record_max=1024, resume=None):
     """The ring on the partition labelled `label` when the partition table has one, else the file fallback
-    (default path: mqtt.journal at the filesystem root, /flash on the virtual board, / on an ESP32)."""
+    (default path: mqtt.journal at the filesystem root, /flash on the virtual board, / on an ESP32). `resume`:
+    where the last wake left the ring (ring_tail.resume(), kept in RTC memory), for the ring's open to replay
+    from there when the flash bears it out (replay_from)."""
     try:
         import esp32
 
@@ -22,7 +24,14 @@ def open_journal(label="mqttlog", path=None, record_max=1024):
     if parts:
         from dmqtt.journal_ring import RingJournal
 
-        return RingJournal(parts[0], record_max)
+        ring = RingJournal(parts[0], record_max)
+        if resume is not None:
+
+            def start(seq):
+                return replay_from(seq, resume)
+
+            ring.resume = start
+        return ring
     if path is None:
         import os
 
@@ -34,3 +43,16 @@ def open_journal(label="mqttlog", path=None, record_max=1024):
     from dmqtt.journal_file import FileJournal
 
     return FileJournal(path, record_max)
+
+
+def replay_from(seq, resume):
+    """The sequence number below the first sector a sending wake's open replays (RingJournal.resume). `seq`: the
+    sectors' sequence numbers, by sector; `resume`: where the last wake left the ring (ring_tail.resume()). The
+    oldest live sector's less one when the flash bears that out: its head is the youngest sector, with its
+    sequence number, and a sector with the oldest live one's number is still in the ring. Else 0: every sector."""
+    head, head_seq, first = resume
+    if 0 <= head < len(seq) and seq[head] == head_seq == max(seq):
+        for number in seq:
+            if number == first:
+                return first - 1
+    return 0

@@ -62,6 +62,11 @@ class RingJournal(Framing):
     # callable(start): called before (True) and after (False) each sector erase, which stalls an ESP32 for
     # 45 ms (its flash cache is off): a serial board asks its bridge to pause meanwhile (LinkTransport.hush).
     hush = None
+    # Where the last wake left the ring, set before open() by a wake that has it, or None: a function given the
+    # sectors' sequence numbers (an array, by sector) that returns the number below the first sector to replay (0:
+    # every sector), which ring_tail.replay_from() works out from the hint. The sectors before it hold only ended
+    # flows, whose state the next sector's META snapshot carries. Used once, by open().
+    resume: "Any" = None
 
     def __init__(self, partition, record_max=1024):
         super().__init__(record_max)
@@ -124,7 +129,9 @@ class RingJournal(Framing):
                 foreign += 1  # torn, interrupted erase, or not ours: reinitialised when the ring reaches it
         if foreign:
             self.notes.append("journal: %d sector(s) without a valid header will be erased before use" % foreign)
-        i = self._after(0)
+        resume = self.resume
+        self.resume = None
+        i = self._after(0 if resume is None else resume(self._seq))
         while i >= 0:
             end, clean = self._replay_sector(i, owner.replay)
             younger = self._after(self._seq[i])

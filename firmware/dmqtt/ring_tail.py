@@ -41,6 +41,7 @@ _FREE_PIDS = const(5)  # how many ids after it are known free (Session.allocate_
 _SERIAL = const(6)  # the last acceptance serial
 _MARK = const(7)  # the application's progress mark
 _BUSY = const(8)  # slots holding a flow (Session.outstanding())
+_FIRST = const(9)  # the sequence number of the oldest sector holding a live record (journal.replay_from)
 
 
 def hint(session):
@@ -61,8 +62,19 @@ def hint(session):
         return None
     ring._read(head, ring._hdr, 0)
     free = session._free_pids if session.next_pid == session._free_after else 0
+    first = ring._after(0)
+    while first != head and not session.holds(first * _SECTOR_SIZE, (first + 1) * _SECTOR_SIZE):
+        first = ring._after(ring._seq[first])
     return [head, hexlify(ring._hdr).decode(), off, prev, session.next_pid, free, session.serial, session.mark,
-            session.outstanding()]  # fmt: skip
+            session.outstanding(), ring._seq[first]]  # fmt: skip
+
+
+def resume(hint):
+    """Where a sending wake's journal open may resume, from the hint: (the head sector, its sequence number, the
+    oldest live sector's), which the plan's header keeps (sampler.py), or None from a hint without them."""
+    if len(hint) <= _FIRST:
+        return None
+    return hint[_SECTOR], int(hint[_HEADER][16:24], 16), hint[_FIRST]
 
 
 def append(part, hint, slots, topic, payload, qos):

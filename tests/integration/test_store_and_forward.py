@@ -21,10 +21,18 @@ WHOLE_JOURNAL = {"dmqtt.journal", "dmqtt.journal_record", "dmqtt.journal_ring", 
 
 
 def wakes(tmp_path: Path, config: dict[str, object], ap: AccessPoint) -> list[tuple[str, dict[str, object]]]:
-    """Every boot of the board until its run completes: what it printed, and its wake record (last_wake())."""
+    """Every boot of the board until its run completes: what it printed, and its wake record (last_wake(): every
+    module the wake imported)."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    board = VirtualBoard(tmp_path / "b.flash", config=path, ap=ap, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    board = VirtualBoard(
+        tmp_path / "b.flash",
+        config=path,
+        ap=ap,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        extra_env={"VBOARD_IMPORTS": "1"},  # (what a wake loaded, those it dropped once used among them)
+    )
     boots = []
     try:
         while True:
@@ -63,9 +71,11 @@ def test_sampling_wakes_journal_with_the_radio_off_and_every_nth_wake_sends_the_
         # It appends at the head the last wake's hint names (dmqtt.ring_tail): no journal module, no session.
         assert {"sampler", "dmqtt.ring_tail"} <= set(wake["loaded"]), wake  # type: ignore[arg-type]
         assert not WHOLE_JOURNAL & set(wake["loaded"]), wake  # type: ignore[arg-type]
-    for out, wake in sending[:-1]:
+    for n, (out, wake) in enumerate(sending[:-1]):
         assert "wifi: joined" in out and re.search(r"sleep: \d+ ms, 0 in flight", out), out
         assert RADIO_AND_CLIENT - {"config", "dmqtt.tls"} <= set(wake["loaded"]), wake  # (no TLS here)
+        # The power-on checks config.json and keeps the check; the sending wakes after it load no checker.
+        assert ("config" in wake["loaded"]) == (n == 0), wake  # type: ignore[operator]
     # The readings of a batch go out under one boot's number, numbered on from the sending wake's own.
     accepted = [tuple(map(int, m)) for out, _ in boots for m in re.findall(r"accepted (\d+) (\d+)", out)]
     assert len(accepted) == len(set(accepted)) == 13
@@ -86,3 +96,20 @@ def test_a_board_that_sends_every_wake_keeps_no_plan_for_sampling_wakes(tmp_path
     with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.02)) as ap:
         boots = wakes(tmp_path, config, ap)
     assert len(boots) == 3 and all(re.search(r"^boot \d+:", out, re.M) for out, _ in boots), boots
+
+
+def test_a_qos0_reading_waits_for_the_join_within_the_awake_time(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    """A QoS 0 reading is not journaled: it goes over the wake's connection. The wake starts unjoined, so the
+    reading waits for the join and the connection within sleep.awake_s, and is dropped (counted) only when they do
+    not come in time."""
+    config = {
+        "client_id": "qos0-sleeper",
+        "broker": mosquitto.address,
+        "wifi": {"ssid": "lab"},
+        "publish": {"qos": 0, "count": 3},
+        "sleep": {"every_s": 60, "awake_s": 10},
+    }
+    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.02)) as ap:
+        boots = wakes(tmp_path, config, ap)
+    summary = json.loads(boots[-1][0].strip().splitlines()[-1])
+    assert summary["wifi"]["dropped"] == 0 and summary["total"] == 3, "\n".join(out for out, _ in boots)

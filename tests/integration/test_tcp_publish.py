@@ -128,3 +128,16 @@ def test_topics_are_checked_with_the_codec_rules_at_boot(tmp_path: Path) -> None
     config = {"client_id": "t", "broker": "127.0.0.1:1", "subscribe": [{"topic": "cmd/#/x", "qos": 1}]}
     end = run_vdut(tmp_path, config, check=False)
     assert end.status == 3 and "config error: subscribe topic 'cmd/#/x'" in end.console, end.console
+
+
+def test_a_config_changed_since_the_kept_check_is_checked_again(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    """A boot keeps its check of config.json beside it (config.checked), and the boots after use it while the
+    files are unchanged: a config.json changed since, into one the checker refuses, is refused at the next boot."""
+    good = {"client_id": "kept", "broker": mosquitto.address, "publish": {"qos": 1, "count": 2}}
+    end = run_vdut(tmp_path, good)
+    assert end.kind == "done", end.console
+    end = run_vdut(tmp_path, {**good, "publish": {"qos": 1, "count": 3}})  # a changed config, the kept check not
+    assert end.kind == "done" and end.summary is not None and end.summary["count"] == 3, end.console
+    bad = {**good, "publish": {"qos": 1, "topic": "sensors/+/t"}}
+    end = run_vdut(tmp_path, bad, check=False)
+    assert end.status == 3 and "config error: publish.topic" in end.console, end.console

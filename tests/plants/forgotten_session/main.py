@@ -11,10 +11,11 @@ gc.collect()
 heap_at_boot = gc.mem_free()
 
 import board_app  # noqa: E402
+import board_open  # noqa: E402
 
 
-def load_modules(cfg, load=board_app.load_modules):
-    store = load(cfg)
+def load_modules(cfg, resume=None, load=board_open.load_modules):
+    store = load(cfg, resume)
     from dmqtt.session import Session
 
     def connected(self, session_present, *args, connected=Session.connected):
@@ -24,5 +25,6 @@ def load_modules(cfg, load=board_app.load_modules):
     return store
 
 
-board_app.load_modules = load_modules
+board_open.load_modules = load_modules
+del board_open  # (board_app drops it once the board is made)
 board_app.start(heap_at_boot)

@@ -1,0 +1,190 @@
+# What a boot runs once to make its board (board_app.Board) from its checked config (config_file.py), and no
+# more: the boot counted, the client's modules loaded and its journal opened (from where the last wake left it, at a
+# wake from deep sleep), the WiFi supervised, the client made. board_app.main() imports it, calls open_board() and
+# drops it (errors.forget: docs/firmware-style.md, rule 6): on a deployed board its code is heap the run can use.
+
+import gc
+import struct
+import sys
+import time
+
+import board_app
+
+import dmqtt
+from dboard import console
+from dmqtt.errors import forget
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+_TLS_CONTEXT = const(2)  # board_app.heap's index (board_app._TLS_CONTEXT)
+
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
+
+def load_modules(cfg, resume=None):
+    """Import the client's modules one at a time, leaves first, with a collection after each: on a board whose
+    code is loaded into the heap (.mpy files, as `host-bridge deploy` leaves them), each import's garbage (its
+    module-level code, file buffers) is freed before the next one's code lands, so the free heap stays in large
+    blocks for the buffers that follow. Only what this config uses: the serial link or TCP (and TLS). The journal
+    is opened as soon as its module is in (returned: open_board hands it to the client); the serial link makes its
+    buffers last, once every module's code is in: code loading into a heap the link's 14 KB of buffers had cut
+    up left a serial board with confirmation without a block for MicroPython's next pool of interned names
+    (2.5 KB on the 64-bit virtual board) with 10 KB less heap than it has (tests/integration/test_boot_heap.py).
+    `resume`: where the last wake left the ring journal (resume()). Returns the journal and, with TLS, its
+    context and the heap that holds."""
+    names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
+    if cfg["transport"] == "serial":
+        names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
+    else:
+        names.append("dmqtt.transport")  # with TLS, dmqtt.tls is loaded only to build the context (tls_context)
+        if cfg["tls"]:
+            names.append("tls_open")
+        if cfg["wifi"]:
+            names.append("dmqtt.wifi")
+    if cfg["confirm"]:
+        names.append("dmqtt.confirm")
+    names.append("duty" if cfg["sleep"] else "continuous")  # the run: a wake's, or one of readings all along
+    store = tls_ctx = None
+    tls_heap = 0
+    for name in names:
+        __import__(name)
+        gc.collect()
+        if name == "dmqtt.journal":
+            # With TLS, the context first (its certificates parsed: mbedTLS wants blocks of a few KB). Then the
+            # journal's backend and its buffers, while the heap is in larger pieces (on a deployed board the
+            # backend's code loads into the heap here); open_board() hands it to the client.
+            if cfg["tls"]:
+                free = board_app.collected()
+                tls_ctx = tls_context(cfg)
+                tls_heap = free - board_app.collected()
+            store = sys.modules[name].open_journal(resume=resume)
+            forget(name)  # its open_journal() has done its work
+            gc.collect()
+    if cfg["transport"] == "serial":
+        uart = cfg["uart"]
+        sys.modules["dlink.transport"].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
+    return store, tls_ctx, tls_heap
+
+
+def tls_context(cfg):
+    """The TLS context, built once per boot (the certificates are parsed here); then dmqtt.tls is unloaded: the
+    context is all the connections need, and the module's code is 2 KB of heap on a deployed board."""
+    from dmqtt import tls
+
+    try:
+        return tls.context(cfg["tls"], cfg["root"])  # TLSConfigError for a certificate or key it cannot use
+    finally:
+        forget("dmqtt.tls")
+
+
+def next_boot(root):
+    """The boot counter, kept in flash (one small LittleFS write per boot)."""
+    path = root + "/boot.txt"
+    try:
+        with open(path) as f:
+            boot = int(f.read()) + 1
+    except (OSError, ValueError):
+        boot = 1
+    with open(path, "w") as f:
+        f.write(str(boot))
+    return boot
+
+
+def resume():
+    """At a wake from deep sleep, where the last wake left the ring journal, or None: for its open to replay from
+    the oldest sector holding a live record, not the whole ring (dmqtt.journal.replay_from). It is in the header
+    of the plan in RTC memory (sampler._FIELDS after the length, at byte 3; head 0xFFFF without a hint). Read
+    first, while the heap is whole (RTC memory comes as 2 KB of bytes), and without loading sampler.py: a
+    module's names are a board's for good, and a sending wake loads the plan's modules at its end, past its heap
+    low."""
+    import machine
+
+    if machine.reset_cause() != machine.DEEPSLEEP_RESET:
+        return None
+    memory = machine.RTC().memory()
+    if len(memory) < 13:
+        return None
+    head, head_seq, first = struct.unpack_from(">HII", memory, 3)
+    return None if head == 0xFFFF else (head, head_seq, first)
+
+
+def open_board(cfg):
+    """The board of this boot, its journal open (what a power cut interrupted resumed), its WiFi supervised and
+    its client made."""
+    from dmqtt.client import Backoff, MQTTClient
+
+    # First what allocates and lets go (RTC memory, the boot counter's file), while the heap is whole.
+    point = resume() if cfg["sleep"] else None
+    boot = next_boot(cfg["root"])
+    store, tls_ctx, tls_heap = load_modules(cfg, point)
+    wifi = None
+    if cfg["wifi"] and cfg["transport"] == "tcp":
+        # dmqtt.wifi supervises the link from here on (its check() makes the first attempt); supervise.py says it.
+        import supervise
+
+        from dmqtt import wifi as station
+
+        w = cfg["wifi"]
+        station.start(w["ssid"], w["password"], w["ip"], w["bssid"])
+        station.on_up = station.on_down = supervise.say
+        supervise.began = time.ticks_ms()
+        wifi = station
+    # The transport's code (loaded by load_modules), only the one in use.
+    if cfg["transport"] == "serial":
+        from dlink.transport import LinkTransport as transport_class
+    else:
+        from dmqtt.transport import TCPTransport as transport_class  # type: ignore[assignment]
+    client_class = MQTTClient
+    options = dict(cfg["confirm"] or {})  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
+    if options:
+        from dmqtt.confirm import ConfirmingClient as client_class  # type: ignore[assignment]
+
+        options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
+    sleep = cfg["sleep"]
+    if sleep and sleep["readings_per_send"] > 1:
+        options["max_messages"] = sleep["queue_limit"]  # the journal's slots hold the readings of sampling wakes
+    client: Any = client_class(  # (a ConfirmingClient's session is a ConfirmingSession: on_late below)
+        cfg["client_id"],
+        store,
+        version=cfg["version"],
+        keepalive=cfg["keepalive"],
+        clean=False,
+        session_expiry=cfg["session_expiry"],
+        window=cfg["window"],
+        username=cfg["username"],
+        password=cfg["password"],
+        will=cfg["will"],
+        group_commit=cfg["group_commit"],
+        **options,
+    )
+    board = board_app.Board()
+    board.cfg = cfg
+    board.boot = boot
+    board.client = client
+    board.transport_class = transport_class
+    if wifi is not None:
+        board.wifi = wifi
+    if tls_ctx is not None:
+        board.tls_ctx = tls_ctx
+        board_app.heap[_TLS_CONTEXT] = tls_heap
+    board.backoff = Backoff()
+    board.retry_at = time.ticks_ms()
+    client.on_message = board.on_message
+    client.on_published = board.on_published
+    client.on_disconnect = board.on_disconnect
+    if cfg["confirm"]:
+        client.session.on_late = board.on_late  # a ConfirmingSession (config.py subscribes to its topic)
+    if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
+        # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
+        client.session.journal.hush = transport_class.hush
+    for note in client.open():
+        print(note)
+    print(console.BOOT % (boot, client.outstanding(), dmqtt.__version__))
+    return board

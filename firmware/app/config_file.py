@@ -1,0 +1,88 @@
+# config.json found and read, checked (the first thing a boot does; board_app.main() drops this module once it has):
+# the check an earlier boot kept, while the files and the firmware are those it was made from, or config.py's
+# check, kept for the boots after. A sending wake of a battery board thus loads no checker.
+
+import gc
+import json
+
+import dmqtt
+from dmqtt.errors import forget
+
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+# Where the filesystem is: /flash on the virtual board (and pyboard-style ports), / on an ESP32.
+ROOTS = ("/flash", "")
+# The check kept beside config.json, config.checked: a JSON list, [key, the checked config]. The key is [the
+# firmware's version, _CHECK_FORMAT, the CRC-32 of config.json's and secrets.json's bytes]. The checked config is
+# config.check()'s, with the values JSON has no type for written by config.store() and made again by thaw():
+# _CHECK_FORMAT changes with any of the three (tests/unit/board/test_config_checked.py holds them together).
+_CHECK_FORMAT = const(1)
+
+
+def read():
+    """config.json, checked. The check an earlier boot kept is used while config.json, secrets.json and the
+    firmware are what it was made from: a sending wake does not load the checker (config.py, 4.7 KB of .mpy);
+    else config.py checks them (ConfigError says what is wrong) and keeps its check for the boots after."""
+    from binascii import crc32
+
+    base = None
+    text = secrets = ""
+    for root in ROOTS:
+        try:
+            with open(root + "/config.json") as f:
+                text = f.read()
+            base = root
+            break
+        except OSError:
+            pass
+    if base is not None:
+        try:
+            with open(base + "/secrets.json") as f:
+                secrets = f.read()
+        except OSError:
+            pass
+    key = [dmqtt.__version__, _CHECK_FORMAT, crc32(secrets.encode(), crc32(text.encode()))]
+    if base is not None:
+        try:
+            with open(base + "/config.checked") as f:
+                found = json.loads(f.read())
+            if found[0] == key:
+                return thaw(found[1], base)
+        except (OSError, ValueError, IndexError, TypeError, KeyError):
+            pass  # none kept, or not for these files: checked again
+    # The codec first: the checker uses it, and the checker's garbage then lies above the codec's code rather
+    # than between its pieces.
+    __import__("dmqtt.codec")
+    gc.collect()
+    import config
+
+    try:
+        cfg = config.load(base)  # (refuses a missing config.json)
+        config.store(cfg, key)
+    finally:
+        forget("config")
+    return cfg
+
+
+def thaw(cfg, base):
+    """A check kept by config.store(), as config.check() made it: the values JSON has no type for made again."""
+    wifi = cfg["wifi"]
+    if wifi is not None:
+        if wifi["ip"] is not None:
+            wifi["ip"] = tuple(wifi["ip"])
+        if wifi["bssid"] is not None:
+            wifi["bssid"] = bytes(wifi["bssid"])
+    will = cfg["will"]
+    if will is not None:
+        cfg["will"] = (will[0], will[1].encode(), will[2], will[3])
+    if cfg["password"] is not None:
+        cfg["password"] = cfg["password"].encode()
+    cfg["subscribe"] = [tuple(entry) for entry in cfg["subscribe"]]
+    cfg["root"] = base
+    return cfg

@@ -1,0 +1,105 @@
+"""The check a boot keeps beside config.json (firmware/app/config_file.py reads it, config.store() writes it), so
+that the boots after, a battery board's sending wakes among them, load no checker: read back, it is what
+config.check() made, value for value and type for type; and its format is held to _CHECK_FORMAT, which a change
+to check()'s output must bump (a board keeps the old file across a firmware update of the same version)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from host_bridge import assets
+from host_bridge.boards.board_config import checker
+
+config = checker()
+
+# check()'s output, key by key (nested objects' keys after a dot), for _CHECK_FORMAT 1. A change here is a change
+# of the kept format: bump config_file._CHECK_FORMAT with it, and thaw() and config.store() to match.
+FORMAT_1 = {
+    1: (
+        "client_id confirm confirm.confirm_topic confirm.hold confirm.timeout_s count group_commit heap_log_every"
+        " host interval_ms keepalive password payload_bytes port qos root session_expiry sleep sleep.awake_s"
+        " sleep.every_s sleep.max_reading_age_s sleep.queue_limit sleep.readings_per_send subscribe tls tls.ca"
+        " tls.cert tls.insecure tls.key tls.server_hostname topic transport uart username version will wifi"
+        " wifi.bssid wifi.ip wifi.password wifi.ssid window"
+    ).split()
+}
+
+EVERYTHING = {
+    "client_id": "shed-1",
+    "broker": "10.0.0.5:8883",
+    "mqtt_version": "5",
+    "wifi": {
+        "ssid": "lab",
+        "password": "pw",
+        "ip": ["10.0.0.9", "255.255.255.0", "10.0.0.1", "10.0.0.1"],
+        "bssid": "02:00:00:aa:bb:fe",
+    },  # fmt: skip
+    "will": {"topic": "status/{client_id}", "payload": "gone", "qos": 1, "retain": True},
+    "username": "u",
+    "password": "pässword",
+    "publish": {"topic": "sensors/{client_id}/telemetry", "qos": 2, "count": 100, "payload_bytes": 64},
+    "subscribe": [{"topic": "cmd/{client_id}/#", "qos": 1}],
+    "tls": {"ca": "ca.pem", "server_hostname": "broker.lan"},
+    "confirm": {"timeout_s": 20},
+    "sleep": {"every_s": 60, "awake_s": 10, "readings_per_send": 10, "queue_limit": 32},
+}
+
+
+def config_file() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("config_file", assets.APP / "config_file.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def keys(value: dict[str, Any], where: str = "") -> list[str]:
+    out = []
+    for key, item in value.items():
+        out.append(where + key)
+        if isinstance(item, dict):
+            out += keys(item, where + key + ".")
+    return out
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        EVERYTHING,
+        {"client_id": "b1", "broker": "127.0.0.1:1883"},
+        {"client_id": "b2", "transport": "serial", "wifi": None, "will": {"topic": "w"}},
+    ],
+    ids=["everything", "least", "serial"],
+)
+def test_a_kept_check_reads_back_as_the_check_made_it(tmp_path: Path, raw: dict[str, Any]) -> None:
+    checked = config.check(json.loads(json.dumps(raw)))
+    checked["root"] = str(tmp_path)
+    key = ["0.12.0", 1, 1234]
+    config.store(checked, key)
+    kept = json.loads((tmp_path / "config.checked").read_text())
+    assert kept[0] == key
+    thawed = config_file().thaw(kept[1], str(tmp_path))
+    assert thawed == checked
+    assert [type(thawed[k]) for k in checked] == [type(checked[k]) for k in checked]
+    if checked["wifi"]:
+        assert [type(v) for v in thawed["wifi"].values()] == [type(v) for v in checked["wifi"].values()]
+        assert isinstance(thawed["wifi"]["bssid"], bytes) and isinstance(thawed["wifi"]["ip"], tuple)
+    if checked["will"]:
+        assert isinstance(thawed["will"], tuple) and isinstance(thawed["will"][1], bytes)
+    assert all(isinstance(entry, tuple) for entry in thawed["subscribe"])
+
+
+def test_the_kept_format_is_the_one_check_makes() -> None:
+    checked = config.check(json.loads(json.dumps(EVERYTHING)))
+    checked["root"] = "/flash"
+    source = (assets.APP / "config_file.py").read_text()
+    form = int(source.split("_CHECK_FORMAT = const(")[1].split(")")[0])
+    assert sorted(keys(checked)) == sorted(FORMAT_1[form]), (
+        "config.check()'s output changed: bump config_file._CHECK_FORMAT, and make thaw() and config.store() match"
+    )
