@@ -277,6 +277,7 @@ class Bench:
         sending = [s for s in sleeps if s["script"] == "main.py"]
         mpy = mpy_files(staged, sampling[-1]["loaded"] if sampling else [])
         sending_mpy = mpy_files(staged, sending[-1]["loaded"] if sending else [])
+        poweron_mpy = mpy_files(staged, sending[0]["loaded"] if sending else [])  # (the run's first wake)
         return {
             "install": install,
             "per_send": per_send,
@@ -295,6 +296,8 @@ class Bench:
             "sampling_mpy_bytes": sum(path.stat().st_size for path in mpy.values()),
             "sending_modules": sorted(sending_mpy),
             "sending_mpy_bytes": sum(path.stat().st_size for path in sending_mpy.values()),
+            "poweron_modules": sorted(poweron_mpy),
+            "poweron_mpy_bytes": sum(path.stat().st_size for path in poweron_mpy.values()),
             "erased": {part: c.get("blocks_erased", 0) for part, c in stats.items()},
             "programmed": {part: c.get("bytes_programmed", 0) for part, c in stats.items()},
         }
@@ -654,11 +657,24 @@ def _sampling(energy: dict[str, Any]) -> dict[str, str]:
         "sampling_deployed_here": f"{board['sampling_us'] / 1000:.2f}",
         "sampling_frozen_here": f"{frozen['sampling_us'] / 1000:.2f}",
         "sampling_table": table(["sampling wake", "uAh"], rows),
-        "sending_mpy_bytes": f"{board['sending_mpy_bytes']:,}",
-        "sending_modules": str(len(board["sending_modules"])),
+        "loads_table": _loads_table(board, next(iter(energy["forgetful"].values()))["umqtt_mpy_bytes"]),
         "sending_module_names": ", ".join(board["sending_modules"]),
-        "umqtt_mpy_bytes": f"{next(iter(energy['forgetful'].values()))['umqtt_mpy_bytes']:,}",
     }
+
+
+def _loads_table(board: dict[str, Any], umqtt_bytes: int) -> str:
+    """The .mpy bytes each kind of wake loads from the filesystem of a stock image (docs/low-power.md), this
+    client's and umqtt.simple's; a module dropped once used counts (VBOARD_IMPORTS)."""
+    rows = [
+        ["this client", "sampling wake", str(len(board["sampling_modules"])), f"{board['sampling_mpy_bytes']:,}"],
+        ["this client", "sending wake (config.json's check kept)", str(len(board["sending_modules"])),
+         f"{board['sending_mpy_bytes']:,}"],
+        ["this client", "power-on (config.json checked, the check kept)", str(len(board["poweron_modules"])),
+         f"{board['poweron_mpy_bytes']:,}"],
+        ["umqtt.simple", "(a)'s round, (d)'s sending wake", "1", f"{umqtt_bytes:,}"],
+        ["umqtt.simple", "(d)'s sampling wake (its main.py only)", "0", "0"],
+    ]  # fmt: skip
+    return table(["client", "wake", "modules", ".mpy bytes"], rows)
 
 
 def _wear_table(energy: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@
 # drops it (errors.forget: docs/firmware-style.md, rule 6): on a deployed board its code is heap the run can use.
 
 import gc
-import struct
+import json
 import sys
 import time
 
@@ -23,6 +23,11 @@ except ImportError:
 
 
 _TLS_CONTEXT = const(2)  # board_app.heap's index (board_app._TLS_CONTEXT)
+# The hint's indexes (dmqtt/ring_tail.py's _SECTOR, _HEADER, _FIRST): the head sector, its header (hex; bytes 8 to
+# 11 its sequence number), the oldest live sector's sequence number.
+_HINT_SECTOR = const(0)
+_HINT_HEADER = const(1)
+_HINT_FIRST = const(9)
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -98,21 +103,22 @@ def next_boot(root):
 
 
 def resume():
-    """At a wake from deep sleep, where the last wake left the ring journal, or None: for its open to replay from
-    the oldest sector holding a live record, not the whole ring (dmqtt.journal.replay_from). It is in the header
-    of the plan in RTC memory (sampler._FIELDS after the length, at byte 3; head 0xFFFF without a hint). Read
-    first, while the heap is whole (RTC memory comes as 2 KB of bytes), and without loading sampler.py: a
-    module's names are a board's for good, and a sending wake loads the plan's modules at its end, past its heap
-    low."""
+    """At a wake from deep sleep, where the last wake left the ring journal, or None: (the head sector, its
+    sequence number, the oldest live sector's), for its open to replay from the oldest sector holding a live
+    record, not the whole ring (dmqtt.journal.replay_from). Read from the hint in the plan in RTC memory
+    (sampler.py's layout: a kind byte, the plan's length, the plan as JSON; dmqtt/ring_tail.py's hint), here and
+    first, while the heap is whole, without loading either: a module's names are a board's for good, and a
+    sending wake loads them at its end, past its heap low."""
     import machine
 
     if machine.reset_cause() != machine.DEEPSLEEP_RESET:
         return None
     memory = machine.RTC().memory()
-    if len(memory) < 13:
-        return None
-    head, head_seq, first = struct.unpack_from(">HII", memory, 3)
-    return None if head == 0xFFFF else (head, head_seq, first)
+    try:
+        hint = json.loads(memory[3 : 3 + ((memory[1] << 8) | memory[2])])["ring"]
+        return hint[_HINT_SECTOR], int(hint[_HINT_HEADER][16:24], 16), hint[_HINT_FIRST]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None  # no plan, no hint, or one of another layout: the whole ring is replayed
 
 
 def open_board(cfg):

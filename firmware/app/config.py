@@ -359,7 +359,7 @@ def check(raw):
 
 
 def store(cfg, key):
-    """Keep the check `cfg` beside config.json for the boots after, under `key`, as config_file.thaw()
+    """Keep the check `cfg` beside config.json for the boots after, under `key`, as config_file.read()
     reads it (config_file.py says the format). A check that cannot be kept (a full filesystem) is made again at
     the next boot."""
     frozen = dict(cfg)

@@ -20,7 +20,7 @@ except ImportError:
 ROOTS = ("/flash", "")
 # The check kept beside config.json, config.checked: a JSON list, [key, the checked config]. The key is [the
 # firmware's version, _CHECK_FORMAT, the CRC-32 of config.json's and secrets.json's bytes]. The checked config is
-# config.check()'s, with the values JSON has no type for written by config.store() and made again by thaw():
+# config.check()'s, with the values JSON has no type for written by config.store() and made again by read():
 # _CHECK_FORMAT changes with any of the three (tests/unit/board/test_config_checked.py holds them together).
 _CHECK_FORMAT = const(1)
 
@@ -53,7 +53,22 @@ def read():
             with open(base + "/config.checked") as f:
                 found = json.loads(f.read())
             if found[0] == key:
-                return thaw(found[1], base)
+                # As config.check() made it: the values JSON has no type for, made again.
+                cfg = found[1]
+                wifi = cfg["wifi"]
+                if wifi is not None:
+                    if wifi["ip"] is not None:
+                        wifi["ip"] = tuple(wifi["ip"])
+                    if wifi["bssid"] is not None:
+                        wifi["bssid"] = bytes(wifi["bssid"])
+                will = cfg["will"]
+                if will is not None:
+                    cfg["will"] = (will[0], will[1].encode(), will[2], will[3])
+                if cfg["password"] is not None:
+                    cfg["password"] = cfg["password"].encode()
+                cfg["subscribe"] = [tuple(entry) for entry in cfg["subscribe"]]
+                cfg["root"] = base
+                return cfg
         except (OSError, ValueError, IndexError, TypeError, KeyError):
             pass  # none kept, or not for these files: checked again
     # The codec first: the checker uses it, and the checker's garbage then lies above the codec's code rather
@@ -67,22 +82,4 @@ def read():
         config.store(cfg, key)
     finally:
         forget("config")
-    return cfg
-
-
-def thaw(cfg, base):
-    """A check kept by config.store(), as config.check() made it: the values JSON has no type for made again."""
-    wifi = cfg["wifi"]
-    if wifi is not None:
-        if wifi["ip"] is not None:
-            wifi["ip"] = tuple(wifi["ip"])
-        if wifi["bssid"] is not None:
-            wifi["bssid"] = bytes(wifi["bssid"])
-    will = cfg["will"]
-    if will is not None:
-        cfg["will"] = (will[0], will[1].encode(), will[2], will[3])
-    if cfg["password"] is not None:
-        cfg["password"] = cfg["password"].encode()
-    cfg["subscribe"] = [tuple(entry) for entry in cfg["subscribe"]]
-    cfg["root"] = base
     return cfg

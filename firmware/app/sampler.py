@@ -12,32 +12,17 @@
 # good). RTC memory is lost with the power: a power-on runs the application.
 
 import json
-import struct
 import sys
 import time
 
 import machine
 
-try:
-    from micropython import const
-except ImportError:
-
-    def const(x):  # type: ignore[misc]
-        return x
-
-
-PLAN = 2  # the plan's format (the JSON object's "v"; 2: the header holds where the journal's open may resume)
+PLAN = 1  # the plan's format (the JSON object's "v")
 SAMPLE = b"S"  # the next wake journals its reading
 SEND = b"T"  # the next wake runs the application, which sends
 # RTC memory holds the plan first, then the application's own bytes (app_memory()): a kind byte (SAMPLE, SEND, or
-# NONE), then _FIELDS: the plan's length, and where a sending wake's journal open may resume (at byte 3: the
-# head sector, its sequence number and the oldest live sector's, as ring_tail.resume() gives them; head 0xFFFF
-# without a hint; board_open.py reads them without loading this module); then the plan (JSON), and what follows is
-# the application's.
+# NONE), the plan's length (u16, big-endian), the plan (JSON), and what follows is the application's.
 NONE = b"-"
-_FIELDS = ">HHII"
-_HEADER = const(13)  # the kind byte and _FIELDS
-_NO_HINT = const(0xFFFF)
 RTC_BYTES = 2048  # an ESP32's RTC memory for MicroPython (machine.RTC().memory())
 
 
@@ -51,26 +36,21 @@ def keep(found, now):
         or found["queued"] + 1 >= found["limit"]
         or (found["max_age"] and found["queued"] and now + found["every"] // 1000 - found["oldest"] >= found["max_age"])
     )
-    resume = None
-    if found["ring"]:
-        from dmqtt import ring_tail
-
-        resume = ring_tail.resume(found["ring"])
-    write(SEND if due else SAMPLE, json.dumps(found).encode(), resume)
+    write(SEND if due else SAMPLE, json.dumps(found).encode())
 
 
-def write(kind, plan=b"", resume=None):
+def write(kind, plan=b""):
     """The plan's part of RTC memory, the application's part kept. A plan that leaves the application's part no
     room is not kept: the next wake sends (and makes a new one)."""
     rtc = machine.RTC()
     app = app_memory()
-    if _HEADER + len(plan) + len(app) > RTC_BYTES:
-        kind, plan, resume = SEND, b"", None
-    rtc.memory(kind + struct.pack(_FIELDS, len(plan), *(resume or (_NO_HINT, 0, 0))) + plan + app)
+    if 3 + len(plan) + len(app) > RTC_BYTES:
+        kind, plan = SEND, b""
+    rtc.memory(kind + bytes((len(plan) >> 8, len(plan) & 0xFF)) + plan + app)
 
 
 def plan_size(memory):
-    return _HEADER + ((memory[1] << 8) | memory[2]) if len(memory) >= _HEADER else len(memory)
+    return 3 + ((memory[1] << 8) | memory[2]) if len(memory) >= 3 else len(memory)
 
 
 def app_memory(data=None):
@@ -80,7 +60,7 @@ def app_memory(data=None):
     memory = rtc.memory()
     if data is None:
         return memory[plan_size(memory) :]
-    rtc.memory((memory[: plan_size(memory)] or NONE + struct.pack(_FIELDS, 0, _NO_HINT, 0, 0)) + data)
+    rtc.memory((memory[: plan_size(memory)] or NONE + b"\0\0") + data)
 
 
 def run():
@@ -92,20 +72,14 @@ def run():
         sys.modules.pop(name, None)
 
 
-def plan():
-    """The plan the last wake left in RTC memory (a dict), or None: none, or one this firmware cannot read."""
-    try:
-        memory = machine.RTC().memory()
-        found = json.loads(memory[_HEADER : plan_size(memory)])
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and found.get("v") == PLAN else None
-
-
 def _sample():
     began = time.ticks_ms()
-    found = plan()
-    if found is None:
+    try:
+        memory = machine.RTC().memory()
+        found = json.loads(memory[3 : plan_size(memory)])
+    except ValueError:
+        return
+    if not isinstance(found, dict) or found.get("v") != PLAN:
         return
     now = time.time()
     from dboard import console

@@ -41,7 +41,7 @@ _FREE_PIDS = const(5)  # how many ids after it are known free (Session.allocate_
 _SERIAL = const(6)  # the last acceptance serial
 _MARK = const(7)  # the application's progress mark
 _BUSY = const(8)  # slots holding a flow (Session.outstanding())
-_FIRST = const(9)  # the sequence number of the oldest sector holding a live record (journal.replay_from)
+_FIRST = const(9)  # the sequence number of the oldest sector holding a live record (board_open.resume)
 
 
 def hint(session):
@@ -67,14 +67,6 @@ def hint(session):
         first = ring._after(ring._seq[first])
     return [head, hexlify(ring._hdr).decode(), off, prev, session.next_pid, free, session.serial, session.mark,
             session.outstanding(), ring._seq[first]]  # fmt: skip
-
-
-def resume(hint):
-    """Where a sending wake's journal open may resume, from the hint: (the head sector, its sequence number, the
-    oldest live sector's), which the plan's header keeps (sampler.py), or None from a hint without them."""
-    if len(hint) <= _FIRST:
-        return None
-    return hint[_SECTOR], int(hint[_HEADER][16:24], 16), hint[_FIRST]
 
 
 def append(part, hint, slots, topic, payload, qos):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -51,11 +52,16 @@ EVERYTHING = {
 }
 
 
-def config_file() -> ModuleType:
+def config_file(root: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """firmware/app/config_file.py on CPython, reading its files from `root` (a board's filesystem), the checker
+    importable as on the board."""
+    monkeypatch.syspath_prepend(str(assets.APP))
+    monkeypatch.setitem(sys.modules, "config", config)
     spec = importlib.util.spec_from_file_location("config_file", assets.APP / "config_file.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "ROOTS", (str(root),))
     return module
 
 
@@ -77,22 +83,34 @@ def keys(value: dict[str, Any], where: str = "") -> list[str]:
     ],
     ids=["everything", "least", "serial"],
 )
-def test_a_kept_check_reads_back_as_the_check_made_it(tmp_path: Path, raw: dict[str, Any]) -> None:
-    checked = config.check(json.loads(json.dumps(raw)))
-    checked["root"] = str(tmp_path)
-    key = ["0.12.0", 1, 1234]
-    config.store(checked, key)
-    kept = json.loads((tmp_path / "config.checked").read_text())
-    assert kept[0] == key
-    thawed = config_file().thaw(kept[1], str(tmp_path))
-    assert thawed == checked
-    assert [type(thawed[k]) for k in checked] == [type(checked[k]) for k in checked]
+def test_a_kept_check_reads_back_as_the_check_made_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raw: dict[str, Any]
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    reader = config_file(tmp_path, monkeypatch)
+    checked = reader.read()  # checked by config.py, and the check kept
+    assert (tmp_path / "config.checked").exists()
+    monkeypatch.setattr(config, "load", lambda base: pytest.fail("checked again"))
+    kept = reader.read()  # from the check kept
+    assert kept == checked == {**config.check(json.loads(json.dumps(raw))), "root": str(tmp_path)}
+    assert [type(kept[k]) for k in checked] == [type(checked[k]) for k in checked]
     if checked["wifi"]:
-        assert [type(v) for v in thawed["wifi"].values()] == [type(v) for v in checked["wifi"].values()]
-        assert isinstance(thawed["wifi"]["bssid"], bytes) and isinstance(thawed["wifi"]["ip"], tuple)
+        assert [type(v) for v in kept["wifi"].values()] == [type(v) for v in checked["wifi"].values()]
+        assert isinstance(kept["wifi"]["bssid"], bytes) and isinstance(kept["wifi"]["ip"], tuple)
     if checked["will"]:
-        assert isinstance(thawed["will"], tuple) and isinstance(thawed["will"][1], bytes)
-    assert all(isinstance(entry, tuple) for entry in thawed["subscribe"])
+        assert isinstance(kept["will"], tuple) and isinstance(kept["will"][1], bytes)
+    assert all(isinstance(entry, tuple) for entry in kept["subscribe"])
+
+
+def test_a_changed_file_is_checked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"client_id": "b1", "broker": "127.0.0.1:1883"}))
+    reader = config_file(tmp_path, monkeypatch)
+    reader.read()
+    (tmp_path / "secrets.json").write_text(json.dumps({"password": "changed"}))
+    assert reader.read()["password"] == b"changed"
+    (tmp_path / "config.json").write_text(json.dumps({"client_id": "b1", "broker": "127.0.0.1"}))
+    with pytest.raises(Exception, match="broker must be host:port"):  # (config.py as the board imports it)
+        reader.read()
 
 
 def test_the_kept_format_is_the_one_check_makes() -> None:

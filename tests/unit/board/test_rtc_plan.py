@@ -1,21 +1,18 @@
 """RTC memory as the board application shares it (firmware/app/sampler.py, docs/low-power.md): the plan's part
-first, the application's after it, each kept when the other is written; and the plan's header tells a sending
-wake where its journal's open may resume (board_open.resume() reads it without loading sampler.py), as
-ring_tail.resume() gives it from the hint."""
+first, the application's after it, each kept when the other is written; and the plan's hint tells a sending wake
+where its journal's open may resume (board_open.resume() reads it without loading sampler.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import sys
-from array import array
 from collections.abc import Iterator
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
-from dmqtt import journal, ring_tail
 from host_bridge import assets
 
 HINT = [3, "444d514a0400000000000007aabbccdd", 802, 793, 293, 60, 293, 293, 4, 5]
@@ -53,47 +50,47 @@ def load(name: str) -> ModuleType:
     return module
 
 
+def read_plan() -> Any:
+    """The plan in RTC memory as the sampling wake reads it (sampler.plan_size's layout), or None."""
+    memory = FakeRTC.memory_bytes
+    try:
+        return json.loads(memory[3 : 3 + ((memory[1] << 8) | memory[2])])
+    except (ValueError, IndexError):
+        return None
+
+
 def plan(ring: Any = None) -> dict[str, Any]:
-    return {"v": 2, "left": 5, "taken": 0, "per_send": 10, "queued": 1, "limit": 64, "max_age": 0, "every": 60000,
+    return {"v": 1, "left": 5, "taken": 0, "per_send": 10, "queued": 1, "limit": 64, "max_age": 0, "every": 60000,
             "oldest": 0, "ring": ring}  # fmt: skip
 
 
 def test_the_plan_and_the_applications_bytes_keep_each_other(chip: SimpleNamespace) -> None:
     sampler = chip.sampler
     sampler.app_memory(b"counter=7")  # before any plan
-    assert sampler.app_memory() == b"counter=7" and sampler.plan() is None
+    assert sampler.app_memory() == b"counter=7" and read_plan() is None
     sampler.keep(plan(HINT), 0)
     assert sampler.app_memory() == b"counter=7"  # the plan written: the application's bytes kept
     sampler.app_memory(b"counter=8")
-    assert sampler.plan() == plan(HINT)  # the application's written: the plan kept
+    assert read_plan() == plan(HINT)  # the application's written: the plan kept
     assert FakeRTC.memory_bytes[:1] == sampler.SAMPLE
     with pytest.raises(ValueError):
         sampler.app_memory(bytes(2048))  # the two pass RTC memory's 2,048 bytes
     sampler.write(sampler.NONE)
-    assert sampler.app_memory() == b"counter=8" and sampler.plan() is None
+    assert sampler.app_memory() == b"counter=8" and read_plan() is None
 
 
-def test_a_sending_wake_reads_where_the_journal_resumes_from_the_header(chip: SimpleNamespace) -> None:
+def test_a_sending_wake_reads_where_the_journal_resumes_from_the_plan(chip: SimpleNamespace) -> None:
     chip.sampler.keep(plan(HINT), 0)
     chip.sampler.app_memory(b"the application's")
-    assert chip.board_open.resume() == ring_tail.resume(HINT) == (3, 7, 5)
+    assert chip.board_open.resume() == (3, 7, 5)  # the head sector, its sequence number, the oldest live one's
 
 
 def test_no_hint_no_plan_or_a_power_on_leaves_the_whole_open(chip: SimpleNamespace) -> None:
     for memory in (lambda: chip.sampler.keep(plan(None), 0), lambda: chip.sampler.write(chip.sampler.NONE)):
         memory()
         assert chip.board_open.resume() is None
+    FakeRTC.memory_bytes = b'S\x00\x05{"v":' + bytes(100)  # spoiled
+    assert chip.board_open.resume() is None
     chip.sampler.keep(plan(HINT), 0)
     chip.machine.reset_cause = lambda: 1  # a power-on (RTC memory would be lost; a reset keeps it)
     assert chip.board_open.resume() is None
-
-
-def test_a_plan_of_the_first_format_gives_no_sector_the_ring_has(chip: SimpleNamespace) -> None:
-    """Format 1 put the plan's JSON at byte 3: read as the header's numbers, its '{"' is a head sector of 31522,
-    which no ring has, so an upgraded board's first sending wake opens the whole journal."""
-    text = json.dumps({"v": 1, "ring": HINT}).encode()
-    FakeRTC.memory_bytes = b"T" + len(text).to_bytes(2, "big") + text
-    point = chip.board_open.resume()
-    assert point is not None and point[0] == 0x7B22
-    assert journal.replay_from(array("I", [1, 2, 3, 0]), point) == 0  # every sector replayed
-    assert chip.sampler.plan() is None  # and no sampling wake trusts it
