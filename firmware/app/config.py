@@ -299,7 +299,7 @@ def check(raw):
     for sub_topic, _ in subs:
         _topic(sub_topic, "subscribe topic", True)
     if will is not None:
-        _topic(will[0], "will.topic", False)
+        _topic(will[0], "will.topic", False)  # (will: (topic, payload, qos, retain), as the client takes it)
     tls = _tls(raw, transport)
     confirm = _confirm(raw, cid, qos)
     if confirm:
@@ -368,13 +368,19 @@ def store(cfg, key):
         frozen["wifi"] = dict(wifi)
         if wifi["bssid"] is not None:
             frozen["wifi"]["bssid"] = list(wifi["bssid"])
-    will = cfg["will"]
-    if will is not None:
-        frozen["will"] = (will[0], will[1].decode(), will[2], will[3])
+    if cfg["will"] is not None:
+        topic, payload, qos, retain = cfg["will"]  # (the client's will: a tuple)
+        frozen["will"] = (topic, payload.decode(), qos, retain)
     if cfg["password"] is not None:
         frozen["password"] = cfg["password"].decode()
+    import os
+
     try:
-        with open(cfg["root"] + "/config.checked", "w") as f:
+        try:
+            os.mkdir(cfg["root"] + "/.kept")
+        except OSError:
+            pass  # (there already)
+        with open(cfg["root"] + "/.kept/config.checked", "w") as f:
             f.write(json.dumps([key, frozen]))
     except OSError:
         pass

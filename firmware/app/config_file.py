@@ -18,7 +18,8 @@ except ImportError:
 
 # Where the filesystem is: /flash on the virtual board (and pyboard-style ports), / on an ESP32.
 ROOTS = ("/flash", "")
-# The check kept beside config.json, config.checked: a JSON list, [key, the checked config]. The key is [the
+# The check kept beside config.json, in .kept/config.checked: a folder of its own, not the root folder, where
+# every import of a sampling wake looks names up. A JSON list, [key, the checked config]. The key is [the
 # firmware's version, _CHECK_FORMAT, the CRC-32 of config.json's and secrets.json's bytes]. The checked config is
 # config.check()'s, with the values JSON has no type for written by config.store() and made again by read():
 # _CHECK_FORMAT changes with any of the three (tests/unit/board/test_config_checked.py holds them together).
@@ -50,7 +51,7 @@ def read():
     key = [dmqtt.__version__, _CHECK_FORMAT, crc32(secrets.encode(), crc32(text.encode()))]
     if base is not None:
         try:
-            with open(base + "/config.checked") as f:
+            with open(base + "/.kept/config.checked") as f:
                 found = json.loads(f.read())
             if found[0] == key:
                 # As config.check() made it: the values JSON has no type for, made again.
@@ -61,9 +62,9 @@ def read():
                         wifi["ip"] = tuple(wifi["ip"])
                     if wifi["bssid"] is not None:
                         wifi["bssid"] = bytes(wifi["bssid"])
-                will = cfg["will"]
-                if will is not None:
-                    cfg["will"] = (will[0], will[1].encode(), will[2], will[3])
+                if cfg["will"] is not None:
+                    topic, payload, qos, retain = cfg["will"]  # (the client's will: a tuple)
+                    cfg["will"] = (topic, payload.encode(), qos, retain)
                 if cfg["password"] is not None:
                     cfg["password"] = cfg["password"].encode()
                 cfg["subscribe"] = [tuple(entry) for entry in cfg["subscribe"]]

@@ -89,7 +89,7 @@ def test_a_kept_check_reads_back_as_the_check_made_it(
     (tmp_path / "config.json").write_text(json.dumps(raw))
     reader = config_file(tmp_path, monkeypatch)
     checked = reader.read()  # checked by config.py, and the check kept
-    assert (tmp_path / "config.checked").exists()
+    assert (tmp_path / ".kept" / "config.checked").exists()
     monkeypatch.setattr(config, "load", lambda base: pytest.fail("checked again"))
     kept = reader.read()  # from the check kept
     assert kept == checked == {**config.check(json.loads(json.dumps(raw))), "root": str(tmp_path)}
