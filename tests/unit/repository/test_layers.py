@@ -6,6 +6,7 @@ host_bridge never the pipeline (the campaigns run it as a command); each host su
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,15 @@ def test_a_layer_that_reaches_up_is_caught(tmp_path: Path) -> None:
         "host_bridge.hil.dut.Dut (host_bridge.hil)",
         "dmqtt_pipeline.jobs (dmqtt_pipeline)",
     }
+
+
+def test_the_layer_table_and_the_readme_name_every_module_of_the_board_application() -> None:
+    """docs/architecture.md's app row and the README's layout name each module of firmware/app, and no other."""
+    row = next(
+        line for line in (REPO / "docs" / "architecture.md").read_text().splitlines() if line.startswith("| app")
+    )
+    listed = {name.strip().removesuffix(".py") for name in row.split("|")[2].split(":", 1)[1].split(",")}
+    assert listed == APP_MODULES, sorted(listed ^ APP_MODULES)
+    readme = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `firmware/app`"))
+    named = set(re.findall(r"\b(\w+)(?:\.py)?\b", readme.split("|")[2]))
+    assert APP_MODULES <= named, sorted(APP_MODULES - named)
