@@ -86,19 +86,20 @@ class Board:
     a module of state would save a few hundred bytes (docs/firmware-style.md, rule 1). board_open.open_board sets
     its attributes and hooks: a constructor's code would stay in the heap for the whole run (rule 6)."""
 
-    # (Annotations cost a board nothing: the compiler drops them. A value here is the default an instance reads
-    # until board_open or the run sets its own: an attribute left at its default takes no room in the instance.)
+    # (Annotations cost a board nothing: the compiler drops them. A value here is a default an instance reads until
+    # the run sets its own: an attribute left at its default takes no room in the instance. A class's names cost
+    # room in its dictionary: the defaults are those an instance mostly keeps.)
     cfg: "dict[str, Any]"  # config.json, checked (config.check)
     boot: "int"  # this boot's number (boot.txt)
     client: "Any"  # dmqtt.client.MQTTClient, or dmqtt.confirm.ConfirmingClient with confirm
     transport_class: "Any"  # dmqtt.transport.TCPTransport or dlink.transport.LinkTransport
     backoff: "Backoff"  # between connection attempts
     retry_at: "Any"  # ticks: the next connection attempt, not before
+    tls_ctx: "Any"  # with TLS: the context (board_open.tls_context)
+    heap_at_boot: "int"  # free heap before the application's modules loaded (main.py)
+    finished: "bool"  # every message acknowledged: the DISCONNECT that follows is ours
+    subscribed: "bool"  # this boot has made its subscriptions
     wifi: "Any" = None  # dmqtt.wifi, supervising the link; None without WiFi (the serial link, or no "wifi")
-    tls_ctx: "Any" = None  # the TLS context (board_open.tls_context), or None
-    heap_at_boot = 0  # free heap before the application's modules loaded (main.py)
-    finished = False  # every message acknowledged: the DISCONNECT that follows is ours
-    subscribed = False  # this boot has made its subscriptions
     dropped = 0  # QoS 0 readings dropped while the WiFi was down
 
     def on_message(self, topic, payload, qos, retain, dup):
@@ -128,7 +129,15 @@ class Board:
             return False
         backoff = self.backoff
         try:
-            present = client.connect(self.open_transport())
+            cfg = self.cfg
+            if cfg["transport"] == "serial":
+                uart = cfg["uart"]
+                transport = self.transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
+            elif cfg["tls"] is None:
+                transport = self.transport_class(cfg["host"], cfg["port"])
+            else:
+                transport = sys.modules["tls_open"].connect(self)
+            present = client.connect(transport)
             print(console.CONNECTED % (present, client.outstanding()))
             # The session keeps its subscriptions: made again at a boot's first connection (the config may have
             # changed; a retained confirmation comes at once), when the broker has lost the session, and on MQTT
@@ -139,7 +148,7 @@ class Board:
             # 3.1.1, outside the ACL) draws a reset that discards its unread acknowledgement; MQTT 5 refuses with
             # a reason code instead (PUBACK 0x87, Not authorized).
             if not (present and self.subscribed) or client.version == _MQTT5:
-                for topic, qos in self.cfg["subscribe"]:
+                for topic, qos in cfg["subscribe"]:
                     client.subscribe(topic, qos)
                 self.subscribed = True
             backoff.reset()
@@ -156,15 +165,6 @@ class Board:
             if not backoff.attempt & (backoff.attempt - 1):
                 print(console.CONNECT_FAILED % (exc, delay))
             return False
-
-    def open_transport(self):
-        cfg = self.cfg
-        if cfg["transport"] == "serial":
-            uart = cfg["uart"]
-            return self.transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
-        if cfg["tls"] is None:
-            return self.transport_class(cfg["host"], cfg["port"])
-        return sys.modules["tls_open"].connect(self)
 
 
 def finish(board, seq, total, start):

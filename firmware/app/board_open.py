@@ -182,6 +182,7 @@ def open_board(cfg):
         board_app.heap[_TLS_CONTEXT] = tls_heap
     board.backoff = Backoff()
     board.retry_at = time.ticks_ms()
+    board.finished = board.subscribed = False
     client.on_message = board.on_message
     client.on_published = board.on_published
     client.on_disconnect = board.on_disconnect
