@@ -39,11 +39,11 @@ def load_modules(cfg, resume=None):
     module-level code, file buffers) is freed before the next one's code lands, so the free heap stays in large
     blocks for the buffers that follow. Only what this config uses: the serial link or TCP (and TLS). The journal
     is opened as soon as its module is in (returned: open_board hands it to the client); the serial link makes its
-    buffers last, once every module's code is in: code loading into a heap the link's 14 KB of buffers had cut
-    up left a serial board with confirmation without a block for MicroPython's next pool of interned names
-    (2.5 KB on the 64-bit virtual board) with 10 KB less heap than it has (tests/integration/test_boot_heap.py).
+    buffers last, once every module's code is in: code loading into a heap the link's buffers have cut up leaves
+    a serial board with confirmation no block for MicroPython's next pool of interned names
+    (tests/integration/test_boot_heap.py).
     `resume`: where the last wake left the ring journal (resume()). Returns the journal and, with TLS, its
-    context and the heap that holds."""
+    context (the heap that holds goes to board_app.heap)."""
     names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
     if cfg["transport"] == "serial":
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
@@ -57,7 +57,6 @@ def load_modules(cfg, resume=None):
         names.append("dmqtt.confirm")
     names.append("duty" if cfg["sleep"] else "continuous")  # the run: a wake's, or one of readings all along
     store = tls_ctx = None
-    tls_heap = 0
     for name in names:
         __import__(name)
         gc.collect()
@@ -68,19 +67,19 @@ def load_modules(cfg, resume=None):
             if cfg["tls"]:
                 free = board_app.collected()
                 tls_ctx = tls_context(cfg)
-                tls_heap = free - board_app.collected()
+                board_app.heap[_TLS_CONTEXT] = free - board_app.collected()
             store = sys.modules[name].open_journal(resume=resume)
             forget(name)  # its open_journal() has done its work
             gc.collect()
     if cfg["transport"] == "serial":
         uart = cfg["uart"]
         sys.modules["dlink.transport"].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
-    return store, tls_ctx, tls_heap
+    return store, tls_ctx
 
 
 def tls_context(cfg):
     """The TLS context, built once per boot (the certificates are parsed here); then dmqtt.tls is unloaded: the
-    context is all the connections need, and the module's code is 2 KB of heap on a deployed board."""
+    context is all the connections need, and the module's code is heap on a deployed board."""
     from dmqtt import tls
 
     try:
@@ -129,7 +128,7 @@ def open_board(cfg):
     # First what allocates and lets go (RTC memory, the boot counter's file), while the heap is whole.
     point = resume() if cfg["sleep"] else None
     boot = next_boot(cfg["root"])
-    store, tls_ctx, tls_heap = load_modules(cfg, point)
+    store, tls_ctx = load_modules(cfg, point)
     wifi = None
     if cfg["wifi"] and cfg["transport"] == "tcp":
         # dmqtt.wifi supervises the link from here on (its check() makes the first attempt); supervise.py says it.
@@ -179,7 +178,6 @@ def open_board(cfg):
         board.wifi = wifi
     if tls_ctx is not None:
         board.tls_ctx = tls_ctx
-        board_app.heap[_TLS_CONTEXT] = tls_heap
     board.backoff = Backoff()
     board.retry_at = time.ticks_ms()
     board.finished = board.subscribed = False

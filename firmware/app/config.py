@@ -1,4 +1,4 @@
-# The board's configuration, config.json on its filesystem (board_open.py finds it: on a real ESP32 the
+# The board's configuration, config.json on its filesystem (config_file.py finds it: on a real ESP32 the
 # filesystem is mounted at "/", on the virtual board at "/flash"). check() turns the JSON into plain values and
 # explains what is wrong with a bad file; board_app.py prints that and stops, it never crash-loops. store()
 # keeps the check beside config.json, so that the boots after do not load this module while the files are the same.

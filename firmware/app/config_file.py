@@ -28,7 +28,7 @@ _CHECK_FORMAT = const(1)
 
 def read():
     """config.json, checked. The check an earlier boot kept is used while config.json, secrets.json and the
-    firmware are what it was made from: a sending wake does not load the checker (config.py, 4.7 KB of .mpy);
+    firmware are what it was made from: a sending wake does not load the checker (config.py);
     else config.py checks them (ConfigError says what is wrong) and keeps its check for the boots after."""
     from binascii import crc32
 

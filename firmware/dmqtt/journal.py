@@ -13,8 +13,8 @@
 def open_journal(label="mqttlog", path=None, record_max=1024, resume=None):
     """The ring on the partition labelled `label` when the partition table has one, else the file fallback
     (default path: mqtt.journal at the filesystem root, /flash on the virtual board, / on an ESP32). `resume`:
-    where the last wake left the ring (ring_tail.resume(), kept in RTC memory), for the ring's open to replay
-    from there when the flash bears it out (replay_from)."""
+    where the last wake left the ring (board_open.resume(), from the hint in RTC memory), for the ring's open to
+    replay from there when the flash bears it out (replay_from)."""
     try:
         import esp32
 
@@ -47,7 +47,7 @@ def open_journal(label="mqttlog", path=None, record_max=1024, resume=None):
 
 def replay_from(seq, resume):
     """The sequence number below the first sector a sending wake's open replays (RingJournal.resume). `seq`: the
-    sectors' sequence numbers, by sector; `resume`: where the last wake left the ring (ring_tail.resume()). The
+    sectors' sequence numbers, by sector; `resume`: where the last wake left the ring (board_open.resume()). The
     oldest live sector's less one when the flash bears that out: its head is the youngest sector, with its
     sequence number, and a sector with the oldest live one's number is still in the ring. Else 0: every sector."""
     head, head_seq, first = resume

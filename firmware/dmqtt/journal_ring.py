@@ -63,9 +63,9 @@ class RingJournal(Framing):
     # 45 ms (its flash cache is off): a serial board asks its bridge to pause meanwhile (LinkTransport.hush).
     hush = None
     # Where the last wake left the ring, set before open() by a wake that has it, or None: a function given the
-    # sectors' sequence numbers (an array, by sector) that returns the number below the first sector to replay (0:
-    # every sector), which ring_tail.replay_from() works out from the hint. The sectors before it hold only ended
-    # flows, whose state the next sector's META snapshot carries. Used once, by open().
+    # sectors' sequence numbers (an array, by sector) that returns the number below the first sector to replay
+    # (0: every sector), which dmqtt.journal.replay_from() works out from the hint. The sectors before it hold
+    # only ended flows, whose state the next sector's META snapshot carries. Used once, by open().
     resume: "Any" = None
 
     def __init__(self, partition, record_max=1024):

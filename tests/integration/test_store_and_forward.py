@@ -84,17 +84,22 @@ def test_sampling_wakes_journal_with_the_radio_off_and_every_nth_wake_sends_the_
     assert summary["total"] == 13 and summary["count"] == 13, summary
 
 
-def test_a_board_that_sends_every_wake_keeps_no_plan_for_sampling_wakes(tmp_path: Path, mosquitto: Mosquitto) -> None:
-    """readings_per_send 1 (the default): every wake runs the application; a plan a former config left is void."""
+def reading_a_wake(tmp_path: Path, broker: Mosquitto, client_id: str, qos: int) -> list[tuple[str, dict[str, object]]]:
+    """Every boot of a WiFi board that sends at every wake (readings_per_send 1, the default), 3 readings."""
     config = {
-        "client_id": "batch-none",
-        "broker": mosquitto.address,
+        "client_id": client_id,
+        "broker": broker.address,
         "wifi": {"ssid": "lab"},
-        "publish": {"qos": 1, "count": 3},
+        "publish": {"qos": qos, "count": 3},
         "sleep": {"every_s": 60, "awake_s": 10},
     }
     with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.02)) as ap:
-        boots = wakes(tmp_path, config, ap)
+        return wakes(tmp_path, config, ap)
+
+
+def test_a_board_that_sends_every_wake_keeps_no_plan_for_sampling_wakes(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    """readings_per_send 1 (the default): every wake runs the application; a plan a former config left is void."""
+    boots = reading_a_wake(tmp_path, mosquitto, "batch-none", 1)
     assert len(boots) == 3 and all(re.search(r"^boot \d+:", out, re.M) for out, _ in boots), boots
 
 
@@ -102,14 +107,6 @@ def test_a_qos0_reading_waits_for_the_join_within_the_awake_time(tmp_path: Path,
     """A QoS 0 reading is not journaled: it goes over the wake's connection. The wake starts unjoined, so the
     reading waits for the join and the connection within sleep.awake_s, and is dropped (counted) only when they do
     not come in time."""
-    config = {
-        "client_id": "qos0-sleeper",
-        "broker": mosquitto.address,
-        "wifi": {"ssid": "lab"},
-        "publish": {"qos": 0, "count": 3},
-        "sleep": {"every_s": 60, "awake_s": 10},
-    }
-    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.02)) as ap:
-        boots = wakes(tmp_path, config, ap)
+    boots = reading_a_wake(tmp_path, mosquitto, "qos0-sleeper", 0)
     summary = json.loads(boots[-1][0].strip().splitlines()[-1])
     assert summary["wifi"]["dropped"] == 0 and summary["total"] == 3, "\n".join(out for out, _ in boots)
