@@ -29,7 +29,8 @@ _CHECK_FORMAT = const(1)
 def read():
     """config.json, checked. The check an earlier boot kept is used while config.json, secrets.json and the
     firmware are what it was made from: a sending wake does not load the checker (config.py);
-    else config.py checks them (ConfigError says what is wrong) and keeps its check for the boots after."""
+    else config.py checks them (ConfigError says what is wrong) and, on a board that sleeps between readings,
+    keeps its check for the boots after."""
     from binascii import crc32
 
     base = None
@@ -80,7 +81,10 @@ def read():
 
     try:
         cfg = config.load(base)  # (refuses a missing config.json)
-        config.store(cfg, key)
+        if cfg["sleep"]:
+            # Kept for a board that wakes often; one that stays awake checks at its rare boots, and its flash
+            # does not take the writes.
+            config.store(cfg, key)
     finally:
         forget("config")
     return cfg

@@ -131,8 +131,8 @@ def test_topics_are_checked_with_the_codec_rules_at_boot(tmp_path: Path) -> None
 
 
 def test_a_config_changed_since_the_kept_check_is_checked_again(tmp_path: Path, mosquitto: Mosquitto) -> None:
-    """A boot keeps its check of config.json beside it (.kept/config.checked), and the boots after use it while the
-    files are unchanged: a config.json changed since, into one the checker refuses, is refused at the next boot."""
+    """A config.json changed after a good boot, into one the checker refuses, is refused at the next boot (a board
+    that sleeps keeps its check in .kept/config.checked: tests/unit/board/test_config_checked.py)."""
     good = {"client_id": "kept", "broker": mosquitto.address, "publish": {"qos": 1, "count": 2}}
     end = run_vdut(tmp_path, good)
     assert end.kind == "done", end.console

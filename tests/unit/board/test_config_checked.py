@@ -78,8 +78,8 @@ def keys(value: dict[str, Any], where: str = "") -> list[str]:
     "raw",
     [
         EVERYTHING,
-        {"client_id": "b1", "broker": "127.0.0.1:1883"},
-        {"client_id": "b2", "transport": "serial", "wifi": None, "will": {"topic": "w"}},
+        {"client_id": "b1", "broker": "127.0.0.1:1883", "sleep": {}},
+        {"client_id": "b2", "transport": "serial", "wifi": None, "will": {"topic": "w"}, "sleep": {}},
     ],
     ids=["everything", "least", "serial"],
 )
@@ -102,13 +102,20 @@ def test_a_kept_check_reads_back_as_the_check_made_it(
     assert all(isinstance(entry, tuple) for entry in kept["subscribe"])
 
 
-def test_a_changed_file_is_checked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_board_that_stays_awake_keeps_no_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"client_id": "b1", "broker": "127.0.0.1:1883"}))
+    reader = config_file(tmp_path, monkeypatch)
+    assert reader.read() == reader.read()
+    assert not (tmp_path / ".kept").exists()
+
+
+def test_a_changed_file_is_checked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"client_id": "b1", "broker": "127.0.0.1:1883", "sleep": {}}))
     reader = config_file(tmp_path, monkeypatch)
     reader.read()
     (tmp_path / "secrets.json").write_text(json.dumps({"password": "changed"}))
     assert reader.read()["password"] == b"changed"
-    (tmp_path / "config.json").write_text(json.dumps({"client_id": "b1", "broker": "127.0.0.1"}))
+    (tmp_path / "config.json").write_text(json.dumps({"client_id": "b1", "broker": "127.0.0.1", "sleep": {}}))
     with pytest.raises(Exception, match="broker must be host:port"):  # (config.py as the board imports it)
         reader.read()
 
