@@ -373,6 +373,11 @@ def store(cfg, key):
         frozen["will"] = (topic, payload.decode(), qos, retain)
     if cfg["password"] is not None:
         frozen["password"] = cfg["password"].decode()
+    # Every key of the checked config's objects, each once (its nested objects are dicts, one level down).
+    names = list(frozen)
+    for value in frozen.values():
+        if isinstance(value, dict):
+            names += [name for name in value if name not in names]
     import os
 
     try:
@@ -381,6 +386,8 @@ def store(cfg, key):
         except OSError:
             pass  # (there already)
         with open(cfg["root"] + "/.kept/config.checked", "w") as f:
-            f.write(json.dumps([key, frozen]))
+            f.write(json.dumps([key, names]))
+            f.write("\n")
+            f.write(json.dumps(frozen))
     except OSError:
         pass

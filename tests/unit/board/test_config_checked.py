@@ -19,10 +19,11 @@ from host_bridge.boards.board_config import checker
 
 config = checker()
 
-# check()'s output, key by key (nested objects' keys after a dot), for _CHECK_FORMAT 1. A change here is a change
-# of the kept format: bump config_file._CHECK_FORMAT with it, and thaw() and config.store() to match.
-FORMAT_1 = {
-    1: (
+# check()'s output, key by key (nested objects' keys after a dot), by _CHECK_FORMAT (2: the names on a line of
+# their own, before the config). A change here is a change of the kept format: bump config_file._CHECK_FORMAT
+# with it, and config_file.read() and config.store() to match.
+FORMATS = {
+    2: (
         "client_id confirm confirm.confirm_topic confirm.hold confirm.timeout_s count group_commit heap_log_every"
         " host interval_ms keepalive password payload_bytes port qos root session_expiry sleep sleep.awake_s"
         " sleep.every_s sleep.max_reading_age_s sleep.queue_limit sleep.readings_per_send subscribe tls tls.ca"
@@ -65,12 +66,13 @@ def config_file(root: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-def keys(value: dict[str, Any], where: str = "") -> list[str]:
+def keys(value: dict[str, Any], where: str = "", bare: bool = False) -> list[str]:
+    """Every key of `value`'s objects, in order: nested ones after their parent's and a dot, or `bare`."""
     out = []
     for key, item in value.items():
         out.append(where + key)
         if isinstance(item, dict):
-            out += keys(item, where + key + ".")
+            out += keys(item, "" if bare else where + key + ".", bare)
     return out
 
 
@@ -89,7 +91,11 @@ def test_a_kept_check_reads_back_as_the_check_made_it(
     (tmp_path / "config.json").write_text(json.dumps(raw))
     reader = config_file(tmp_path, monkeypatch)
     checked = reader.read()  # checked by config.py, and the check kept
-    assert (tmp_path / ".kept" / "config.checked").exists()
+    # Its first line names every key of the checked config, for the board to intern before it parses the second.
+    head, body = (tmp_path / ".kept" / "config.checked").read_text().split("\n")
+    stored = json.loads(body)
+    names = json.loads(head)[1]
+    assert sorted(names) == sorted(set(keys(stored, "", bare=True))) and len(names) == len(set(names))
     monkeypatch.setattr(config, "load", lambda base: pytest.fail("checked again"))
     kept = reader.read()  # from the check kept
     assert kept == checked == {**config.check(json.loads(json.dumps(raw))), "root": str(tmp_path)}
@@ -125,6 +131,7 @@ def test_the_kept_format_is_the_one_check_makes() -> None:
     checked["root"] = "/flash"
     source = (assets.APP / "config_file.py").read_text()
     form = int(source.split("_CHECK_FORMAT = const(")[1].split(")")[0])
-    assert sorted(keys(checked)) == sorted(FORMAT_1[form]), (
-        "config.check()'s output changed: bump config_file._CHECK_FORMAT, and make thaw() and config.store() match"
+    assert sorted(keys(checked)) == sorted(FORMATS[form]), (
+        "config.check()'s output changed: bump config_file._CHECK_FORMAT, "
+        "and make config_file.read() and config.store() match"
     )
