@@ -155,6 +155,38 @@ def micropython_command() -> list[str]:
     return [sys.executable, "-S", "-E", "-c", _LOADER, str(Path(spec.origin).parent)]
 
 
+@functools.cache
+def _time_namespace() -> tuple[str, ...]:
+    """How this host gives a board a time namespace of its own (Linux 5.6): `unshare --time` as root, else inside
+    a user namespace of the board's own; () where it allows neither (a container without the capability, say),
+    said once on stderr."""
+    unshare = shutil.which("unshare")
+    if unshare is not None:
+        for options in (("--time",), ("--user", "--map-root-user", "--time")):
+            probe = subprocess.run([unshare, *options, "true"], capture_output=True, check=False)
+            if probe.returncode == 0:
+                return (unshare, *options)
+    sys.stderr.write(
+        "vboard: this host gives no time namespace (util-linux unshare --time): a board's ticks_ms() will count "
+        "the host's uptime rather than start again at each boot\n"
+    )
+    return ()
+
+
+def fresh_clocks() -> list[str]:
+    """The command prefix that starts a board's ticks (ticks_ms, ticks_us: the port's CLOCK_MONOTONIC) within a
+    second of zero, as a chip's start again at each boot and wake from deep sleep: the board's process gets a
+    time namespace whose monotonic and boot clocks are set back by the host's uptime, to the second (unshare
+    takes whole seconds). The port's C code reads the same clock (asyncio's task queue), so nothing is shifted
+    in Python. [] where the host gives no time namespace."""
+    unshare = _time_namespace()
+    if not unshare:
+        return []
+    monotonic = int(time.clock_gettime(time.CLOCK_MONOTONIC))
+    boot = int(time.clock_gettime(time.CLOCK_BOOTTIME))
+    return [*unshare, f"--monotonic={-monotonic}", f"--boottime={-boot}"]
+
+
 def _is_script(path: str) -> bool:
     with open(path, "rb") as f:
         return f.read(2) == b"#!"
@@ -337,7 +369,9 @@ class VirtualBoard:
             self.wakes += 1
         # The shims are C code on a real board: they get heap of their own, and vboot.py pins what is left for
         # the firmware to exactly heap_bytes.
+        # (unshare first: entering a user namespace would clear the parent-death signal setpriv sets.)
         cmd = [
+            *fresh_clocks(),
             *dies_with_parent("KILL"),
             *micropython_command(),
             "-X",

@@ -21,6 +21,7 @@ from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.events import EventSpec
 from host_bridge.vboard.runner import DEEPSLEEP_RESET, PWRON_RESET, TIMER_WAKE, VirtualBoard
+from host_bridge.vboard.runner import _time_namespace as runner_clock_namespace
 from host_bridge.vboard.wifi import AccessPoint, JoinModel, Outage
 from tests.conftest import REPO
 
@@ -43,9 +44,12 @@ def sleeper(tmp_path: Path, env: dict[str, str] | None = None, **config: object)
 
 def boots(text: str) -> list[dict[str, object]]:
     return [
-        {"wakes": int(m[1]), "cause": int(m[2]), "reason": int(m[3]), "clock": int(m[4]), "memory": m[5]}
-        for m in re.finditer(r"boot wakes=(\d+) cause=(\d+) reason=(\d+) clock=(\d+) memory=(\S+)", text)
-    ]
+        {"wakes": int(m[1]), "cause": int(m[2]), "reason": int(m[3]), "clock": int(m[4]), "memory": m[5],
+         "ticks": int(m[6])}
+        for m in re.finditer(
+            r"boot wakes=(\d+) cause=(\d+) reason=(\d+) clock=(\d+) memory=(\S+) ticks=(\d+)", text
+        )
+    ]  # fmt: skip
 
 
 def test_deep_sleep_ends_the_boot_and_wakes_the_board_on_its_clock_in_no_host_time(tmp_path: Path) -> None:
@@ -74,6 +78,29 @@ def test_deep_sleep_ends_the_boot_and_wakes_the_board_on_its_clock_in_no_host_ti
             "light_sleeps": 0,
             "light_slept_ms": 0,
         }
+    finally:
+        dut.close()
+
+
+def test_the_ticks_start_again_at_each_boot_and_wake_as_a_chips_do(tmp_path: Path) -> None:
+    """A chip's ticks_ms() counts from its boot: main.py reads a second or so, at a power-on and at every wake
+    from deep sleep, however long the board has lived. The host's own count is its uptime, which a test suite's
+    set-up alone takes past the bound."""
+    if not runner_clock_namespace():
+        pytest.skip("this host gives no time namespace (unshare --time): the ticks count its uptime")
+    bound_ms = 30_000  # a boot's start, however loaded the host
+    host_ms = time.clock_gettime(time.CLOCK_MONOTONIC) * 1000
+    assert host_ms > bound_ms, "the host has been up too short a time to tell its count from a boot's"
+    dut = sleeper(tmp_path, wakes=3, sleep_ms=1000)
+    try:
+        dut.start()
+        end = dut.wait_boot(60)
+        assert end.status == 0, end.console[-2000:]
+        seen = boots(end.console)
+        assert [(b["wakes"], b["cause"]) for b in seen] == [(0, PWRON_RESET)] + [
+            (n, DEEPSLEEP_RESET) for n in (1, 2, 3)
+        ]
+        assert all(int(str(b["ticks"])) < bound_ms for b in seen), (seen, host_ms)
     finally:
         dut.close()
 

@@ -2,11 +2,11 @@
 # RTC timer) runs on through deep and light sleep; the virtual board sleeps in no host time at all, so its clock
 # is the host's plus what it has slept (and what RTC.datetime() set), kept in vboard_state.rtc()["clock_ms"].
 #
-# time(), time_ns(), localtime() and gmtime() read that clock. The ticks go on from where they were after a
-# light sleep, as a chip's do (ticks_ms and its kin are swapped for shifted ones at the first light sleep, so that
-# a board that never sleeps keeps the port's own). They count the host's uptime, not the boot's: a chip's start
-# again at each boot and wake, but asyncio's task queue (C) reads the port's count, and ticks of another origin
-# would make it wait for ever (docs/virtual-board.md).
+# time(), time_ns(), localtime() and gmtime() read that clock. The ticks are the port's: they start again at each
+# boot and wake, as a chip's do, because the runner starts each boot's process in a time namespace of its own
+# (runner.fresh_clocks). The port's C code reads the same count (asyncio's task queue), so they are never shifted
+# here but at a light sleep, after which they go on from where they were, as a chip's do (ticks_ms and its kin are
+# swapped for shifted ones at the first light sleep, so that a board that never sleeps keeps the port's own).
 import sys
 
 _path = sys.path

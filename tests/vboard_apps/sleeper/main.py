@@ -1,7 +1,7 @@
 # Virtual-board test app: deep and light sleep. Counts its wakes in RTC memory and deep-sleeps `sleep_ms`
 # between them until `wakes` wakes; each boot prints what it sees (reset cause, wake reason, the clock, RTC
-# memory); with "light", a light sleep first, checking that RAM stays and the clock and ticks move on; with "drop",
-# a module imported and dropped from sys.modules before the sleep.
+# memory, the ticks); with "light", a light sleep first, checking that RAM stays and the clock and ticks move on;
+# with "drop", a module imported and dropped from sys.modules before the sleep.
 import json
 import time
 
@@ -13,7 +13,10 @@ rtc = machine.RTC()
 memory = rtc.memory()
 wakes = int(memory) if memory else 0
 cause, reason = machine.reset_cause(), machine.wake_reason()
-print("boot wakes=%d cause=%d reason=%d clock=%d memory=%r" % (wakes, cause, reason, time.time(), memory))
+ticks = time.ticks_ms()  # (a chip's start again at each boot and wake)
+print(
+    "boot wakes=%d cause=%d reason=%d clock=%d memory=%r ticks=%d" % (wakes, cause, reason, time.time(), memory, ticks)
+)
 if cfg.get("light"):
     kept = [1, 2, 3]
     clock, ticks = time.time(), time.ticks_ms()
