@@ -25,6 +25,9 @@ SECTOR = 4096
 APP_ALIGN = 0x10000
 TABLE_OFFSET = 0x8000
 FIRST_PARTITION = 0x9000  # the 3 KiB table occupies 0x8000..0x8BFF; partitions start at the next 4 KiB
+# ESP32_GENERIC's partition table's NVS: where a table that names none keeps it.
+DEFAULT_NVS_OFFSET = FIRST_PARTITION
+DEFAULT_NVS_SIZE = 0x6000
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,19 @@ class BoardDefinition:
         if not data:
             raise BoardError(f"board {self.name} has no data partitions for the emulated flash")
         return data
+
+    def nvs(self) -> Partition:
+        """The board's NVS partition, where the chip's flash has it: its table's, else ESP32_GENERIC's default
+        (0x9000, 24 KiB) where that is free, else 24 KiB after the last partition. The virtual board's flash file
+        keeps it after the data partitions."""
+        found = next((p for p in self.partitions if p.type == "data" and p.subtype == "nvs"), None)
+        if found is not None:
+            return found
+        end = DEFAULT_NVS_OFFSET + DEFAULT_NVS_SIZE
+        if any(p.offset < end and DEFAULT_NVS_OFFSET < p.offset + p.size for p in self.partitions):
+            # (a virtual table, the sim's, whose data starts at 0: NVS after its last partition)
+            return Partition("nvs", "data", "nvs", max(p.offset + p.size for p in self.partitions), DEFAULT_NVS_SIZE)
+        return Partition("nvs", "data", "nvs", DEFAULT_NVS_OFFSET, DEFAULT_NVS_SIZE)
 
     def data_base(self) -> int:
         """Where the virtual board's flash file starts in the chip's flash: its first data partition's offset."""

@@ -33,7 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="JSON written to /flash/config.json at start")
     add_put_argument(parser)
     parser.add_argument("--board", default="sim", help="board folder under boards/ (default: sim)")
-    parser.add_argument("--flash-size", type=size_argument, help="size of a new flash file, e.g. 2M (default: board's)")
+    parser.add_argument(
+        "--flash-size",
+        type=size_argument,
+        help="its data partitions' size in a new flash file, e.g. 2M (default: board's)",
+    )
     parser.add_argument("--heap", type=size_argument, help="MicroPython heap, e.g. 110k, an ESP32's (default: board's)")
     parser.add_argument("--app", type=Path, default=assets.APP, help="folder with boot.py/main.py")
     parser.add_argument(

@@ -29,6 +29,12 @@ def create_flash(path: Path, size: int) -> None:
         f.write(b"\xff" * (size % len(chunk)))
 
 
+def extend_flash(path: Path, size: int) -> None:
+    """`size` erased bytes more at the end of a flash image."""
+    with open(path, "ab") as f:
+        f.write(b"\xff" * size)
+
+
 def stats_path(flash: Path) -> Path:
     return flash.with_name(flash.name + ".stats")
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from host_bridge import assets
-from host_bridge.boards.definition import BoardDefinition
+from host_bridge.boards.definition import BoardDefinition, Partition
 from host_bridge.boards.firmware_build import (
     compile_sources,
     frozen_modules,
@@ -47,7 +47,15 @@ from host_bridge.processes import dies_with_parent, register
 from host_bridge.vboard import stock
 from host_bridge.vboard.console import Console
 from host_bridge.vboard.events import check_event
-from host_bridge.vboard.flash_image import SECTOR, FlashLock, create_flash, parse_size, read_stats, stats_path
+from host_bridge.vboard.flash_image import (
+    SECTOR,
+    FlashLock,
+    create_flash,
+    extend_flash,
+    parse_size,
+    read_stats,
+    stats_path,
+)
 from host_bridge.vboard.serial_line import LineFaults, SerialLine
 from host_bridge.vboard.wifi import AccessPoint
 
@@ -231,18 +239,27 @@ class VirtualBoard:
 
     def __post_init__(self) -> None:
         self.flash = Path(self.flash)
+        # The flash file: the data partitions (`flash_size` bytes), then the NVS partition (docs/virtual-board.md).
         size = self.flash_size or self.board.flash_size
-        # NVS, in a file beside the flash (the esp32 shim): part of the flash's contents, so a new flash has none.
+        nvs = self.board.nvs()
+        # Where NVS was kept before the flash file held it: moved into the file at the first commit (esp32 shim).
         self.nvs_path = self.flash.with_name(self.flash.name + ".nvs")
         if not self.flash.exists():
-            create_flash(self.flash, size)
+            create_flash(self.flash, size + nvs.size)
             stats_path(self.flash).write_bytes(b"")
             self.nvs_path.unlink(missing_ok=True)
         self.lock: FlashLock | None = FlashLock(self.flash)
         actual = self.flash.stat().st_size
-        if self.flash_size and actual != self.flash_size:
-            raise VBoardError(f"{self.flash} holds {actual} bytes, not the {self.flash_size} asked for")
-        self.partitions = self.board.data_partitions(actual)
+        if actual == size:
+            extend_flash(self.flash, nvs.size)  # a flash file made before it held NVS: its NVS, erased, after
+        elif actual != size + nvs.size:
+            raise VBoardError(
+                f"{self.flash} holds {actual} bytes, not the {size} of {self.board.name}'s data partitions and the "
+                f"{nvs.size} of its NVS: give the data partitions' size it was made with (--flash-size), or "
+                "boot a new flash file"
+            )
+        self.partitions = [*self.board.data_partitions(size), Partition(nvs.label, "data", "nvs", size, nvs.size)]
+        self.nvs_offset = nvs.offset  # where the chip's flash has it (esp.flash_read)
         if self.install not in INSTALL_PATHS:
             raise VBoardError(f"install must be one of {', '.join(INSTALL_PATHS)}, not {self.install!r}")
         if self.library and self.install != "deployed":
@@ -347,7 +364,8 @@ class VirtualBoard:
                 "VBOARD_QSTR_KEY": f"{emulation_key()}-{self.install}-{stock_mpy.parent.name if stock_mpy else ''}",
                 "VBOARD_STOCK": str(stock_mpy) if stock_mpy else "",
                 "VBOARD_INPUTS": str(self.inputs_path.resolve()),
-                "VBOARD_NVS": str(self.nvs_path.resolve()),
+                "VBOARD_NVS_BEFORE": str(self.nvs_path.resolve()),
+                "VBOARD_NVS_AT": str(self.nvs_offset),
                 # The chip's flash as the esp module tells it: its size, and where the emulated file starts in it.
                 "VBOARD_FLASH_SIZE": str(self.board.flash_size),
                 "VBOARD_FLASH_BASE": str(self.board.data_base()),

@@ -7,9 +7,12 @@ import json
 import os
 import random
 import select
+import shutil
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ import serial
 
 from host_bridge.assets import SHIMS
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, BoardDefinition, LineFaults, VirtualBoard
+from host_bridge.vboard.flash_image import create_flash
 from tests.conftest import APPS, REPO
 from tests.integration.boards import read_until
 
@@ -30,7 +34,7 @@ def run_app(
     conf = tmp_path / "config.json"
     conf.write_text(json.dumps(config))
     board = VirtualBoard(
-        flash=tmp_path / "board.flash",
+        flash=kwargs.pop("flash", tmp_path / "board.flash"),  # type: ignore[arg-type]
         config=conf,
         app=APPS / app,
         stdout=subprocess.PIPE,
@@ -62,7 +66,8 @@ def test_new_flash_is_erased_and_vfs_is_formatted_as_littlefs(tmp_path: Path) ->
     code, out, board = run_app(tmp_path, "console", {"client_id": "b1"})
     assert code == 0, out
     assert "formatting /flash (LittleFS v2)" in out
-    assert (tmp_path / "board.flash").stat().st_size == SIM.flash_size
+    # The data partitions, then NVS (its own partition's place in the file, after them).
+    assert (tmp_path / "board.flash").stat().st_size == SIM.flash_size + SIM.nvs().size
     assert flash_bytes(tmp_path, MQTTLOG.offset, MQTTLOG.size) == b"\xff" * MQTTLOG.size
     stats = board.stats()
     assert stats["vfs"]["blocks_erased"] >= 2 and stats["vfs"]["bytes_programmed"] > 0
@@ -292,7 +297,7 @@ def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Pat
     assert "config cli-board" in lines
     printed = {line.split(": ", 1)[0]: json.loads(line.split(": ", 1)[1]) for line in lines if "-stats: " in line}
     stats = printed["flash-stats"]
-    assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "romfs", "mqttlog"}
+    assert stats["vfs"]["bytes_programmed"] > 0 and set(stats) == {"vfs", "romfs", "mqttlog", "nvs"}
     assert printed["sleep-stats"]["wakes"] == 0 and printed["ap-stats"]["outages"] == 0
     # The config went onto the board's flash: a third boot without --config still finds it there.
     again = subprocess.run(
@@ -378,3 +383,66 @@ def test_a_flash_image_from_another_emulation_boots_after_an_upgrade(tmp_path: P
     code, out, _ = run_app(tmp_path, "console", {"client_id": "up"})
     assert code == 0 and "config up" in out, out
     assert cache.read_text().split() == [key, known, size]
+
+
+def nvs_copies(flash: Path) -> list[tuple[int, dict[str, object]]]:
+    """The whole copies of NVS in a flash file's nvs partition (after the data partitions: two slots of half of
+    it, each a header, magic b"vNVS", sequence number, length and CRC-32, then its JSON), newest first."""
+    image = flash.read_bytes()[SIM.flash_size :]
+    slot = len(image) // 2
+    copies = []
+    for start in (0, slot):
+        magic, seq, length, crc = struct.unpack_from("<4sIII", image, start)
+        body = image[start + 16 : start + 16 + length]
+        if magic == b"vNVS" and zlib.crc32(body) == crc:
+            copies.append((seq, json.loads(body)))
+    return sorted(copies, key=lambda copy: -copy[0])
+
+
+def test_nvs_is_kept_in_the_flash_file_where_the_chip_has_it(tmp_path: Path) -> None:
+    """esp32.NVS commits into the flash file's nvs partition, where esp.flash_read() finds it at the chip's NVS
+    offset (the sim's table starts its data at 0: after its last partition) and Partition.find(label="nvs") names
+    it: copying the flash file copies NVS with it."""
+    code, out, _ = run_app(tmp_path, "nvs_image", {"client_id": "n", "nvs_at": SIM.nvs().offset})
+    assert code == 0, out
+    assert "at the chip's nvs b'\\xff\\xff\\xff\\xff'" in out, out  # erased: nothing committed yet
+    assert "count -4354" in out and "committed 1" in out, out  # ESP_ERR_NVS_NOT_FOUND on a new flash
+    assert "partition 2 24576 nvs" in out, out  # subtype nvs, ESP32_GENERIC's 24 KiB
+    assert nvs_copies(tmp_path / "board.flash")[0] == (1, {"app": {"count": ["i32", 1], "tag": ["blob", "7431"]}})
+    moved = tmp_path / "elsewhere.flash"
+    shutil.copy(tmp_path / "board.flash", moved)
+    code, out, _ = run_app(tmp_path, "nvs_image", {"client_id": "n", "nvs_at": SIM.nvs().offset}, flash=moved)
+    assert code == 0 and "count 1" in out and "committed 2" in out, out
+    assert "at the chip's nvs b'vNVS'" in out, out  # the older copy's slot first: still whole
+    assert [seq for seq, _ in nvs_copies(moved)] == [2, 1]
+
+
+def test_a_power_cut_inside_an_nvs_commit_leaves_the_copy_before_it(tmp_path: Path) -> None:
+    """A commit writes the slot that does not hold the newest copy, its header last: a power cut at any of its
+    flash operations leaves either the copy before it or the new one, never none and never a torn one."""
+    committed = -4354  # ESP_ERR_NVS_NOT_FOUND: nothing committed yet
+    cuts = 0
+    for run, cut in enumerate(range(1, 22)):
+        code, out, _ = run_app(tmp_path, "nvs_image", {"client_id": "n", "commits": 3}, cut_at_op=cut, seed=run)
+        read = [int(line.split()[1]) for line in out.splitlines() if line.startswith("count ")]
+        said = [int(line.split()[1]) for line in out.splitlines() if line.startswith("committed")]
+        # (a cut among the boot's own writes comes before the application reads)
+        assert not read or read[0] in (committed, max(committed, 0) + 1), f"cut at op {cut}: {committed}, {out}"
+        committed = max([committed, *read, *said])
+        cuts += code == POWER_CUT_EXIT_STATUS
+    assert cuts >= 15, f"only {cuts} runs were cut: the cut points miss the commits"
+    code, out, _ = run_app(tmp_path, "nvs_image", {"client_id": "n", "commits": 0})
+    assert code == 0 and f"count {committed}" in out, out
+
+
+def test_nvs_kept_beside_an_older_flash_file_moves_into_it(tmp_path: Path) -> None:
+    """A flash file made before it held NVS (the data partitions alone), with NVS in FLASH.nvs beside it, boots:
+    the file gains an erased nvs partition, the values kept beside it read back, and the first commit moves them
+    into the file."""
+    create_flash(tmp_path / "board.flash", SIM.flash_size)
+    (tmp_path / "board.flash.nvs").write_text(json.dumps({"app": {"count": ["i32", 41]}}))
+    code, out, _ = run_app(tmp_path, "nvs_image", {"client_id": "n"})
+    assert code == 0 and "count 41" in out and "committed 42" in out, out
+    assert (tmp_path / "board.flash").stat().st_size == SIM.flash_size + SIM.nvs().size
+    assert not (tmp_path / "board.flash.nvs").exists()
+    assert nvs_copies(tmp_path / "board.flash")[0][1]["app"]["count"] == ["i32", 42]  # type: ignore[index]

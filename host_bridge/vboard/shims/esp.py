@@ -1,6 +1,6 @@
 # esp module shim for the virtual board: what the ESP32 port's esp module gives firmware that asks about its chip.
 # flash_size() is the board definition's (VBOARD_FLASH_SIZE); flash_read/flash_write/flash_erase reach the
-# emulated flash only inside its data partitions (the file holds no bootloader, app or NVS: OSError elsewhere).
+# emulated flash only inside its data partitions and NVS (the file holds no bootloader or app: OSError elsewhere).
 # Kept out of firmware/: C in the image on a real board.
 
 import vboard_state
@@ -30,11 +30,15 @@ def flash_user_start():
 
 
 def _where(offset, length):
-    """The (partition index, address) of a chip offset, from the board's own table."""
-    rel = offset - flash_user_start()
-    for i, (_label, _type, _sub, start, size) in enumerate(vboard_state.flash().partitions):
-        if start <= rel and rel + length <= start + size:
-            return i, rel
+    """The (partition index, address in the file) of a chip offset, from the board's own table: the data
+    partitions lie in the file as in the chip from flash_user_start() on; NVS lies after them in the file, at
+    VBOARD_NVS_AT in the chip."""
+    base = flash_user_start()
+    nvs_at = int(vboard_state.env("VBOARD_NVS_AT", "-1"))
+    for i, (_label, _type, subtype, start, size) in enumerate(vboard_state.flash().partitions):
+        chip = nvs_at if subtype == "nvs" else base + start
+        if chip <= offset and offset + length <= chip + size:
+            return i, start + offset - chip
     raise OSError(_EIO)
 
 

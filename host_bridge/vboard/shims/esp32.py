@@ -96,23 +96,98 @@ class Partition:
         return self._offset + start
 
 
-# NVS: ESP-IDF's key-value store, as the port's esp32.NVS gives it. A chip keeps it in the "nvs" partition of its
-# flash; the virtual board's flash file holds only the data partitions the firmware uses, so NVS lives in a file
-# beside it (VBOARD_NVS), written whole through a rename at commit(): what was set and not committed is lost at a
-# reset or a power cut, as the port's documentation has it.
+# NVS: ESP-IDF's key-value store, as the port's esp32.NVS gives it, kept in the flash file's "nvs" partition (after
+# the data partitions). Its layout there is the emulation's, not ESP-IDF's pages of entries (docs/virtual-board.md,
+# "NVS in the flash file"): two slots of half the partition, each a header and a body, the body every namespace as
+# JSON. commit() writes the whole store into the slot that does not hold the newest copy, its body first and its
+# header last, so that a power cut inside a commit leaves the copy before it: what was set and not committed is lost
+# at a reset or a power cut, as the port's documentation has it.
+_NVS_MAGIC = b"vNVS"
+_NVS_HEADER = "<4sIII"  # magic, the copy's sequence number, the body's length, the body's CRC-32 (little-endian)
+_NVS_HEADER_SIZE = 16
 _NVS_NOT_FOUND = -0x1102  # ESP_ERR_NVS_NOT_FOUND
 _NVS_KEY_TOO_LONG = -0x1109  # ESP_ERR_NVS_KEY_TOO_LONG: 15 characters at most
 _NVS_TYPE_MISMATCH = -0x1104  # ESP_ERR_NVS_TYPE_MISMATCH
+_NVS_NOT_ENOUGH_SPACE = -0x1105  # ESP_ERR_NVS_NOT_ENOUGH_SPACE
+
+
+def _nvs_partition():
+    """(the nvs partition's index, its offset in the file, the size of a slot)."""
+    for i, (_label, _type, subtype, offset, size) in enumerate(vboard_state.flash().partitions):
+        if subtype == "nvs":
+            return i, offset, size // 2 // _SECTOR * _SECTOR
+    raise OSError(_NVS_NOT_FOUND)  # (the runner always gives one)
+
+
+def _nvs_copy(part, start, slot):
+    """(sequence number, body) of the copy in slot `slot`, or None when it holds none whole."""
+    import binascii
+    import struct
+
+    flash = vboard_state.flash()
+    head = bytearray(_NVS_HEADER_SIZE)
+    flash.read(part, start, head)
+    magic, seq, length, crc = struct.unpack(_NVS_HEADER, head)
+    if magic != _NVS_MAGIC or length > slot - _NVS_HEADER_SIZE:
+        return None
+    body = bytearray(length)
+    flash.read(part, start + _NVS_HEADER_SIZE, body)
+    if binascii.crc32(body) != crc:
+        return None
+    return seq, body
+
+
+def _nvs_newest():
+    """(the slot holding the newest copy or -1, its sequence number, the store it holds)."""
+    import json
+
+    part, offset, slot = _nvs_partition()
+    newest, seq, body = -1, 0, None
+    for i in (0, 1):
+        copy = _nvs_copy(part, offset + i * slot, slot)
+        if copy is not None and (newest < 0 or copy[0] > seq):
+            newest, (seq, body) = i, copy
+    if body is not None:
+        return newest, seq, json.loads(body)
+    try:  # NVS as kept beside the flash file before the file held it: its store until the first commit
+        with open(vboard_state.env("VBOARD_NVS_BEFORE")) as f:
+            return newest, seq, json.load(f)
+    except (OSError, TypeError, ValueError):
+        return newest, seq, {}
 
 
 def _nvs_read():
+    begun = time.ticks_us()
+    store = _nvs_newest()[2]
+    vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun)
+    return store
+
+
+def _nvs_write(namespace, values):
+    import binascii
     import json
+    import struct
+
+    begun = time.ticks_us()
+    newest, seq, store = _nvs_newest()
+    store[namespace] = values
+    body = json.dumps(store).encode()
+    part, offset, slot = _nvs_partition()
+    if len(body) > slot - _NVS_HEADER_SIZE:
+        raise OSError(_NVS_NOT_ENOUGH_SPACE)
+    start = offset + (1 - newest if newest >= 0 else 0) * slot
+    flash = vboard_state.flash()
+    for sector in range(start, start + slot, _SECTOR):
+        flash.erase(part, sector)
+    flash.program(part, start + _NVS_HEADER_SIZE, body)
+    flash.program(part, start, struct.pack(_NVS_HEADER, _NVS_MAGIC, seq + 1, len(body), binascii.crc32(body)))
+    vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun)
+    import os
 
     try:
-        with open(vboard_state.env("VBOARD_NVS")) as f:
-            return json.load(f)
-    except (OSError, TypeError, ValueError):
-        return {}
+        os.remove(vboard_state.env("VBOARD_NVS_BEFORE"))  # (its store is in the flash file now)
+    except (OSError, TypeError):
+        pass
 
 
 class NVS:
@@ -158,15 +233,7 @@ class NVS:
             raise OSError(_NVS_NOT_FOUND)
 
     def commit(self):
-        import json
-        import os
-
-        path = vboard_state.env("VBOARD_NVS")
-        stored = _nvs_read()
-        stored[self._namespace] = self._values
-        with open(path + ".new", "w") as f:
-            json.dump(stored, f)
-        os.rename(path + ".new", path)
+        _nvs_write(self._namespace, self._values)
 
 
 def _die_c():

@@ -46,9 +46,8 @@ class NorFlash:
         self._stats_file = open(stats_path, "r+b") if _exists(stats_path) else open(stats_path, "w+b")
         self._stats = bytearray(len(partitions) * _COUNTERS * 4)
         self._stats_file.seek(0)
-        got = self._stats_file.readinto(self._stats)
-        if got != len(self._stats):
-            self._stats[:] = bytes(len(self._stats))
+        got = self._stats_file.readinto(self._stats) or 0
+        self._stats[got:] = bytes(len(self._stats) - got)  # partitions the file has not counted yet (NVS) at 0
         self.partitions = partitions  # list of (label, type, subtype, offset, size)
         self._ops = 0  # program and erase operations since this boot, for cut_at_op
         self._erases = 0  # erase operations since this boot, for a cut_at_op below 0 (the -Nth erase)
