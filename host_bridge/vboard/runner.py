@@ -335,6 +335,7 @@ class VirtualBoard:
         env.update(
             {
                 "MICROPYPATH": f"{compiled_shims()}:.frozen",
+                "TZ": "UTC",  # a chip has no time zone: localtime() is gmtime(), mktime() their inverse
                 "VBOARD_FLASH": str(self.flash.resolve()),
                 "VBOARD_STATS": str(stats_path(self.flash).resolve()),
                 "VBOARD_LAYOUT": json.dumps([[p.label, p.type, p.subtype, p.offset, p.size] for p in self.partitions]),

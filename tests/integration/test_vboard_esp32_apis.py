@@ -1,12 +1,13 @@
 """The ESP32 APIs that sensor firmware uses, on the virtual board, answered as a chip answers them with nothing
 wired to the pins: a button on a pull-up reads released (1), an output reads what it drives, an interrupt handler
-can be set; time.time() is whole seconds; sys.platform and os.uname() say "esp32" (docs/virtual-board.md, "What
-firmware of your own finds")."""
+can be set; time.time() is whole seconds from the ESP32 port's epoch, 2000-01-01; sys.platform and os.uname() say
+"esp32" (docs/virtual-board.md, "What firmware of your own finds")."""
 
 from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,10 @@ def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> N
         assert board.wait() == 0, out
     finally:
         board.close()
+    # The ESP32 port's epoch, 2000-01-01: the board's clock is the host's, counted from there.
+    epoch, seconds, inverse, utc = out.split("epoch ", 1)[1].split()[:4]
+    assert epoch == "2000" and inverse == utc == "True", out  # (no time zone: localtime() is gmtime())
+    assert abs(int(seconds) - (time.time() - 946684800)) < 60, out
     assert "pull-up input 1 1" in out and "time() is an int True" in out, out
     assert "pull-down input 0" in out and "output 0 1" in out and "irq set 0" in out, out
     assert "platform esp32 esp32 esp32 True" in out, out  # sys.platform and os.uname() as a chip's

@@ -5,6 +5,8 @@ import time
 import machine
 
 print("time() is an int", isinstance(time.time(), int))
+now = time.time()
+print("epoch", time.gmtime(0)[0], now, time.mktime(time.localtime(now)) == now, time.localtime(now) == time.gmtime(now))
 
 button = machine.Pin(0, machine.Pin.IN, machine.Pin.PULL_UP)
 print("pull-up input", button.value(), button())
