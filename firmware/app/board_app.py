@@ -81,14 +81,15 @@ def largest_block(limit):
 
 
 class Board:
-    """The board of this boot: its config, boot number, client and link, the hooks its client calls, and what
-    its run (continuous.py's or duty.py's) asks of it, a connection. One object a reader and mypy can follow, where
-    a module of state would save a few hundred bytes (docs/firmware-style.md, rule 1). board_open.open_board sets
-    its attributes and hooks: a constructor's code would stay in the heap for the whole run (rule 6)."""
+    """The board of this boot: its config, boot number, client and link, the hooks its client calls (but
+    on_published, a function), and what its run (continuous.py's or duty.py's) asks of it, a connection. One
+    object a reader and mypy can follow, where a module of state would save a few hundred bytes
+    (docs/firmware-style.md, rule 1). board_open.open_board sets its attributes and hooks: a constructor's code
+    would stay in the heap for the whole run (rule 6)."""
 
     # (Annotations cost a board nothing: the compiler drops them. A value here is a default an instance reads until
     # the run sets its own: an attribute left at its default takes no room in the instance. A class's names cost
-    # room in its dictionary: the defaults are those an instance mostly keeps.)
+    # room in its dictionary: the defaults are those an instance keeps for most of its run, or until its heap low.)
     cfg: "dict[str, Any]"  # config.json, checked (config.check)
     boot: "int"  # this boot's number (boot.txt)
     client: "Any"  # dmqtt.client.MQTTClient, or dmqtt.confirm.ConfirmingClient with confirm
@@ -97,10 +98,10 @@ class Board:
     retry_at: "Any"  # ticks: the next connection attempt, not before
     tls_ctx: "Any"  # with TLS: the context (board_open.tls_context)
     heap_at_boot: "int"  # free heap before the application's modules loaded (main.py)
-    finished: "bool"  # every message acknowledged: the DISCONNECT that follows is ours
-    subscribed: "bool"  # this boot has made its subscriptions
     wifi: "Any" = None  # dmqtt.wifi, supervising the link; None without WiFi (the serial link, or no "wifi")
     dropped = 0  # QoS 0 readings dropped while the WiFi was down
+    finished = False  # every message acknowledged: the DISCONNECT that follows is ours
+    subscribed = False  # this boot has made its subscriptions
 
     def on_message(self, topic, payload, qos, retain, dup):
         print(console.MESSAGE % (topic, qos, payload, self.client.message_number()))
@@ -113,10 +114,6 @@ class Board:
 
     def on_late(self, count):
         print(console.UNCONFIRMED % (count, self.cfg["confirm"]["timeout_s"]))
-
-    def on_published(self, pid, code):
-        if code >= 0x80:  # counted by the client (client.refused)
-            print(console.PUBLISH_NACKED % (pid, code))
 
     def try_connect(self):
         """One connection attempt when the backoff allows it; True when connected."""
@@ -165,6 +162,13 @@ class Board:
             if not backoff.attempt & (backoff.attempt - 1):
                 print(console.CONNECT_FAILED % (exc, delay))
             return False
+
+
+def on_published(pid, code):
+    """The client's hook for a QoS 1/2 flow's end; a function, not a Board method: it needs no board, and a bound
+    method is an object the board would hold for the whole run."""
+    if code >= 0x80:  # counted by the client (client.refused)
+        print(console.PUBLISH_NACKED % (pid, code))
 
 
 def finish(board, seq, total, start):

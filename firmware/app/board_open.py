@@ -180,9 +180,8 @@ def open_board(cfg):
         board.tls_ctx = tls_ctx
     board.backoff = Backoff()
     board.retry_at = time.ticks_ms()
-    board.finished = board.subscribed = False
     client.on_message = board.on_message
-    client.on_published = board.on_published
+    client.on_published = board_app.on_published
     client.on_disconnect = board.on_disconnect
     if cfg["confirm"]:
         client.session.on_late = board.on_late  # a ConfirmingSession (config.py subscribes to its topic)
