@@ -19,6 +19,7 @@ import pytest
 import serial
 
 from host_bridge.assets import SHIMS
+from host_bridge.errors import VBoardError
 from host_bridge.vboard import POWER_CUT_EXIT_STATUS, BoardDefinition, LineFaults, VirtualBoard
 from host_bridge.vboard.flash_image import create_flash
 from tests.conftest import APPS, REPO
@@ -446,3 +447,12 @@ def test_nvs_kept_beside_an_older_flash_file_moves_into_it(tmp_path: Path) -> No
     assert (tmp_path / "board.flash").stat().st_size == SIM.flash_size + SIM.nvs().size
     assert not (tmp_path / "board.flash.nvs").exists()
     assert nvs_copies(tmp_path / "board.flash")[0][1]["app"]["count"] == ["i32", 42]  # type: ignore[index]
+
+
+def test_a_flash_file_of_another_size_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    """A flash file neither of the board's data partitions alone (made before it held NVS) nor with its NVS:
+    refused before anything boots, naming the option that says its size."""
+    create_flash(tmp_path / "board.flash", 2 * SIM.flash_size)
+    with pytest.raises(VBoardError, match=r"holds 4194304 bytes.*--flash-size"):
+        VirtualBoard(flash=tmp_path / "board.flash")
+    assert (tmp_path / "board.flash").stat().st_size == 2 * SIM.flash_size  # untouched
