@@ -81,8 +81,8 @@ def largest_block(limit):
 
 
 class Board:
-    """The board of this boot: its config, boot number, client and link, the hooks its client calls (but
-    on_published, a function), and what its run (continuous.py's or duty.py's) asks of it, a connection. One
+    """The board of this boot: its config, boot number, client and link, the hooks its client calls that need
+    the board, and what its run (continuous.py's or duty.py's) asks of it, a connection. One
     object a reader and mypy can follow, where a module of state would save a few hundred bytes
     (docs/firmware-style.md, rule 1). board_open.open_board sets its attributes and hooks: a constructor's code
     would stay in the heap for the whole run (rule 6)."""
@@ -93,24 +93,14 @@ class Board:
     cfg: "dict[str, Any]"  # config.json, checked (config.check)
     boot: "int"  # this boot's number (boot.txt)
     client: "Any"  # dmqtt.client.MQTTClient, or dmqtt.confirm.ConfirmingClient with confirm
-    transport_class: "Any"  # dmqtt.transport.TCPTransport or dlink.transport.LinkTransport
-    backoff: "Backoff"  # between connection attempts
-    retry_at: "Any"  # ticks: the next connection attempt, not before
+    backoff: "Backoff"  # between connection attempts: when the next may start
     tls_ctx: "Any"  # with TLS: the context (board_open.tls_context)
-    heap_at_boot: "int"  # free heap before the application's modules loaded (main.py)
     wifi: "Any" = None  # dmqtt.wifi, supervising the link; None without WiFi (the serial link, or no "wifi")
     dropped = 0  # QoS 0 readings dropped while the WiFi was down
-    finished = False  # every message acknowledged: the DISCONNECT that follows is ours
     subscribed = False  # this boot has made its subscriptions
 
     def on_message(self, topic, payload, qos, retain, dup):
         print(console.MESSAGE % (topic, qos, payload, self.client.message_number()))
-
-    def on_disconnect(self, code, reason):
-        # Every lost connection is said here, also those the client meets inside publish() (the message is
-        # journaled all the same); the summary counts the reconnects. Not our own DISCONNECT at the end.
-        if not self.finished:
-            print(console.CONNECTION_LOST % reason)
 
     def on_late(self, count):
         print(console.UNCONFIRMED % (count, self.cfg["confirm"]["timeout_s"]))
@@ -122,16 +112,21 @@ class Board:
             return True
         if self.wifi is not None and not self.wifi.check():
             return False  # no MQTT attempt without a link: the WiFi supervision rejoins, with its own backoff
-        if time.ticks_diff(time.ticks_ms(), self.retry_at) < 0:
-            return False
         backoff = self.backoff
+        if backoff.due():
+            return False
         try:
             cfg = self.cfg
+            # (board_open.py loaded the transport's module, only the one in use: importing it here finds it.)
             if cfg["transport"] == "serial":
+                from dlink.transport import LinkTransport
+
                 uart = cfg["uart"]
-                transport = self.transport_class(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
+                transport = LinkTransport(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
             elif cfg["tls"] is None:
-                transport = self.transport_class(cfg["host"], cfg["port"])
+                from dmqtt.transport import TCPTransport
+
+                transport = TCPTransport(cfg["host"], cfg["port"])  # type: ignore[assignment]
             else:
                 transport = sys.modules["tls_open"].connect(self)
             present = client.connect(transport)
@@ -154,7 +149,6 @@ class Board:
         except (OSError, MQTTError) as exc:
             client.close()
             delay = backoff.next_ms()  # capped exponential with jitter
-            self.retry_at = time.ticks_add(time.ticks_ms(), delay)
             if isinstance(exc, OSError):
                 client.connect_failures += 1  # the network's: the client counts its own (refused, no CONNACK)
             # Failures since the last connection: the 1st, 2nd, 4th, 8th... are said, so a board that cannot
@@ -164,16 +158,27 @@ class Board:
             return False
 
 
+# The client's hooks that need no board are functions, not Board methods: a bound method is an object the board
+# would hold for the whole run.
+
+
 def on_published(pid, code):
-    """The client's hook for a QoS 1/2 flow's end; a function, not a Board method: it needs no board, and a bound
-    method is an object the board would hold for the whole run."""
+    """A QoS 1/2 flow ended."""
     if code >= 0x80:  # counted by the client (client.refused)
         print(console.PUBLISH_NACKED % (pid, code))
 
 
-def finish(board, seq, total, start):
-    """The run of `board` (a board_app.Board) is complete: the summary line (its keys in the order
-    dboard/console.py defines them), after a clean DISCONNECT."""
+def on_disconnect(code, reason):
+    """A connection ended. Every lost connection is said here, also those the client meets inside publish() (the
+    message is journaled all the same); the summary counts the reconnects. Our own DISCONNECTs are not lost
+    connections: finish() and duty.py unset this hook around them."""
+    print(console.CONNECTION_LOST % reason)
+
+
+def finish(board, seq, total, start, heap_at_boot):
+    """The run of `board` is complete: the summary line (its keys in the order dboard/console.py defines them),
+    after a clean DISCONNECT: this boot's published messages, the run's, when this boot's run began (ticks_ms())
+    and the free heap main.py measured before the application loaded."""
     cfg = board.cfg
     client = board.client
     wifi = board.wifi
@@ -189,7 +194,7 @@ def finish(board, seq, total, start):
         client.reconnects,
         client.connect_failures,
         time.ticks_diff(time.ticks_ms(), start),
-        board.heap_at_boot,
+        heap_at_boot,
         gc.mem_free(),
         heap[_LOW],
         heap[_BLOCK],
@@ -198,7 +203,9 @@ def finish(board, seq, total, start):
     )
     summary = dict(zip(console.SUMMARY_KEYS, values))
     if cfg["transport"] == "serial":
-        summary["link"] = board.transport_class.stats()
+        from dlink.transport import LinkTransport
+
+        summary["link"] = LinkTransport.stats()
     if cfg["confirm"]:
         summary["confirm"] = client.session.stats()
     if wifi is not None:
@@ -210,7 +217,7 @@ def finish(board, seq, total, start):
             "offline_ms": wifi.offline_ms + wifi.offline_now(),
             "dropped": board.dropped,
         }
-    board.finished = True
+    client.on_disconnect = None  # (ours, not a lost connection)
     client.disconnect()
     print(json.dumps(summary))
 
@@ -245,14 +252,13 @@ def main(heap_at_boot):
     finally:
         del board_open
         forget("board_open")
-    board.heap_at_boot = heap_at_boot
     # A board that sleeps between readings wakes to one; any other runs until every reading is published.
     if cfg["sleep"]:
         from duty import run
     else:
         from continuous import run
     try:
-        run(board)
+        run(board, heap_at_boot)
     except JournalError as exc:
         # The flash under the journal failed (or is full of live records): retrying the same program would only
         # spin. Say where, and stop; start() decides whether a reset may help.

@@ -141,11 +141,6 @@ def open_board(cfg):
         station.on_up = station.on_down = supervise.say
         supervise.began = time.ticks_ms()
         wifi = station
-    # The transport's code (loaded by load_modules), only the one in use.
-    if cfg["transport"] == "serial":
-        from dlink.transport import LinkTransport as transport_class
-    else:
-        from dmqtt.transport import TCPTransport as transport_class  # type: ignore[assignment]
     client_class = MQTTClient
     options = dict(cfg["confirm"] or {})  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
     if options:
@@ -173,21 +168,21 @@ def open_board(cfg):
     board.cfg = cfg
     board.boot = boot
     board.client = client
-    board.transport_class = transport_class
     if wifi is not None:
         board.wifi = wifi
     if tls_ctx is not None:
         board.tls_ctx = tls_ctx
     board.backoff = Backoff()
-    board.retry_at = time.ticks_ms()
     client.on_message = board.on_message
     client.on_published = board_app.on_published
-    client.on_disconnect = board.on_disconnect
+    client.on_disconnect = board_app.on_disconnect
     if cfg["confirm"]:
         client.session.on_late = board.on_late  # a ConfirmingSession (config.py subscribes to its topic)
     if cfg["transport"] == "serial" and cfg["uart"]["pause"]:
         # A sector erase stalls the chip's UART: the bridge pauses meanwhile (docs/link-protocol.md).
-        client.session.journal.hush = transport_class.hush
+        from dlink.transport import LinkTransport
+
+        client.session.journal.hush = LinkTransport.hush
     for note in client.open():
         print(note)
     print(console.BOOT % (boot, client.outstanding(), dmqtt.__version__))

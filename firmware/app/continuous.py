@@ -13,9 +13,9 @@ from dmqtt.errors import MQTTError, PublishRefused, QueueFull
 _HEAP_EVERY = 32
 
 
-def run(board):
+def run(board, heap_at_boot):
     """The run: its messages published, then every one acknowledged, then (with confirmation) stored by the
-    recorder, then the summary line."""
+    recorder, then the summary line (heap_at_boot: main.py's measure, for it)."""
     done_before = board.client.mark  # accepted in earlier boots of this run
     start = time.ticks_ms()
     board.try_connect()
@@ -25,7 +25,7 @@ def run(board):
         await_confirmation(board)
     from board_app import finish
 
-    finish(board, seq, done_before + seq, start)
+    finish(board, seq, done_before + seq, start, heap_at_boot)
 
 
 def publish_all(board, done_before, todo):
@@ -147,5 +147,5 @@ def ensure_connected(board, qos0=False):
     while not board.try_connect():
         if qos0 and wifi and not wifi.up:
             return False
-        time.sleep_ms(max(1, min(50, time.ticks_diff(board.retry_at, time.ticks_ms()))))
+        time.sleep_ms(max(1, min(50, board.backoff.due())))
     return True

@@ -12,12 +12,13 @@ from dboard import console
 from dmqtt.errors import MQTTError, PublishRefused, QueueFull
 
 
-def run(board):
+def run(board, heap_at_boot):
     """One wake of `board` (a board_app.Board, its journal open): its reading published, then everything in the
     journal sent and acknowledged, then deep sleep. A QoS 1/2 reading is journaled at once (the witness line
     printed). A QoS 0 reading is not journaled: it goes over the wake's connection once the WiFi has joined, or is
     dropped and counted when no connection comes within the awake time (the run's progress journaled all the
-    same). The wake that finds the run's last reading acknowledged ends the run with the summary line instead."""
+    same). The wake that finds the run's last reading acknowledged ends the run with the summary line instead
+    (heap_at_boot: main.py's measure, for it)."""
     cfg = board.cfg
     sleep = cfg["sleep"]
     client = board.client
@@ -45,9 +46,11 @@ def run(board):
                 client.close()  # QoS 0 met a lost connection: this reading is lost
             reading = None
         if board.try_connect():
-            board.finished = True  # the DISCONNECT that ends settle() is ours: the broker keeps the session
+            # The DISCONNECT that ends settle() is ours (the broker keeps the session): not said as a lost
+            # connection, nor is one lost during settle() (the next wake sends what is left).
+            told, client.on_disconnect = client.on_disconnect, None
             left = client.settle(time.ticks_diff(deadline, time.ticks_ms()))
-            board.finished = False
+            client.on_disconnect = told
             if not left:
                 break
         elif reading is None and not client.outstanding() and not cfg["confirm"]:
@@ -61,7 +64,7 @@ def run(board):
     if client.mark >= cfg["count"] and not client.outstanding():
         from board_app import finish
 
-        finish(board, seq, client.mark, start)
+        finish(board, seq, client.mark, start, heap_at_boot)
         return
     client.close()  # (the deadline came during a connection attempt)
     import machine

@@ -21,6 +21,8 @@ CLOCK_VALID_FROM = 2024  # a year before which the clock cannot be right: certif
 
 
 def connect(board):
+    from dmqtt.transport import TCPTransport
+
     cfg = board.cfg
     tls = cfg["tls"]
     if tls["insecure"]:
@@ -32,9 +34,7 @@ def connect(board):
 
         realboard.set_clock(CLOCK_VALID_FROM)
     free = board_app.collected()
-    transport = board.transport_class(
-        cfg["host"], cfg["port"], tls=board.tls_ctx, server_hostname=tls["server_hostname"]
-    )
+    transport = TCPTransport(cfg["host"], cfg["port"], tls=board.tls_ctx, server_hostname=tls["server_hostname"])
     held = free - board_app.collected()  # the connection's
     board_app.heap[_TLS_SESSION] = max(board_app.heap[_TLS_SESSION], held)
     return transport

@@ -43,6 +43,8 @@ _T_QOS = const(21)
 _T_OUR_LIMIT = const(22)
 
 _QOS_NOT_SUPPORTED = const(0x9B)  # MQTT 5.0's reason code, which PublishRefused carries for a QoS outside 0-2
+_BASE_MS = const(500)  # Backoff's first delay, at most
+_CAP_MS = const(30000)  # and its longest
 _RX_MAX = const(16)  # our Receive Maximum for incoming QoS 1/2 (sent in a 5.0 CONNECT)
 
 # Connection states (MQTTClient.state).
@@ -77,18 +79,36 @@ class Backoff:
     """Reconnect delays: capped exponential with full jitter, so a fleet that lost its broker does not come
     back in lockstep."""
 
-    def __init__(self, base_ms=500, cap_ms=30000):
-        self.base_ms = base_ms
-        self.cap_ms = cap_ms
-        self.attempt = 0
+    # Defaults in the class: a Backoff whose connections never fail keeps no attributes (docs/firmware-style.md,
+    # rule 1).
+    base_ms = _BASE_MS
+    cap_ms = _CAP_MS
+    attempt = 0  # delays handed out since the last reset
+    retry_at = None  # ticks_ms() of the next attempt, not before; None: at once
+
+    def __init__(self, base_ms=_BASE_MS, cap_ms=_CAP_MS):
+        if base_ms != _BASE_MS:
+            self.base_ms = base_ms
+        if cap_ms != _CAP_MS:
+            self.cap_ms = cap_ms
 
     def next_ms(self):
+        """The delay before the next attempt, which retry_at then keeps."""
         ceiling = min(self.cap_ms, self.base_ms << min(self.attempt, 16))
         self.attempt += 1
-        return ceiling // 2 + random.getrandbits(16) * (ceiling // 2) // 65535
+        delay = ceiling // 2 + random.getrandbits(16) * (ceiling // 2) // 65535
+        self.retry_at = time.ticks_add(ticks_ms(), delay)
+        return delay
+
+    def due(self):
+        """Milliseconds until the next attempt may start (0: now)."""
+        return 0 if self.retry_at is None else max(0, time.ticks_diff(self.retry_at, ticks_ms()))
 
     def reset(self):
-        self.attempt = 0
+        # retry_at too: a time kept from long ago would read as the future once half the ticks period has passed.
+        if self.attempt:
+            self.attempt = 0
+            self.retry_at = None
 
 
 class MQTTClient:

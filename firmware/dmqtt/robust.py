@@ -37,7 +37,6 @@ class Supervisor:
         self.backoff = backoff or Backoff()
         self.on_error = None
         self.last_error = None
-        self._retry_at = None  # ticks of the next connection attempt; None: at once
 
     def serve(self, ms):
         """serve_until(now + ms)."""
@@ -51,12 +50,13 @@ class Supervisor:
             now = time.ticks_ms()
             left = time.ticks_diff(deadline, now)
             if not c.connected:
-                if self._retry_at is None or time.ticks_diff(self._retry_at, now) <= 0:
+                wait = self.backoff.due()
+                if not wait:
                     self._connect()
                     continue
                 if left <= 0:
                     return
-                time.sleep_ms(min(left, time.ticks_diff(self._retry_at, now)))
+                time.sleep_ms(min(left, wait))
                 continue
             try:
                 c.poll(max(0, left))
@@ -107,10 +107,9 @@ class Supervisor:
                     c.subscribe(topic, qos)
         except (OSError, MQTTError) as exc:
             self._failed(exc)
-            self._retry_at = time.ticks_add(time.ticks_ms(), self.backoff.next_ms())
+            self.backoff.next_ms()
             return
         self.backoff.reset()
-        self._retry_at = None
 
     def _failed(self, exc):
         self.client.close()
