@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from host_bridge.broker.paho_loop import end_loop
 from host_bridge.errors import BrokerError
 from host_bridge.net import Destination
 from host_bridge.processes import sigterm_as_ctrl_c
@@ -101,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         finished = True
     finally:
-        client.disconnect()  # (first: it wakes the network thread, which loop_stop() then joins at once)
-        client.loop_stop()
+        end_loop(client)
     if refused:
         raise BrokerError(refused[0])
     return 0 if finished else 1

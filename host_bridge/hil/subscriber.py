@@ -18,6 +18,7 @@ from paho.mqtt.properties import Properties
 
 from dmqtt_telemetry.format import marked_resent, parse_payload
 from dmqtt_telemetry.promises import Delivery
+from host_bridge.broker.paho_loop import end_loop
 
 _SESSION_KEPT_S = 3600  # MQTT 5.0: a persistent session's expiry (the broker keeps it across our reconnects)
 
@@ -143,7 +144,4 @@ class Subscriber:
                 f.write(json.dumps(row) + "\n")
 
     def close(self) -> None:
-        # DISCONNECT first: it wakes the network thread, which then ends at once; stopped first, the thread is
-        # joined only when its select() times out, a second later.
-        self.client.disconnect()
-        self.client.loop_stop()
+        end_loop(self.client)
