@@ -82,10 +82,10 @@ def largest_block(limit):
 
 class Board:
     """The board of this boot: its config, boot number, client and link, the hooks its client calls that need
-    the board, and what its run (continuous.py's or duty.py's) asks of it, a connection. One
-    object a reader and mypy can follow, where a module of state would save a few hundred bytes
-    (docs/firmware-style.md, rule 1). board_open.open_board sets its attributes and hooks: a constructor's code
-    would stay in the heap for the whole run (rule 6)."""
+    the board, and what its run (continuous.py's or duty.py's) asks of it, a connection. One object a reader and
+    mypy can follow, where a module of state would save a few hundred bytes (docs/firmware-style.md, rule 1).
+    board_open.open_board sets its attributes and hooks: a constructor's code would stay in the heap for the
+    whole run (rule 6)."""
 
     # (Annotations cost a board nothing: the compiler drops them. A value here is a default an instance reads until
     # the run sets its own: an attribute left at its default takes no room in the instance. A class's names cost

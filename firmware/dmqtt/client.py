@@ -106,6 +106,7 @@ class Backoff:
 
     def reset(self):
         # retry_at too: a time kept from long ago would read as the future once half the ticks period has passed.
+        # Written only after a failure: an instance that never failed keeps the class's values (rule 1).
         if self.attempt:
             self.attempt = 0
             self.retry_at = None

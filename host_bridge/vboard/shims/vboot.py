@@ -219,7 +219,7 @@ def pin_heap(charge=0):
     # The rest in halving chunks, chained (a list that grows would itself need a free block of its size). A size
     # that failed is not tried again: a failed allocation collects first, so what is left is in runs shorter than
     # it. That makes it a collection per halving, not one per halving per hole (a 32-bit build's emulation leaves
-    # thousands of holes: minutes a boot).
+    # thousands of holes).
     size = gc.mem_free()
     while size >= 4 * _WORD:
         try:
