@@ -21,6 +21,7 @@ import json
 import os
 from base64 import b64decode, b64encode
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -122,6 +123,11 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _generation(name: str) -> int:
+    """The log generation in a committed file's name (part-<generation>-<index>.parquet)."""
+    return int(name.split("-")[1])
 
 
 def _max_arrival(path: Path) -> int:
@@ -273,11 +279,10 @@ class TelemetryStore:
             finals.append(final)
         self._append({"commit": [str(f.relative_to(self.out)) for f in finals]})
         self.sync()
-        self._finish_commit(finals)
         self.rows_committed += len(self.pending)
         self.files_committed += len(finals)
         self.pending = []
-        self._new_generation()
+        self._end_generation(self._finish_commit, finals)
         return finals
 
     # -- keeping the store small: compaction and retention --------------------------------------------------
@@ -300,8 +305,7 @@ class TelemetryStore:
             old = [day for day in days if day < cutoff]
             if old:
                 self._log_step({"drop": [str(telemetry.partition_dir(self.out, d).relative_to(self.out)) for d in old]})
-                self._finish_drop(old)
-                self._new_generation()
+                self._end_generation(self._finish_drop, old)
                 done["dropped"] = len(old)
                 days = [day for day in days if day >= cutoff]
         compacted_days = 0
@@ -320,8 +324,7 @@ class TelemetryStore:
                     }
                 }
             )
-            self._finish_compaction(into, files)
-            self._new_generation()
+            self._end_generation(self._finish_compaction, into, files)
             done["compacted"] += len(files)
             compacted_days += 1
         return done
@@ -341,6 +344,23 @@ class TelemetryStore:
                 self._temp(final).unlink(missing_ok=True)  # no record names them: the day stays as it was
             raise
         return into
+
+    def _end_generation(self, finish: Callable[..., None], *args: Any) -> None:
+        """Finish the step the log's last record names (a commit's renames, a maintenance step's), then start a new
+        generation. That record ends its generation (docs/telemetry-parquet.md): a log that could not move on takes
+        nothing more, since a restart would read what followed as part of the step. So a failure here is a
+        StoreWriteError, and reload() finishes the step as a restart does."""
+        try:
+            finish(*args)
+            self._new_generation()
+        except OSError as exc:
+            wal, self._wal = self._wal, None
+            if wal is not None:
+                try:
+                    wal.close()
+                except OSError:
+                    pass  # (nothing unsynced in it: the step's record was synced)
+            raise StoreWriteError(exc) from None
 
     def _log_step(self, record: dict[str, Any]) -> None:
         """A maintenance step's record, durable: from here on a restart finishes the step."""
@@ -435,15 +455,14 @@ class TelemetryStore:
             # A folder whose log was removed (or one that already holds files): number the files after the
             # ones there, so that no commit ever replaces an existing file.
             existing = telemetry.committed_files(self.out)
-            self.generation = max((int(f.name.split("-")[1]) for f in existing), default=0)
+            self.generation = max((_generation(f.name) for f in existing), default=0)
             self.next_arrival = max((_max_arrival(f) + 1 for f in existing), default=0)
-        named = {self._temp(self.out / name) for name in committed}
-        named |= {
-            self._temp(self.out / name)
-            for step in self._steps
-            if telemetry.COMPACT in step
-            for name in step[telemetry.COMPACT]["into"]
-        }
+        # The files the log's records name: a commit's, a compaction's.
+        written = [
+            *committed,
+            *(n for s in self._steps if telemetry.COMPACT in s for n in s[telemetry.COMPACT]["into"]),
+        ]
+        named = {self._temp(self.out / name) for name in written}
         for stray in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*/.*.tmp"):
             if stray not in named:
                 stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
@@ -455,8 +474,10 @@ class TelemetryStore:
                 self._finish_drop([name.split("=", 1)[1] for name in step["drop"]])
         if committed:
             self._finish_commit([self.out / name for name in committed])
-            self.pending = []
-            logged = 0
+        if self.pending and written:
+            # Deliveries after a record that ends its generation: a recorder before 0.12.0 logged on when it could
+            # not start the next generation. Their files come after the ones that record names.
+            self.generation = max(self.generation, 1 + max(_generation(Path(n).name) for n in written))
         if self.pending:
             self.commit()
         else:
@@ -501,7 +522,8 @@ class TelemetryStore:
             elif "rel" in record:
                 self.session.release(record["rel"])
             elif "commit" in record:
-                committed = record["commit"]
+                committed += record["commit"]
+                self.pending = []  # a commit record holds the deliveries logged before it
             elif telemetry.COMPACT in record or "drop" in record:
                 self._steps.append(record)
         if end < len(data):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dmqtt_telemetry.format import parse_payload
-from host_bridge.recorder.store import RecorderError, TelemetryStore
+from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
 from tests.conftest import REPO
 from tests.integration.recorder_proc import read_rows
 
@@ -157,3 +157,48 @@ def test_a_removed_log_never_lets_a_commit_replace_an_existing_file(tmp_path: Pa
     assert first[0] != second[0] and first[0].exists()
     rows = read_rows(tmp_path)
     assert [(r["seq"], r["arrival"]) for r in rows] == [(i, i) for i in range(5)]  # arrival order carries on
+
+
+def test_a_commit_that_cannot_start_the_next_log_takes_nothing_more_and_loses_nothing(tmp_path: Path) -> None:
+    """The commit record ends its generation. When the next generation's log cannot be written (a full disk), the
+    store stops: a delivery logged after the record would be read by a restart as part of that commit."""
+    store = TelemetryStore(tmp_path)
+    add(store, 3)
+    store.sync()
+    blocker = tmp_path / "_recorder" / "wal.log.tmp"
+    blocker.mkdir()  # the next generation's log cannot be created
+    with pytest.raises(StoreWriteError):
+        store.commit()
+    with pytest.raises(StoreWriteError):
+        add(store, 1, start=3)  # so it is never acknowledged: the broker sends it again
+    blocker.rmdir()
+    store.reload()
+    add(store, 2, start=3)
+    store.sync()
+    store.commit()
+    store.close()
+    rows = read_rows(tmp_path)
+    assert [(r["seq"], r["arrival"], r["recorder_dup"]) for r in rows] == [(i, i, False) for i in range(5)]
+
+
+def test_deliveries_logged_after_a_commit_record_are_recovered_into_files_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder before 0.12.0 went on logging (and acknowledging) after a commit whose next generation it could not
+    start. A restart commits what followed the commit record, in files that replace none of the committed ones."""
+    store = TelemetryStore(tmp_path)
+    add(store, 3)
+    store.sync()
+    monkeypatch.setattr(store, "_new_generation", lambda: None)  # its log stays the one the commit record ends
+    first = store.commit()
+    add(store, 2, start=3)
+    store.sync()  # acknowledged
+    store.close()
+    monkeypatch.undo()
+    store = TelemetryStore(tmp_path)
+    assert store.recovered == 2
+    store.close()
+    rows = read_rows(tmp_path)
+    assert [(r["seq"], r["arrival"], r["recorder_dup"]) for r in rows] == [(i, i, False) for i in range(5)]
+    files = sorted(tmp_path.glob("date=*/part-*.parquet"))
+    assert len(files) == 2 and files[0] == first[0]
