@@ -182,7 +182,7 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
     publisher = threading.Thread(target=publish)
     publisher.start()
     kills = 0
-    while not done.is_set() or kills < KILLS:
+    while publisher.is_alive() or kills < KILLS:  # (a publisher that failed ends too)
         time.sleep(rng.uniform(0.2, 1.0))
         if kills < KILLS:
             recorder.kill()
@@ -190,6 +190,7 @@ def test_killed_again_and_again_it_loses_nothing(tmp_path: Path, mosquitto: Mosq
             recorder = RecorderProcess(out, mosquitto.address)
             recorder.wait_connected()
     publisher.join()
+    assert done.is_set(), "the publisher failed (pytest's thread-exception warning shows how)"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len({(r["dev"], r["seq"]) for r in read_rows(out)}) < 2 * MESSAGES:
         time.sleep(0.5)
