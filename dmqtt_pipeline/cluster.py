@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -147,9 +148,11 @@ class LocalCluster:
         return self
 
     def registered(self) -> int:
-        """Workers the master has registered (from its log)."""
+        """Workers the master has registered (from its log), each once: a worker that started before the master
+        listened retries, and the master can log the same worker twice."""
         log = self.log_dir / "master.log"
-        return log.read_text(errors="replace").count("Registering worker") if log.exists() else 0
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return len(set(re.findall(r"Registering worker (\S+)", text)))
 
     def pids(self) -> list[int]:
         """The cluster's live processes: master, workers and the workers' executors."""

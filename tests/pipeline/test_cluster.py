@@ -93,3 +93,15 @@ def test_audit_rollup_and_report_on_a_two_worker_standalone_cluster(tmp_path: Pa
     assert len(pids) >= 3, f"the check below needs the master and both workers: found {pids}"
     for pid in pids:  # master, workers and their executors: all gone
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], pid
+
+
+def test_a_worker_the_master_logs_twice_is_one_worker(tmp_path: Path) -> None:
+    """A worker that started before its master listened retries, and the master can log its registration again
+    (seen on a loaded machine): the count is of workers, not of lines."""
+    cluster = LocalCluster(workers=2, log_dir=tmp_path)
+    (tmp_path / "master.log").write_text(
+        "INFO Master: Registering worker 127.0.0.1:44405 with 1 cores, 1024.0 MiB RAM\n"
+        "INFO Master: Registering worker 127.0.0.1:41749 with 1 cores, 1024.0 MiB RAM\n"
+        "INFO Master: Registering worker 127.0.0.1:44405 with 1 cores, 1024.0 MiB RAM\n"
+    )
+    assert cluster.registered() == 2
