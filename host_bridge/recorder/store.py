@@ -244,12 +244,7 @@ class TelemetryStore:
         """After a StoreWriteError: forget the memory and take the state the log on disk holds, as a restart
         would (what never reached the disk was never acknowledged, and the broker's session still holds it).
         Raises OSError while the disk still cannot take the recovery's own writes; call it again later."""
-        wal, self._wal = self._wal, None
-        if wal is not None:
-            try:
-                wal.close()  # its buffer may be flushed now, or fail again: either way the file on disk decides
-            except OSError:
-                pass
+        self._abandon_log()  # its buffer may be flushed now, or fail again: either way the file on disk decides
         self.pending = []
         self.session = ReceiveSession()
         self.ledger = Ledger() if self.confirm else None
@@ -354,13 +349,17 @@ class TelemetryStore:
             finish(*args)
             self._new_generation()
         except OSError as exc:
-            wal, self._wal = self._wal, None
-            if wal is not None:
-                try:
-                    wal.close()
-                except OSError:
-                    pass  # (nothing unsynced in it: the step's record was synced)
+            self._abandon_log()  # (nothing unsynced in it: the step's record was synced)
             raise StoreWriteError(exc) from None
+
+    def _abandon_log(self) -> None:
+        """Close the log, whatever its close raises: nothing is appended until reload() opens it again."""
+        wal, self._wal = self._wal, None
+        if wal is not None:
+            try:
+                wal.close()
+            except OSError:
+                pass
 
     def _log_step(self, record: dict[str, Any]) -> None:
         """A maintenance step's record, durable: from here on a restart finishes the step."""
@@ -474,11 +473,11 @@ class TelemetryStore:
                 self._finish_drop([name.split("=", 1)[1] for name in step["drop"]])
         if committed:
             self._finish_commit([self.out / name for name in committed])
-        if self.pending and written:
-            # Deliveries after a record that ends its generation: a recorder before 0.12.0 logged on when it could
-            # not start the next generation. Their files come after the ones that record names.
-            self.generation = max(self.generation, 1 + max(_generation(Path(n).name) for n in written))
         if self.pending:
+            if written:
+                # Deliveries after a record that ends its generation: a recorder before 0.12.0 logged on when it
+                # could not start the next generation. Their files come after the ones that record names.
+                self.generation = max(self.generation, 1 + max(_generation(Path(n).name) for n in written))
             self.commit()
         else:
             self._new_generation()
