@@ -252,7 +252,6 @@ class MQTTClient:
     def send_connect(self, transport):
         self.transport = transport
         self.state = CONNECTING
-        self.tx_tail = self.tx_end = 0  # nothing of an earlier connection is left to send
         self._decoder.restart()  # the same buffer for every connection: no new allocation per reconnect
         props = None
         if self.version == codec.V5:
@@ -362,6 +361,9 @@ class MQTTClient:
             except OSError:
                 pass
         self.transport = None  # type: ignore[assignment]  # closed: used again only after connect()
+        # The rest of a packet half sent goes nowhere: its flow is resent whole on the next connection, and a
+        # send on this one (a timer's upkeep in the same round as the end) finds nothing left to send.
+        self.tx_tail = self.tx_end = 0
         self.state = DISCONNECTED
         self.connected = False
         self.session.lost()

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dmqtt import aio
 from dmqtt import codec_host as codec
 from dmqtt.aio import AsyncClient
 from dmqtt.journal_ring import RingJournal
@@ -31,6 +32,7 @@ class Peer(ScriptedInbox):
         self.chunk = chunk
         self.budget = chunk  # bytes send() takes until the next wait(): the line moves between polls
         self.closed = False
+        self.hung_up = False  # the broker closed its end: the client reads end of stream
         self._decoder = codec.PacketDecoder(codec.V311, 1 << 16)
 
     def send(self, buf: bytearray, start: int, end: int) -> int:
@@ -42,9 +44,12 @@ class Peer(ScriptedInbox):
         self.sent += list(self._decoder.packets(bytes(buf[start : start + n])))
         return n
 
+    def readinto(self, buf: bytearray | memoryview) -> int | None:
+        return 0 if self.hung_up else super().readinto(buf)
+
     def wait(self, timeout_ms: int, writable: bool = False) -> bool:
         self.budget = self.chunk
-        return writable or bool(self.inbox)
+        return writable or bool(self.inbox) or self.hung_up
 
     def close(self) -> None:
         self.closed = True
@@ -167,6 +172,38 @@ def test_a_transport_that_takes_packets_in_pieces_never_blocks_the_loop(flash: N
         return interleaved
 
     assert asyncio.run(run()) >= 5 * 10
+
+
+def test_a_connection_lost_with_a_packet_half_sent_is_made_again_when_its_timer_fires_at_once(
+    flash: NorPartition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection task waits for the connection's end or its next timer, whichever comes first. Under load
+    both come in one round of the scheduler, and the timer wins: the task runs the timer's upkeep on a connection
+    that has just ended, with a packet half sent. The task must go on to reconnect, not die."""
+
+    async def both_at_once(awaitable: object, ms: int) -> None:
+        await awaitable  # type: ignore[misc]
+        raise TimeoutError  # the timer fired in the same round
+
+    async def run() -> list[codec.Packet]:
+        first, second = Peer(chunk=0), Peer()  # the first takes nothing after its CONNECT: a tail waits
+        peers = [first, second]
+        client = new_client(flash)
+        monkeypatch.setattr(aio, "_within", both_at_once)
+        await client.connect(lambda: peers.pop(0))
+        first.budget = first.chunk = 7
+        pid = await client.publish(b"t/x", b"y" * 100, 1)
+        await until(lambda: client.client.tx_tail not in (0, client.client.tx_end))
+        first.hung_up = True  # the broker goes away with the PUBLISH half sent
+        await until(lambda: client.client.connects == 2)
+        await until(lambda: len(second.of_type(codec.PUBLISH)) == 1)
+        second.ack(codec.PUBACK, pid)
+        await client.wait_idle()
+        await client.close()
+        return second.of_type(codec.PUBLISH)
+
+    [again] = asyncio.run(run())
+    assert again.payload == b"y" * 100  # sent whole on the new connection
 
 
 def test_publish_waits_for_a_free_slot_without_blocking_the_loop(flash: NorPartition) -> None:
