@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -44,20 +45,32 @@ def test_the_asyncio_face_gives_back_what_a_killed_broker_lost(tmp_path: Path, q
         flash=tmp_path / "b.flash", app=APP, library=True, put=((settings, "example.json"),),
         heap=BoardDefinition.load("sim").heap_without_wifi, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
-    paused = False
+    paused = held = False
     console = ""
     try:
         recorder.wait_connected()
         board.start()
+        assert board.process is not None
         console += read_until(board, lambda out: "accepted 20\n" in out, timeout=60)
         os.kill(recorder.process.pid, signal.SIGSTOP)  # the broker now acknowledges and holds for the recorder
         paused = True
         console += read_until(board, lambda out: "accepted 45\n" in out, timeout=60)
+        # The board waits until the recorder has subscribed at the restarted broker (it keeps no sessions), as a
+        # board a second slower would: otherwise, on a loaded machine, it can send its last message before then.
+        # Nothing after the gap would then reach the recorder: a lost tail, which is stored unmarked
+        # (docs/confirmation.md), not the gap this test is about.
+        os.killpg(board.process.pid, signal.SIGSTOP)
+        held = True
         broker.kill()  # and dies with what it held
         broker.start()
         os.kill(recorder.process.pid, signal.SIGCONT)
         paused = False
-        assert board.process is not None
+        deadline = time.monotonic() + 60
+        while recorder.text().count("event=connected") < 2:
+            assert time.monotonic() < deadline, f"the recorder never reconnected; see {recorder.log_path}"
+            time.sleep(0.05)
+        os.killpg(board.process.pid, signal.SIGCONT)
+        held = False
         out, _ = board.process.communicate(timeout=120)
         console += out.decode(errors="replace")
         assert board.wait() == 0, console[-3000:]
@@ -65,6 +78,8 @@ def test_the_asyncio_face_gives_back_what_a_killed_broker_lost(tmp_path: Path, q
     finally:
         if paused:
             os.kill(recorder.process.pid, signal.SIGCONT)
+        if held and board.process is not None:
+            os.killpg(board.process.pid, signal.SIGCONT)
         board.close()
         recorder.stop()
         broker.stop()
