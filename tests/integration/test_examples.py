@@ -44,15 +44,20 @@ def settings(tmp_path: Path, dev: str, broker: str, count: int, interval_ms: int
 def readings(subscriber: Subscriber) -> list[int]:
     """The seq of every reading the broker delivered, duplicates included, in arrival order."""
     with subscriber.lock:
-        return [json.loads(r.payload)["seq"] for r in subscriber.records]
+        return seqs_under_lock(subscriber)
+
+
+def seqs_under_lock(subscriber: Subscriber) -> list[int]:
+    """readings() for a caller that holds the subscriber's lock already (its `arrived` condition's)."""
+    return [json.loads(r.payload)["seq"] for r in subscriber.records]
 
 
 def wait_readings(subscriber: Subscriber, count: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     with subscriber.arrived:
-        while len({json.loads(r.payload)["seq"] for r in subscriber.records}) < count:
+        while len(set(seqs_under_lock(subscriber))) < count:
             left = deadline - time.monotonic()
-            assert left > 0, f"{count} readings never arrived: {readings(subscriber)[-10:]}"
+            assert left > 0, f"{count} readings never arrived: {seqs_under_lock(subscriber)[-10:]}"
             subscriber.arrived.wait(left)
 
 
