@@ -92,12 +92,12 @@ def heap_run(
         options["tls"] = {"ca": "ca.pem", "server_hostname": "localhost"}
         put = ((tls[1], "ca.pem"),)
     dev = f"heap-{name}-{board_name}-{install}"[:60]
-    # Its access point joins it in a twentieth of a chip's time (the heap does not depend on the join's time);
-    # a board that sleeps takes a reading a wake: a dozen wakes show its heap.
+    # Its access point joins it in a twentieth of a chip's time (the heap does not depend on the join's time).
     ap = AccessPoint(work / f"{dev}.ap", model=JoinModel(scale=0.05))
     if "sleep" in options:
-        # (store-and-forward: two batches)
-        messages = 2 * options["sleep"].get("readings_per_send", 6)
+        # A board that sleeps takes a reading a wake: a dozen wakes show its heap. Store-and-forward: one whole
+        # batch, whose sending wake is the low point (a second batch's sending wake reaches the same).
+        messages = options["sleep"].get("readings_per_send", 12)
     dut = VirtualDut(
         dev,
         BoardDefinition.load(board_name),
