@@ -310,7 +310,10 @@ class AsyncClient:
                         await _within(self._gone.wait(), self._timer_ms())
                     except asyncio.TimeoutError:
                         self._tick()
-            except (OSError, MQTTError) as exc:
+            except (OSError, MQTTError, MemoryError) as exc:
+                # (MemoryError: a connection's steps allocate, the transport's among them. The heap that ran out
+                # may have room again after this attempt's objects are gone; a task that ended here would never
+                # connect again.)
                 c.close()
                 self.last_error = str(exc)
                 self._stop_io()

@@ -560,13 +560,21 @@ class MQTTClient:
         # the broker's Maximum Packet Size itself.
         # (the test of an empty output buffer inline: send_pending would say the same, a call later)
         session = self.session
-        while self.transport is not None and (self.tx_tail == self.tx_end or self.send_pending(self.blocking)):
-            end = 0
-            while n := session.next_packet(self.tx_buf, end):
-                end = n
-            if not end:
-                break
-            self.write_packet(end, True)
+        try:
+            while self.transport is not None and (self.tx_tail == self.tx_end or self.send_pending(self.blocking)):
+                end = 0
+                while n := session.next_packet(self.tx_buf, end):
+                    end = n
+                if not end:
+                    break
+                self.write_packet(end, True)
+        except MemoryError:
+            # The heap could not take a step of encoding (a reconnect's burst of resends, on a heap the emulation
+            # or a long uptime fragmented). The packets taken from the session's queues so far are not sent, so
+            # the connection ends as a lost one does: every flow goes again on the next one, from the journal
+            # [MQTT-4.4.0-1]. The words are a constant: loading a text needs the heap that just ran out.
+            self._drop(None, "out of heap while sending")
+            raise MQTTError("out of heap while sending")
         self.retain_cleared = session.retain_cleared  # (the session clears the flag as it encodes)
 
     def write_packet(self, n, packets=False):

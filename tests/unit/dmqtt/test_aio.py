@@ -206,6 +206,34 @@ def test_a_connection_lost_with_a_packet_half_sent_is_made_again_when_its_timer_
     assert again.payload == b"y" * 100  # sent whole on the new connection
 
 
+def test_a_connection_attempt_that_runs_out_of_heap_is_made_again(flash: NorPartition) -> None:
+    """The connection's steps allocate (a transport, a socket): a MemoryError there fails that attempt, as a
+    refused connection does, and the task tries again after its backoff instead of ending for good."""
+
+    async def run() -> tuple[int, str]:
+        peer = Peer()
+        attempts = []
+
+        def factory() -> Peer:
+            attempts.append(1)
+            if len(attempts) == 1:
+                raise MemoryError("memory allocation failed, allocating 464 bytes")
+            return peer
+
+        client = new_client(flash)
+        await asyncio.wait_for(client.connect(factory), 5)
+        error = client.last_error  # why the attempt before failed
+        pid = await client.publish(b"t/x", b"y", 1)
+        await until(lambda: len(peer.of_type(codec.PUBLISH)) == 1)
+        peer.ack(codec.PUBACK, pid)
+        await client.wait_idle()
+        await client.close()
+        return len(attempts), error
+
+    attempts, error = asyncio.run(run())
+    assert attempts == 2 and "464 bytes" in error
+
+
 def test_publish_waits_for_a_free_slot_without_blocking_the_loop(flash: NorPartition) -> None:
     async def run() -> None:
         peer = Peer()

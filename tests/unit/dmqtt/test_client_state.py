@@ -8,7 +8,7 @@ import pytest
 
 from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
-from dmqtt.errors import PublishRefused
+from dmqtt.errors import MQTTError, PublishRefused
 from dmqtt.journal_ring import RingJournal
 from dmqtt.usage import UsageError
 from tests.unit.host_client import Broker
@@ -102,3 +102,43 @@ def test_a_publish_exactly_the_brokers_maximum_packet_size_goes_and_one_byte_mor
     client.poll(1)
     [sent] = [p for p in broker.sent if p.type == codec.PUBLISH]
     assert len(sent.payload) == fits
+
+
+def test_running_out_of_heap_while_sending_ends_the_connection_and_the_next_one_sends_everything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reconnect's resends are encoded in one burst; when the heap cannot take a step of it (MemoryError), the
+    packets taken from the session's queues so far were never sent. The connection ends as a lost one does
+    (MQTTError, which every caller already handles), and the next connection sends every flow again. A publish()
+    whose message is journaled returns its packet id though the send failed."""
+    client = MQTTClient("heap", RingJournal(NorPartition(6), 256), codec.V311)
+    client.open()
+    offline = [client.publish(b"t", b"m%d" % i, 1) for i in range(3)]  # journaled while offline
+    session = client.session
+    real = session.next_packet
+    failures = [1]
+
+    def short_of_heap(buf: bytearray, at: int = 0) -> int:
+        if at and failures[0]:  # the second packet of the burst: the first is encoded, and dequeued
+            failures[0] -= 1
+            raise MemoryError("memory allocation failed, allocating 464 bytes")
+        return real(buf, at)
+
+    monkeypatch.setattr(session, "next_packet", short_of_heap)
+    first = Broker()
+    with pytest.raises(MQTTError, match="out of heap"):
+        client.connect(first)
+    assert not client.connected and client.transport is None
+    assert first.publishes() == []  # nothing of the burst went out
+    second = Broker(acking=True)
+    client.connect(second)
+    client.poll(1)
+    assert [p.pid for p in second.sent if p.type == codec.PUBLISH] == offline
+    failures[0] = 1
+    pid = client.publish(b"t", b"late", 1)  # its burst fails as the first's did
+    assert pid and not client.connected  # accepted: it is journaled, though its send failed
+    third = Broker(acking=True)
+    client.connect(third)
+    client.poll(1)
+    assert [(p.pid, p.payload) for p in third.sent if p.type == codec.PUBLISH] == [(pid, b"late")]
+    assert client.session.outstanding() == 0
