@@ -61,6 +61,13 @@ def wait_readings(subscriber: Subscriber, count: int, timeout: float = 60) -> No
             subscriber.arrived.wait(left)
 
 
+def unread(board: VirtualBoard, console: str) -> str:
+    """`console` and what the board printed since it was last read: its power is cut first, so that the pipe ends."""
+    board.power_cut()
+    assert board.process is not None and board.process.stdout is not None
+    return console + board.process.stdout.read().decode(errors="replace")
+
+
 def example_board(tmp_path: Path, name: str, config: Path, **kwargs: object) -> VirtualBoard:
     board = VirtualBoard(
         flash=tmp_path / f"{name}.flash",
@@ -160,6 +167,8 @@ def test_the_asyncio_example_keeps_its_schedule_through_power_cuts_and_a_broker_
         console += read_until(board, lambda out: "listening on" in out)
         sender.publish(f"cmd/{dev}", "valve-2", qos=2)
         console += finish(board)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nthe board's console, last lines:\n{unread(board, console)[-3000:]}") from exc
     finally:
         board.close()
         sender.loop_stop()
