@@ -374,7 +374,9 @@ class AsyncClient:
         while True:
             try:
                 c.poll(0)
-            except (OSError, MQTTError):
+            except (OSError, MQTTError, MemoryError):
+                # (MemoryError: what came could not be taken in. The connection ends, and the broker sends again
+                # what it has not had acknowledged; a reader that ended alone would leave the connection deaf.)
                 c.close()  # told to _lost()
                 return
             self._input.set()

@@ -234,6 +234,37 @@ def test_a_connection_attempt_that_runs_out_of_heap_is_made_again(flash: NorPart
     assert attempts == 2 and "464 bytes" in error
 
 
+def test_a_message_that_runs_the_heap_out_as_it_arrives_ends_the_connection_and_comes_again(
+    flash: NorPartition,
+) -> None:
+    """Taking in what came allocates (an incoming message's topic and payload). A MemoryError there ends the
+    connection, as a lost one does; the broker sends the message again on the next one. The reader must not end
+    alone, which would leave the connection open and deaf."""
+
+    class Starved(Peer):
+        def readinto(self, buf: bytearray | memoryview) -> int | None:
+            if self.inbox.startswith(b"\x32"):  # a QoS 1 PUBLISH is next: the heap has no room for it
+                raise MemoryError("memory allocation failed, allocating 464 bytes")
+            return super().readinto(buf)
+
+    async def run() -> list[tuple[bytes, bool]]:
+        first, second = Starved(), Peer(session_present=True)
+        peers = [first, second]
+        client = new_client(flash)
+        await client.connect(lambda: peers.pop(0))
+        first.inbox += codec.encode_publish("cmd/a", b"open", 1, 7)
+        got = []
+        await until(lambda: client.client.connects == 2)
+        second.inbox += codec.encode_publish("cmd/a", b"open", 1, 7, dup=True)  # the broker's redelivery
+        async for _topic, payload, _qos, _retain, dup in client.messages():
+            got.append((payload, dup))
+            break
+        await client.close()
+        return got
+
+    assert asyncio.run(run()) == [(b"open", True)]
+
+
 def test_publish_waits_for_a_free_slot_without_blocking_the_loop(flash: NorPartition) -> None:
     async def run() -> None:
         peer = Peer()
