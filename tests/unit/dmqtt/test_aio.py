@@ -186,7 +186,8 @@ def test_a_connection_lost_with_a_packet_half_sent_is_made_again_when_its_timer_
         raise TimeoutError  # the timer fired in the same round
 
     async def run() -> list[codec.Packet]:
-        first, second = Peer(chunk=0), Peer()  # the first takes nothing after its CONNECT: a tail waits
+        # The first takes nothing at first (its CONNACK is scripted), then 7 bytes a poll: a packet stays half sent.
+        first, second = Peer(chunk=0), Peer()
         peers = [first, second]
         client = new_client(flash)
         monkeypatch.setattr(aio, "_within", both_at_once)
