@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from host_bridge.vboard import VirtualBoard
 from tests.conftest import REPO
 from tests.integration.boards import read_until
 from tests.integration.recorder_proc import RecorderProcess, read_rows
+from tests.integration.test_bridge_service import until
 
 APP = REPO / "tests" / "vboard_apps" / "aio_confirm"
 
@@ -65,10 +65,7 @@ def test_the_asyncio_face_gives_back_what_a_killed_broker_lost(tmp_path: Path, q
         broker.start()
         os.kill(recorder.process.pid, signal.SIGCONT)
         paused = False
-        deadline = time.monotonic() + 60
-        while recorder.text().count("event=connected") < 2:
-            assert time.monotonic() < deadline, f"the recorder never reconnected; see {recorder.log_path}"
-            time.sleep(0.05)
+        until(lambda: recorder.text().count("event=connected") >= 2, f"no reconnection in {recorder.log_path}", 60)
         os.killpg(board.process.pid, signal.SIGCONT)
         held = False
         out, _ = board.process.communicate(timeout=120)

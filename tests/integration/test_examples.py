@@ -61,13 +61,6 @@ def wait_readings(subscriber: Subscriber, count: int, timeout: float = 60) -> No
             subscriber.arrived.wait(left)
 
 
-def unread(board: VirtualBoard, console: str) -> str:
-    """`console` and what the board printed since it was last read: its power is cut first, so that the pipe ends."""
-    board.power_cut()
-    assert board.process is not None and board.process.stdout is not None
-    return console + board.process.stdout.read().decode(errors="replace")
-
-
 def example_board(tmp_path: Path, name: str, config: Path, **kwargs: object) -> VirtualBoard:
     board = VirtualBoard(
         flash=tmp_path / f"{name}.flash",
@@ -168,7 +161,8 @@ def test_the_asyncio_example_keeps_its_schedule_through_power_cuts_and_a_broker_
         sender.publish(f"cmd/{dev}", "valve-2", qos=2)
         console += finish(board)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\nthe board's console, last lines:\n{unread(board, console)[-3000:]}") from exc
+        console += board.output(0)  # the rest of what it printed, its power cut at once
+        raise AssertionError(f"{exc}\nthe board's console, last lines:\n{console[-3000:]}") from exc
     finally:
         board.close()
         sender.loop_stop()
