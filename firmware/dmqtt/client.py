@@ -572,7 +572,8 @@ class MQTTClient:
             # The heap could not take a step of encoding (a reconnect's burst of resends, on a heap the emulation
             # or a long uptime fragmented). The packets taken from the session's queues so far are not sent, so
             # the connection ends as a lost one does: every flow goes again on the next one, from the journal
-            # [MQTT-4.4.0-1]. The words are a constant: loading a text needs the heap that just ran out.
+            # [MQTT-4.4.0-1]. The words are a constant: loading a text needs the heap that just ran out. Not
+            # _lost(): on 3.1.1 it would read flows in flight at a drop as a sign of the broker's packet limit.
             self._drop(None, "out of heap while sending")
             raise MQTTError("out of heap while sending")
         self.retain_cleared = session.retain_cleared  # (the session clears the flag as it encodes)
