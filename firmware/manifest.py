@@ -16,7 +16,7 @@ package(
         "inbox.py",
         "journal_record.py",
         "journal.py",
-        "ring_tail.py",
+        "wake.py",
         "journal_ring.py",
         "journal_file.py",
         "client.py",
@@ -41,5 +41,6 @@ module("continuous.py", base_path="app", opt=3)
 module("duty.py", base_path="app", opt=3)
 module("sampler.py", base_path="app", opt=3)
 module("wake_plan.py", base_path="app", opt=3)
+module("sensor_hook.py", base_path="app", opt=3)
 module("supervise.py", base_path="app", opt=3)
 module("tls_open.py", base_path="app", opt=3)

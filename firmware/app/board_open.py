@@ -4,7 +4,6 @@
 # drops it (errors.forget: docs/firmware-style.md, rule 6): on a deployed board its code is heap the run can use.
 
 import gc
-import json
 import sys
 import time
 
@@ -23,11 +22,14 @@ except ImportError:
 
 
 _TLS_CONTEXT = const(2)  # board_app.heap's index (board_app._TLS_CONTEXT)
-# The hint's indexes (dmqtt/ring_tail.py's _SECTOR, _HEADER, _FIRST): the head sector, its header (hex; bytes 8 to
-# 11 its sequence number), the oldest live sector's sequence number.
-_HINT_SECTOR = const(0)
-_HINT_HEADER = const(1)
-_HINT_FIRST = const(9)
+# RTC memory as dmqtt/wake.py lays it out (tests/unit/board/test_rtc_plan.py holds resume() to wake.point()): a
+# byte (0xD0 | the client's flags), the hint's length (0x29: 41 bytes), the hint, whose first byte is its format
+# (1); in it, the head sector (u16 at 1), the oldest live sector's sequence number (u32 at 21), and the head's
+# 16-byte header at 25, whose bytes 8 to 11 are the head's sequence number.
+_HINT_SECTOR = const(3 + 1)
+_HINT_FIRST = const(3 + 21)
+_HINT_HEAD_SEQ = const(3 + 25 + 8)
+_HINT_END = const(3 + 41)
 
 if False:  # type checkers only: MicroPython has no typing module
     from typing import Any
@@ -104,20 +106,22 @@ def next_boot(root):
 def resume():
     """At a wake from deep sleep, where the last wake left the ring journal, or None: (the head sector, its
     sequence number, the oldest live sector's), for its open to replay from the oldest sector holding a live
-    record, not the whole ring (dmqtt.journal.replay_from). Read from the hint in the plan in RTC memory
-    (sampler.py's layout: a kind byte, the plan's length, the plan as JSON; dmqtt/ring_tail.py's hint), here and
-    first, while the heap is whole, without loading either: a module's names are a board's for good, and a
-    sending wake loads them at its end, past its heap low."""
+    record, not the whole ring (dmqtt.journal.replay_from). Read from the library's hint in RTC memory
+    (dmqtt/wake.py's layout, what wake.point() reads), here and first, while the heap is whole, without loading
+    dmqtt.wake: what a module interns, a board keeps for good, and a sending wake loads it at its end, past its
+    heap low."""
     import machine
 
     if machine.reset_cause() != machine.DEEPSLEEP_RESET:
         return None
     memory = machine.RTC().memory()
-    try:
-        hint = json.loads(memory[3 : 3 + ((memory[1] << 8) | memory[2])])["ring"]
-        return hint[_HINT_SECTOR], int(hint[_HINT_HEADER][16:24], 16), hint[_HINT_FIRST]
-    except (ValueError, IndexError, KeyError, TypeError):
-        return None  # no plan, no hint, or one of another layout: the whole ring is replayed
+    if len(memory) < _HINT_END or memory[0] & 0xF0 != 0xD0 or memory[1:4] != b"\x00\x29\x01":
+        return None  # no hint, or one of another layout: the whole ring is replayed
+    return (
+        (memory[_HINT_SECTOR] << 8) | memory[_HINT_SECTOR + 1],
+        int.from_bytes(memory[_HINT_HEAD_SEQ : _HINT_HEAD_SEQ + 4], "big"),
+        int.from_bytes(memory[_HINT_FIRST : _HINT_FIRST + 4], "big"),
+    )
 
 
 def open_board(cfg):
@@ -150,6 +154,7 @@ def open_board(cfg):
     sleep = cfg["sleep"]
     if sleep and sleep["readings_per_send"] > 1:
         options["max_messages"] = sleep["queue_limit"]  # the journal's slots hold the readings of sampling wakes
+    gc.collect()  # (the buffers the client makes, in a heap without the garbage of the steps before)
     client: Any = client_class(  # (a ConfirmingClient's session is a ConfirmingSession: on_late below)
         cfg["client_id"],
         store,

@@ -53,6 +53,7 @@ _T_PUBLISH_MUST_BE_AN = const(31)
 _T_PUBLISH_QOS_MUST_BE = const(32)
 _T_SUBSCRIBE_ENTRIES_MUST_BE = const(33)
 _T_BATCH_NEEDS_QOS = const(34)
+_T_SENSOR_MUST_BE = const(35)
 
 VERSIONS = {"3.1": 3, "3.1.1": 4, "5": 5, "5.0": 5}
 
@@ -70,7 +71,7 @@ def _refuse(rule, arg=None):
 KEYS = (
     "client_id mqtt_version transport broker uart wifi will username password publish subscribe tls keepalive_s"
     " session_expiry_s window group_commit heap_log_every publish.topic publish.qos publish.count"
-    " publish.interval_ms publish.payload_bytes uart.id uart.baud uart.tx uart.rx uart.pause wifi.ssid"
+    " publish.interval_ms publish.payload_bytes publish.sensor uart.id uart.baud uart.tx uart.rx uart.pause wifi.ssid"
     " wifi.password wifi.ip wifi.bssid sleep sleep.every_s sleep.awake_s sleep.readings_per_send sleep.queue_limit"
     " sleep.max_reading_age_s"
     " will.topic will.payload will.qos will.retain tls.ca tls.cert tls.key tls.server_hostname tls.insecure"
@@ -294,6 +295,10 @@ def check(raw):
         if not isinstance(sub, dict) or not isinstance(sub.get("topic"), str) or sub.get("qos", 0) not in (0, 1, 2):
             _refuse(_T_SUBSCRIBE_ENTRIES_MUST_BE)
         subs.append((sub["topic"].replace("{client_id}", cid), sub.get("qos", 0)))
+    sensor = pub.get("sensor")
+    # "module.function" (the module's name may be dotted; an import of a name that is not one fails, and says so)
+    if sensor is not None and (not isinstance(sensor, str) or "" in sensor.split(".") or "." not in sensor):
+        _refuse(_T_SENSOR_MUST_BE, sensor)
     topic = str(pub.get("topic", "sensors/{client_id}/telemetry")).replace("{client_id}", cid)
     _topic(topic, "publish.topic", False)
     for sub_topic, _ in subs:
@@ -350,6 +355,7 @@ def check(raw):
         "count": _int(pub, "count", 10, 0, 0x7FFFFFFF),
         "interval_ms": _int(pub, "interval_ms", 0, 0, 86400000),
         "payload_bytes": _int(pub, "payload_bytes", 0, 0, 900),
+        "sensor": sensor,
         "subscribe": subs,
         "uart": uart,
         "username": raw.get("username"),

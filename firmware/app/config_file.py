@@ -29,7 +29,7 @@ ROOTS = ("/flash", "")
 # the checker's (its code names them), where a boot that reads the kept check first would otherwise hold a string
 # for each key the application's loaded code has not named yet (rule 7 of docs/firmware-style.md).
 # _CHECK_FORMAT changes with any of these (tests/unit/board/test_config_checked.py holds them together).
-_CHECK_FORMAT = const(2)
+_CHECK_FORMAT = const(3)
 
 
 def read():

@@ -38,4 +38,5 @@ TEXT = (
     "publish.qos must be 0, 1 or 2",  # _T_PUBLISH_QOS_MUST_BE
     "subscribe entries must be {topic, qos 0..2}",  # _T_SUBSCRIBE_ENTRIES_MUST_BE
     "sleep.readings_per_send above 1 needs publish.qos 1 or 2: a QoS 0 reading is not journaled",  # _T_BATCH_NEEDS_QOS
+    'publish.sensor must be "module.function" (the function returns the reading), got %r',  # _T_SENSOR_MUST_BE
 )

@@ -45,12 +45,17 @@ def publish_all(board, done_before, todo):
             board.dropped += 1
             idle(board, cfg["interval_ms"])
             continue
+        value = cfg["sensor"] and __import__("sensor_hook").read(cfg["sensor"])  # (None: the stand-in)
+        if value is False:
+            skipped += 1  # the sensor failed (said): no message for this reading
+            idle(board, cfg["interval_ms"])
+            continue
         try:
             # QoS 1/2 while disconnected: accepted into the journal (the offline queue) and sent on reconnect.
             wait = 30000 if client.connected else 0
             client.publish(
                 topic,
-                console.payload(dev, board.boot, seq, size),
+                console.payload(dev, board.boot, seq, size, time.ticks_ms(), value),
                 cfg["qos"],
                 mark=done_before + seq + 1,
                 timeout_ms=wait,

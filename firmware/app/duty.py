@@ -28,7 +28,11 @@ def run(board, heap_at_boot):
     seq = 0
     reading = None  # the wake's reading, until published (QoS 0: until the connection is made)
     if client.mark < cfg["count"]:  # (else every reading of the run is taken: this wake only sends what is left)
-        reading = console.payload(cfg["client_id"], board.boot, 0, cfg["payload_bytes"])
+        # The sensor hook's reading (None without one: the stand-in; False: it failed, said, and this wake only
+        # sends).
+        value = cfg["sensor"] and __import__("sensor_hook").read(cfg["sensor"])
+        if value is not False:
+            reading = console.payload(cfg["client_id"], board.boot, 0, cfg["payload_bytes"], time.ticks_ms(), value)
     # Until everything is acknowledged (and, with confirmation, the recorder's retained confirmation read), or
     # the awake time is spent; a connection lost meanwhile is made again.
     while time.ticks_diff(deadline, time.ticks_ms()) > 0:

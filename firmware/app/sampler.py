@@ -1,29 +1,34 @@
 # The sampling wake of a board that sleeps between readings and sends them in batches (config.json "sleep" with
 # readings_per_send above 1, docs/low-power.md): boot.py runs it at a wake from deep sleep that the plan marks as one.
-# It takes the reading, journals it (the durability point, as publish() is: the message goes at the next sending
-# wake, through any reset or power cut) and sleeps again, the radio off. It loads what journaling a record needs
-# (the journal, the session's state), not the client, the codec, TLS or the network.
+# It takes the reading (the sensor hook's: console.reading()), journals it through the library's cheap wake
+# (dmqtt.wake.journal(): the durability point, as publish() is; the message goes at the next sending wake, through
+# any reset or power cut) and sleeps again, the radio off. It loads what journaling a record needs, not the
+# client, the codec, TLS or the network.
 #
-# What it needs to know lives in RTC memory, which keeps its bytes through deep sleep: the plan, written at the
-# end of every wake (after() at one that ran the application), says what a reading is, the boot whose readings
-# these are (a sampling wake does not count a boot: its reading's seq follows the last one) and where the queue
-# stands. Its first byte says what the next wake is, decided before the sleep: SAMPLE, or SEND (main.py runs the
-# application), so that a sending wake loads none of this module (what a module interns, a board keeps for
-# good). RTC memory is lost with the power: a power-on runs the application.
+# What it needs to know lives in RTC memory, which keeps its bytes through deep sleep, in the application's part
+# of it (dmqtt.wake.memory(): the library's hint comes first): the plan, written at the end of every wake (after()
+# at one that ran the application), says what a reading is, the boot whose readings these are (a sampling wake
+# does not count a boot: its reading's seq follows the last one) and where the queue stands. Its first byte says
+# what the next wake is, decided before the sleep: SAMPLE, or SEND (main.py runs the application), so that a
+# sending wake loads none of this module (what a module interns, a board keeps for good). RTC memory is lost with
+# the power: a power-on runs the application.
 
-import json
 import sys
-import time
 
-import machine
+# The built-ins by their u-names: MicroPython looks for `json`, `time` and `machine` on the filesystem before it
+# takes the built-in (they are extensible modules), a search a u-name skips (dmqtt/wake.py says what it costs).
+import ujson as json
+import umachine as machine
+import utime as time
 
-PLAN = 1  # the plan's format (the JSON object's "v")
+from dmqtt import wake
+
+PLAN = 2  # the plan's format (the JSON object's "v")
 SAMPLE = b"S"  # the next wake journals its reading
 SEND = b"T"  # the next wake runs the application, which sends
-# RTC memory holds the plan first, then the application's own bytes (app_memory()): a kind byte (SAMPLE, SEND, or
-# NONE), the plan's length (u16, big-endian), the plan (JSON), and what follows is the application's.
+# The application's part of RTC memory: a kind byte (SAMPLE, SEND, or NONE), the plan's length (u16, big-endian),
+# the plan (JSON), and what follows is the sensor hook's own (app_memory()).
 NONE = b"-"
-RTC_BYTES = 2048  # an ESP32's RTC memory for MicroPython (machine.RTC().memory())
 
 
 def keep(found, now):
@@ -40,13 +45,13 @@ def keep(found, now):
 
 
 def write(kind, plan=b""):
-    """The plan's part of RTC memory, the application's part kept. A plan that leaves the application's part no
-    room is not kept: the next wake sends (and makes a new one)."""
-    rtc = machine.RTC()
-    app = app_memory()
-    if 3 + len(plan) + len(app) > RTC_BYTES:
-        kind, plan = SEND, b""
-    rtc.memory(kind + bytes((len(plan) >> 8, len(plan) & 0xFF)) + plan + app)
+    """The plan's part of RTC memory, the hook's kept. A plan that leaves the rest no room is not kept: the next
+    wake sends (and makes a new one)."""
+    head = kind + bytes((len(plan) >> 8, len(plan) & 0xFF))
+    try:
+        wake.memory(head + plan + app_memory())
+    except ValueError:
+        wake.memory(SEND + b"\0\0" + app_memory())
 
 
 def plan_size(memory):
@@ -54,13 +59,13 @@ def plan_size(memory):
 
 
 def app_memory(data=None):
-    """The application's part of RTC memory, after the plan: what it holds, or, given `data`, that written and
-    the plan kept (ValueError when the two pass RTC memory's 2,048 bytes). Lost at a power cut, as the plan is."""
-    rtc = machine.RTC()
-    memory = rtc.memory()
+    """The sensor hook's part of RTC memory, after the plan: what it holds, or, given `data`, that written and
+    the plan kept (ValueError when the hint, the plan and `data` pass RTC memory's 2,048 bytes). Lost at a power
+    cut, as the plan is."""
+    memory = wake.memory()
     if data is None:
         return memory[plan_size(memory) :]
-    rtc.memory((memory[: plan_size(memory)] or NONE + b"\0\0") + data)
+    wake.memory((memory[: plan_size(memory)] or NONE + b"\0\0") + data)
 
 
 def run():
@@ -68,55 +73,50 @@ def run():
     instead (no plan it can read, every reading of the run taken, the journal's slots full), with what it loaded
     that the application does not use dropped: its code would take the application's heap."""
     _sample()
-    for name in ("wake_plan", "dmqtt.ring_tail"):
+    for name in ("wake_plan", "dmqtt.wake"):
         sys.modules.pop(name, None)
 
 
 def _sample():
     began = time.ticks_ms()
     try:
-        memory = machine.RTC().memory()
+        memory = wake.memory()
         found = json.loads(memory[3 : plan_size(memory)])
     except ValueError:
         return
     if not isinstance(found, dict) or found.get("v") != PLAN:
         return
+    if found["left"] <= 0:
+        return  # every reading of the run is taken: the application sends what is left and ends the run
     now = time.time()
     from dboard import console
 
     boot, seq = found["boot"], found["seq"]
-    hint = found.get("ring")
-    if hint is not None:
-        # The least code that keeps the promise: one record appended at the head the hint names, once the flash
-        # says what the hint says (dmqtt/ring_tail.py); the whole journal is opened only when it does not.
-        from esp32 import Partition
+    # The sensor hook's reading (None without one: the stand-in; False: it failed, said, and this wake takes none).
+    value = found["sensor"] and __import__("sensor_hook").read(found["sensor"])
+    left = found["queued"]
+    if value is not False:
+        maker = None
+        if found["confirm"] is not None:
+            import wake_plan
 
-        from dmqtt import ring_tail
-
-        payload = console.payload(found["dev"], boot, seq, found["size"])
-        part = Partition.find(Partition.TYPE_DATA, label="mqttlog")
+            maker = wake_plan.confirming(found)
         try:
-            topic = found["topic"].encode()
-            left = ring_tail.append(part[0], hint, found["slots"], topic, payload, found["qos"]) if part else 0
-        except OSError:
-            left = 0  # the whole journal's open says what the flash did, as a journal error
-        if left < 0:
-            print("sampler: the journal is not where the last wake left it: opening it whole")
-        if left <= 0:
-            hint = None
-    if hint is None:
-        import wake_plan
-
-        left = wake_plan.accept(found, boot, seq, console)
-        if left is None:
-            return
-    print(console.ACCEPTED % (boot, seq))  # the witness, as the application prints it
-    found["seq"] = seq + 1
+            payload = console.payload(found["dev"], boot, seq, found["size"], time.ticks_ms(), value)
+            left = wake.journal(found["topic"], payload, found["qos"], found["slots"], maker)
+        except Exception as exc:
+            # QueueFull, from the whole open, which loaded dmqtt.errors (a wake that appends at the hint does not).
+            errors = sys.modules.get("dmqtt.errors")
+            if errors is None or not isinstance(exc, errors.QueueFull):
+                raise
+            return  # the journal's slots are full: the application sends first
+        print(console.ACCEPTED % (boot, seq))  # the witness, as the application prints it
+        found["seq"] = seq + 1
+        found["left"] -= 1
+        if not found["queued"]:
+            found["oldest"] = now
+        found["queued"] += 1
     found["taken"] += 1
-    found["left"] -= 1
-    if not found["queued"]:
-        found["oldest"] = now
-    found["queued"] += 1
     keep(found, now)
     ms = max(1, found["every"] - time.ticks_diff(time.ticks_ms(), began))
     print(console.SLEEP % (ms, left))

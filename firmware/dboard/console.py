@@ -5,8 +5,8 @@
 # tests/vectors/console_lines.json holds a vector for each, run on MicroPython and CPython.
 #
 # Kept to string constants (they cost the board a few hundred bytes of heap, where functions would cost more), and
-# the one function every wake that takes a reading needs: the telemetry message (payload()), whose boot and seq are the
-# ACCEPTED line's (a module of its own would cost a deployed board a module's heap besides).
+# the one function every wake that takes a reading needs: the telemetry message (payload()), whose boot and seq are
+# the ACCEPTED line's (a module of its own would cost a deployed board a module's heap besides).
 #
 # ACCEPTED is the bench's witness of what the board promised (docs/console-protocol.md): printed the moment
 # publish() returns a QoS 1/2 message (with group commit, when flush() has made its group durable), so that what
@@ -14,7 +14,6 @@
 # messages it accepts 0, 1, 2 ..., so the last seq of each boot says which it accepted.
 
 import json
-import time
 
 BOOT = "boot %d: %d in flight, dmqtt %s"  # after the journal is open: boot number, QoS 1/2 messages resumed, version
 ACCEPTED = "accepted %d %d"  # boot, seq: publish() accepted the message (with group commit: its group is durable)
@@ -63,12 +62,14 @@ SUMMARY_KEYS = (
 )
 
 
-def payload(dev, boot, seq, size):
+def payload(dev, boot, seq, size, t, value=None):
     """The board application's telemetry message (docs/telemetry-parquet.md reads it): {"dev", "boot", "seq" (0,
-    1, 2 ... within the boot, counted when the message is accepted), "t" (ms since boot), "reading", "pad"},
-    padded to `size` bytes. The reading is a stand-in sensor: a slow deterministic wave, so the rollups have
-    something to show."""
-    body = {"dev": dev, "boot": boot, "seq": seq, "t": time.ticks_ms(), "reading": 20.0 + (seq % 20) * 0.25}
+    1, 2 ... within the boot, counted when the message is accepted), "t" (ms since boot: `t`), "reading", "pad"},
+    padded to `size` bytes. The reading is `value` (the sensor hook's: sensor_hook.py), or without one a stand-in
+    sensor, a slow deterministic wave, so the rollups have something to show."""
+    if value is None:
+        value = 20.0 + (seq % 20) * 0.25
+    body = {"dev": dev, "boot": boot, "seq": seq, "t": t, "reading": value}
     if size:
         body["pad"] = ""
         body["pad"] = "x" * max(0, size - len(json.dumps(body)))

@@ -457,7 +457,7 @@ class AsyncClient:
 
     def unconfirmed(self):
         """With confirm_topic: messages accepted and not yet confirmed by the recorder (in flight ones included)."""
-        return self.client.unconfirmed()  # type: ignore[attr-defined]
+        return self.client.unconfirmed()  # type: ignore[operator]  # (a ConfirmingClient's)
 
     # -- application -----------------------------------------------------------------------------------------
 

@@ -65,6 +65,24 @@ def _text(rule, arg=None):
     return explain("dmqtt.client_text", rule, arg)
 
 
+def sleep_flags(on, off):
+    """At a wake from deep sleep (MQTTClient.slept): set the flags `on` and clear the flags `off` in RTC memory's
+    byte 0 (machine.RTC().memory(): kept through deep sleep, lost with the power), returning them as they were:
+    0xD0 | a connection is up (1), a wake that slept with one up was said (2). dmqtt/wake.py lays out the rest of
+    RTC memory and keeps this byte. Another high nibble: the application's own RTC memory (written without
+    dmqtt.wake), left alone (0). Empty RTC memory (this boot's first write since the power came) is laid out."""
+    import machine
+
+    rtc = machine.RTC()
+    memory = rtc.memory() or b"\xd0\x00\x00"
+    if memory[0] & 0xF0 != 0xD0:
+        return 0
+    was = memory[0] & 0x0F
+    if (was | on) & ~off != was:
+        rtc.memory(bytes((0xD0 | ((was | on) & ~off),)) + memory[1:])
+    return was
+
+
 def ticks_ms():
     """The clock every timeout of the client runs on (the asyncio face's too)."""
     return time.ticks_ms()
@@ -129,6 +147,9 @@ class MQTTClient:
     # face's client does not block: the unsent tail of a packet then stays in the output buffer for the next poll,
     # and the asyncio face encodes nothing new (QoS 0, SUBSCRIBE, DISCONNECT) before it has gone.
     blocking = True
+    # At a wake from deep sleep, sleep_flags (open() sets it): told of each connection made and ended, so that the
+    # next wake can say when this one slept with its connection up, without settle().
+    slept = None
 
     def __init__(
         self,
@@ -173,9 +194,8 @@ class MQTTClient:
         # property makes every attribute store on its instances look for a setter first (measured on the Unix
         # port: 5% of a QoS 1 message's time, 12% of a QoS 0 one's).
         self.connected = False  # state == CONNECTED
-        # The application's progress counter as last journaled (it survives reboots); -1 until open() has read
-        # the journal, which connect() and publish() then do themselves.
-        self.mark = -1
+        # `mark`, the application's progress counter as last journaled (it survives reboots), is set by open():
+        # read before it, it opens the journal (__getattr__), as connect(), publish() and outstanding() do.
         self.window = self.session.window  # flows in flight at once on this connection (after CONNACK)
         self.retain_cleared = 0
         self.on_connect: OnConnect | None = None
@@ -206,12 +226,34 @@ class MQTTClient:
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
+    def __getattr__(self, name) -> int:
+        # Called only for a name the instance lacks: `mark` before open() opens the journal to say it (a -1 read
+        # there would number an application's readings from nowhere).
+        if name != "mark":
+            raise AttributeError(name)
+        self.open()
+        return self.mark
+
     def open(self):
         """Replay the journal; returns what it found worth telling (torn records, foreign data). Incoming QoS 2
         messages whose handler a power cut interrupted reach on_message again here (dup set): set the hooks
-        first. connect() and publish() call it when the application has not."""
+        first. connect(), publish(), outstanding() and a read of `mark` call it when the application has not. At
+        a wake from deep sleep it says (printed, once) when the last wake went to sleep with its connection up
+        and messages unacknowledged: they go again now, as they will at every wake that sleeps without settle()."""
         notes = self.session.open()
         self.mark = self.session.mark
+        try:
+            import machine
+
+            if machine.reset_cause() == machine.DEEPSLEEP_RESET:
+                MQTTClient.slept = staticmethod(sleep_flags)
+                was = sleep_flags(0, 1)  # (the last wake's connection is over)
+                if was & 1 and not was & 2 and self.session.outstanding():
+                    from dmqtt import usage
+
+                    usage.unsettled(self.session.outstanding(), sleep_flags)
+        except (ImportError, AttributeError):
+            pass  # (CPython; the Unix port without the virtual board's machine)
         self.session.deliver_pending()
         return notes
 
@@ -224,14 +266,14 @@ class MQTTClient:
 
     def outstanding(self):
         """QoS 1/2 messages accepted and not yet completed (in flight or queued, including the journaled ones
-        a reboot brought back)."""
+        a reboot brought back: the journal is opened first when it is not yet)."""
+        self.mark  # noqa: B018 (before open(), this read opens the journal: __getattr__)
         return self.session.outstanding()
 
     def connect(self, transport, timeout_ms=10000):
         """CONNECT on an open transport and wait for CONNACK; returns the session-present flag. A failure
         raises MQTTError (counted in connect_failures) with the transport closed."""
-        if self.mark < 0:
-            self.open()
+        self.mark  # noqa: B018 (before open(), this read opens the journal: __getattr__)
         try:
             self.send_connect(transport)
             start = ticks_ms()
@@ -329,6 +371,8 @@ class MQTTClient:
         self.session.connected(present, receive_max, max_qos, retain_ok, aliases)
         self.state = CONNECTED
         self.connected = True
+        if self.slept:
+            self.slept(1, 0)  # (a connection is up)
         self.window = self.session.window
         self.ping_at = -1
         if self.connects:
@@ -368,6 +412,8 @@ class MQTTClient:
         self.connected = False
         self.session.lost()
         if was == CONNECTED:
+            if self.slept:
+                self.slept(0, 3 if code == codec.SUCCESS else 1)  # (our DISCONNECT: a wake that settled)
             self.disconnects += 1
             if self.on_disconnect is not None:
                 self.on_disconnect(code, reason)
@@ -386,12 +432,7 @@ class MQTTClient:
             payload = usage.payload_bytes(payload)
         if qos not in (0, 1, 2):
             raise PublishRefused(_text(_T_QOS, repr(qos)), _QOS_NOT_SUPPORTED)
-        if self.mark < 0:
-            if mark is not None:
-                from dmqtt import usage
-
-                usage.unopened_mark()
-            self.open()
+        self.mark  # noqa: B018 (before open(), this read opens the journal: __getattr__)
         if topic is self._topic_given:  # the same immutable topic as last time: checked (and encoded) then
             topic = self._topic
         else:

@@ -1,4 +1,5 @@
 # The signatures of dmqtt/client.py, for type checkers: the client's whole public API.
+from collections.abc import Callable
 from typing import Any, Final
 
 from dmqtt.interfaces import Bytes as _Bytes
@@ -9,6 +10,7 @@ from dmqtt.session import Session
 DISCONNECTED: Final[int]
 
 def ticks_ms() -> int: ...
+def sleep_flags(on: int, off: int) -> int: ...
 def elapsed(since: int) -> int: ...
 
 CONNECTING: Final[int]
@@ -56,6 +58,7 @@ class MQTTClient:
     mark: int
     window: int
     blocking: bool
+    slept: Callable[[int, int], int] | None
     def __init__(
         self,
         client_id: str,

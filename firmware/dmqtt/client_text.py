@@ -1,5 +1,5 @@
 # The client's and the session's failures in words (errors.explain): one text per _T_ number of client.py,
-# session.py, inbox.py and usage.py, in order. Loaded only when one is raised or told to on_disconnect, and
+# session.py, inbox.py, usage.py and slept.py, in order. Loaded only when one is raised or told to on_disconnect, and
 # dropped again on the board, so that its text costs a deployed board no heap while nothing is wrong
 # (tests/unit/dmqtt/test_client_text.py checks the numbers).
 
@@ -85,6 +85,7 @@ TEXT = (
     "QoS %s: give 0, 1 or 2",  # _T_QOS
     "a PUBLISH of %d bytes does not fit the client's packet buffer of %d: raise max_packet (MQTTClient(...,"
     " max_packet=...)), or send it smaller",  # _T_OUR_LIMIT
-    "publish(mark=...) before open(): client.mark is -1 until open() reads the journal, so a mark taken from it"
-    " is not where the last run stopped; call client.open() first, then number from client.mark",  # _T_UNOPENED
+    "the last wake went to deep sleep with its connection up: %d messages it may have sent were not acknowledged"
+    " and go again now, as they will at every wake; end a wake with client.settle(timeout_ms) before"
+    " machine.deepsleep() (docs/low-power.md)",  # _T_UNSETTLED
 )

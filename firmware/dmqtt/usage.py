@@ -1,7 +1,7 @@
 # The client's answers to the calls that are not the common case, loaded only when one is made (MQTTClient): a
-# protocol version written as text, a payload that is not bytes or a bytearray, a mark given before the journal
-# was opened. A board that passes numbers and bytes never loads this code, nor spends its heap (UsageError's class
-# included).
+# protocol version written as text, a payload that is not bytes or a bytearray, a wake whose last one went to deep
+# sleep without settle(). A board that passes numbers and bytes and settles never loads this code, nor spends its
+# heap (UsageError's class included).
 
 from dmqtt.errors import DmqttError, PublishRefused, explain
 
@@ -16,13 +16,13 @@ except ImportError:
 # Failures in words: numbers into client_text.TEXT (after session.py's and inbox.py's).
 _T_VERSION = const(19)
 _T_PAYLOAD = const(20)
-_T_UNOPENED = const(23)
+_T_UNSETTLED = const(23)
 _PAYLOAD_FORMAT_INVALID = const(0x99)  # codec.PAYLOAD_FORMAT_INVALID
 
 
 class UsageError(DmqttError):
     """MQTTClient(version=...) is none of the versions the client speaks (3 or "3.1", 4 or "3.1.1", 5, "5" or
-    "5.0"), or publish() was given a mark before the journal was opened."""
+    "5.0")."""
 
 
 def _text(rule, arg=None):
@@ -50,7 +50,10 @@ def payload_bytes(payload):
     raise PublishRefused(_text(_T_PAYLOAD, type(payload).__name__), _PAYLOAD_FORMAT_INVALID)
 
 
-def unopened_mark():
-    """A mark given before open(): the application cannot have known where the journal stopped (client.mark reads
-    -1 until then), and every reading it numbers so would go under the same few marks."""
-    raise UsageError(_text(_T_UNOPENED))
+def unsettled(waiting, flags):
+    """Said once (MQTTClient.open, at a wake from deep sleep whose last wake slept with its connection up and
+    `waiting` messages journaled; `flags`: dmqtt.slept's): that wake never read the acknowledgements of what it
+    sent, and they go again now, as at every wake that does the same. Not again until a wake ends with our own
+    DISCONNECT (settle(), disconnect())."""
+    flags(2, 0)
+    print("dmqtt: " + _text(_T_UNSETTLED, waiting))

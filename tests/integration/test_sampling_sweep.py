@@ -1,7 +1,7 @@
 """A cut at every flash operation of a sampling wake, on the virtual board, then the board's life run to its end:
 every reading the board said it accepted reaches the broker, and at QoS 2 once. Two sampling wakes are swept: one
-that appends at the head the plan's hint names (dmqtt/ring_tail.py), and one whose record does not fit the head,
-which opens the whole journal and starts the next sector (wake_plan.accept). Each operation is cut two ways:
+that appends at the head the library's hint names (dmqtt/wake.py), and one whose record does not fit the head,
+which opens the whole journal and starts the next sector (dmqtt.wake.journal). Each operation is cut two ways:
 
 - a power cut: RTC memory is lost with the plan, so the next boot is a power-on that opens the whole journal;
 - a reset that keeps RTC memory (a watchdog, a panic, a brown-out of the CPU alone) taken for a wake from deep
@@ -37,7 +37,7 @@ from host_bridge.vboard.runner import (
 from host_bridge.vboard.wifi import AccessPoint, JoinModel
 
 ACCEPTED = re.compile(r"^accepted (\d+) (\d+)$", re.M)
-NOT_WHERE_LEFT = "sampler: the journal is not where the last wake left it: opening it whole"
+NOT_WHERE_LEFT = "dmqtt.wake: the journal is not where the last wake left it: opening it whole"
 STATE = ("", ".rtc", ".rtc.mem")  # the flash, the RTC's clock and sleep counters, its slow memory (the plan)
 WHOLE_OPEN = "dmqtt.journal_ring"  # a sampling wake that loaded it opened the whole journal
 READINGS = 10  # 400-byte payloads: the head's sector fills after about 8 readings

@@ -68,8 +68,8 @@ def test_sampling_wakes_journal_with_the_radio_off_and_every_nth_wake_sends_the_
     for out, wake in sampling:
         assert re.fullmatch(r"(?s).*accepted \d+ \d+\nsleep: \d+ ms, \d+ in flight\n", out), out
         assert "wifi:" not in out and not RADIO_AND_CLIENT & set(wake["loaded"]), (out, wake)  # type: ignore[arg-type]
-        # It appends at the head the last wake's hint names (dmqtt.ring_tail): no journal module, no session.
-        assert {"sampler", "dmqtt.ring_tail"} <= set(wake["loaded"]), wake  # type: ignore[arg-type]
+        # It appends at the head the last wake's hint names (dmqtt.wake): no journal module, no session.
+        assert {"sampler", "dmqtt.wake"} <= set(wake["loaded"]), wake  # type: ignore[arg-type]
         assert not WHOLE_JOURNAL & set(wake["loaded"]), wake  # type: ignore[arg-type]
     for n, (out, wake) in enumerate(sending[:-1]):
         assert "wifi: joined" in out and re.search(r"sleep: \d+ ms, 0 in flight", out), out

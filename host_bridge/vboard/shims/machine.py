@@ -71,6 +71,7 @@ def deepsleep(time_ms=0):
     begun = vboard_state.firmware_us
     state["firmware_us"] = time.ticks_diff(time.ticks_us(), begun) if begun is not None else 1000 * state["awake_ms"]
     state["emulated_us"] = vboard_state.emulated_us - vboard_state.firmware_emulated_us
+    vboard_state.ending()  # (after the time is taken: none of this is the firmware's)
     state["script"] = vboard_state.script
     state["loaded"] = sorted(set(sys.modules) | (vboard_state.imported or set()))
     time_ms = max(0, int(time_ms))

@@ -1,6 +1,7 @@
 # State of the virtual board shared by the shims: the emulated flash, configured from the environment that the
 # host-side runner (host_bridge.vboard.runner) sets. Not part of the firmware.
 
+import gc
 import json
 import os
 import random
@@ -125,6 +126,18 @@ def rtc_memory(data=None):
         f.write(data)
     os.rename(path + ".tmp", path)  # whole or not at all, as the runner reads it
     return None
+
+
+# What the emulation keeps of the heap, so that the firmware has exactly its own (vboot.pin_heap).
+ballast = None
+
+
+def ending():
+    """The boot ends here (a deep sleep): the emulation takes back the heap it kept, so that what it writes of the
+    board's state needs none of the firmware's (a chip's deep sleep allocates nothing)."""
+    global ballast
+    ballast = None
+    gc.collect()
 
 
 def save_rtc():

@@ -200,7 +200,6 @@ def pin_heap(charge=0):
     one block at a time, lowest first, as the allocator hands them out; the rest in halving chunks); releasing
     the claim leaves the firmware that one run. `charge`: bytes of it the firmware gives up besides (what a chip
     spends that the emulation does not)."""
-    global ballast
     want = int(vboard_state.env("VBOARD_HEAP", "0")) - charge
     gc.collect()
     try:
@@ -227,12 +226,9 @@ def pin_heap(charge=0):
             size = min(size, gc.mem_free())
         except MemoryError:
             size //= 2
-    ballast = chain
+    vboard_state.ballast = chain
     claim = None
     gc.collect()
-
-
-ballast = None  # what the emulation keeps of the heap, so that the firmware has exactly its own
 
 
 class _Names:

@@ -1,41 +1,34 @@
-"""RTC memory as the board application shares it (firmware/app/sampler.py, docs/low-power.md): the plan's part
-first, the application's after it, each kept when the other is written; and the plan's hint tells a sending wake
-where its journal's open may resume (board_open.resume() reads it without loading sampler.py)."""
+"""RTC memory as the board application shares it (firmware/app/sampler.py, docs/low-power.md): the library's hint
+first (dmqtt/wake.py), then the application's part, which holds the plan and after it the sensor hook's bytes,
+each kept when another is written; and the hint tells a sending wake where its journal's open may resume
+(board_open.resume() reads it through dmqtt.wake)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import sys
+import time
 from collections.abc import Iterator
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
+from dmqtt import wake
 from host_bridge import assets
-
-HINT = [3, "444d514a0400000000000007aabbccdd", 802, 793, 293, 60, 293, 293, 4, 5]
-
-
-class FakeRTC:
-    memory_bytes = b""
-
-    def memory(self, data: bytes | None = None) -> bytes | None:
-        if data is None:
-            return FakeRTC.memory_bytes
-        if len(data) > 2048:
-            raise ValueError("buffer too long")
-        FakeRTC.memory_bytes = bytes(data)
-        return None
+from tests.unit.dmqtt.test_wake import FakeRTC, awake, sending_wake
+from tests.unit.nor import NorPartition
 
 
 @pytest.fixture
 def chip(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
-    """A chip's machine module (RTC memory, the reset cause), and sampler and board_open loaded against it."""
+    """A chip's machine module (RTC memory, the reset cause), and sampler and board_open loaded against it (the
+    board's u-named built-ins as CPython's)."""
     FakeRTC.memory_bytes = b""
     machine = SimpleNamespace(RTC=FakeRTC, DEEPSLEEP_RESET=4, reset_cause=lambda: 4)
-    monkeypatch.setitem(sys.modules, "machine", machine)
+    for name, module in (("machine", machine), ("umachine", machine), ("ujson", json), ("utime", time)):
+        monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.syspath_prepend(str(assets.APP))  # (board_open imports board_app)
     monkeypatch.delitem(sys.modules, "board_app", raising=False)
     yield SimpleNamespace(machine=machine, sampler=load("sampler"), board_open=load("board_open"))
@@ -51,46 +44,53 @@ def load(name: str) -> ModuleType:
 
 
 def read_plan() -> Any:
-    """The plan in RTC memory as the sampling wake reads it (sampler.plan_size's layout), or None."""
-    memory = FakeRTC.memory_bytes
+    """The plan in the application's part of RTC memory as the sampling wake reads it (sampler.plan_size), or
+    None."""
+    memory = wake.memory()
     try:
         return json.loads(memory[3 : 3 + ((memory[1] << 8) | memory[2])])
     except (ValueError, IndexError):
         return None
 
 
-def plan(ring: Any = None) -> dict[str, Any]:
-    return {"v": 1, "left": 5, "taken": 0, "per_send": 10, "queued": 1, "limit": 64, "max_age": 0, "every": 60000,
-            "oldest": 0, "ring": ring}  # fmt: skip
+def plan() -> dict[str, Any]:
+    return {"v": 2, "left": 5, "taken": 0, "per_send": 10, "queued": 1, "limit": 64, "max_age": 0, "every": 60000,
+            "oldest": 0}  # fmt: skip
 
 
-def test_the_plan_and_the_applications_bytes_keep_each_other(chip: SimpleNamespace) -> None:
+def test_the_hint_the_plan_and_the_hooks_bytes_keep_each_other(chip: SimpleNamespace) -> None:
     sampler = chip.sampler
     sampler.app_memory(b"counter=7")  # before any plan
     assert sampler.app_memory() == b"counter=7" and read_plan() is None
-    sampler.keep(plan(HINT), 0)
-    assert sampler.app_memory() == b"counter=7"  # the plan written: the application's bytes kept
+    sampler.keep(plan(), 0)
+    assert sampler.app_memory() == b"counter=7"  # the plan written: the hook's bytes kept
     sampler.app_memory(b"counter=8")
-    assert read_plan() == plan(HINT)  # the application's written: the plan kept
-    assert FakeRTC.memory_bytes[:1] == sampler.SAMPLE
+    assert read_plan() == plan()  # the hook's written: the plan kept
+    assert wake.memory()[:1] == sampler.SAMPLE
+    part = NorPartition(6)
+    sending_wake(part, readings=3, acked=1)
+    session = awake(part)
+    wake.keep(session)  # the library's hint, before the application's part: both kept
+    assert read_plan() == plan() and sampler.app_memory() == b"counter=8"
+    assert chip.board_open.resume() == wake.point(wake.hint(session))
     with pytest.raises(ValueError):
-        sampler.app_memory(bytes(2048))  # the two pass RTC memory's 2,048 bytes
+        sampler.app_memory(bytes(2048))  # the three pass RTC memory's 2,048 bytes
     sampler.write(sampler.NONE)
     assert sampler.app_memory() == b"counter=8" and read_plan() is None
+    # boot.py's test of the kind byte, after the hint (it reads RTC memory without loading either module)
+    sampler.keep(plan(), 0)
+    memory = FakeRTC.memory_bytes
+    assert memory[3 + ((memory[1] << 8) | memory[2]) :][:1] == sampler.SAMPLE
 
 
-def test_a_sending_wake_reads_where_the_journal_resumes_from_the_plan(chip: SimpleNamespace) -> None:
-    chip.sampler.keep(plan(HINT), 0)
-    chip.sampler.app_memory(b"the application's")
-    assert chip.board_open.resume() == (3, 7, 5)  # the head sector, its sequence number, the oldest live one's
-
-
-def test_no_hint_no_plan_or_a_power_on_leaves_the_whole_open(chip: SimpleNamespace) -> None:
-    for memory in (lambda: chip.sampler.keep(plan(None), 0), lambda: chip.sampler.write(chip.sampler.NONE)):
-        memory()
-        assert chip.board_open.resume() is None
-    FakeRTC.memory_bytes = b'S\x00\x05{"v":' + bytes(100)  # spoiled
+def test_no_hint_or_a_power_on_leaves_the_whole_open(chip: SimpleNamespace) -> None:
+    chip.sampler.keep(plan(), 0)
+    assert chip.board_open.resume() is None  # a plan, no hint
+    FakeRTC.memory_bytes = b'S\x00\x05{"v":' + bytes(100)  # not laid out by the library
     assert chip.board_open.resume() is None
-    chip.sampler.keep(plan(HINT), 0)
+    part = NorPartition(6)
+    sending_wake(part, readings=3, acked=1)
+    wake.keep(awake(part))
+    assert chip.board_open.resume() is not None
     chip.machine.reset_cause = lambda: 1  # a power-on (RTC memory would be lost; a reset keeps it)
     assert chip.board_open.resume() is None

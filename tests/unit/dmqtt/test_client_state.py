@@ -10,7 +10,6 @@ from dmqtt import codec_host as codec
 from dmqtt.client import MQTTClient
 from dmqtt.errors import MQTTError, PublishRefused
 from dmqtt.journal_ring import RingJournal
-from dmqtt.usage import UsageError
 from tests.unit.host_client import Broker
 from tests.unit.nor import NorPartition
 
@@ -38,23 +37,22 @@ def test_connected_window_and_mark_follow_the_connection_and_the_journal() -> No
 
 
 @pytest.mark.parametrize("qos", [0, 1])
-def test_a_mark_given_before_the_journal_is_opened_is_refused_saying_what_to_do(qos: int) -> None:
-    """client.mark reads -1 until open(): an application that numbered its readings from it would journal them
-    all under marks that do not follow the last run's. publish(mark=...) then raises, and journals nothing."""
+def test_the_mark_and_the_outstanding_count_before_open_read_the_journal(qos: int) -> None:
+    """A -1 or a 0 read before open() would number an application's readings from nowhere, or say nothing waits
+    while the journal holds messages: reading either opens the journal first."""
     flash = NorPartition(6)
     first = MQTTClient("state", RingJournal(flash, 256), codec.V5)
     first.open()
-    first.connect(Broker(acking=True, version=codec.V5))
-    first.publish(b"t", b"m", 1, mark=41)  # the last run stopped at reading 41
+    for mark in (40, 41):
+        first.publish(b"t", b"m", 1, mark=mark)  # the last run stopped at reading 41, two messages unacknowledged
     first.close()
     again = MQTTClient("state", RingJournal(flash, 256), codec.V5)
-    assert again.mark == -1
-    with pytest.raises(UsageError, match=r"before open\(\).*call client.open\(\) first"):
-        again.publish(b"t", b"m", qos, mark=again.mark + 1)
-    again.open()
-    assert again.mark == 41  # nothing was journaled under mark 0
-    again.publish(b"t", b"m", 1)  # without a mark, publish() opens the journal itself, as before
     assert again.mark == 41
+    if qos:
+        again.publish(b"t", b"m", qos, mark=again.mark + 1)
+    assert again.outstanding() == 2 + qos
+    counted = MQTTClient("state", RingJournal(flash, 256), codec.V5)
+    assert counted.outstanding() == 2 + qos and counted.mark == 41 + qos
 
 
 @pytest.mark.parametrize("qos", [0, 1])

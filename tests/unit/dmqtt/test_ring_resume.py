@@ -1,4 +1,4 @@
-"""A sending wake's open from the hint (RingJournal.resume, ring_tail.resume): it replays from the oldest sector
+"""A sending wake's open from the hint (RingJournal.resume, dmqtt.wake.resume): it replays from the oldest sector
 holding a live record instead of the oldest sector, and the session it rebuilds is the whole open's, field for
 field, through a ring that has come round many times, with QoS 1 and 2 flows out and QoS 2 messages in. A hint
 the flash does not bear out (a wake after it wrote the journal and was reset before it could leave a new one, a
@@ -11,7 +11,7 @@ from typing import Any
 
 from dmqtt import codec_host as codec
 from dmqtt import journal, journal_ring
-from dmqtt import ring_tail as tail
+from dmqtt import wake as tail
 from dmqtt.session import Session
 from tests.unit.dmqtt.test_session import ack, deliver, drain
 from tests.unit.nor import NorPartition
@@ -21,10 +21,10 @@ SECTORS = 8
 TOPIC = b"sensors/shed-1/telemetry"
 
 
-def resume_point(hint: list[Any] | None) -> tuple[int, int, int] | None:
-    """Where the hint says the ring's open may resume, as a sending wake reads it (board_open.resume): the head
-    sector, its sequence number (header bytes 8 to 11), the oldest live sector's."""
-    return None if hint is None else (hint[0], int(hint[1][16:24], 16), hint[9])
+def resume_point(hint: bytes | None) -> tuple[int, int, int] | None:
+    """Where the hint says the ring's open may resume, as a sending wake reads it (dmqtt.wake.resume): the head
+    sector, its sequence number, the oldest live sector's."""
+    return None if hint is None else tail.point(hint)
 
 
 def opened(part: NorPartition, resume: tuple[int, int, int] | None = None) -> tuple[Session, list[int]]:

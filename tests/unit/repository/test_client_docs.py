@@ -23,6 +23,7 @@ MODULES = {
     "dmqtt.errors": "dmqtt/errors.py",
     "dmqtt.usage": "dmqtt/usage.py",
     "dmqtt.journal": "dmqtt/journal.py",
+    "dmqtt.wake": "dmqtt/wake.py",
     "dmqtt.transport": "dmqtt/transport.py",
     "dmqtt.tls": "dmqtt/tls.py",
     "dmqtt.wifi": "dmqtt/wifi.py",

@@ -16,9 +16,9 @@ FIRMWARE = REPO / "firmware"
 ALLOWED = {
     ("dmqtt/oversize.py", "session"): "the session's own handling of a message too large for the broker, split out "
     "of session.py to load only when one is (rule 6): Session's code in a module of its own",
-    ("dmqtt/ring_tail.py", "ring"): "a sampling wake's hint reads where the ring's head ends: a method on "
-    "RingJournal would be heap on every ring board, for what only a batching board's sleep uses (rule 6)",
-    ("dmqtt/ring_tail.py", "session"): "the same hint reads the session's run of free packet ids (rule 6)",
+    ("dmqtt/wake.py", "ring"): "the cheap wake's hint reads where the ring's head ends: a method on RingJournal "
+    "would be heap on every ring board, for what only a board that deep-sleeps uses (rule 6)",
+    ("dmqtt/wake.py", "session"): "the same hint reads the session's run of free packet ids (rule 6)",
     ("dmqtt/aio.py", "_core"): "MicroPython's asyncio has no public way to wait on a socket's readiness without a "
     "stream object: its IO queue is the one the streams use",
 }
