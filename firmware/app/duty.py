@@ -59,6 +59,8 @@ def run(board, heap_at_boot):
                 break
         elif reading is None and not client.outstanding() and not cfg["confirm"]:
             break  # everything acknowledged at an earlier wake: nothing to wait for
+        elif board.wifi is not None and board.wifi.refused():
+            break  # the network refused the board: no waiting for awake_s (wake_plan.after says why, backs off)
         else:
             time.sleep_ms(20)
     if reading is not None:

@@ -34,12 +34,22 @@ NONE = b"-"
 def keep(found, now):
     """The plan into RTC memory, headed by what the next wake (found["every"] ms from now) is: a sending one at
     every readings_per_send-th wake, once queue_limit readings wait (its own included), or once the oldest waiting is
-    max_reading_age_s old."""
+    max_reading_age_s old. After joins the network refused (found["refused"] in a row), at every
+    readings_per_send << refused-th wake only: a full queue then refuses the readings (said) rather than have every
+    wake try a join that cannot work."""
+    refused = found["refused"]  # (after joins the network refused: sending wakes further apart, nothing else)
     due = (
         found["left"] <= 0  # the run's last reading is taken: the next wake sends what is left and ends the run
-        or found["taken"] + 1 >= found["per_send"]
-        or found["queued"] + 1 >= found["limit"]
-        or (found["max_age"] and found["queued"] and now + found["every"] // 1000 - found["oldest"] >= found["max_age"])
+        or found["taken"] + 1 >= found["per_send"] << refused
+        or not refused
+        and (
+            found["queued"] + 1 >= found["limit"]
+            or (
+                found["max_age"]
+                and found["queued"]
+                and now + found["every"] // 1000 - found["oldest"] >= found["max_age"]
+            )
+        )
     )
     write(SEND if due else SAMPLE, json.dumps(found).encode())
 
@@ -56,6 +66,16 @@ def write(kind, plan=b""):
 
 def plan_size(memory):
     return 3 + ((memory[1] << 8) | memory[2]) if len(memory) >= 3 else len(memory)
+
+
+def plan():
+    """The plan in RTC memory (a dict), or None: none, or one of another format."""
+    memory = wake.memory()
+    try:
+        found = json.loads(memory[3 : plan_size(memory)])
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and found.get("v") == PLAN else None
 
 
 def app_memory(data=None):
@@ -79,15 +99,9 @@ def run():
 
 def _sample():
     began = time.ticks_ms()
-    try:
-        memory = wake.memory()
-        found = json.loads(memory[3 : plan_size(memory)])
-    except ValueError:
-        return
-    if not isinstance(found, dict) or found.get("v") != PLAN:
-        return
-    if found["left"] <= 0:
-        return  # every reading of the run is taken: the application sends what is left and ends the run
+    found = plan()
+    if found is None or found["left"] <= 0:
+        return  # no plan, or every reading of the run taken: the application sends what is left
     now = time.time()
     from dboard import console
 
@@ -109,13 +123,17 @@ def _sample():
             errors = sys.modules.get("dmqtt.errors")
             if errors is None or not isinstance(exc, errors.QueueFull):
                 raise
-            return  # the journal's slots are full: the application sends first
-        print(console.ACCEPTED % (boot, seq))  # the witness, as the application prints it
-        found["seq"] = seq + 1
-        found["left"] -= 1
-        if not found["queued"]:
-            found["oldest"] = now
-        found["queued"] += 1
+            if not found["refused"]:
+                return  # the journal's slots are full: the application sends first
+            print(console.QUEUE_FULL % left)  # (and no join: the network refused the last ones)
+            value = False
+        if value is not False:
+            print(console.ACCEPTED % (boot, seq))  # the witness, as the application prints it
+            found["seq"] = seq + 1
+            found["left"] -= 1
+            if not found["queued"]:
+                found["oldest"] = now
+            found["queued"] += 1
     found["taken"] += 1
     keep(found, now)
     ms = max(1, found["every"] - time.ticks_diff(time.ticks_ms(), began))

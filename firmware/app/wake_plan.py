@@ -5,13 +5,34 @@
 # the application's run carries its code (docs/low-power.md, what a wake loads).
 
 
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):  # type: ignore[misc]
+        return x
+
+
+# After a join the network refused, the sending wakes come every readings_per_send << refused wakes: twice as far
+# apart at each refusal in a row, up to this many doublings (a day of one-minute wakes with readings_per_send 10 is
+# about 2 << 6), until a join succeeds or the board is reset (a new config.json).
+_BACKOFF_MAX = const(6)
+
+
 def after(board, seq, now):
     """At the end of a wake that ran the application (duty.py): the plan for the wakes that follow, seq the next
     reading's. Readings left waiting are counted from this wake (their own times are in their payloads)."""
     cfg = board.cfg
     sleep = cfg["sleep"]
+    refused = 0  # sending wakes in a row whose join the network refused: the next ones come further apart
     if board.wifi is not None and not board.wifi.up:
         gave_up(board.wifi.sta.status(), sleep["awake_s"])
+        if board.wifi.refused():
+            import machine
+            from sampler import plan
+
+            last = plan() if machine.reset_cause() == machine.DEEPSLEEP_RESET else None
+            refused = min((last or {}).get("refused", 0) + 1, _BACKOFF_MAX)
     elif board.client.outstanding():
         # Unacknowledged at the sleep: sent again at the next sending wake, as every message a wake sleeps on
         # without settle() is (docs/low-power.md). A note, as gave_up()'s is.
@@ -49,6 +70,7 @@ def after(board, seq, now):
         "queued": queued,
         "oldest": now if queued else 0,
         "sensor": cfg["sensor"],
+        "refused": refused,
     }
     keep(found, now)
 

@@ -108,6 +108,15 @@ def check():
     return False
 
 
+def refused():
+    """The station's status when the network said no, 0 else (joined, or still trying): STAT_WRONG_PASSWORD (the
+    password), STAT_NO_AP_FOUND (no network of that name, or BSSID, in range) or STAT_ASSOC_FAIL. A station goes on
+    trying; an application on a battery stops waiting instead (its radio listens at about 100 mA meanwhile) and
+    tries again later (docs/low-power.md, "A join that cannot work")."""
+    status = sta.status()  # type: ignore[union-attr]
+    return status if 201 <= status <= 203 else 0  # network.STAT_NO_AP_FOUND, STAT_WRONG_PASSWORD, STAT_ASSOC_FAIL
+
+
 def offline_now():
     """Milliseconds of the outage under way (0 when up)."""
     return 0 if _down_at is None else time.ticks_diff(time.ticks_ms(), _down_at)

@@ -110,20 +110,40 @@ def stage_firmware(
         sources.append((firmware / rel, Path("lib") / rel if library else rel))
     for path in app_sources(app):
         sources.append((path, path.relative_to(app)))
+    data = [(path, path.relative_to(app)) for path in app_data(app)]
     digest = hashlib.sha256(" ".join((*MPY_CROSS_OPTIONS, "-s", "import-name")).encode())  # how compile_sources runs
-    for path, rel in sources:
+    for path, rel in sources + [(path, rel.with_name(rel.name + " (data)")) for path, rel in data]:
         digest.update(str(rel).encode() + b"\0" + path.read_bytes())
-    return assets.built(build_root / digest.hexdigest()[:16], lambda work: compile_sources(sources, work))
+
+    def build(work: Path) -> None:
+        compile_sources(sources, work)
+        for path, rel in data:
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, work / rel)
+
+    return assets.built(build_root / digest.hexdigest()[:16], build)
 
 
 def app_sources(app: Path) -> list[Path]:
     """An application folder's modules, in their folders as `mpremote mip install` or `fs cp -r` lays them out
     (main.py, lib/mqtt_as/__init__.py): every .py file but those under a hidden folder or __pycache__."""
-    return sorted(
+    return sorted(path for path in _app_files(app) if path.suffix == ".py")
+
+
+def app_data(app: Path) -> list[Path]:
+    """An application folder's other files, which the board gets as they are, in their folders: its settings
+    (example.json), certificates, data, modules already compiled (.mpy). Hidden files and folders and
+    __pycache__ are left out."""
+    return sorted(path for path in _app_files(app) if path.suffix != ".py")
+
+
+def _app_files(app: Path) -> list[Path]:
+    return [
         path
-        for path in app.rglob("*.py")
-        if not any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(app).parts[:-1])
-    )
+        for path in app.rglob("*")
+        if path.is_file()
+        and not any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(app).parts)
+    ]
 
 
 def romfs_build_command(source: Path, image: Path) -> list[str]:

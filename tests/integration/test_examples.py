@@ -61,7 +61,8 @@ def wait_readings(subscriber: Subscriber, count: int, timeout: float = 60) -> No
             subscriber.arrived.wait(left)
 
 
-def example_board(tmp_path: Path, name: str, config: Path, **kwargs: object) -> VirtualBoard:
+def example_board(tmp_path: Path, name: str, config: Path, i2c: float | None = None, **kwargs: object) -> VirtualBoard:
+    """The example `name` on a virtual board, started; `i2c`: an AHT20 wired at 0x38, measuring this temperature."""
     board = VirtualBoard(
         flash=tmp_path / f"{name}.flash",
         app=EXAMPLES / name,
@@ -71,6 +72,8 @@ def example_board(tmp_path: Path, name: str, config: Path, **kwargs: object) -> 
         stderr=subprocess.STDOUT,
         **kwargs,  # type: ignore[arg-type]
     )
+    if i2c is not None:
+        board.drive(i2c={0x38: {"model": "aht20", "temperature_c": i2c, "humidity": 40}})
     board.start()
     return board
 
@@ -242,33 +245,37 @@ def test_the_serial_example_publishes_through_the_host_bridge(tmp_path: Path, br
 def test_the_battery_example_sends_a_batch_every_tenth_wake_through_an_outage_and_a_power_cut(
     tmp_path: Path, broker: Mosquitto
 ) -> None:
-    """The battery sensor deep-sleeps between readings and sends every 10th wake: the access point is away at the
-    second sending wake, which gives up within its awake time, keeps its readings and sleeps; a power cut lands
-    in a sleep (RTC memory lost: the power-on sends at once). Every reading reaches the broker once: nothing
-    acknowledged is sent again."""
+    """The battery sensor reads the AHT20 wired on its I2C bus at every wake, deep-sleeps between readings and
+    sends every 10th wake: the access point is away at the third sending wake, which the network's refusal ends at
+    once (not at its awake time), keeping its readings, and the sending wake after it comes 20 wakes later; a power
+    cut lands in a sleep (RTC memory lost: the power-on sends at once). Every reading reaches the broker once, with
+    the temperature the sensor measured: nothing acknowledged is sent again."""
     dev, count = "battery-1", 35
     config = settings(
-        tmp_path, dev, broker.address, count, every_s=60, readings_per_send=10, awake_s=2, wifi={"ssid": "lab"}
+        tmp_path, dev, broker.address, count, every_s=60, readings_per_send=10, awake_s=30, wifi={"ssid": "lab"}
     )
     subscriber = Subscriber(broker.address, "battery-observer", f"sensors/{dev}/#")
     wakes: list[str] = []
+    awake_ms: list[int] = []
     with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.05)) as ap:
-        board = example_board(tmp_path, "battery_sensor", config, ap=ap)
+        board = example_board(tmp_path, "battery_sensor", config, ap=ap, i2c=21.5)
         try:
             while True:
                 assert board.process is not None
                 out = board.process.communicate(timeout=60)[0].decode(errors="replace")
                 wakes.append(out)
                 status = board.wait()
-                if len(wakes) == 15:
-                    ap.down()  # the sending wake at reading 20
+                awake_ms.append(int(board.last_wake().get("awake_ms", 0)) if status != 0 else 0)
+                if len(wakes) == 20:
+                    ap.down()  # for the third sending wake, the 21st
                 elif len(wakes) == 21:
                     ap.up()
+                    board.drive(i2c={0x38: {"model": "aht20", "temperature_c": 24.0, "humidity": 40}})
                 if not board.next_boot(status):
                     assert status == 0, out
                     break
                 if len(wakes) == 25:
-                    board.power_cut()  # in the sleep after reading 25: the next boot is a power-on
+                    board.power_cut()  # in the sleep after the 25th wake: the next boot is a power-on
                 assert len(wakes) < 60, "the run never completed"
                 board.start()
         finally:
@@ -276,13 +283,19 @@ def test_the_battery_example_sends_a_batch_every_tenth_wake_through_an_outage_an
     try:
         wait_readings(subscriber, count)
         assert sorted(readings(subscriber)) == list(range(count))  # once each: nothing acknowledged went again
+        with subscriber.lock:
+            measured = {json.loads(r.payload)["seq"]: json.loads(r.payload)["reading"] for r in subscriber.records}
     finally:
         subscriber.close()
-    sends = [out for out in wakes if "sent:" in out]
+    assert abs(measured[0] - 21.5) < 0.01 and abs(measured[count - 1] - 24.0) < 0.01, measured  # the AHT20's
+    sends = {i + 1: out for i, out in enumerate(wakes) if "sent:" in out}
     assert len(wakes) == count and "done 35" in wakes[-1], wakes[-3:]
-    # The power-on, readings 10, 20 (no access point: all 10 left), 26 (the power-on after the cut), 30, 35.
-    assert len(sends) == 6, "\n".join(f"{i + 1}: {out}" for i, out in enumerate(wakes) if out.strip())
-    assert "sent: 10 readings left" in sends[2] and all("sent: 0 readings left" in out for out in sends[3:]), sends
+    # The power-on, wakes 11 and 21 (no access point: all 10 left, and the next sending wake 20 wakes on), 26
+    # (the power-on after the cut: RTC memory lost), 35 (the run's last reading).
+    assert sorted(sends) == [1, 11, 21, 26, 35], "\n".join(f"{n}: {out}" for n, out in enumerate(wakes, 1))
+    assert "wifi: not joined (status 201)" in sends[21] and "sent: 10 readings left" in sends[21], sends[21]
+    assert awake_ms[20] < 15_000, awake_ms[20]  # the refusal ended the join, not the 30 s awake time
+    assert all("sent: 0 readings left" in sends[n] for n in (26, 35)), sends
 
 
 def arrivals(subscriber: Subscriber) -> dict[int, float]:
@@ -324,15 +337,45 @@ def test_the_blocking_example_keeps_its_pace_through_a_broker_outage(tmp_path: P
 
 
 def test_each_example_is_a_short_program() -> None:
-    """The shortest program that does its job: a page of code, importing only the library and MicroPython."""
-    for main in sorted(EXAMPLES.glob("*/main.py")):
-        code = [ln for ln in main.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-        assert len(code) <= 60, f"{main} has {len(code)} lines of code"
-        imports = {ln.split()[1].split(".")[0] for ln in code if ln.startswith(("import ", "from "))}
-        assert imports <= {"asyncio", "gc", "json", "machine", "time", "dmqtt", "dlink"}, (main, imports)
+    """The shortest program that does its job: a page of code a file (the battery sensor's main.py one line, its
+    program and its sensor's driver a file each), importing only the library, MicroPython and its own files."""
+    for example in sorted(p for p in EXAMPLES.iterdir() if p.is_dir()):
+        own = {path.stem for path in example.glob("*.py")}
+        for source in sorted(example.glob("*.py")):
+            code = [ln for ln in source.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+            assert len(code) <= 80, f"{source} has {len(code)} lines of code"
+            imports = {ln.split()[1].split(".")[0] for ln in code if ln.startswith(("import ", "from "))}
+            assert imports <= {"asyncio", "gc", "json", "machine", "time", "dmqtt", "dlink"} | own, (source, imports)
 
 
 def test_the_examples_readme_names_each_example() -> None:
     readme = (EXAMPLES / "README.md").read_text()
     for main in EXAMPLES.glob("*/main.py"):
         assert f"examples/{main.parent.name}" in readme
+
+
+def test_an_app_folder_brings_its_data_files_and_a_missing_one_is_named(tmp_path: Path, broker: Mosquitto) -> None:
+    """`--app` lays the folder out as `mpremote fs cp -r` would: the example's example.json beside its modules comes
+    with them, and the board runs on it; without it, the board stops at an error that names the file."""
+    folder = tmp_path / "battery"
+    folder.mkdir()
+    for name in ("main.py", "battery.py", "aht20.py"):
+        (folder / name).write_bytes((EXAMPLES / "battery_sensor" / name).read_bytes())
+    board = VirtualBoard(flash=tmp_path / "no-settings.flash", app=folder, library=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)  # fmt: skip
+    board.start()
+    assert board.process is not None
+    out = board.process.communicate(timeout=60)[0].decode(errors="replace")
+    assert board.wait() == 1 and "OSError: example.json: [Errno 2] ENOENT" in out and "examples/README.md" in out, out
+    settings(folder, "battery-data", broker.address, 1)  # (written into the app folder itself)
+    board = VirtualBoard(flash=tmp_path / "data.flash", app=folder, library=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)  # fmt: skip
+    board.drive(i2c={0x38: {"model": "aht20", "temperature_c": 19.0, "humidity": 40}})
+    subscriber = Subscriber(broker.address, "battery-data-observer", "sensors/battery-data/#")
+    try:
+        board.start()
+        out = finish(board, 60)
+        assert "done 1" in out, out
+        wait_readings(subscriber, 1)
+    finally:
+        subscriber.close()

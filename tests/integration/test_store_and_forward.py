@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from host_bridge.broker.mosquitto import Mosquitto
+from host_bridge.hil.subscriber import Subscriber
 from host_bridge.vboard.runner import VirtualBoard
 from host_bridge.vboard.wifi import AccessPoint, JoinModel
 
@@ -110,3 +111,55 @@ def test_a_qos0_reading_waits_for_the_join_within_the_awake_time(tmp_path: Path,
     boots = reading_a_wake(tmp_path, mosquitto, "qos0-sleeper", 0)
     summary = json.loads(boots[-1][0].strip().splitlines()[-1])
     assert summary["wifi"]["dropped"] == 0 and summary["total"] == 3, "\n".join(out for out, _ in boots)
+
+
+def test_a_refused_join_ends_at_once_and_the_sending_wakes_back_off_until_one_joins(
+    tmp_path: Path, mosquitto: Mosquitto
+) -> None:
+    """A wrong password (status 202): the sending wake ends as soon as the network says no, not at awake_s, and says
+    why; the sampling wakes go on journaling, and each refused sending wake puts the next one twice as far away
+    (readings_per_send 3: at the power-on, then 6 wakes on, then 12). A reset with the password put right (a new
+    config.json) joins at once and sends every reading: nothing was lost while the network refused."""
+    config = {
+        "client_id": "refused-1",
+        "broker": mosquitto.address,
+        "mqtt_version": "5",
+        "wifi": {"ssid": "lab", "password": "wrong"},
+        "publish": {"qos": 1, "count": 40, "payload_bytes": 40},
+        "sleep": {"every_s": 60, "awake_s": 30, "readings_per_send": 3},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    subscriber = Subscriber(mosquitto.address, "refused-observer", "sensors/refused-1/#")
+    outs: list[str] = []
+    awake_ms: list[int] = []
+    with AccessPoint(tmp_path / "ap", model=JoinModel(scale=0.02), ssid="lab", password="right") as ap:
+        board = VirtualBoard(tmp_path / "b.flash", config=path, ap=ap, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            for _ in range(20):
+                board.start()
+                outs.append(board.output(60))
+                assert board.next_boot(board.wait()), outs[-1][-3000:]
+                awake_ms.append(int(board.last_wake()["awake_ms"]))
+            sending = [n for n, out in enumerate(outs) if re.search(r"^boot \d+:", out, re.M)]
+            assert sending == [0, 6, 18], "\n".join(f"{n}: {out}" for n, out in enumerate(outs))
+            for n in sending:
+                assert "wifi: not joined (status 202): the password was refused" in outs[n], outs[n]
+                assert awake_ms[n] < 15_000, awake_ms  # the refusal ends the wake, not sleep.awake_s (30 s)
+            accepted = [m for out in outs for m in re.findall(r"^accepted (\d+) (\d+)$", out, re.M)]
+            assert len(accepted) == 20  # one a wake: the sampling wakes journal while the network refuses
+            # The password put right, and the board reset (as deploying a config.json does): it joins and sends.
+            config["wifi"] = {"ssid": "lab", "password": "right"}
+            path.write_text(json.dumps(config))
+            board.power_cut()
+            board.start()
+            outs.append(board.output(60))
+            board.wait()
+            assert "wifi: joined" in outs[-1] and re.search(r"sleep: \d+ ms, 0 in flight", outs[-1]), outs[-1]
+        finally:
+            board.close()
+    try:
+        subscriber.wait_for("refused-1", 21, timeout=30)
+        assert len(set(subscriber.distinct("refused-1"))) == 21
+    finally:
+        subscriber.close()

@@ -312,7 +312,6 @@ def run_file(name):
 
 def main():
     mount_flash()
-    install_files()
     mode = vboard_state.env("VBOARD_INSTALL", "deployed")
     staged = vboard_state.env("VBOARD_APP")
     frozen_names = json.loads(vboard_state.env("VBOARD_FROZEN", "[]")) if mode == "frozen" else []
@@ -320,6 +319,7 @@ def main():
         vboard_state.flash().host_write(True)
         install_firmware(staged, mode, frozen_names)
         vboard_state.flash().host_write(False)
+    install_files()  # (after the application's files: a file put in place of one of them is the one the board gets)
     # The ESP32 port's sys.path, with LittleFS at /flash instead of /: the current folder, then /lib; the shims
     # (C modules on a chip) last, and only for what was not loaded before the firmware's heap is pinned.
     shims = sys.path[:]

@@ -178,3 +178,19 @@ def test_a_dry_run_prints_both_ways_of_building(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert "$ make -C '$MICROPY_DIR/mpy-cross'" in lines
     assert any(line.startswith("$ docker run --rm") and "BOARD=ESP32_GENERIC_S3" in line for line in lines)
+
+
+def test_make_firmware_as_a_dry_run_installs_nothing(tmp_path: Path) -> None:
+    """`make firmware DRY_RUN=1` prints the steps from the source tree: no virtual environment made, no package
+    installed (a fresh checkout's dry run used to install the whole project first)."""
+    venv = tmp_path / "venv"  # where make would make its environment: it must stay absent
+    result = subprocess.run(
+        ["make", "--no-print-directory", "firmware", "DRY_RUN=1", f"VENV={venv}", f"PYTHON={sys.executable}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "$ make -C '$MICROPY_DIR/mpy-cross'" in result.stdout and "docker run" in result.stdout
+    assert not venv.exists() and "pip" not in result.stdout + result.stderr

@@ -55,7 +55,7 @@ def read_plan() -> Any:
 
 def plan() -> dict[str, Any]:
     return {"v": 2, "left": 5, "taken": 0, "per_send": 10, "queued": 1, "limit": 64, "max_age": 0, "every": 60000,
-            "oldest": 0}  # fmt: skip
+            "oldest": 0, "refused": 0}  # fmt: skip
 
 
 def test_the_hint_the_plan_and_the_hooks_bytes_keep_each_other(chip: SimpleNamespace) -> None:
