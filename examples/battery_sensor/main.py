@@ -1,3 +1,5 @@
-# The battery sensor (battery.py). A one-line main.py: MicroPython compiles main.py from source at every boot, which a
-# battery board pays at every wake; battery.py is compiled to .mpy (mpy-cross) like the library, and loads as it is.
-import battery  # noqa: F401
+# The battery sensor (battery.py). A short main.py: MicroPython compiles main.py from source at every boot, which a
+# battery board pays at every wake; battery.py is compiled to .mpy (mpy-cross) like the library, or frozen with it.
+import battery
+
+battery.run()

@@ -36,8 +36,11 @@ from typing import IO, Any
 from host_bridge import assets
 from host_bridge.boards.definition import BoardDefinition, Partition
 from host_bridge.boards.firmware_build import (
+    app_sources,
     compile_sources,
     frozen_modules,
+    import_name,
+    library_modules,
     mpy_cross_executable,
     romfs_image,
     stage_firmware,
@@ -262,8 +265,10 @@ class VirtualBoard:
         self.nvs_offset = nvs.offset  # where the chip's flash has it (esp.flash_read)
         if self.install not in INSTALL_PATHS:
             raise VBoardError(f"install must be one of {', '.join(INSTALL_PATHS)}, not {self.install!r}")
-        if self.library and self.install != "deployed":
-            raise VBoardError("an application with the client library in lib/ (library) is installed deployed only")
+        if self.library and self.install == "romfs":
+            raise VBoardError(
+                "an application with the client library in lib/ (library) is installed deployed or frozen"
+            )
         self.root = stage_firmware(Path(self.app), Path(self.firmware), library=self.library)
         self._romfs = next((p for p in self.partitions if p.label == "romfs"), None)
         if self.install == "romfs" and self._romfs is None:
@@ -370,11 +375,23 @@ class VirtualBoard:
                 # The chip's flash as the esp module tells it: its size, and where the emulated file starts in it.
                 "VBOARD_FLASH_SIZE": str(self.board.flash_size),
                 "VBOARD_FLASH_BASE": str(self.board.data_base()),
-                "VBOARD_FROZEN": json.dumps(frozen_modules(Path(self.firmware))),
+                "VBOARD_FROZEN": json.dumps(self.frozen_names()),
             }
         )
         env.update(self.extra_env)
         return env
+
+    def frozen_names(self) -> list[str]:
+        """The modules a frozen image of this board carries: the board application's (firmware/manifest.py), or for
+        an application of its own (`library`) the client library's and the application's modules, main.py and
+        boot.py aside (its own manifest would freeze those, as firmware/manifest.py does the board's)."""
+        if not self.library:
+            return frozen_modules(Path(self.firmware))
+        app = Path(self.app)
+        own = [
+            import_name(path.relative_to(app)) for path in app_sources(app) if path.name not in ("boot.py", "main.py")
+        ]
+        return library_modules(Path(self.firmware)) + own
 
     def start(self) -> None:
         if self.lock is None:
@@ -540,14 +557,15 @@ class VirtualBoard:
         """The last boot that ended in deep sleep: how long it was awake (`awake_ms`, host milliseconds from the
         process's start to the deepsleep() call; `firmware_us`, microseconds from its boot.py's start, the
         emulation's own start left out; `emulated_us`, the emulated hardware's (flash, RTC memory) among those;
-        light sleeps count in both), the script it slept from (`script`: "boot.py" or "main.py"), and the modules it
-        had loaded then (`loaded`, names as sys.modules has them; with frozen code, every frozen module is loaded
-        from the start)."""
+        `slept_us`, its light sleeps', which count in awake_ms and firmware_us), the script it slept from
+        (`script`: "boot.py" or "main.py"), and the modules it had loaded then (`loaded`, names as sys.modules has
+        them; with frozen code, every frozen module is loaded from the start)."""
         state = self._rtc()
         return {
             "awake_ms": int(state.get("awake_ms", 0)),
             "firmware_us": int(state.get("firmware_us", 0)),
             "emulated_us": int(state.get("emulated_us", 0)),
+            "slept_us": int(state.get("slept_us", 0)),
             "script": state.get("script"),
             "loaded": list(state.get("loaded", [])),
         }

@@ -343,7 +343,7 @@ def test_each_example_is_a_short_program() -> None:
         own = {path.stem for path in example.glob("*.py")}
         for source in sorted(example.glob("*.py")):
             code = [ln for ln in source.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-            assert len(code) <= 80, f"{source} has {len(code)} lines of code"
+            assert len(code) <= 90, f"{source} has {len(code)} lines of code"
             imports = {ln.split()[1].split(".")[0] for ln in code if ln.startswith(("import ", "from "))}
             assert imports <= {"asyncio", "gc", "json", "machine", "time", "dmqtt", "dlink"} | own, (source, imports)
 

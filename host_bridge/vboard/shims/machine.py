@@ -71,6 +71,7 @@ def deepsleep(time_ms=0):
     begun = vboard_state.firmware_us
     state["firmware_us"] = time.ticks_diff(time.ticks_us(), begun) if begun is not None else 1000 * state["awake_ms"]
     state["emulated_us"] = vboard_state.emulated_us - vboard_state.firmware_emulated_us
+    state["slept_us"] = vboard_state.slept_us  # this boot's light sleeps, in firmware_us too
     vboard_state.ending()  # (after the time is taken: none of this is the firmware's)
     state["script"] = vboard_state.script
     state["loaded"] = sorted(set(sys.modules) | (vboard_state.imported or set()))
@@ -91,8 +92,10 @@ def lightsleep(time_ms=0):
     """RAM is kept and the call returns, its time slept in no host time: the clock and the ticks move on by
     `time_ms`. The radio is off meanwhile: a sleep longer than the access point's beacon timeout loses the WiFi
     association (network.WLAN), as a chip's station does."""
+    begun = time.ticks_us()
     time_ms = max(0, int(time_ms))
     time.slept(time_ms)
+    vboard_state.slept_us += time_ms * 1000  # (on the ticks: a wake's time to its deep sleep counts it apart)
     state = vboard_state.rtc()
     state["light"] += 1
     state["light_ms"] += time_ms
@@ -100,6 +103,8 @@ def lightsleep(time_ms=0):
     network = sys.modules.get("network")
     if network is not None:
         network.radio_off(time_ms)
+    # The emulation's own time here (the RTC's file) is the emulation's, as a chip spends none of it.
+    vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), begun) - time_ms * 1000
 
 
 class RTC:

@@ -12,6 +12,7 @@ firmware_us = None  # (ticks_us) when vboot handed the board to its boot.py (the
 # Microseconds this boot has spent in the emulation's stand-ins for the chip's hardware (the flash's operations,
 # esp32.Partition; RTC memory, machine.RTC): Python here, C and silicon on a board.
 emulated_us = 0
+slept_us = 0  # this boot's light sleeps (machine.lightsleep): on the board's ticks, in no host time
 firmware_emulated_us = 0  # emulated_us when boot.py began
 script = None  # the script running: "boot.py" or "main.py"
 # Every module this boot has imported, with VBOARD_IMPORTS set (trace_imports()): what a deep sleep reports as
@@ -89,8 +90,9 @@ def _fault(spec):
 #   clock_ms   how far the board's clock is ahead of the host's: the time it slept, and RTC.datetime() settings
 #   deep, deep_ms, light, light_ms   deep and light sleeps since the board was made, and the time slept in each
 #   sleep_ms   the deep sleep this boot ended with (0: none, -1: without a timer), read by the runner
-#   awake_ms, firmware_us, emulated_us, script, loaded   that boot's time to the deep sleep (host milliseconds from
-#              its process's start, microseconds from its boot.py's, and of those the emulated hardware's own), the
+#   awake_ms, firmware_us, emulated_us, slept_us, script, loaded   that boot's time to the deep sleep (host
+#              milliseconds from its process's start, microseconds from its boot.py's, and of those the emulated
+#              hardware's own and its light sleeps'), the
 #              script it slept from, and the modules it had loaded then (sys.modules: the firmware's and the
 #              emulation's; with VBOARD_IMPORTS also those imported since boot.py began and dropped since), read by
 #              the runner
@@ -225,6 +227,46 @@ def printing(*args, **kwargs):
         event("accepted")
 
 
+def chip_imports(frozen):
+    """A module frozen into the image costs its first import what a chip's does: MicroPython looks for it in the
+    filesystem's root first (a folder, a .py, a .mpy), as "" comes before ".frozen" on an ESP32's sys.path, and the
+    emulation loaded it before the board started. `frozen`: their names (a frozen package's own modules are found
+    in it, not searched). The searches are the firmware's time; this hook's own is the emulation's. (An extensible
+    built-in's import, `import machine` or `import time`, searches the filesystem on a chip at every import; the
+    shims that stand for those sit in sys.modules here, which spares it: docs/virtual-board.md says so.)"""
+    global emulated_us
+    import builtins
+    import os
+
+    load = __import__  # (the one in force, an earlier hook's: builtins.__import__ reads the port's own)
+    first = {name.split(".")[0] for name in frozen}
+
+    def chip_import(name, globals=None, locals=None, fromlist=(), level=0):
+        global emulated_us
+        begun = time.ticks_us()
+        searched = 0
+        top = name.split(".")[0]
+        if level == 0 and top in first:
+            first.discard(top)
+            started = time.ticks_us()
+            for path in (top, top + ".py", top + ".mpy"):
+                try:
+                    os.stat(path)
+                except OSError:
+                    pass
+            searched = time.ticks_diff(time.ticks_us(), started)
+        loading = time.ticks_us()
+        try:
+            return load(name, globals, locals, fromlist, level)
+        finally:
+            done = time.ticks_us()
+            emulated_us += time.ticks_diff(loading, begun) - searched  # (the load itself: the firmware's)
+            emulated_us += time.ticks_diff(time.ticks_us(), done)
+
+    if first:
+        builtins.__import__ = chip_import
+
+
 def trace_imports():
     """Record every module an import brings in (`imported`), from boot.py on: the record's own time counts as the
     emulation's, so that a wake's measured interpreter time is what it was without it."""
@@ -233,7 +275,7 @@ def trace_imports():
     import sys
 
     imported = set()
-    load = builtins.__import__
+    load = __import__  # (the one in force, an earlier hook's: builtins.__import__ reads the port's own)
 
     def traced(name, globals=None, locals=None, fromlist=(), level=0):
         global emulated_us

@@ -90,6 +90,15 @@ def walk(root, rel=""):
             yield path
 
 
+def module_name(rel):
+    """The name a staged module is imported by: dmqtt/session.mpy and lib/dmqtt/session.mpy (the library where mip
+    puts it, on sys.path) are dmqtt.session; a package's __init__.mpy is the package."""
+    name = rel[:-4].replace("/", ".")
+    if name.startswith("lib."):
+        name = name[4:]
+    return name[:-9] if name.endswith(".__init__") else name
+
+
 def install_firmware(staged, mode, frozen):
     """The runner's deploy: the staged firmware's files that live on LittleFS in this install path (every
     file when deployed; what is not in the ROMFS image or frozen otherwise) written to /flash."""
@@ -104,7 +113,7 @@ def install_firmware(staged, mode, frozen):
     for rel in walk(staged):
         if mode == "romfs" and rel.endswith(".mpy"):
             continue
-        if mode == "frozen" and rel.endswith(".mpy") and rel[:-4].replace("/", ".") in frozen:
+        if mode == "frozen" and rel.endswith(".mpy") and module_name(rel) in frozen:
             continue
         wanted.append(rel)
         install(read_file(staged + "/" + rel), ROOT + "/" + rel)
@@ -143,15 +152,19 @@ def load_frozen(staged, names):
     not the firmware's. Modules the staged tree does not have (test apps) are skipped. The staged tree then
     stands where the port's ".frozen" is on sys.path, for a frozen module the firmware unloads and imports
     again (dmqtt.codec_text): that one takes heap here, a little more than on a chip."""
-    sys.path.insert(0, staged)
+    library = staged + "/lib"  # (the library of an application of its own is there)
+    sys.path[0:0] = [staged, library]
     for name in names:
         try:
             __import__(name)
         except ImportError:
             continue
         frozen.append(sys.modules[name])  # held here, as flash holds frozen code: never freed into the heap
-    sys.path.pop(0)
+    del sys.path[0:2]
     sys.path.insert(1, staged)
+    if any(name.startswith("dmqtt.") for name in names):
+        # Last: a folder whose name ends in /lib before the board's own /lib is where mip would install.
+        sys.path.append(library)
 
 
 frozen = []
@@ -335,6 +348,7 @@ def main():
     stock = vboard_state.env("VBOARD_STOCK")
     if stock is not None:
         load_stock(stock)
+    vboard_state.chip_imports([module.__name__ for module in frozen])
     # The RTC's state (its clock, its slow memory) read now, into the emulation's part of the heap: a chip keeps
     # it outside the heap, and a plan in RTC memory read first at a wake would otherwise charge the firmware's.
     vboard_state.rtc()
