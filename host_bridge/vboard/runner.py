@@ -383,15 +383,16 @@ class VirtualBoard:
 
     def frozen_names(self) -> list[str]:
         """The modules a frozen image of this board carries: the board application's (firmware/manifest.py), or for
-        an application of its own (`library`) the client library's and the application's modules, main.py and
-        boot.py aside (its own manifest would freeze those, as firmware/manifest.py does the board's)."""
-        if not self.library:
-            return frozen_modules(Path(self.firmware))
+        an application of its own (`library`) the client library's; and the application folder's own modules,
+        main.py and boot.py aside (its own manifest would freeze those, as firmware/manifest.py does the board's).
+        A module frozen into an image runs its body at its first import: here, before the board starts, so a module
+        frozen this way should only define."""
+        firmware = Path(self.firmware)
+        names = library_modules(firmware) if self.library else frozen_modules(firmware)
         app = Path(self.app)
-        own = [
-            import_name(path.relative_to(app)) for path in app_sources(app) if path.name not in ("boot.py", "main.py")
-        ]
-        return library_modules(Path(self.firmware)) + own
+        scripts = ("boot.py", "main.py")
+        own = [import_name(path.relative_to(app)) for path in app_sources(app) if path.name not in scripts]
+        return names + [name for name in own if name not in names]
 
     def start(self) -> None:
         if self.lock is None:
@@ -559,7 +560,8 @@ class VirtualBoard:
         emulation's own start left out; `emulated_us`, the emulated hardware's (flash, RTC memory) among those;
         `slept_us`, its light sleeps', which count in awake_ms and firmware_us), the script it slept from
         (`script`: "boot.py" or "main.py"), and the modules it had loaded then (`loaded`, names as sys.modules has
-        them; with frozen code, every frozen module is loaded from the start)."""
+        them; with frozen code, every frozen module is loaded from the start) and, with VBOARD_IMPORTS, those its
+        own code imported (`imported`: frozen or not)."""
         state = self._rtc()
         return {
             "awake_ms": int(state.get("awake_ms", 0)),
@@ -568,6 +570,7 @@ class VirtualBoard:
             "slept_us": int(state.get("slept_us", 0)),
             "script": state.get("script"),
             "loaded": list(state.get("loaded", [])),
+            "imported": list(state.get("imported", [])),
         }
 
     def drive(

@@ -97,7 +97,7 @@ def test_i2c_spi_pwm_timers_and_deep_sleeps_that_pins_end(tmp_path: Path) -> Non
     assert end.status == 0, out
     assert "scan []" in out and "nobody at 0x38 19" in out, out
     assert "scan [56] [56]" in out and "calibrated True" in out and "busy True" in out, out
-    assert "busy False crc True reading 21.5 40.0" in out, out
+    assert "busy False crc True reading 21.5 40.0" in out and "bus time emulated True" in out, out
     assert "spi b'\\xff\\xff'" in out and "pwm 1000 767 49152" in out, out
     assert "timer True pulse -2" in out and "running factory" in out, out
     assert "woke 2" in out and "sleeping on pin 5 or 300 ms" in out and "woke 4" in out, out

@@ -153,11 +153,36 @@ def test_a_deep_sleep_names_the_modules_its_wake_loaded_and_with_a_trace_those_i
         dut.start()
         end = dut.wait_boot(60)
         assert end.status == 0, end.console[-2000:]
-        loaded = dut.vboard.sleeps[0]["loaded"]
+        loaded, imported = dut.vboard.sleeps[0]["loaded"], dut.vboard.sleeps[0]["imported"]
         assert "json" in loaded or "machine" in loaded, loaded
         assert ("dropped" in loaded) == traced, loaded
+        # What the wake's own code imported: its modules, none of the emulation's (its shims, its hooks).
+        assert imported == (["dropped", "json", "machine", "sys", "time"] if traced else []), imported
     finally:
         dut.close()
+
+
+def test_tracing_imports_takes_none_of_the_firmwares_heap(tmp_path: Path) -> None:
+    """VBOARD_IMPORTS (the energy figure's boards) records every import without allocating in the firmware's heap:
+    a board that imports and drops a module has the same heap free with the record as without it."""
+    free = []
+    for traced in (False, True):
+        folder = tmp_path / f"traced-{int(traced)}"  # (paths of one length: the emulation's own strings alike)
+        folder.mkdir()
+        dut = sleeper(folder, {"VBOARD_IMPORTS": "1"} if traced else None, wakes=0, sleep_ms=1, drop=True, heap=True)
+        try:
+            dut.start()
+            end = dut.wait_boot(60)
+            assert end.status == 0, end.console[-2000:]
+            found = re.search(r"heap free=(\d+)", end.console)
+            assert found, end.console
+            free.append(int(found[1]))
+        finally:
+            dut.close()
+    # A few GC blocks (32 bytes each here) either way: the emulation's own objects, sized by the test's path, move
+    # the pinned heap's edge by that much with or without the record (measured: 0 to 96 bytes). A record made in
+    # the firmware's heap takes more: its slots alone are 4 KB, a set of the names and its hook a few hundred.
+    assert abs(free[0] - free[1]) <= 128, free
 
 
 def test_a_cut_at_the_wake_and_in_the_first_program_leaves_a_board_that_boots_again(tmp_path: Path) -> None:

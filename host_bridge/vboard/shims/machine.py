@@ -11,6 +11,7 @@ import time
 
 import nor_flash
 import vboard_state
+import vbus  # (the buses' devices: loaded here, before the firmware's heap is pinned; a chip's are C, in none of it)
 
 PWRON_RESET = 1
 HARD_RESET = 2
@@ -74,7 +75,9 @@ def deepsleep(time_ms=0):
     state["slept_us"] = vboard_state.slept_us  # this boot's light sleeps, in firmware_us too
     vboard_state.ending()  # (after the time is taken: none of this is the firmware's)
     state["script"] = vboard_state.script
-    state["loaded"] = sorted(set(sys.modules) | (vboard_state.imported or set()))
+    imported = vboard_state.imports(sys.modules)
+    state["imported"] = sorted(imported)  # (with VBOARD_IMPORTS: what this boot's own code imported)
+    state["loaded"] = sorted(set(sys.modules) | imported)
     time_ms = max(0, int(time_ms))
     state["sleep_ms"] = time_ms if time_ms else -1
     esp32 = sys.modules.get("esp32")
@@ -488,20 +491,34 @@ class PWM:
         self._set(value * 65535 // period_ns)
 
 
+def _bus_time(method):
+    """A bus transfer's time is the emulation's (vboard_state.emulated_us): the devices' models are Python here,
+    a controller's C driver and silicon on a chip, whose bus time (about 25 us a byte at 400 kHz) is not modelled."""
+
+    def timed(*args, **kwargs):
+        begun = time.ticks_us()
+        before = vboard_state.emulated_us  # (what a device's model counts itself, vboard_state.driven, is in this)
+        try:
+            return method(*args, **kwargs)
+        finally:
+            vboard_state.emulated_us = before + time.ticks_diff(time.ticks_us(), begun)
+
+    return timed
+
+
 class SoftI2C:
     """An I2C controller on any two pins: the devices the bench wires (vbus.py) answer at their addresses; an
     address nobody answers raises OSError(ENODEV), as the ESP32 port's does. Bytes move at once: the bus's own
-    time (about 25 us a byte at 400 kHz) is not modelled."""
+    time (about 25 us a byte at 400 kHz) is not modelled, and the models' is the emulation's (_bus_time)."""
 
     def __init__(self, scl=None, sda=None, *, freq=400000, timeout=50000):
-        import vbus
-
         self._bus = vbus
         self.freq = freq
 
     def init(self, scl=None, sda=None, *, freq=400000, timeout=50000):
         self.freq = freq
 
+    @_bus_time
     def scan(self):
         return self._bus.wired()
 
@@ -511,34 +528,44 @@ class SoftI2C:
             raise OSError(19)  # ENODEV: no acknowledgement of the address
         return found
 
+    @_bus_time
     def writeto(self, addr, buf, stop=True):
         self._device(addr).write(bytes(buf))
         return len(buf)
 
+    @_bus_time
     def writevto(self, addr, vector, stop=True):
         data = b"".join(bytes(b) for b in vector)
         self._device(addr).write(data)
         return len(data)
 
+    @_bus_time
     def readfrom(self, addr, nbytes, stop=True):
         return self._device(addr).read(nbytes)
 
+    @_bus_time
     def readfrom_into(self, addr, buf, stop=True):
         buf[:] = self._device(addr).read(len(buf))
 
     def _memaddr(self, memaddr, addrsize):
         return memaddr.to_bytes(addrsize // 8, "big")
 
+    @_bus_time
     def writeto_mem(self, addr, memaddr, buf, *, addrsize=8):
         self._device(addr).write(self._memaddr(memaddr, addrsize) + bytes(buf))
 
-    def readfrom_mem(self, addr, memaddr, nbytes, *, addrsize=8):
+    def _read_mem(self, addr, memaddr, nbytes, addrsize):
         device = self._device(addr)
         device.write(self._memaddr(memaddr, addrsize))
         return device.read(nbytes)
 
+    @_bus_time
+    def readfrom_mem(self, addr, memaddr, nbytes, *, addrsize=8):
+        return self._read_mem(addr, memaddr, nbytes, addrsize)
+
+    @_bus_time
     def readfrom_mem_into(self, addr, memaddr, buf, *, addrsize=8):
-        buf[:] = self.readfrom_mem(addr, memaddr, len(buf), addrsize=addrsize)
+        buf[:] = self._read_mem(addr, memaddr, len(buf), addrsize)
 
 
 class I2C(SoftI2C):

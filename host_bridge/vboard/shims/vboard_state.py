@@ -120,8 +120,9 @@ def rtc_memory(data=None):
     path = env("VBOARD_RTC") + ".mem"
     if data is None:
         try:
+            size = os.stat(path)[6]
             with open(path, "rb") as f:
-                return f.read()
+                return f.read(size)  # (exactly its bytes: a read to the end grows its buffer past them)
         except OSError:
             return b""  # lost with the power, or never written
     with open(path + ".tmp", "wb") as f:
@@ -233,28 +234,35 @@ def chip_imports(frozen):
     emulation loaded it before the board started. `frozen`: their names (a frozen package's own modules are found
     in it, not searched). The searches are the firmware's time; this hook's own is the emulation's. (An extensible
     built-in's import, `import machine` or `import time`, searches the filesystem on a chip at every import; the
-    shims that stand for those sit in sys.modules here, which spares it: docs/virtual-board.md says so.)"""
+    shims that stand for those sit in sys.modules here, which spares it: docs/virtual-board.md says so.) Called
+    before the heap is pinned: the hook allocates nothing in the firmware's (a chip's import builds its paths on
+    the stack), so that it leaves the heap as a chip's import would."""
     global emulated_us
     import builtins
     import os
 
     load = __import__  # (the one in force, an earlier hook's: builtins.__import__ reads the port's own)
-    first = {name.split(".")[0] for name in frozen}
+    first = {}
+    for name in frozen:
+        top = name.split(".")[0]
+        first[top] = (top, top + ".py", top + ".mpy")
 
     def chip_import(name, globals=None, locals=None, fromlist=(), level=0):
         global emulated_us
         begun = time.ticks_us()
         searched = 0
-        top = name.split(".")[0]
-        if level == 0 and top in first:
-            first.discard(top)
-            started = time.ticks_us()
-            for path in (top, top + ".py", top + ".mpy"):
-                try:
-                    os.stat(path)
-                except OSError:
-                    pass
-            searched = time.ticks_diff(time.ticks_us(), started)
+        if level == 0 and first:
+            dot = name.find(".")
+            for top in first:
+                if len(top) == (len(name) if dot < 0 else dot) and name.startswith(top):
+                    started = time.ticks_us()
+                    for path in first.pop(top):
+                        try:
+                            os.stat(path)
+                        except OSError:
+                            pass
+                    searched = time.ticks_diff(time.ticks_us(), started)
+                    break
         loading = time.ticks_us()
         try:
             return load(name, globals, locals, fromlist, level)
@@ -267,14 +275,20 @@ def chip_imports(frozen):
         builtins.__import__ = chip_import
 
 
+# Room for this many distinct imports (a module's name and the names its `from` asks for) in a boot's record.
+_TRACED = 256
+
+
 def trace_imports():
-    """Record every module an import brings in (`imported`), from boot.py on: the record's own time counts as the
-    emulation's, so that a wake's measured interpreter time is what it was without it."""
+    """Record every module an import brings in (imports()), from boot.py on: the record's own time counts as the
+    emulation's, so that a wake's measured interpreter time is what it was without it. Called before the heap is
+    pinned: the record is made there, and an import adds to it without allocating in the firmware's heap (a
+    name and its `from` names are objects the import already has), so that it leaves the heap as a chip's."""
     global imported
     import builtins
-    import sys
 
-    imported = set()
+    imported = [None] * (2 * _TRACED + 1)  # name, fromlist, name, fromlist, ...; the last slot: how many in use
+    imported[-1] = 0
     load = __import__  # (the one in force, an earlier hook's: builtins.__import__ reads the port's own)
 
     def traced(name, globals=None, locals=None, fromlist=(), level=0):
@@ -283,11 +297,32 @@ def trace_imports():
             return load(name, globals, locals, fromlist, level)
         finally:
             done = time.ticks_us()
-            if level == 0:
-                imported.add(name)
-                for part in fromlist if isinstance(fromlist, tuple) else ():  # (`from x import *` passes True)
-                    if name + "." + part in sys.modules:
-                        imported.add(name + "." + part)
+            if level == 0 and script is not None:  # (from boot.py on: the emulation's own imports are not)
+                used = imported[-1]
+                at = 0
+                while at < used and (imported[at] != name or imported[at + 1] != fromlist):
+                    at += 2
+                if at == used:
+                    if used == 2 * _TRACED:
+                        raise RuntimeError("vboard: more than %d distinct imports to record" % _TRACED)
+                    imported[at] = name
+                    imported[at + 1] = fromlist
+                    imported[-1] = used + 2
             emulated_us += time.ticks_diff(time.ticks_us(), done)
 
     builtins.__import__ = traced
+
+
+def imports(modules):
+    """With VBOARD_IMPORTS, every module this boot imported from boot.py on (a set), those it dropped from
+    `modules` (sys.modules) since included; else an empty set. Called once the boot ends (the heap is the
+    emulation's again)."""
+    found = set()
+    if imported is not None:
+        for at in range(0, imported[-1], 2):
+            name, fromlist = imported[at], imported[at + 1]
+            found.add(name)
+            for part in fromlist if isinstance(fromlist, tuple) else ():  # (`from x import *` passes True)
+                if name + "." + part in modules:
+                    found.add(name + "." + part)
+    return found

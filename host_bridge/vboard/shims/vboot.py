@@ -349,6 +349,8 @@ def main():
     if stock is not None:
         load_stock(stock)
     vboard_state.chip_imports([module.__name__ for module in frozen])
+    if vboard_state.env("VBOARD_IMPORTS"):
+        vboard_state.trace_imports()
     # The RTC's state (its clock, its slow memory) read now, into the emulation's part of the heap: a chip keeps
     # it outside the heap, and a plan in RTC memory read first at a wake would otherwise charge the firmware's.
     vboard_state.rtc()
@@ -367,8 +369,6 @@ def main():
         builtins.print = vboard_state.printing
     if vboard_state.watches("wake") and machine.reset_cause() == machine.DEEPSLEEP_RESET:
         vboard_state.event("wake")
-    if vboard_state.env("VBOARD_IMPORTS"):
-        vboard_state.trace_imports()
     try:
         vboard_state.firmware_us = time.ticks_us()  # the emulation's own start ends here: boot.py is the board's
         vboard_state.firmware_emulated_us = vboard_state.emulated_us

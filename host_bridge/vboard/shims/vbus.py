@@ -3,7 +3,8 @@
 # "temperature_c": 21.5, "humidity": 40}}), the HIL plugin's hil_drive): wired, from then on, at that address;
 # given None, unplugged. An address with no device does not acknowledge, and the transfer fails with
 # OSError(ENODEV), as the ESP32 port's does. Nothing is on the SPI bus: it reads what an undriven MISO line with the
-# chip's pull-up reads, 0xFF. Loaded at the first bus made, so that a board without one carries none of this.
+# chip's pull-up reads, 0xFF. Loaded with the machine shim, before the firmware's heap is pinned: a chip's bus
+# drivers take none of it.
 #
 # The model: the AHT10 and AHT20 temperature and humidity sensors (Aosong's datasheets). Commands are written to
 # address 0x38 and the state is read back: a status byte (bit 7 busy, bit 3 calibrated), then humidity and

@@ -41,6 +41,12 @@ for byte in data[:6]:
 humidity = ((data[1] << 12) | (data[2] << 4) | (data[3] >> 4)) * 100 / 0x100000
 celsius = (((data[3] & 0xF) << 16) | (data[4] << 8) | data[5]) * 200 / 0x100000 - 50
 print("busy", bool(data[0] & 0x80), "crc", crc == data[6], "reading %.1f %.1f" % (celsius, humidity))
+import vboard_state  # noqa: E402 (the emulation's own count, read by this test of it: no sensor code does)
+
+began, counted = time.ticks_us(), vboard_state.emulated_us
+i2c.readfrom(0x38, 7)  # the model's time is the emulation's, not the firmware's (a chip's is C and silicon)
+counted, spent = vboard_state.emulated_us - counted, time.ticks_diff(time.ticks_us(), began)
+print("bus time emulated", 0 < counted <= spent)
 
 spi = SPI(1, baudrate=1000000, sck=Pin(18), mosi=Pin(23), miso=Pin(19))
 spi.write(b"\x9f")

@@ -1,7 +1,7 @@
 # Virtual-board test app: deep and light sleep. Counts its wakes in RTC memory and deep-sleeps `sleep_ms`
 # between them until `wakes` wakes; each boot prints what it sees (reset cause, wake reason, the clock, RTC
 # memory, the ticks); with "light", a light sleep first, checking that RAM stays and the clock and ticks move on;
-# with "drop", a module imported and dropped from sys.modules before the sleep.
+# with "drop", a module imported and dropped from sys.modules before the sleep; with "heap", the heap free after it.
 import json
 import time
 
@@ -31,6 +31,11 @@ if cfg.get("drop"):
     import dropped  # noqa: F401
 
     del sys.modules["dropped"]
+if cfg.get("heap"):
+    import gc
+
+    gc.collect()
+    print("heap free=%d" % gc.mem_free())
 if wakes < cfg["wakes"]:
     rtc.memory(str(wakes + 1).encode())
     machine.deepsleep(cfg["sleep_ms"])
