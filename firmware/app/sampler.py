@@ -15,20 +15,29 @@
 
 import sys
 
-# The built-ins by their u-names: MicroPython looks for `json`, `time` and `machine` on the filesystem before it
+# The built-ins by their u-names: MicroPython looks for `struct`, `time` and `machine` on the filesystem before it
 # takes the built-in (they are extensible modules), a search a u-name skips (dmqtt/wake.py says what it costs).
-import ujson as json
 import umachine as machine
+import ustruct as struct
 import utime as time
 
 from dmqtt import wake
 
-PLAN = 2  # the plan's format (the JSON object's "v")
+PLAN = 3  # the plan's format (its first byte)
 SAMPLE = b"S"  # the next wake journals its reading
 SEND = b"T"  # the next wake runs the application, which sends
 # The application's part of RTC memory: a kind byte (SAMPLE, SEND, or NONE), the plan's length (u16, big-endian),
-# the plan (JSON), and what follows is the sensor hook's own (app_memory()).
+# the plan, and what follows is the sensor hook's own (app_memory()).
 NONE = b"-"
+# The plan (docs/low-power.md, "RTC memory: the hint and the plan"): its format, these numbers big-endian, then the client id,
+# the topic and the sensor hook's "module.function", each a length byte and UTF-8. Binary, not JSON: it is written
+# at the end of a sending wake, on a heap its imports and connection left in pieces, and a JSON plan took a
+# handful of copies of 400 bytes there.
+_LAYOUT = ">BBBHiHIHHIBIIHHIB"
+_NUMBERS = ("qos", "version", "slots", "left", "size", "every", "per_send", "limit", "max_age", "confirm", "boot",
+            "seq", "taken", "queued", "oldest", "refused")  # fmt: skip
+_TEXTS = ("dev", "topic", "sensor")
+# "confirm" on flash: 0 without end-to-end confirmation, else 1 + its hold (in the plan: None, False or True).
 
 
 def keep(found, now):
@@ -51,17 +60,23 @@ def keep(found, now):
             )
         )
     )
-    write(SEND if due else SAMPLE, json.dumps(found).encode())
+    numbers = [found[key] for key in _NUMBERS]
+    numbers[_NUMBERS.index("confirm")] = 0 if found["confirm"] is None else 1 + found["confirm"]
+    plan = struct.pack(_LAYOUT, PLAN, *numbers)
+    for key in _TEXTS:
+        text = (found[key] or "").encode()
+        plan += bytes((len(text),)) + text
+    write(SEND if due else SAMPLE, plan)
 
 
 def write(kind, plan=b""):
     """The plan's part of RTC memory, the hook's kept. A plan that leaves the rest no room is not kept: the next
     wake sends (and makes a new one)."""
-    head = kind + bytes((len(plan) >> 8, len(plan) & 0xFF))
+    hook = app_memory()
     try:
-        wake.memory(head + plan + app_memory())
+        wake.memory(kind + bytes((len(plan) >> 8, len(plan) & 0xFF)) + plan + hook)
     except ValueError:
-        wake.memory(SEND + b"\0\0" + app_memory())
+        wake.memory(SEND + b"\0\0" + hook)
 
 
 def plan_size(memory):
@@ -71,11 +86,20 @@ def plan_size(memory):
 def plan():
     """The plan in RTC memory (a dict), or None: none, or one of another format."""
     memory = wake.memory()
-    try:
-        found = json.loads(memory[3 : plan_size(memory)])
-    except ValueError:
+    end = plan_size(memory)
+    at = 3 + struct.calcsize(_LAYOUT)
+    if end < at or end > len(memory) or memory[3] != PLAN:
         return None
-    return found if isinstance(found, dict) and found.get("v") == PLAN else None
+    found = dict(zip(_NUMBERS, struct.unpack_from(_LAYOUT, memory, 3)[1:]))
+    found["confirm"] = None if not found["confirm"] else found["confirm"] == 2
+    for key in _TEXTS:
+        if at >= end:
+            return None  # (cut short: RTC memory another writer spoiled)
+        n = memory[at]
+        found[key] = memory[at + 1 : at + 1 + n].decode()
+        at += 1 + n
+    found["sensor"] = found["sensor"] or None  # (no hook: the stand-in reading)
+    return found if at == end else None
 
 
 def app_memory(data=None):

@@ -47,11 +47,10 @@ def after(board, seq, now):
 
             write(NONE)
         return
-    from sampler import PLAN, keep
+    from sampler import keep
 
     queued = board.client.outstanding()
     found = {
-        "v": PLAN,
         "dev": cfg["client_id"],
         "topic": cfg["topic"],
         "qos": cfg["qos"],

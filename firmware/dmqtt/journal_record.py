@@ -1,7 +1,7 @@
 # The journal's records, byte for byte as docs/journal.md specifies them: the framing every backend writes
 # (type, length, body, CRC-32) and the bodies the session fills and reads. Both journals (journal_ring.py, the
 # ring; journal_file.py, the file) and the session import this module and nothing of each other, so the layout
-# has one owner; ring_tail.py frames PUB records too, held to this module's byte for byte by its tests.
+# has one owner; wake.py frames PUB records too, held to this module's byte for byte by its tests.
 # Multi-byte fields are big-endian.
 
 import struct

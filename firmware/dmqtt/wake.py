@@ -80,14 +80,13 @@ def _rtc():
 
 
 def _layout(memory):
-    """RTC memory's hint (a bytearray of _HINT bytes) or None, and where the application's bytes start."""
+    """Where the application's bytes start in RTC memory (0: it is not laid out by this library), and whether a
+    hint of this format precedes them."""
     if len(memory) < _FRAME or memory[0] & 0xF0 != _MAGIC:
-        return None, 0
+        return 0, False
     n = (memory[1] << 8) | memory[2]
     app = _FRAME + n
-    if n != _HINT or len(memory) < app or memory[_FRAME] != _FORMAT:
-        return None, min(app, len(memory))
-    return bytearray(memory[_FRAME:app]), app
+    return min(app, len(memory)), n == _HINT and len(memory) >= app and memory[_FRAME] == _FORMAT
 
 
 def _store(hint, memory=None):
@@ -95,7 +94,7 @@ def _store(hint, memory=None):
     rtc = _rtc()
     if memory is None:
         memory = rtc.memory()
-    _, app = _layout(memory)
+    app = _layout(memory)[0]
     flags = memory[0] & _FLAGS if app else 0
     n = len(hint) if hint is not None else 0
     rtc.memory(bytes((_MAGIC | flags, n >> 8, n & 0xFF)) + (hint or b"") + memory[app:])
@@ -105,23 +104,25 @@ def memory(data=None):
     """The application's part of RTC memory: what it holds, or, given `data` (bytes), that written with the hint
     and the client's byte kept. ValueError when both pass RTC memory's 2,048 bytes. Write RTC memory only through
     this: bytes written over the hint make the next wake open the whole journal. Lost at a power cut."""
+    # (One copy of RTC memory read, one written: the end of a sending wake calls this on a heap its imports and
+    # connection left in pieces.)
     rtc = _rtc()
     current = rtc.memory()
-    hint, app = _layout(current)
+    app = _layout(current)[0]
     if data is None:
         return current[app:]
-    head = bytes(current[:app]) if app else bytes((_MAGIC, 0, 0))
-    rtc.memory(head + data)
+    rtc.memory((current[:app] if app else bytes((_MAGIC, 0, 0))) + data)
 
 
 def _hint():
-    """The hint in RTC memory at a wake from deep sleep, or None (a power-on, a reset of another cause: the
-    application ran since, so the hint may be behind the journal)."""
+    """The hint in RTC memory at a wake from deep sleep (a bytearray), or None (a power-on, a reset of another
+    cause: the application ran since, so the hint may be behind the journal)."""
     import machine
 
     if machine.reset_cause() != machine.DEEPSLEEP_RESET:
         return None
-    return _layout(_rtc().memory())[0]
+    current = _rtc().memory()
+    return bytearray(current[_FRAME : _FRAME + _HINT]) if _layout(current)[1] else None
 
 
 def resume():

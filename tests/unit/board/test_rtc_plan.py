@@ -6,7 +6,7 @@ each kept when another is written; and the hint tells a sending wake where its j
 from __future__ import annotations
 
 import importlib.util
-import json
+import struct
 import sys
 import time
 from collections.abc import Iterator
@@ -27,7 +27,7 @@ def chip(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     board's u-named built-ins as CPython's)."""
     FakeRTC.memory_bytes = b""
     machine = SimpleNamespace(RTC=FakeRTC, DEEPSLEEP_RESET=4, reset_cause=lambda: 4)
-    for name, module in (("machine", machine), ("umachine", machine), ("ujson", json), ("utime", time)):
+    for name, module in (("machine", machine), ("umachine", machine), ("ustruct", struct), ("utime", time)):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.syspath_prepend(str(assets.APP))  # (board_open imports board_app)
     monkeypatch.delitem(sys.modules, "board_app", raising=False)
@@ -43,44 +43,55 @@ def load(name: str) -> ModuleType:
     return module
 
 
-def read_plan() -> Any:
-    """The plan in the application's part of RTC memory as the sampling wake reads it (sampler.plan_size), or
-    None."""
-    memory = wake.memory()
-    try:
-        return json.loads(memory[3 : 3 + ((memory[1] << 8) | memory[2])])
-    except (ValueError, IndexError):
-        return None
-
-
-def plan() -> dict[str, Any]:
-    return {"v": 2, "left": 5, "taken": 0, "per_send": 10, "queued": 1, "limit": 64, "max_age": 0, "every": 60000,
-            "oldest": 0, "refused": 0}  # fmt: skip
+def plan(**changes: Any) -> dict[str, Any]:
+    found = {"dev": "shed-1", "topic": "sensors/shed-1/telemetry", "qos": 1, "version": 5, "slots": 64, "left": 5,
+             "size": 100, "every": 60000, "per_send": 10, "limit": 64, "max_age": 0, "confirm": None, "boot": 3,
+             "seq": 4, "taken": 0, "queued": 1, "oldest": 0, "sensor": "aht20.temperature", "refused": 0}  # fmt: skip
+    return found | changes
 
 
 def test_the_hint_the_plan_and_the_hooks_bytes_keep_each_other(chip: SimpleNamespace) -> None:
     sampler = chip.sampler
     sampler.app_memory(b"counter=7")  # before any plan
-    assert sampler.app_memory() == b"counter=7" and read_plan() is None
+    assert sampler.app_memory() == b"counter=7" and sampler.plan() is None
     sampler.keep(plan(), 0)
     assert sampler.app_memory() == b"counter=7"  # the plan written: the hook's bytes kept
     sampler.app_memory(b"counter=8")
-    assert read_plan() == plan()  # the hook's written: the plan kept
+    assert sampler.plan() == plan()  # the hook's written: the plan kept
     assert wake.memory()[:1] == sampler.SAMPLE
     part = NorPartition(6)
     sending_wake(part, readings=3, acked=1)
     session = awake(part)
     wake.keep(session)  # the library's hint, before the application's part: both kept
-    assert read_plan() == plan() and sampler.app_memory() == b"counter=8"
+    assert sampler.plan() == plan() and sampler.app_memory() == b"counter=8"
     assert chip.board_open.resume() == wake.point(wake.hint(session))
     with pytest.raises(ValueError):
         sampler.app_memory(bytes(2048))  # the three pass RTC memory's 2,048 bytes
     sampler.write(sampler.NONE)
-    assert sampler.app_memory() == b"counter=8" and read_plan() is None
+    assert sampler.app_memory() == b"counter=8" and sampler.plan() is None
     # boot.py's test of the kind byte, after the hint (it reads RTC memory without loading either module)
     sampler.keep(plan(), 0)
     memory = FakeRTC.memory_bytes
     assert memory[3 + ((memory[1] << 8) | memory[2]) :][:1] == sampler.SAMPLE
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"confirm": False}, {"confirm": True, "refused": 6, "left": -1}, {"sensor": None, "oldest": 2**31 + 5}],
+)
+def test_the_plan_reads_back_as_written(chip: SimpleNamespace, changes: dict[str, Any]) -> None:
+    chip.sampler.keep(plan(**changes), 0)
+    assert chip.sampler.plan() == plan(**changes)
+
+
+def test_a_plan_cut_short_or_of_another_format_is_none(chip: SimpleNamespace) -> None:
+    """The wake then sends (boot.py): a spoiled plan is never read as numbers it does not hold."""
+    sampler = chip.sampler
+    sampler.keep(plan(), 0)
+    memory = wake.memory()
+    for spoiled in (memory[:-1], memory[:3] + bytes((sampler.PLAN + 1,)) + memory[4:], memory[:30]):
+        wake.memory(spoiled)
+        assert sampler.plan() is None
 
 
 def test_no_hint_or_a_power_on_leaves_the_whole_open(chip: SimpleNamespace) -> None:
