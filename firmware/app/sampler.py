@@ -29,10 +29,10 @@ SEND = b"T"  # the next wake runs the application, which sends
 # The application's part of RTC memory: a kind byte (SAMPLE, SEND, or NONE), the plan's length (u16, big-endian),
 # the plan, and what follows is the sensor hook's own (app_memory()).
 NONE = b"-"
-# The plan (docs/low-power.md, "RTC memory: the hint and the plan"): its format, these numbers big-endian, then the client id,
-# the topic and the sensor hook's "module.function", each a length byte and UTF-8. Binary, not JSON: it is written
-# at the end of a sending wake, on a heap its imports and connection left in pieces, and a JSON plan took a
-# handful of copies of 400 bytes there.
+# The plan (docs/low-power.md, "RTC memory: the hint and the plan"): its format, these numbers big-endian, then
+# the client id, the topic and the sensor hook's "module.function", each a length byte and UTF-8. Binary, not
+# JSON: it is written at the end of a sending wake, on a heap its imports and connection left in pieces, and a
+# JSON plan took a handful of copies of 400 bytes there.
 _LAYOUT = ">BBBHiHIHHIBIIHHIB"
 _NUMBERS = ("qos", "version", "slots", "left", "size", "every", "per_send", "limit", "max_age", "confirm", "boot",
             "seq", "taken", "queued", "oldest", "refused")  # fmt: skip
