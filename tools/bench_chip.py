@@ -79,11 +79,19 @@ def figure(quick: bool) -> dict[str, Any]:
 # -- the report (tools/bench_chip.md): the ratio against figures 1, 2 and 3 -------------------------------------
 
 
+def speed_values(figure: dict[str, Any]) -> dict[str, str]:
+    """A figure's `ratios` and `speeds` (this figure's, or figure 14's copy of them) as its template quotes them:
+    ratio_slow, ratio_middle, ratio_fast, speed_slow, ..."""
+    return {
+        **{f"ratio_{end}": f"{ratio:.0f}" for end, ratio in figure["ratios"].items()},
+        **{f"speed_{end}": f"{value['speed']:.2f}" for end, value in figure["speeds"].items()},
+    }
+
+
 def report(chip: dict[str, Any], figures: dict[str, Any]) -> Section:
     ratios = chip["ratios"]
     values = {"pystones_here": f"{chip['pystones_here']:,.0f}", "esp32_pystones": f"{chip['esp32_pystones']:,.0f}",
-              **{f"ratio_{end}": f"{ratio:.0f}" for end, ratio in ratios.items()},
-              **{f"speed_{end}": f"{value['speed']:.2f}" for end, value in chip["speeds"].items()}}  # fmt: skip
+              **speed_values(chip)}  # fmt: skip
     if "clients" not in figures or "serial" not in figures:
         return Section(values)  # the table's part is left out: it needs figures 1 and 3
     loop = {

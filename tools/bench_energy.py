@@ -758,12 +758,10 @@ def _judged(entry: dict[str, Any], key: str, end: str) -> str:
 
 
 def report(energy: dict[str, Any], figures: dict[str, Any]) -> Section:
-    ratios, speeds = energy["ratios"], energy["speeds"]
     values = {
         "cell_mah": f"{energy['cell_mah']:,}",
         "payload": str(energy["payload"]),
-        **{f"ratio_{end}": f"{ratio:.0f}" for end, ratio in ratios.items()},
-        **{f"speed_{end}": f"{speed['speed']:.2f}" for end, speed in speeds.items()},
+        **bench_chip.speed_values(energy),
         "inputs_table": table(["input", "value", "source"],
                               [[v["what"], f"{v['value']:g}", v["source"]] for v in energy["inputs"].values()]),
         "sent": str(energy["witness"]["sent"]),
