@@ -1,6 +1,6 @@
 # The sampling wake of a board that sleeps between readings and sends them in batches (config.json "sleep" with
 # readings_per_send above 1, docs/low-power.md): boot.py runs it at a wake from deep sleep that the plan marks as one.
-# It takes the reading (the sensor hook's: console.reading()), journals it through the library's cheap wake
+# It takes the reading (the sensor hook's: sensor_hook.read()), journals it through the library's cheap wake
 # (dmqtt.wake.journal(): the durability point, as publish() is; the message goes at the next sending wake, through
 # any reset or power cut) and sleeps again, the radio off. It loads what journaling a record needs, not the
 # client, the codec, TLS or the network.

@@ -1,5 +1,5 @@
 # The client's and the session's failures in words (errors.explain): one text per _T_ number of client.py,
-# session.py, inbox.py, usage.py and slept.py, in order. Loaded only when one is raised or told to on_disconnect, and
+# session.py, inbox.py and usage.py, in order. Loaded only when one is raised or told to on_disconnect, and
 # dropped again on the board, so that its text costs a deployed board no heap while nothing is wrong
 # (tests/unit/dmqtt/test_client_text.py checks the numbers).
 

@@ -52,7 +52,7 @@ def payload_bytes(payload):
 
 def unsettled(waiting, flags):
     """Said once (MQTTClient.open, at a wake from deep sleep whose last wake slept with its connection up and
-    `waiting` messages journaled; `flags`: dmqtt.slept's): that wake never read the acknowledgements of what it
+    `waiting` messages journaled; `flags`: client.sleep_flags): that wake never read the acknowledgements of what it
     sent, and they go again now, as at every wake that does the same. Not again until a wake ends with our own
     DISCONNECT (settle(), disconnect())."""
     flags(2, 0)
