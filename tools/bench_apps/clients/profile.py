@@ -124,7 +124,7 @@ totals = {}
 for owner, name, label, arity in (
     (session_module.Session, "accept", "accept: journal the PUB record", 6),
     (session_module.Session, "next_packet", "next_packet: pick a flow, read its record, encode", 2),
-    (MQTTClient, "_write", "send: socket write", 2),
+    (MQTTClient, "write_packet", "send: socket write", 2),
     (TCPTransport, "wait", "wait: poll()", 2),
     (MQTTClient, "_receive", "receive: read, decode, PUBACK, journal the DONE record", 0),
 ):
