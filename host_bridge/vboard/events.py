@@ -16,6 +16,7 @@ BOARD_EVENTS = {
     "join": "inside a WiFi join: the station has started it and not yet associated",
     "joined": "right after the station associates with the access point",
     "connect": "inside a TCP connect of the station (to the broker), before the access point relays it",
+    "send": "inside an ESP-NOW send: the frame is about to go on the air",
 }
 
 

@@ -48,6 +48,7 @@ from host_bridge.boards.firmware_build import (
 from host_bridge.errors import VBoardError
 from host_bridge.processes import dies_with_parent, register
 from host_bridge.vboard import stock
+from host_bridge.vboard.air import Air
 from host_bridge.vboard.console import Console
 from host_bridge.vboard.events import check_event
 from host_bridge.vboard.flash_image import (
@@ -76,9 +77,9 @@ DEEPSLEEP_EXIT_STATUS = 96
 # network, socket, flash, REPL), the pool of interned names reserved for the firmware (vboot.reserve_qstr_pool),
 # the stock image's frozen umqtt, and in the frozen install path the firmware's frozen modules (about 80 KB of
 # bytecode on this 64-bit port): 384 KB left a frozen board without its heap in one piece once the shims had grown
-# by the ADC, WDT, NVS and network's newer calls. A board with a romfs partition also gets the partition's size,
-# for its memory-mapped image.
-SHIM_HEAP = 448 * 1024
+# by the ADC, WDT, NVS and network's newer calls, and 448 KB once ESP-NOW (espnow, the air's connection) joined
+# them. A board with a romfs partition also gets the partition's size, for its memory-mapped image.
+SHIM_HEAP = 512 * 1024
 # The firmware's first pool of interned names (qstrs), in entries: on an ESP32 image, twice the image's frozen
 # pool, allocated at the first name the firmware interns. ESP32_GENERIC 1.29 freezes asyncio, mip, requests,
 # webrepl, umqtt, neopixel, onewire and more: their modules, compiled with mpy-cross, intern about 400 names
@@ -231,6 +232,7 @@ class VirtualBoard:
     uid: str = "24d7eb000001"
     # The access point the board's WiFi joins (None: one of its own, up until told otherwise, any SSID).
     ap: AccessPoint | None = None
+    air: Air | None = None  # the ESP-NOW air the board shares with others (None: alone, nobody hears it)
     reset_cause: int = PWRON_RESET
     wake_reason: int = 0
     raw_repl: bool = False  # this boot comes from a soft reset at the raw REPL: no main.py
@@ -355,6 +357,7 @@ class VirtualBoard:
                 "VBOARD_WAKE_REASON": str(self.wake_reason),
                 "VBOARD_RTC": str(self.rtc_path.resolve()),
                 "VBOARD_AP": self.ap.environment() if self.ap is not None else "",
+                "VBOARD_AIR": self.air.environment() if self.air is not None else "",
                 "VBOARD_BOOT_MODE": "raw" if self.raw_repl else "",
                 "VBOARD_CONSOLE": "1" if self.console_line else "",
                 "VBOARD_READY": str(self.console_line.ready) if self.console_line else "",

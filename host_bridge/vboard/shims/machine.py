@@ -171,6 +171,7 @@ def idle():
 _wdt = [None]  # [ticks_ms deadline] of the running watchdog, once one is made
 _irqs = []  # pins with a handler
 _timers = []  # running Timers
+_watchers = []  # other shims' looks (espnow's irq()): called in the board's waits, as the handlers are
 _irq_state = [1]  # [1] while interrupts are enabled (disable_irq(), enable_irq())
 _SLICE_MS = 10
 
@@ -178,6 +179,22 @@ _SLICE_MS = 10
 def _waits_watched():
     if time.sleep_ms is not _sleep_ms:
         time.sleep, time.sleep_ms, time.sleep_us = _sleep, _sleep_ms, _sleep_us
+
+
+def watch(look):
+    """Another shim's `look()` runs in the board's waits from now on (espnow.irq's callbacks)."""
+    if look not in _watchers:
+        _watchers.append(look)
+    _waits_watched()
+
+
+def watched():
+    """Whether the board's waits look around (a WDT, a handler): a shim's own wait then waits in slices too."""
+    return time.sleep_ms is _sleep_ms
+
+
+def look():
+    _look()
 
 
 def _sleep_ms(ms):
@@ -216,6 +233,8 @@ def _look():
                 pin._handler(pin)
     for timer in list(_timers):
         timer._due()
+    for other in _watchers:
+        other()
 
 
 def disable_irq():

@@ -16,6 +16,7 @@
 import json
 import time
 
+import vair
 import vboard_state
 
 STA_IF = 0
@@ -91,6 +92,7 @@ class _Station:
         self.joined = -1  # the access point's generation the station joined; -1: not associated
         self.reason = 0
         self.epoch = 0  # moves on at every loss of the association: sockets of an earlier one are dead
+        self.channel = 1  # config(channel=): the radio's channel while not associated (ESP-NOW's home channel)
 
 
 _sta = _Station()
@@ -127,6 +129,7 @@ def _update():
     s.joined = gen
     s.reason = 0
     s.attempts = 0
+    _radio()
     if vboard_state.watches("joined"):
         vboard_state.event("joined")
 
@@ -134,10 +137,22 @@ def _update():
 def _lose(reason):
     s = _sta
     s.joined = -1
+    _radio()
     s.epoch += 1
     s.reason = reason
     s.attempts = 0
     s.attempt_at = _now()  # the ESP32 port reconnects by itself while a connection is requested
+
+
+def channel():
+    """The radio's channel: its access point's while associated (the station follows it), else config(channel=)'s
+    (ESP-NOW sends and hears there)."""
+    return _CHANNEL if _sta.joined >= 0 else _sta.channel
+
+
+def _radio():
+    """Tell the ESP-NOW air (vair) which channel the radio is on: 0 while the interface is inactive."""
+    vair.radio(channel() if _sta.active else 0)
 
 
 def radio_off(ms):
@@ -214,6 +229,7 @@ class WLAN:
         if _sta.active and not is_active:
             self.disconnect()
         _sta.active = bool(is_active)
+        _radio()
         return None
 
     def connect(self, ssid=None, key=None, *, bssid=None):
@@ -320,7 +336,14 @@ class WLAN:
                 _sta.pm = value
             elif name in ("dhcp_hostname", "hostname"):
                 hostname(value)
-            elif name not in ("channel", "txpower", "mac", "ssid", "security", "key"):
+            elif name == "channel":
+                if not 1 <= value <= 14:
+                    raise ValueError("invalid channel")
+                if _sta.joined >= 0:
+                    raise OSError("the station follows its access point's channel while connected")
+                _sta.channel = value
+                _radio()
+            elif name not in ("txpower", "mac", "ssid", "security", "key"):
                 raise ValueError("unknown config param")
         if not args:
             return None
@@ -330,7 +353,8 @@ class WLAN:
         if name in ("ssid", "essid"):
             return _sta.ssid or ""
         if name == "channel":
-            return _CHANNEL if associated() else 0
+            _update()
+            return channel()
         if name in ("dhcp_hostname", "hostname"):
             return _hostname
         if name == "reconnects":

@@ -159,21 +159,25 @@ def save_rtc():
 #                  beside the flash, one line per event, so that the count goes on over its wakes and resets)
 #   VBOARD_AP      its "events": the events the access point wants to hear of, to start an outage at one (its
 #                  "control" port takes each, and answers once the outage has begun)
+#   VBOARD_AIR     its "events": likewise for the ESP-NOW air (a link lost, a board held while another is cut)
 # The events: accepted (the board printed an `accepted` line: right after it), journal (a program of the journal's
 # partition completed), wake (a wake from deep sleep begins, before boot.py), join (the station starts a join:
-# inside it), joined (the station has associated), connect (a station socket's connect begins: inside it).
+# inside it), joined (the station has associated), connect (a station socket's connect begins: inside it), send
+# (an ESP-NOW frame is about to go on the air).
 # None of this runs unless asked for: a board without these settings does exactly what it did.
 _cut = env("VBOARD_CUT_ON")
 cut_event, _, _target = (_cut or "").partition(":")
 cut_target = int(_target) if _target else 0
 _ap_model = json.loads(env("VBOARD_AP", "{}"))
 ap_events = _ap_model.get("events") or ()
+_air_model = json.loads(env("VBOARD_AIR", "{}"))  # the ESP-NOW air (vair.py): the events it wants to hear of
+air_events = _air_model.get("events") or ()
 _seen = None  # cut_event's count so far over the board's life (read from VBOARD_EVENTS at its first event)
 
 
 def watches(name):
     """Whether anything is scheduled on event `name`: only then do the shims look for it."""
-    return name == cut_event or name in ap_events
+    return name == cut_event or name in ap_events or name in air_events
 
 
 def event(name):
@@ -181,7 +185,9 @@ def event(name):
     the scheduled one."""
     global _seen
     if name in ap_events:
-        _tell_ap(name)
+        _tell(_ap_model["control"], "%s %s" % (name, env("VBOARD_FLASH")))
+    if name in air_events:
+        _tell(_air_model["control"], "%s %s" % (name, env("VBOARD_UID", "24d7eb000001")))
     if name != cut_event or not cut_target:
         return
     path = env("VBOARD_EVENTS")
@@ -201,16 +207,17 @@ def event(name):
         power_cut("%s event %d (scheduled on the board's events)" % (name, _seen))
 
 
-def _tell_ap(name):
-    """Report an event to the access point's control port (b"VBEV", the event and the board's flash path) and wait
-    for its answer: an outage scheduled on it has begun before the board goes on."""
+def _tell(control, report):
+    """Report an event to a control port (b"VBEV", then "EVENT BOARD": the access point's names the board by its
+    flash path, the ESP-NOW air's by its MAC address) and wait for its answer: an outage or a link's loss
+    scheduled on it has begun before the board goes on."""
     import socket
 
     port = socket._port
     s = port.socket()
     try:
-        s.connect(port.getaddrinfo("127.0.0.1", _ap_model["control"])[0][-1])
-        body = ("%s %s" % (name, env("VBOARD_FLASH"))).encode()
+        s.connect(port.getaddrinfo("127.0.0.1", control)[0][-1])
+        body = report.encode()
         s.write(b"VBEV" + bytes((len(body),)) + body)
         s.read(1)
     finally:

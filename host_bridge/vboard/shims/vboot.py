@@ -19,6 +19,7 @@ import sys
 import time
 
 import esp32
+import espnow  # noqa: F401  (ESP-NOW is C on a chip: its state and the radio's buffers made before the pin)
 import machine
 import network  # noqa: F401  (likewise, with the socket module a station's sockets go through)
 import vboard_state
