@@ -164,8 +164,8 @@ endif
 
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times, 100,000
 # messages through 200 dropped connections and 50 power cuts with the heap watched, 500 deep-sleep wakes per
-# board, 3,000 store-and-forward wakes with cuts anywhere, a cut at every operation of every sampling wake, and ten
-# minutes of WiFi outages.
+# board, 3,000 store-and-forward wakes with cuts anywhere, a cut at every operation of every sampling wake, ten
+# minutes of WiFi outages, and nodes through their gateway with more cuts and their gateway away for 100 wakes.
 soak: system-deps $(STAMP) stock
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
 	HIL_WAKES=500 HIL_BATCH_WAKES=3000 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
@@ -177,6 +177,7 @@ soak: system-deps $(STAMP) stock
 	LONG_RUN_MESSAGES=100000 LONG_RUN_RECONNECTS=200 LONG_RUN_CUTS=50 $(BIN)/python -m pytest -q -s tests/integration/test_long_run.py
 	$(BIN)/host-bridge chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos
 	PLANTED_CAMPAIGNS=1 $(BIN)/python -m pytest -q tests/hil/test_plants.py
+	NODES_SOAK=1 $(BIN)/python -m pytest -q tests/hil/test_nodes.py
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .hypothesis

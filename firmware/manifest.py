@@ -29,7 +29,21 @@ package(
     ],
     opt=3,
 )
-package("dlink", files=["control.py", "frame.py", "link.py", "transport.py"], opt=3)
+package(
+    "dlink",
+    files=[
+        "control.py",
+        "frame.py",
+        "link.py",
+        "transport.py",
+        "now.py",
+        "now_radio.py",
+        "now_node.py",
+        "now_transport.py",
+        "nodes.py",
+    ],
+    opt=3,
+)
 package("dboard", files=["console.py"], opt=3)
 module("board_app.py", base_path="app", opt=3)
 module("board_open.py", base_path="app", opt=3)
@@ -44,3 +58,6 @@ module("wake_plan.py", base_path="app", opt=3)
 module("sensor_hook.py", base_path="app", opt=3)
 module("supervise.py", base_path="app", opt=3)
 module("tls_open.py", base_path="app", opt=3)
+module("gateway.py", base_path="app", opt=3)
+module("gateway_config.py", base_path="app", opt=3)
+module("node_wake.py", base_path="app", opt=3)

@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "host_bridge.campaigns.demo_command",
         "the whole story end to end: boards, power cuts, bridge, recorder, audit",
     ),
+    "nodes": (
+        "host_bridge.campaigns.nodes_command",
+        "durable nodes over ESP-NOW through a gateway board, on virtual boards, judged by their witness",
+    ),
     "chaos": (
         "host_bridge.campaigns.chaos_command",
         "a campaign of every fault at once (broker, bridge, recorder, disk full, power cuts), judged by the audit",
@@ -85,6 +89,7 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
     "pipeline": (("pipeline", "pyspark"),),
     "demo": (("bench", "micropython_unix"), ("pipeline", "pyspark")),
     "chaos": (("bench", "micropython_unix"), ("pipeline", "pyspark")),
+    "nodes": (("bench", "micropython_unix"), ("bench", "paho")),
 }
 
 

@@ -47,6 +47,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "line_noise": ("run", "bytes on the serial line that were no frame"),
     "board_restarted": ("run", "the board restarted: its broker connection is closed"),
     "bad_control": ("run", "a control message from the board that could not be read"),
+    "gateway": ("run", "a gateway board asked for its nodes to be relayed (docs/nodes.md)"),
+    "bad_node_record": ("run", "bytes from a gateway that are no node record: its link is out of step"),
     "connect_failed": ("run, record", "a connection to the broker failed"),
     "connected": ("run, record", "connected to the broker"),
     "disconnected": ("run, record", "the broker connection ended"),

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_chip
+import bench_nodes
 from bench_clients import fetch_umqtt
 from bench_report import Goal, Section, table, verdict
 from figure_cli import print_figure
@@ -537,6 +538,19 @@ def figure(quick: bool) -> dict[str, Any]:
                 ("d", bench.forgetful_run(n, n + 1, cuts=cuts)),  # (a wake past every cut)
             )
         ]
+        # (e) and (f): nodes over ESP-NOW through a gateway, each reading sent at its wake (tools/bench_nodes.py).
+        node_bench = bench_nodes.NodeBench(Path(tmp) / "nodes", broker.address, bench.board_app, AHT20, SENSOR)
+        node_runs = {
+            "e": {install: node_bench.durable(10 if quick else 20, install) for install, _ in IMAGES.values()},
+            "f": {install: node_bench.forgetful(10 if quick else 20, install) for install, _ in IMAGES.values()},
+        }
+        away = 3 if quick else 5
+        node_losses = [
+            {"case": "e", "cuts": cuts, "away": 0, **_taken(node_bench.durable(10, cuts=cuts))},
+            {"case": "f", "cuts": cuts, "away": 0, **_taken(node_bench.forgetful(10 + 10 * cuts, cuts=cuts))},
+            {"case": "e", "cuts": 0, "away": away, **_taken(node_bench.durable(away + 5, away=away))},
+            {"case": "f", "cuts": 0, "away": away, **_taken(node_bench.forgetful(away + 5, away=away))},
+        ]
         lost, sent = bench.lost, bench.sent
     runs = {
         "c": {b["install"]: b for b in boards},
@@ -646,8 +660,10 @@ def figure(quick: bool) -> dict[str, Any]:
                 for part in long["programmed"]
             },
         }
+    nodes = node_rows(node_runs, node_losses, rows, ratios)
     return {
         "inputs": INPUTS,
+        "nodes": nodes,
         "ratios": ratios,
         "speeds": chip["speeds"],
         "pystones_here": chip["pystones_here"],
@@ -676,6 +692,81 @@ def figure(quick: bool) -> dict[str, Any]:
         "refused": refused_wakes(measured, ratio),
         "wear": wear,
         "witness": {"sent": sent, "lost": lost},
+    }
+
+
+def _taken(run: dict[str, Any]) -> dict[str, int]:
+    return {"taken": run["taken"], "lost": run["lost"]}
+
+
+# (e) against (d) every 10 (the forgetful WiFi batch as a careful developer writes it), and against (f).
+NODE_MAX = {"stock": 1.0, "frozen": 0.5}  # (e)'s charge a reading, at most this times (d) every 10's
+NODE_FORGETFUL_MAX = 1.2  # (e)'s charge a reading, at most this times (f)'s: the journal costs at most a fifth
+NODE_PERIODS_S = (60, 600)  # a 2,000 mAh cell's life at one reading a minute and one every 10 minutes
+
+
+def node_rows(
+    runs: dict[str, dict[str, dict[str, Any]]],
+    losses: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    ratios: dict[str, float],
+) -> dict[str, Any]:
+    """(e) and (f): a reading's charge (one a wake, each sent at its wake), and the cell's life at one a minute
+    and one every 10 minutes, on each image at each end of the ratio; their goals against (d) every 10 (the same
+    image, end and join, no TLS) and against each other; the readings the cuts and the gateway's absence cost."""
+    pub = 7 + 13 + len("sensors/node-e-deployed-1/telemetry") + PAYLOAD
+    out_rows: list[dict[str, Any]] = []
+    for end, ratio in ratios.items():
+        for image, (install, boot) in IMAGES.items():
+            for case in ("e", "f"):
+                run = runs[case][install]
+                flash = flash_ms([pub, 9]) if case == "e" else 0.0  # (e): its PUB record, then its DONE
+                phases = bench_nodes.charge(
+                    run, value(boot), ratio, value("cpu_ma"), value("rx_ma"), value("light_ma"), flash
+                )
+                awake_ms = phases.pop("ms")
+                wake_uah = sum(phases.values())
+                life = {}
+                for period in NODE_PERIODS_S:
+                    asleep = charge_uah(period * 1000 - awake_ms, value("deep_ua") / 1000)
+                    life[str(period)] = CELL_MAH * 1000 / (wake_uah + asleep) / (24 * 3600 / period)
+                asleep = charge_uah(PERIOD_S * 1000 - awake_ms, value("deep_ua") / 1000)
+                out_rows.append({"end": end, "image": image, "case": case, "uah_per_reading": wake_uah + asleep,
+                                 "wake_ms": awake_ms, "wake_uah": wake_uah, "life_days": life,
+                                 "phases": phases})  # fmt: skip
+
+    def node(end: str, image: str, case: str) -> float:
+        return float(
+            next(r for r in out_rows if (r["end"], r["image"], r["case"]) == (end, image, case))["uah_per_reading"]
+        )
+
+    def batch(end: str, image: str, join: str) -> float:
+        return float(
+            next(
+                r
+                for r in rows
+                if (r["end"], r["image"], r["case"], r["join"], r["tls"]) == (end, image, "d10", join, False)
+            )["uah_per_reading"]
+        )
+
+    goals: dict[str, dict[str, dict[str, Any]]] = {}
+    for end in ratios:
+        for image in IMAGES:
+            judged = {}
+            for join in JOINS:
+                share = node(end, image, "e") / batch(end, image, join)
+                judged[f"e_d10_{join}"] = {"goal": NODE_MAX[image], "value": share, "met": share <= NODE_MAX[image]}
+            share = node(end, image, "e") / node(end, image, "f")
+            judged["e_f"] = {"goal": NODE_FORGETFUL_MAX, "value": share, "met": share <= NODE_FORGETFUL_MAX}
+            goals[f"{image}_{end}"] = judged
+    lost = sum(loss["lost"] for loss in losses if loss["case"] == "e")
+    return {
+        "inputs": bench_nodes.INPUTS,
+        "runs": runs,
+        "rows": out_rows,
+        "goals": goals,
+        "losses": losses,
+        "loss_goal": {"lost": lost, "met": lost == 0},
     }
 
 
@@ -763,7 +854,8 @@ def report(energy: dict[str, Any], figures: dict[str, Any]) -> Section:
         "payload": str(energy["payload"]),
         **bench_chip.speed_values(energy),
         "inputs_table": table(["input", "value", "source"],
-                              [[v["what"], f"{v['value']:g}", v["source"]] for v in energy["inputs"].values()]),
+                              [[v["what"], f"{v['value']:g}", v["source"]]
+                               for v in [*energy["inputs"].values(), *energy["nodes"]["inputs"].values()]]),
         "sent": str(energy["witness"]["sent"]),
         "lost": str(energy["witness"]["lost"]),
     }  # fmt: skip
@@ -807,7 +899,94 @@ def report(energy: dict[str, Any], figures: dict[str, Any]) -> Section:
     values |= _sampling(energy)
     values["refused_table"] = _refused_table(energy)
     values["wear_table"] = _wear_table(energy)
+    node_values, node_goals = _nodes(energy["nodes"])
+    values |= node_values
+    goals += node_goals
     return Section(values, goals)
+
+
+NODE_NAMES = {
+    "e": "(e) a durable node over ESP-NOW, each reading sent at its wake",
+    "f": "(f) a forgetful ESP-NOW node, one frame a wake, no journal",
+}
+NODE_GOALS = {
+    "e_d10_dhcp": ("(e): charge a reading against (d) every 10's, DHCP", "<= 1.0x stock, 0.5x frozen"),
+    "e_d10_static": ("(e): charge a reading against (d) every 10's, static IP", "<= 1.0x stock, 0.5x frozen"),
+    "e_f": ("(e): charge a reading against (f)'s", f"<= {NODE_FORGETFUL_MAX:g}x"),
+}
+
+
+def _nodes(nodes: dict[str, Any]) -> tuple[dict[str, str], list[Goal]]:
+    """The nodes' part of figure 14: their rows, goals, losses and what a node's wake loads."""
+    columns = [(image, end) for image in IMAGES for end in ENDS]
+
+    def bound(key: str, image: str | None) -> str:
+        if key == "e_f":
+            return NODE_GOALS[key][1]
+        return NODE_GOALS[key][1] if image is None else f"<= {NODE_MAX[image]:g}x"
+
+    def shown(key: str, image: str, end: str) -> str:
+        entry = nodes["goals"][f"{image}_{end}"][key]
+        text = f"{entry['value']:.2f}"
+        return f"{text}: {verdict(entry['met'])}" if end in JUDGED else text
+
+    goals = [
+        Goal("14", f"{NODE_GOALS[k][0]}, {IMAGE_NAMES[image]}, {END_NAMES[end]}", bound(k, image),
+             f"{nodes['goals'][f'{image}_{end}'][k]['value']:.2f}", nodes["goals"][f"{image}_{end}"][k]["met"])
+        for k in NODE_GOALS
+        for image in IMAGES
+        for end in JUDGED
+    ]  # fmt: skip
+    loss = nodes["loss_goal"]
+    goals.append(Goal("14", "(e)'s readings lost through power cuts and its gateway's absence", "0", str(loss["lost"]),
+                      loss["met"]))  # fmt: skip
+    rows = [
+        [NODE_NAMES[r["case"]], IMAGE_NAMES[r["image"]], f"{r['uah_per_reading']:.1f}", f"{r['wake_ms']:.0f}",
+         f"{r['life_days']['60']:.0f} days ({r['life_days']['60'] / 365:.2f} years)",
+         f"{r['life_days']['600']:.0f} days ({r['life_days']['600'] / 365:.1f} years)"]
+        for r in nodes["rows"]
+        if r["end"] == "slow"
+    ]  # fmt: skip
+    phases = [
+        [name, *(f"{r['phases'][name]:.2f}" for r in nodes["rows"] if r["end"] == "slow")]
+        for name in nodes["rows"][0]["phases"]
+    ]
+    head = [f"{r['case']}, {IMAGE_NAMES[r['image']]}" for r in nodes["rows"] if r["end"] == "slow"]
+    judged = [g for g in goals if g.ok is not None]
+    e_deployed = nodes["runs"]["e"]["deployed"]
+    f_deployed = nodes["runs"]["f"]["deployed"]
+    return {
+        "nodes_table": table(
+            [
+                "",
+                "image",
+                "uAh per reading",
+                "wake, ms",
+                "2,000 mAh lasts, a reading a minute",
+                "a reading every 10 minutes",
+            ],
+            rows,
+        ),  # fmt: skip
+        "nodes_phases_table": table(["phase, uAh", *head], phases),
+        "nodes_goals_table": table(
+            ["goal", "", *(f"{IMAGE_NAMES[i]}, {END_NAMES[e]}" for i, e in columns)],
+            [[NODE_GOALS[k][0], bound(k, None), *(shown(k, i, e) for i, e in columns)] for k in NODE_GOALS],
+        ),
+        "nodes_goals_summary": f"{sum(1 for g in judged if g.ok)} of {len(judged)} judged goals of the nodes are met",
+        "nodes_loss_table": table(
+            ["", "power cuts", "gateway away, wakes", "readings taken", "lost"],
+            [
+                [NODE_NAMES[x["case"]], str(x["cuts"]), str(x["away"]), str(x["taken"]), str(x["lost"])]
+                for x in nodes["losses"]
+            ],
+        ),  # fmt: skip
+        "node_mpy_bytes": f"{e_deployed['mpy_bytes']:,}",
+        "node_modules": ", ".join(e_deployed["modules"]),
+        "node_forgetful_mpy_bytes": f"{f_deployed['mpy_bytes']:,}",
+        "node_wake_here": f"{e_deployed['wake_us'] / 1000:.2f}",
+        "node_forgetful_here": f"{f_deployed['wake_us'] / 1000:.2f}",
+        "node_air_here": f"{e_deployed['air_us'] / 1000:.2f}",
+    }, goals
 
 
 def _bound(key: str, image: str | None) -> str:

@@ -123,12 +123,13 @@ class Board:
 
                 uart = cfg["uart"]
                 transport = LinkTransport(cfg["host"], cfg["port"], uart["id"], uart["baud"], **uart["pins"])
-            elif cfg["tls"] is None:
+            elif cfg["connect"] is None:
                 from dmqtt.transport import TCPTransport
 
                 transport = TCPTransport(cfg["host"], cfg["port"])  # type: ignore[assignment]
             else:
-                transport = sys.modules["tls_open"].connect(self)
+                # TLS (tls_open.py), or a node's link to its gateway (dlink/now_transport.py): config.py names it.
+                transport = sys.modules[cfg["connect"]].connect(self)
             present = client.connect(transport)
             print(console.CONNECTED % (present, client.outstanding()))
             # The session keeps its subscriptions: made again at a boot's first connection (the config may have

@@ -49,6 +49,8 @@ def load_modules(cfg, resume=None):
     names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
     if cfg["transport"] == "serial":
         names = ["dlink.frame", "dlink.control", "dlink.link", "dlink.transport"] + names
+    elif cfg["transport"] == "espnow":
+        names.append("dlink.now_transport")  # (and dlink.now, dlink.now_node: a node's link, docs/nodes.md)
     else:
         names.append("dmqtt.transport")  # with TLS, dmqtt.tls is loaded only to build the context (tls_context)
         if cfg["tls"]:
@@ -59,17 +61,18 @@ def load_modules(cfg, resume=None):
         names.append("dmqtt.confirm")
     names.append("duty" if cfg["sleep"] else "continuous")  # the run: a wake's, or one of readings all along
     store = tls_ctx = None
+    if cfg["tls"]:
+        # With TLS, the context first, before any module's code: its certificates parsed, mbedTLS wants blocks of a
+        # few KB, which only a whole heap is sure to have (a client certificate and its key need the most).
+        free = board_app.collected()
+        tls_ctx = tls_context(cfg)
+        board_app.heap[_TLS_CONTEXT] = free - board_app.collected()
     for name in names:
         __import__(name)
         gc.collect()
         if name == "dmqtt.journal":
-            # With TLS, the context first (its certificates parsed: mbedTLS wants blocks of a few KB). Then the
-            # journal's backend and its buffers, while the heap is in larger pieces (on a deployed board the
+            # The journal's backend and its buffers, while the heap is in larger pieces (on a deployed board the
             # backend's code loads into the heap here); open_board() hands it to the client.
-            if cfg["tls"]:
-                free = board_app.collected()
-                tls_ctx = tls_context(cfg)
-                board_app.heap[_TLS_CONTEXT] = free - board_app.collected()
             store = sys.modules[name].open_journal(resume=resume)
             forget(name)  # its open_journal() has done its work
             gc.collect()
@@ -127,6 +130,8 @@ def resume():
 def open_board(cfg):
     """The board of this boot, its journal open (what a power cut interrupted resumed), its WiFi supervised and
     its client made."""
+    if "gateway" in cfg:
+        __import__("gateway").run(cfg)  # a gateway board (docs/nodes.md): its run, for good (JournalError ends it)
     from dmqtt.client import Backoff, MQTTClient
 
     # First what allocates and lets go (RTC memory, the boot counter's file), while the heap is whole.
@@ -152,7 +157,7 @@ def open_board(cfg):
 
         options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
     sleep = cfg["sleep"]
-    if sleep and sleep["readings_per_send"] > 1:
+    if sleep and (sleep["readings_per_send"] > 1 or cfg["espnow"]):
         options["max_messages"] = sleep["queue_limit"]  # the journal's slots hold the readings of sampling wakes
     gc.collect()  # (the buffers the client makes, in a heap without the garbage of the steps before)
     client: Any = client_class(  # (a ConfirmingClient's session is a ConfirmingSession: on_late below)

@@ -76,6 +76,7 @@ KEYS = (
     " sleep.max_reading_age_s"
     " will.topic will.payload will.qos will.retain tls.ca tls.cert tls.key tls.server_hostname tls.insecure"
     " subscribe.topic subscribe.qos confirm confirm.topic confirm.timeout_s confirm.hold"
+    " espnow espnow.gateway espnow.channel espnow.lmk"
 ).split()
 
 
@@ -244,6 +245,10 @@ def _confirm(raw, cid, qos):
 def check(raw):
     if not isinstance(raw, dict):
         _refuse(_T_NOT_AN_OBJECT)
+    if "gateway" in raw:
+        # A gateway board's config (docs/nodes.md): its own checker (no name of it here: a name a module holds
+        # is interned when it loads, and the serial board with confirmation is near its pool's end).
+        return __import__("gateway_config").check(raw, ConfigError)
     _known(raw, "")
     cid = raw.get("client_id")
     if not isinstance(cid, str) or not cid:
@@ -252,10 +257,12 @@ def check(raw):
     if version is None:
         _refuse(_T_MQTT_VERSION_MUST_BE_ONE)
     transport = raw.get("transport", "tcp")
-    if transport not in ("tcp", "serial"):
+    if transport not in ("tcp", "serial", "espnow"):
         _refuse(_T_TRANSPORT_MUST_BE_TCP)
     host, port = "", 0
     broker = str(raw.get("broker", ""))
+    if transport == "espnow":
+        broker = ""  # (the gateway's bridge has the broker: docs/nodes.md)
     if broker or transport == "tcp":
         # Over the serial link the broker is optional: the bridge's default broker is used without one.
         host, _, port_text = broker.rpartition(":")
@@ -319,6 +326,9 @@ def check(raw):
     }
     if transport != "serial":
         uart = None
+    link = None
+    if transport == "espnow":  # a node (docs/nodes.md): its own checker, loaded for a node only
+        link = __import__("gateway_config").check(raw, _refuse, (sleep, subs or confirm or tls, qos))
     if sleep is not None:
         # One reading a wake, then deep sleep until the next (every_s; a wake that cannot deliver gives up after
         # awake_s). readings_per_send above 1: store-and-forward, the readings journaled at sampling wakes
@@ -347,7 +357,8 @@ def check(raw):
         "sleep": sleep,
         "keepalive": _int(raw, "keepalive_s", 60, 0, 65535),
         "session_expiry": _int(raw, "session_expiry_s", 3600, 0, 0xFFFFFFFF),
-        "window": "auto" if raw.get("window", "auto") == "auto" else _int(raw, "window", 8, 1, 65535),
+        # (a node sends one flow at a time: its gateway knows a second copy by its packet id, docs/nodes.md)
+        "window": 1 if link else "auto" if raw.get("window", "auto") == "auto" else _int(raw, "window", 8, 1, 65535),
         "group_commit": _int(raw, "group_commit", 0, 0, 16),
         "heap_log_every": _int(raw, "heap_log_every", 0, 0, 0x7FFFFFFF),
         "topic": topic,
@@ -358,6 +369,10 @@ def check(raw):
         "sensor": sensor,
         "subscribe": subs,
         "uart": uart,
+        "espnow": link,
+        # The module whose connect(board) makes the transport (board_app.try_connect): None for plain TCP and the
+        # serial link.
+        "connect": "tls_open" if tls else "dlink.now_transport" if link else None,
         "username": raw.get("username"),
         "password": raw["password"].encode() if raw.get("password") is not None else None,
         "will": will,

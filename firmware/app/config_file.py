@@ -29,7 +29,7 @@ ROOTS = ("/flash", "")
 # the checker's (its code names them), where a boot that reads the kept check first would otherwise hold a string
 # for each key the application's loaded code has not named yet (rule 7 of docs/firmware-style.md).
 # _CHECK_FORMAT changes with any of these (tests/unit/board/test_config_checked.py holds them together).
-_CHECK_FORMAT = const(3)
+_CHECK_FORMAT = const(4)
 
 
 def read():
@@ -89,7 +89,7 @@ def read():
 
     try:
         cfg = config.load(base)  # (refuses a missing config.json)
-        if cfg["sleep"]:
+        if cfg.get("sleep"):  # (a gateway's config has none: docs/nodes.md)
             # Kept for a board that wakes often; one that stays awake checks at its rare boots, and its flash
             # does not take the writes.
             config.store(cfg, key)

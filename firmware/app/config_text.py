@@ -28,7 +28,7 @@ TEXT = (
     "config.json must hold a JSON object",  # _T_NOT_AN_OBJECT
     "client_id must be a non-empty string",  # _T_CLIENT_ID_MUST_BE_A
     "mqtt_version must be one of 3.1, 3.1.1, 5",  # _T_MQTT_VERSION_MUST_BE_ONE
-    'transport must be "tcp" or "serial"',  # _T_TRANSPORT_MUST_BE_TCP
+    'transport must be "tcp", "serial" or "espnow"',  # _T_TRANSPORT_MUST_BE_TCP
     "broker must be host:port, got %r",  # _T_BROKER_MUST_BE_HOST
     "uart must be {id, baud, tx, rx, pause}",  # _T_UART_MUST_BE_ID
     "uart.pause must be true or false",  # _T_UART_PAUSE_MUST_BE
@@ -39,4 +39,7 @@ TEXT = (
     "subscribe entries must be {topic, qos 0..2}",  # _T_SUBSCRIBE_ENTRIES_MUST_BE
     "sleep.readings_per_send above 1 needs publish.qos 1 or 2: a QoS 0 reading is not journaled",  # _T_BATCH_NEEDS_QOS
     'publish.sensor must be "module.function" (the function returns the reading), got %r',  # _T_SENSOR_MUST_BE
+    'espnow must be {gateway: "aa:bb:cc:dd:ee:ff", channel 1..14, lmk: 16 characters}',  # _T_ESPNOW_MUST_BE
+    "a node (transport espnow) sleeps (sleep, with readings_per_send 1), publishes at QoS 1 or 2 only (no"
+    " subscribe, no confirm) and has no wifi or tls: its gateway holds its session",  # _T_NODE_MUST
 )

@@ -23,20 +23,24 @@ import utime as time
 
 from dmqtt import wake
 
-PLAN = 3  # the plan's format (its first byte)
+if False:  # type checkers only: MicroPython has no typing module
+    from typing import Any
+
+PLAN = 4  # the plan's format (its first byte)
 SAMPLE = b"S"  # the next wake journals its reading
 SEND = b"T"  # the next wake runs the application, which sends
 # The application's part of RTC memory: a kind byte (SAMPLE, SEND, or NONE), the plan's length (u16, big-endian),
 # the plan, and what follows is the sensor hook's own (app_memory()).
 NONE = b"-"
 # The plan (docs/low-power.md, "RTC memory: the hint and the plan"): its format, these numbers big-endian, then
-# the client id, the topic and the sensor hook's "module.function", each a length byte and UTF-8. Binary, not
+# the client id, the topic, the sensor hook's "module.function" and a node's link to its gateway (link()), each a
+# length byte and UTF-8. Binary, not
 # JSON: it is written at the end of a sending wake, on a heap its imports and connection left in pieces, and a
 # JSON plan took a handful of copies of 400 bytes there.
 _LAYOUT = ">BBBHiHIHHIBIIHHIB"
 _NUMBERS = ("qos", "version", "slots", "left", "size", "every", "per_send", "limit", "max_age", "confirm", "boot",
             "seq", "taken", "queued", "oldest", "refused")  # fmt: skip
-_TEXTS = ("dev", "topic", "sensor")
+_TEXTS = ("dev", "topic", "sensor", "link")
 # "confirm" on flash: 0 without end-to-end confirmation, else 1 + its hold (in the plan: None, False or True).
 
 
@@ -48,18 +52,22 @@ def keep(found, now):
     wake try a join that cannot work."""
     refused = found["refused"]  # (after joins the network refused: sending wakes further apart, nothing else)
     due = (
-        found["left"] <= 0  # the run's last reading is taken: the next wake sends what is left and ends the run
-        or found["taken"] + 1 >= found["per_send"] << refused
-        or not refused
-        and (
-            found["queued"] + 1 >= found["limit"]
-            or (
-                found["max_age"]
-                and found["queued"]
-                and now + found["every"] // 1000 - found["oldest"] >= found["max_age"]
+        found["left"] <= 0
+        if found["link"]
+        else (
+            found["left"] <= 0  # the run's last reading is taken: the next wake sends what is left and ends the run
+            or found["taken"] + 1 >= found["per_send"] << refused
+            or not refused
+            and (
+                found["queued"] + 1 >= found["limit"]
+                or (
+                    found["max_age"]
+                    and found["queued"]
+                    and now + found["every"] // 1000 - found["oldest"] >= found["max_age"]
+                )
             )
         )
-    )
+    )  # (a node sends at each wake, here: the application runs only to end the run)
     numbers = [found[key] for key in _NUMBERS]
     numbers[_NUMBERS.index("confirm")] = 0 if found["confirm"] is None else 1 + found["confirm"]
     plan = struct.pack(_LAYOUT, PLAN, *numbers)
@@ -115,10 +123,26 @@ def app_memory(data=None):
 def run():
     """A sampling wake: it ends in deep sleep and does not return. Returns when the application must run
     instead (no plan it can read, every reading of the run taken, the journal's slots full), with what it loaded
-    that the application does not use dropped: its code would take the application's heap."""
+    that the application does not use dropped (a node's radio turned off): its code would take the application's
+    heap."""
     _sample()
-    for name in ("wake_plan", "dmqtt.wake"):
-        sys.modules.pop(name, None)
+    radio = sys.modules.get("dlink.now_radio")
+    if radio is not None:
+        radio.off()  # (a node whose gateway answers again: the application sets its radio up anew)
+    drop(("wake_plan", "dmqtt.wake", "node_wake", "dlink.now_node", "dlink.now_radio", "dlink.now"))
+
+
+def drop(names):
+    """Unload these modules, from sys.modules and from their package (an import of `pkg.mod` binds the module to
+    `pkg` too, which would keep its code in the heap)."""
+    for name in names:
+        if sys.modules.pop(name, None) is not None:
+            package, _, attr = name.rpartition(".")
+            if package in sys.modules:
+                try:
+                    delattr(sys.modules[package], attr)
+                except AttributeError:
+                    pass
 
 
 def _sample():
@@ -130,6 +154,11 @@ def _sample():
     from dboard import console
 
     boot, seq = found["boot"], found["seq"]
+    node: "Any" = None
+    if found["link"]:  # a node (docs/nodes.md): its reading goes to its gateway at once, here
+        node = __import__("node_wake")
+        if found["queued"] and node.gateway_back(found):
+            return  # readings wait, and the gateway answers again: the application sends them all, in order
     # The sensor hook's reading (None without one: the stand-in; False: it failed, said, and this wake takes none).
     value = found["sensor"] and __import__("sensor_hook").read(found["sensor"])
     left = found["queued"]
@@ -157,7 +186,10 @@ def _sample():
             found["left"] -= 1
             if not found["queued"]:
                 found["oldest"] = now
-            found["queued"] += 1
+            if node is None or found["queued"] or not node.send(found, payload):
+                found["queued"] += 1
+            else:
+                left -= 1  # on the gateway's flash, and done in the journal
     found["taken"] += 1
     keep(found, now)
     ms = max(1, found["every"] - time.ticks_diff(time.ticks_ms(), began))

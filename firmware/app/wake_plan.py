@@ -33,6 +33,9 @@ def after(board, seq, now):
 
             last = plan() if machine.reset_cause() == machine.DEEPSLEEP_RESET else None
             refused = min((last or {}).get("refused", 0) + 1, _BACKOFF_MAX)
+    elif board.client.outstanding() and cfg["espnow"]:
+        # A node whose gateway did not answer: its readings wait on flash, sent when the gateway hears it again.
+        print("espnow: the gateway did not answer: %d wait on flash for a wake it answers" % board.client.outstanding())
     elif board.client.outstanding():
         # Unacknowledged at the sleep: sent again at the next sending wake, as every message a wake sleeps on
         # without settle() is (docs/low-power.md). A note, as gave_up()'s is.
@@ -41,12 +44,15 @@ def after(board, seq, now):
     from dmqtt import wake
 
     wake.keep(board.client)  # the hint: a sampling wake appends at it (None with confirmation, or the file journal)
-    if sleep["readings_per_send"] == 1:
+    link = cfg["espnow"]  # a node: each wake journals its reading and sends it (sampler.py), at the hint
+    if sleep["readings_per_send"] == 1 and link is None:
         if wake.memory()[:1] == b"S":  # sampler.SAMPLE: a plan a config with readings_per_send left
             from sampler import NONE, write
 
             write(NONE)
         return
+    if link is not None:
+        __import__("node_wake").end()  # a node's radio off and its link's modules dropped
     from sampler import keep
 
     queued = board.client.outstanding()
@@ -70,6 +76,8 @@ def after(board, seq, now):
         "oldest": now if queued else 0,
         "sensor": cfg["sensor"],
         "refused": refused,
+        # The node's gateway, channel and key, as sampler.link() reads them back ("" for any other board).
+        "link": "%s%02d%s" % (link["gateway"], link["channel"], link["lmk"] or "") if link else "",
     }
     keep(found, now)
 

@@ -5,6 +5,9 @@
 #   bridge -> board  K              opened
 #                    E reason       refused (not allowed) or failed (unreachable)
 #                    C reason       the broker closed the connection
+#   gateway -> bridge, bridge -> gateway
+#                    N version      nodes behind a gateway: from the answer on, the MQTT channel carries node
+#                                   records (dlink/nodes.py); a bridge that does not serve them does not answer
 # Lines are bounded (MAX_LINE bytes, newline included): a longer one is dropped whole, never cut into two.
 
 try:
@@ -19,7 +22,8 @@ OPEN = "O"
 CLOSE = "C"
 OPENED = "K"
 REFUSED = "E"
-KINDS = "OCKE"
+NODES = "N"
+KINDS = "OCKEN"
 MAX_LINE = const(128)
 _NEWLINE = const(0x0A)
 

@@ -5,6 +5,7 @@ OPEN: Final[str]
 CLOSE: Final[str]
 OPENED: Final[str]
 REFUSED: Final[str]
+NODES: Final[str]
 KINDS: Final[str]
 MAX_LINE: Final[int]
 

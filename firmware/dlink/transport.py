@@ -85,14 +85,14 @@ class LinkTransport:
             return
         if not start:
             link.unhush(time.ticks_ms())
-            _pump()
+            pump()
             return
         begun = time.ticks_ms()
         link.hush()
-        _pump()
+        pump()
         while not link.quiet and time.ticks_diff(time.ticks_ms(), begun) < link.timer.max_ms:
             _poller.poll(1)
-            _pump()
+            pump()
 
     def __init__(self, host="", port=0, uart_id=1, baud=115200, timeout_ms=10000, **uart_pins):
         LinkTransport.prepare(uart_id, baud, **uart_pins)
@@ -172,7 +172,7 @@ class LinkTransport:
 
     def _service(self):
         """Move bytes between the UART and the link; notice a restarted bridge and control messages."""
-        _pump()
+        pump()
         if self._link.peer_resets != self._resets and not self._closed:
             self._closed = True
             self._reason = "the host bridge restarted"
@@ -218,8 +218,8 @@ class LinkTransport:
                 time.sleep_ms(1)
 
 
-def _pump():
-    """Move bytes between the UART and the link."""
+def pump():
+    """Move bytes between the UART and the link (a gateway's loop calls it; a LinkTransport does itself)."""
     link = _link
     now = time.ticks_ms()
     n = _uart.readinto(_rx)

@@ -48,6 +48,8 @@ _SECTOR_SIZE = const(4096)
 _SECTOR_HEADER = const(16)
 _ERASED = const(0xFF)
 _PUB = const(1)  # journal_record.PUB
+_DONE = const(3)  # journal_record.DONE: its body the packet id
+_DONE_TOTAL = const(9)  # journal_record.PID_RECORD: a DONE record framed
 _OVERHEAD = const(7)  # journal_record.OVERHEAD: type u8, length u16, body, CRC-32
 _PUB_HEADER = const(13)  # journal_record.PUB_HEADER: pid u16, flags u8, serial u32, mark u32, topic length u16
 
@@ -63,7 +65,10 @@ _FORMAT = const(1)  # the hint's first byte: its layout
 _LAYOUT = ">BHHHHHIIHI"
 _AT_SECTOR = const(1)
 _AT_OFFSET = const(3)
+_AT_PID = const(7)
+_AT_SERIAL = const(11)
 _AT_MARK = const(15)
+_AT_BUSY = const(19)
 _AT_FIRST = const(21)
 _AT_HEADER = const(25)
 _HINT = const(41)
@@ -71,6 +76,8 @@ _SEQ_IN_HEADER = const(8)  # the sector header's sequence number (u32 at byte 8:
 
 # The whole session, when a wake had to open it (journal(), mark()), for the rest of the wake.
 _session = None
+# The hint as the last journal() at it left it (last(), done()), for the rest of the wake.
+_appended = [None]
 
 
 def _rtc():
@@ -172,6 +179,7 @@ def journal(topic, payload, qos=1, max_messages=32, session=None):
             left = 0  # the whole open says what the flash did, as a journal error
         if left > 0:
             _store(hint)
+            _appended[0] = hint
             return left
         if left < 0:
             print("dmqtt.wake: the journal is not where the last wake left it: opening it whole")
@@ -241,11 +249,34 @@ def append(part, hint, slots, topic, payload, qos):
     does not fit in the head (a new head is the whole journal's to open), or no slot or known-free packet id is
     left."""
     _, sector, offset, prev, pid, free, serial, mark, busy, _ = struct.unpack_from(_LAYOUT, hint, 0)
-    if busy >= slots or not free or prev < _SECTOR_HEADER:
+    if busy >= slots or not free:
         return 0
     tlen = len(topic)
     n = _PUB_HEADER + tlen + len(payload)
     total = n + _OVERHEAD
+    buf = _at_head(part, hint, total)
+    if isinstance(buf, int):
+        return buf
+    view = memoryview(buf)
+    pid = pid % 0xFFFF + 1  # never 0: after 65535 comes 1 [MQTT-2.3.1-1]
+    buf[0] = _PUB
+    struct.pack_into(">HHBIIH", buf, 1, n, pid, qos, serial + 1, mark + 1, tlen)
+    buf[3 + _PUB_HEADER : 3 + _PUB_HEADER + tlen] = topic
+    buf[3 + _PUB_HEADER + tlen : 3 + n] = payload
+    struct.pack_into(">I", buf, 3 + n, crc32(view[: 3 + n]))
+    part.writeblocks(sector, view[:total], offset)  # the durability point: NOR flash has no write cache
+    struct.pack_into(">HHHHIIH", hint, _AT_OFFSET, offset + total, offset, pid, free - 1, serial + 1, mark + 1,
+                     busy + 1)  # fmt: skip
+    return busy + 1
+
+
+def _at_head(part, hint, total):
+    """A buffer of at least `total` bytes for a record of that size at the hint's head, once the flash bears the
+    hint out (the head's header, the record before the tail whole and ending there, the span erased); 0 when the
+    record does not fit in the head sector, -1 when the flash does not say what the hint says."""
+    _, sector, offset, prev = struct.unpack_from(">BHHH", hint, 0)
+    if prev < _SECTOR_HEADER:
+        return 0
     if offset + total > _SECTOR_SIZE:
         return 0  # a new head: its header, snapshot and maybe a reclaim are the whole journal's to write
     buf = bytearray(max(total, offset - prev, _SECTOR_HEADER))
@@ -264,13 +295,42 @@ def append(part, hint, slots, topic, payload, qos):
     for i in range(total):
         if buf[i] != _ERASED:
             return -1
-    pid = pid % 0xFFFF + 1  # never 0: after 65535 comes 1 [MQTT-2.3.1-1]
-    buf[0] = _PUB
-    struct.pack_into(">HHBIIH", buf, 1, n, pid, qos, serial + 1, mark + 1, tlen)
-    buf[3 + _PUB_HEADER : 3 + _PUB_HEADER + tlen] = topic
-    buf[3 + _PUB_HEADER + tlen : 3 + n] = payload
-    struct.pack_into(">I", buf, 3 + n, crc32(view[: 3 + n]))
-    part.writeblocks(sector, view[:total], offset)  # the durability point: NOR flash has no write cache
-    struct.pack_into(">HHHHIIH", hint, _AT_OFFSET, offset + total, offset, pid, free - 1, serial + 1, mark + 1,
-                     busy + 1)  # fmt: skip
-    return busy + 1
+    return buf
+
+
+def last():
+    """(packet id, serial) of the message the last journal() of this wake appended at the hint: the one a node
+    sends at once (dnow.node); None when journal() opened the whole journal, or nothing was journaled."""
+    if _session is not None or _appended[0] is None:
+        return None
+    hint = _appended[0]
+    return struct.unpack_from(">H", hint, _AT_PID)[0], struct.unpack_from(">I", hint, _AT_SERIAL)[0]
+
+
+def done(pid):
+    """The flow of packet id `pid` (last()'s) is complete: the next hop that keeps it durable has it (a node's
+    gateway). A DONE record at the hint's head, byte for byte what the session writes for a PUBACK or PUBCOMP, and
+    the hint moved on. Returns False, with nothing written, when the flash does not bear the hint out or the record
+    does not fit in the head: the message then stays in flight, and goes again at the next sending."""
+    hint = _appended[0]
+    if hint is None or _session is not None:
+        return False
+    import esp32
+
+    part = esp32.Partition.find(esp32.Partition.TYPE_DATA, label="mqttlog")
+    try:
+        buf = _at_head(part[0], hint, _DONE_TOTAL) if part else 0
+    except OSError:
+        buf = 0
+    if isinstance(buf, int):
+        return False
+    _, sector, offset, _, _, _, _, _, busy, _ = struct.unpack_from(_LAYOUT, hint, 0)
+    buf[0] = _DONE
+    struct.pack_into(">HH", buf, 1, 2, pid)
+    view = memoryview(buf)
+    struct.pack_into(">I", buf, 5, crc32(view[:5]))
+    part[0].writeblocks(sector, view[:_DONE_TOTAL], offset)
+    struct.pack_into(">HH", hint, _AT_OFFSET, offset + _DONE_TOTAL, offset)
+    struct.pack_into(">H", hint, _AT_BUSY, busy - 1)
+    _store(hint)
+    return True

@@ -24,8 +24,10 @@ class BoardConfigError(HostBridgeError):
 @functools.cache
 def checker() -> ModuleType:
     """The firmware's own config checker, loaded from its source once per process, with its texts
-    (config_text, which it looks up by name when it refuses a file, as the board does)."""
+    (config_text, which it looks up by name when it refuses a file, as the board does) and a gateway's checker
+    (gateway_config, which it hands a gateway's config to)."""
     sys.modules.setdefault("config_text", _load("config_text", assets.APP / "config_text.py"))
+    sys.modules.setdefault("gateway_config", _load("gateway_config", assets.APP / "gateway_config.py"))
     return _load("board_config", assets.APP / "config.py")
 
 

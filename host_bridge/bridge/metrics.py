@@ -57,6 +57,32 @@ def families(bridge: Bridge) -> Iterator[Metric]:
     yield info
     yield connected
     yield present
+    # The nodes behind gateway boards (docs/nodes.md): each a board of its own to the broker.
+    node_info = gauge("dmqtt_bridge_node_info", "a node behind a gateway: the client id of its last CONNECT",
+                      ["board", "node", "client_id"])  # fmt: skip
+    node_connected = gauge(
+        "dmqtt_bridge_node_connected", "1 while a node behind a gateway has a connection to the broker",
+        ["board", "node"],
+    )  # fmt: skip
+    node_counts = {
+        key: counter(f"dmqtt_bridge_node_{name}", f"{doc}, per node behind a gateway", ["board", "node"])
+        for key, name, doc in (
+            ("connects", "connects", "TCP connections opened to the broker"),
+            ("connect_failures", "connect_failures", "TCP connections to the broker that failed"),
+            ("bytes_up", "to_broker_bytes", "MQTT bytes relayed to the broker"),
+            ("bytes_down", "to_node_bytes", "MQTT bytes relayed from the broker"),
+        )
+    }
+    for session in sessions:
+        relay = session.nodes
+        for node in list(relay.nodes.values()) if relay is not None else []:
+            node_info.add_metric([session.board.name, node.name, node.client_id], 1)
+            node_connected.add_metric([session.board.name, node.name], int(node.connected))
+            for key, family in node_counts.items():
+                family.add_metric([session.board.name, node.name], node.counters[key])
+    yield node_info
+    yield node_connected
+    yield from node_counts.values()
     # One series for each port and pattern of the configuration, served or not: the boards present behind it. A
     # pattern's boards come and go with their ports, and a board that is unplugged leaves the board_* series, so
     # an alert on a vanished board is written on this one (docs/metrics.md).

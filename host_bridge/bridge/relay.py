@@ -25,11 +25,12 @@ from pathlib import Path
 
 import serial
 
-from dlink import control, frame
+from dlink import control, frame, nodes
 from dlink.link import Link
 from dmqtt import codec, codec_host
 from dmqtt.errors import CodecError
 from host_bridge import logs
+from host_bridge.bridge.nodes import NodeRelay
 from host_bridge.errors import HostBridgeError
 from host_bridge.logs import event
 from host_bridge.net import AddressError, Destination, TLSConfig
@@ -145,6 +146,10 @@ class BoardSession:
         self.present = False  # the board's serial port is open
         # Reads the board's first packet on a new connection, until its CONNECT (at most 64 KiB: it refuses more).
         self._hello: codec_host.PacketDecoder | None = None
+        # A gateway board's nodes (control "N"): its MQTT channel then carries their records (host_bridge/bridge/
+        # nodes.py), and this holds each node's connection; None for a board of its own.
+        self.nodes: NodeRelay | None = None
+        self._records_out = bytearray()
 
     # -- life cycle ------------------------------------------------------------------------------------------
 
@@ -181,6 +186,7 @@ class BoardSession:
                 self.present = False
                 self._account()
                 self._close_tcp("serial port closed")
+                self._end_nodes("serial port closed")
                 try:
                     self._ser.close()
                 except (serial.SerialException, OSError):
@@ -207,6 +213,8 @@ class BoardSession:
                 tcp_events = (0 if self._pending_up else select.POLLIN) | (select.POLLOUT if self._pending_down else 0)
                 if tcp_events:
                     poller.register(tcp, tcp_events)
+            if self.nodes is not None:
+                self.nodes.register(poller, room=len(self._records_out) < DOWN_QUEUE_MAX)
             ready = {fd: ev for fd, ev in poller.poll(timeout_ms)}
             now = _now_ms()
             if ready.get(port, 0) & (select.POLLIN | select.POLLHUP | select.POLLERR):
@@ -225,6 +233,7 @@ class BoardSession:
                 self.counters["board_restarts"] += 1
                 event(self._log, INFO, "board_restarted", epoch=link.peer_epoch)
                 self._close_tcp("the board restarted", notify=False)
+                self._end_nodes("the gateway restarted")
                 self._control.reset()
                 self._control_out.clear()
             # MQTT bytes before control messages: a board's last packets and its close ("C") can arrive in one
@@ -236,6 +245,8 @@ class BoardSession:
             self._read_control()
             if tcp is not None and tcp is self._tcp and ready.get(tcp.fileno(), 0) & ~select.POLLOUT:
                 self._upstream()
+            if self.nodes is not None:
+                self.nodes.service(ready)
             self._flush_control()
             self._flush_up()
             self._write_port(port, now)
@@ -295,8 +306,38 @@ class BoardSession:
             self._open(text.strip())
         elif kind == control.CLOSE:
             self._close_tcp("closed by the board", notify=False)
+        elif kind == control.NODES:
+            self._start_nodes(text.strip())
         else:
             event(self._log, WARNING, "bad_control", message=kind)
+
+    def _start_nodes(self, version: str) -> None:
+        """A gateway asks to relay its nodes (docs/link-protocol.md): from our answer on, its MQTT channel carries
+        node records. A version we do not speak gets no answer, as an older bridge gives none."""
+        if version != nodes.VERSION:
+            event(self._log, WARNING, "bad_control", message="N", version=version[:16])
+            return
+        self._end_nodes("the gateway asked again")
+        self.nodes = NodeRelay(
+            self.board.name, lambda: self.broker, lambda: self.tls, self._records_out.extend, self._node_connect
+        )
+        event(self._log, INFO, "gateway", version=version)
+        self._reply(control.NODES, nodes.VERSION)
+
+    def _node_connect(self, dest: Destination, error: str | None) -> None:
+        """A node's connection attempt, as the board's own count (its counters and the broker's health)."""
+        if error is None:
+            self.counters["connects"] += 1
+            self.health.reached(dest)
+        else:
+            self.counters["connect_failures"] += 1
+            self.health.failed(dest, error)
+
+    def _end_nodes(self, why: str) -> None:
+        if self.nodes is not None:
+            self.nodes.close_all(why)
+            self.nodes = None
+        self._records_out.clear()
 
     def _open(self, requested: str) -> None:
         self._close_tcp("the board opened a new connection", notify=False)
@@ -382,6 +423,11 @@ class BoardSession:
         """Board -> broker, never blocking: what the broker's socket does not take waits in a bounded queue,
         and while the queue is full the board's bytes stay in the link (whose window then holds the board)."""
         assert self._link is not None
+        if self.nodes is not None:
+            # A gateway's records: each node's bytes go to its own connection (host_bridge/bridge/nodes.py).
+            while not self.nodes.held() and (n := self._link.readinto(frame.MQTT, buf)):
+                self.nodes.feed(bytes(buf[:n]))
+            return
         while len(self._pending_down) < DOWN_QUEUE_MAX and (n := self._link.readinto(frame.MQTT, buf)):
             if self._tcp is None:
                 continue  # bytes for a connection that is gone: dropped, the board's client will reconnect
@@ -446,6 +492,9 @@ class BoardSession:
 
     def _flush_up(self) -> None:
         assert self._link is not None
+        while self._records_out and self._link.can_send():
+            n = self._link.send(frame.MQTT, self._records_out)
+            del self._records_out[:n]
         if self._pending_up and self._link.can_send():
             n = self._link.send(frame.MQTT, self._pending_up)
             self.counters["bytes_down"] += n

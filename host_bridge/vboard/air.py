@@ -105,7 +105,7 @@ class _Radio:
 class _Scheduled:
     on: EventSpec
     board: bytes | None
-    action: Callable[[], None] | None = None
+    action: Callable[[], object] | None = None
     hold: Hold | None = None
     counts: dict[bytes, int] = field(default_factory=dict)
 
@@ -170,7 +170,7 @@ class Air:
         with self._lock:
             return self._links.get(frozenset((a, b)), self.default)
 
-    def at(self, on: EventSpec, action: Callable[[], None], board: str | bytes | None = None) -> None:
+    def at(self, on: EventSpec, action: Callable[[], object], board: str | bytes | None = None) -> None:
         """Run `action` (in the air's thread) when `board` (any board: None) reaches its nth `on.event`, counted
         from its next boot; the board goes on once the action has run."""
         with self._lock:

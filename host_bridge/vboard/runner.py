@@ -561,7 +561,8 @@ class VirtualBoard:
         """The last boot that ended in deep sleep: how long it was awake (`awake_ms`, host milliseconds from the
         process's start to the deepsleep() call; `firmware_us`, microseconds from its boot.py's start, the
         emulation's own start left out; `emulated_us`, the emulated hardware's (flash, RTC memory) among those;
-        `slept_us`, its light sleeps', which count in awake_ms and firmware_us), the script it slept from
+        `slept_us`, its light sleeps', which count in awake_ms and firmware_us; `air_us`, its ESP-NOW waits on the
+        air, which count in emulated_us), the script it slept from
         (`script`: "boot.py" or "main.py"), and the modules it had loaded then (`loaded`, names as sys.modules has
         them; with frozen code, every frozen module is loaded from the start) and, with VBOARD_IMPORTS, those its
         own code imported (`imported`: frozen or not)."""
@@ -571,6 +572,7 @@ class VirtualBoard:
             "firmware_us": int(state.get("firmware_us", 0)),
             "emulated_us": int(state.get("emulated_us", 0)),
             "slept_us": int(state.get("slept_us", 0)),
+            "air_us": int(state.get("air_us", 0)),
             "script": state.get("script"),
             "loaded": list(state.get("loaded", [])),
             "imported": list(state.get("imported", [])),

@@ -167,7 +167,7 @@ def test_a_full_receive_buffer_drops_frames_yet_acknowledges_them(tmp_path: Path
         send = lab_board(tmp_path, "b", B, air, role="send", peer=A, pad=200, answers_ms=100)
         sink_out, send_out = run(sink, send)
     assert "acked 5" in send_out, send_out
-    assert "kept 2 stats (0, 0, 0, 5, 3)" in sink_out, sink_out  # 526 bytes hold two frames of 208
+    assert "kept 2 stats (0, 0, 0, 5, 3)" in sink_out, sink_out  # 528 bytes hold two frames of 208
 
 
 def test_disturbances_on_a_board_s_own_events(tmp_path: Path) -> None:
@@ -197,4 +197,5 @@ def test_disturbances_on_a_board_s_own_events(tmp_path: Path) -> None:
             hold.release()
             echo.close()
             send.close()
-    assert "acked 1 answers 1" in send_out, send_out
+    # (the echo's answer to the first frame may or may not have left before its power went)
+    assert "acked 1 answers" in send_out and "(5, 1, 4," in send_out, send_out

@@ -35,7 +35,7 @@ _ERRORS = {
     "ESP_ERR_ESPNOW_IF": 0x306C,
     "ESP_ERR_ESPNOW_CHAN": 0x306D,
 }
-_RXBUF = 526  # the port's default: two 250-byte frames with their headers
+_RXBUF = 528  # the port's default (1.29): two 250-byte frames with their headers
 _TIMEOUT_MS = 300000
 # What a frame takes of the receive buffer besides its bytes (the port's ring holds a header, the sender's address
 # and the frame's RSSI and time): length u8, MAC 6, RSSI i8, time u32.
@@ -319,7 +319,10 @@ class ESPNow(io.IOBase):
             left = -1 if timeout_ms < 0 else timeout_ms - time.ticks_diff(time.ticks_ms(), began)
             if timeout_ms >= 0 and left <= 0:
                 return 0
+            waited = time.ticks_us()
             _wait(1000 if left < 0 else min(left, 1000))
+            # (the radio's wait, not the interpreter's: a chip's CPU waits on an event meanwhile)
+            vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), waited)
         ring = s.ring
         n = ring[0]
         mac = bytes(ring[1:7])

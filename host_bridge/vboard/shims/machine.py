@@ -73,6 +73,7 @@ def deepsleep(time_ms=0):
     state["firmware_us"] = time.ticks_diff(time.ticks_us(), begun) if begun is not None else 1000 * state["awake_ms"]
     state["emulated_us"] = vboard_state.emulated_us - vboard_state.firmware_emulated_us
     state["slept_us"] = vboard_state.slept_us  # this boot's light sleeps, in firmware_us too
+    state["air_us"] = vboard_state.air_us  # this boot's waits on the ESP-NOW air, in emulated_us too
     vboard_state.ending()  # (after the time is taken: none of this is the firmware's)
     state["script"] = vboard_state.script
     imported = vboard_state.imports(sys.modules)

@@ -102,7 +102,14 @@ def pump(wait_ms=0):
         except OSError:
             n = None
         if n is None:
-            if came or wait_ms <= 0 or not _poller.poll(wait_ms):
+            if came or wait_ms <= 0:
+                return came
+            import time
+
+            began = time.ticks_us()
+            ready = _poller.poll(wait_ms)
+            vboard_state.air_us += time.ticks_diff(time.ticks_us(), began)
+            if not ready:
                 return came
             continue
         if n == 0:

@@ -13,6 +13,9 @@ firmware_us = None  # (ticks_us) when vboot handed the board to its boot.py (the
 # esp32.Partition; RTC memory, machine.RTC): Python here, C and silicon on a board.
 emulated_us = 0
 slept_us = 0  # this boot's light sleeps (machine.lightsleep): on the board's ticks, in no host time
+# Microseconds this boot's ESP-NOW waited on the air (vair.py: a sync send's acknowledgement, a frame awaited):
+# part of emulated_us, told apart for figure 14, which charges a node's wait for its gateway's answer.
+air_us = 0
 firmware_emulated_us = 0  # emulated_us when boot.py began
 script = None  # the script running: "boot.py" or "main.py"
 # Every module this boot has imported, with VBOARD_IMPORTS set (trace_imports()): what a deep sleep reports as

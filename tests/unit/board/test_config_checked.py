@@ -20,14 +20,15 @@ from host_bridge.boards.board_config import checker
 config = checker()
 
 # check()'s output, key by key (nested objects' keys after a dot), by _CHECK_FORMAT (2: the names on a line of
-# their own, before the config; 3: the sensor hook). A change here is a change of the kept format: bump
-# config_file._CHECK_FORMAT with it, and config_file.read() and config.store() to match.
+# their own, before the config; 3: the sensor hook; 4: a node's link to its gateway, espnow). A change here is a
+# change of the kept format: bump config_file._CHECK_FORMAT with it, and config_file.read() and config.store() to
+# match.
 FORMATS = {
-    3: (
-        "client_id confirm confirm.confirm_topic confirm.hold confirm.timeout_s count group_commit heap_log_every"
-        " host interval_ms keepalive password payload_bytes port qos root sensor session_expiry sleep sleep.awake_s"
-        " sleep.every_s sleep.max_reading_age_s sleep.queue_limit sleep.readings_per_send subscribe tls tls.ca"
-        " tls.cert tls.insecure tls.key tls.server_hostname topic transport uart username version will wifi"
+    4: (
+        "client_id confirm confirm.confirm_topic confirm.hold confirm.timeout_s connect count espnow group_commit"
+        " heap_log_every host interval_ms keepalive password payload_bytes port qos root sensor session_expiry sleep"
+        " sleep.awake_s sleep.every_s sleep.max_reading_age_s sleep.queue_limit sleep.readings_per_send subscribe"
+        " tls tls.ca tls.cert tls.insecure tls.key tls.server_hostname topic transport uart username version will wifi"
         " wifi.bssid wifi.ip wifi.password wifi.ssid window"
     ).split()
 }

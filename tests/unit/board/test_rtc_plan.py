@@ -46,7 +46,8 @@ def load(name: str) -> ModuleType:
 def plan(**changes: Any) -> dict[str, Any]:
     found = {"dev": "shed-1", "topic": "sensors/shed-1/telemetry", "qos": 1, "version": 5, "slots": 64, "left": 5,
              "size": 100, "every": 60000, "per_send": 10, "limit": 64, "max_age": 0, "confirm": None, "boot": 3,
-             "seq": 4, "taken": 0, "queued": 1, "oldest": 0, "sensor": "aht20.temperature", "refused": 0}  # fmt: skip
+             "seq": 4, "taken": 0, "queued": 1, "oldest": 0, "sensor": "aht20.temperature", "refused": 0,
+             "link": ""}  # fmt: skip
     return found | changes
 
 
@@ -77,7 +78,13 @@ def test_the_hint_the_plan_and_the_hooks_bytes_keep_each_other(chip: SimpleNames
 
 @pytest.mark.parametrize(
     "changes",
-    [{}, {"confirm": False}, {"confirm": True, "refused": 6, "left": -1}, {"sensor": None, "oldest": 2**31 + 5}],
+    [
+        {},
+        {"confirm": False},
+        {"confirm": True, "refused": 6, "left": -1},
+        {"sensor": None, "oldest": 2**31 + 5},
+        {"link": "24d7eb00aa0106" + "k" * 16},
+    ],
 )
 def test_the_plan_reads_back_as_written(chip: SimpleNamespace, changes: dict[str, Any]) -> None:
     chip.sampler.keep(plan(**changes), 0)

@@ -27,11 +27,13 @@ def test_every_number_names_its_own_text_and_each_is_used() -> None:
 
 
 def test_every_config_refusal_has_its_own_text_and_each_is_used() -> None:
-    """firmware/app/config.py's refusals: each number it declares cited by a _refuse(), one text each in
-    config_text.py, in order."""
-    source = (FIRMWARE / "app" / "config.py").read_text()
-    declared = {name: int(n) for name, n in re.findall(r"^_T_(\w+) = const\((\d+)\)$", source, re.M)}
-    assert set(re.findall(r"_refuse\(_T_(\w+)", source)) == set(declared)
+    """firmware/app/config.py's refusals (and a node's, which gateway_config.node() makes through config.py's
+    refusal): each number declared cited by a refusal, one text each in config_text.py, in order."""
+    source = "\n".join((FIRMWARE / "app" / name).read_text() for name in ("config.py", "gateway_config.py"))
+    declared = {name: int(n) for name, n in re.findall(r"^_T_(\w+) = const\((\d+)\)", source, re.M)}
+    assert set(re.findall(r"\brefuse\(_T_(\w+)|_refuse\(_T_(\w+)", source)) and set(
+        a or b for a, b in re.findall(r"\brefuse\(_T_(\w+)|_refuse\(_T_(\w+)", source)
+    ) == set(declared)
     commented = re.findall(r"^    .*,  # _T_(\w+)$", (FIRMWARE / "app" / "config_text.py").read_text(), re.M)
     assert declared == {name: i for i, name in enumerate(commented)}
 

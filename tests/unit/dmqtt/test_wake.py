@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import struct
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -165,12 +166,14 @@ def chip(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     monkeypatch.setitem(sys.modules, "machine", machine)
     monkeypatch.setitem(sys.modules, "esp32", SimpleNamespace(Partition=partition))
     monkeypatch.setattr(tail, "_session", None)
+    monkeypatch.setattr(tail, "_appended", [None])
     yield SimpleNamespace(machine=machine, part=part)
 
 
 def next_wake(chip: SimpleNamespace, power_on: bool = False) -> None:
     """The board resets: RAM (the whole session this wake opened) is lost, RTC memory kept unless a power-on."""
     tail._session = None
+    tail._appended[0] = None
     chip.machine.reset_cause = (lambda: 1) if power_on else (lambda: 4)
     if power_on:
         FakeRTC.memory_bytes = b""
@@ -232,3 +235,28 @@ def test_a_journal_whose_slots_are_full_refuses_the_reading(chip: SimpleNamespac
     with pytest.raises(QueueFull):
         tail.journal(TOPIC, b"r3", 1, 3)  # the application sends first
     assert awake(chip.part).outstanding() == 3
+
+
+def test_done_completes_the_reading_journaled_at_the_hint_as_the_session_would(chip: SimpleNamespace) -> None:
+    """A node's wake: journal() at the hint, the gateway's acknowledgement, done(): a DONE record byte for byte the
+    session's for a PUBACK, and the hint moved on, so that the next wake appends after it and a whole open finds
+    nothing in flight. Without a hint (the whole journal opened) there is nothing for last() and done()."""
+    next_wake(chip, power_on=True)
+    tail.journal(TOPIC, b"r0", 1, SLOTS)
+    assert tail.last() is None and not tail.done(1)  # (the whole open: the client's to finish)
+    next_wake(chip)
+    assert tail.journal(TOPIC, b"r1", 2, SLOTS) == 2
+    pid, serial = tail.last()  # type: ignore[misc]
+    assert serial == 2
+    assert tail.done(pid)
+    session = awake(chip.part)
+    assert session.outstanding() == 1  # r0, whose wake opened the whole journal and sent nothing
+    # The record the session writes when an acknowledgement ends a flow: DONE (3), its body the packet id.
+    framed = b"\x03\x00\x02" + struct.pack(">H", pid)
+    assert framed + struct.pack(">I", zlib.crc32(framed)) in bytes(chip.part.data)
+    next_wake(chip)
+    assert tail.journal(TOPIC, b"r2", 1, SLOTS) == 2  # at the hint done() left: r0 and r2 in flight
+    next_wake(chip, power_on=True)
+    session = awake(chip.part)
+    session.connected(True)
+    assert [p.payload for p in drain(session)] == [b"r0", b"r2"]

@@ -28,6 +28,9 @@ MODULES = {
     "dmqtt.tls": "dmqtt/tls.py",
     "dmqtt.wifi": "dmqtt/wifi.py",
     "dlink.transport": "dlink/transport.py",
+    "dlink.now_radio": "dlink/now_radio.py",
+    "dlink.now_node": "dlink/now_node.py",
+    "dlink.now_transport": "dlink/now_transport.py",
 }
 DOC = REPO / "docs" / "client.md"
 
