@@ -21,6 +21,7 @@ import random
 import re
 import shutil
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,8 @@ class NodeBench:
         gateway out of range for `away` of its wakes (from the 3rd). Its node wakes' times, what they load, and its
         witness (its `accepted` lines) against what the broker has."""
         dev = f"node-e-{install}-{self.runs + 1}"
-        spec = NodeSpec(dev, qos=1, count=count + 10 * cuts, sensor="aht20.temperature", queue_limit=max(64, away + 8))
+        spec = NodeSpec(dev, qos=1, count=count + 10 * cuts, sensor="aht20.temperature", queue_limit=max(64, away + 8),
+                        payload_bytes=PAYLOAD)  # fmt: skip
         rig = self._rig(dev, spec, install)
         subscriber = Subscriber(self.broker, f"{dev}-observer", f"sensors/{dev}/telemetry")
         try:
@@ -142,7 +144,7 @@ class NodeBench:
                 raise SystemExit(f"{dev}: the run did not complete:\n{end.console[-2000:]}")
             sleeps = list(dut.vboard.sleeps)[before:]
             taken = re.findall(r"^taken ([0-9a-f]{8})$", dut.console.all(), re.M)
-            subscriber.wait_for(dev, len(taken), timeout=5)
+            _arrivals(subscriber, len(taken))
             with subscriber.lock:
                 received = {bytes(r.payload)[:8].decode() for r in subscriber.records}
         finally:
@@ -163,6 +165,14 @@ class NodeBench:
 
 
 PAYLOAD = 100  # (tools/bench_energy.py's)
+
+
+def _arrivals(subscriber: Subscriber, want: int, timeout: float = 5) -> None:
+    """Until `want` messages have arrived, or `timeout` (a forgetful node's lost ones never come)."""
+    deadline = time.monotonic() + timeout
+    with subscriber.arrived:
+        while len(subscriber.records) < want and time.monotonic() < deadline:
+            subscriber.arrived.wait(max(0.01, deadline - time.monotonic()))
 
 
 def times(wakes: list[dict[str, Any]]) -> dict[str, Any]:

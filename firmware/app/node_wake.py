@@ -43,11 +43,11 @@ def end():
     import gc
     import sys
 
+    from dmqtt.errors import forget
+
     radio = sys.modules.get("dlink.now_radio")
     if radio is not None:
         radio.off()
-    gc.collect()  # (the radio's buffer, before the plan's code is loaded)
-    from sampler import drop
-
-    drop(("dlink.now_transport", "dlink.now_radio", "dlink.now"))
+    for name in ("dlink.now_transport", "dlink.now_radio", "dlink.now"):
+        forget(name)
     gc.collect()

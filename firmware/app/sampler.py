@@ -129,20 +129,10 @@ def run():
     radio = sys.modules.get("dlink.now_radio")
     if radio is not None:
         radio.off()  # (a node whose gateway answers again: the application sets its radio up anew)
-    drop(("wake_plan", "dmqtt.wake", "node_wake", "dlink.now_node", "dlink.now_radio", "dlink.now"))
+    from dmqtt.errors import forget  # (the application loads it anyway)
 
-
-def drop(names):
-    """Unload these modules, from sys.modules and from their package (an import of `pkg.mod` binds the module to
-    `pkg` too, which would keep its code in the heap)."""
-    for name in names:
-        if sys.modules.pop(name, None) is not None:
-            package, _, attr = name.rpartition(".")
-            if package in sys.modules:
-                try:
-                    delattr(sys.modules[package], attr)
-                except AttributeError:
-                    pass
+    for name in ("wake_plan", "dmqtt.wake", "node_wake", "dlink.now_node", "dlink.now_radio", "dlink.now"):
+        forget(name)
 
 
 def _sample():

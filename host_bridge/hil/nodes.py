@@ -54,12 +54,13 @@ class NodeSpec:
     awake_s: int = 3
     queue_limit: int = 64  # readings a node's journal holds while its gateway is away
     sensor: str | None = None  # publish.sensor: "module.function" (None: the stand-in reading)
+    payload_bytes: int = 60
 
     def config(self, gateway: str = GATEWAY_MAC, channel: int = CHANNEL) -> dict[str, Any]:
         link: dict[str, Any] = {"gateway": gateway, "channel": channel}
         if self.lmk:
             link["lmk"] = self.lmk
-        publish: dict[str, Any] = {"qos": self.qos, "count": self.count, "payload_bytes": 60}
+        publish: dict[str, Any] = {"qos": self.qos, "count": self.count, "payload_bytes": self.payload_bytes}
         if self.sensor:
             publish["sensor"] = self.sensor
         return {

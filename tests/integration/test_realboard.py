@@ -168,3 +168,26 @@ def test_deploy_puts_files_and_checks_secrets_without_showing_them(tmp_path: Pat
     assert ok.returncode == 0, ok.stderr
     assert f"fs cp {ca} :ca.pem" in ok.stdout and f"fs cp {secrets} :secrets.json" in ok.stdout
     assert "s3cret-never-shown" not in ok.stdout + ok.stderr and "S3CRETKEY" not in ok.stdout + ok.stderr
+
+
+def test_a_gateway_and_a_node_deploy_with_their_configs_checked(tmp_path: Path) -> None:
+    """The real-board path of docs/nodes.md without a board: a gateway's image has the firmware frozen in, so its
+    deploy copies only main.py, boot.py and its config; a node's deploys the firmware and its config; each config is
+    checked first by the firmware's own checker, and a node whose gateway is no MAC address is refused."""
+    gateway = tmp_path / "gateway.json"
+    gateway.write_text(json.dumps({"gateway": {"channel": 6, "nodes": [{"mac": "24:d7:eb:00:bb:01",
+                                                                      "client_id": "shed-7"}]}}))  # fmt: skip
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"client_id": "shed-7", "transport": "espnow", "espnow": {"gateway": "24d7eb00aa01"},
+                                "sleep": {"every_s": 60}}))  # fmt: skip
+    deploy = [sys.executable, "-m", "host_bridge", "deploy", "--port", "/dev/null", "--dry-run"]
+    out = subprocess.run([*deploy, "--frozen", "--config", str(gateway)], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert f"fs cp {gateway} :config.json" in out.stdout and ":gateway.mpy" not in out.stdout
+    out = subprocess.run([*deploy, "--config", str(node)], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert ":dlink/now_node.mpy" in out.stdout and f"fs cp {node} :config.json" in out.stdout
+    node.write_text(json.dumps({"client_id": "shed-7", "transport": "espnow", "espnow": {"gateway": "24:d7"},
+                                "sleep": {}}))  # fmt: skip
+    out = subprocess.run([*deploy, "--config", str(node)], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode != 0 and "espnow must be {gateway" in out.stderr, out.stderr
