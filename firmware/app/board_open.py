@@ -41,9 +41,9 @@ def load_modules(cfg, resume=None):
     module-level code, file buffers) is freed before the next one's code lands, so the free heap stays in large
     blocks for the buffers that follow. Only what this config uses: the serial link or TCP (and TLS). The journal
     is opened as soon as its module is in (returned: open_board hands it to the client); the serial link makes its
-    buffers last, once every module's code is in: code loading into a heap the link's buffers have cut up leaves
-    a serial board with confirmation no block for MicroPython's next pool of interned names
-    (tests/integration/test_boot_heap.py).
+    buffers in open_board, once every module's code is in and the client's buffers are made: code loading into a
+    heap the link's buffers have cut up leaves a serial board with confirmation no block for MicroPython's next
+    pool of interned names (tests/integration/test_boot_heap.py).
     `resume`: where the last wake left the ring journal (resume()). Returns the journal and, with TLS, its
     context (the heap that holds goes to board_app.heap)."""
     names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
@@ -76,9 +76,6 @@ def load_modules(cfg, resume=None):
             store = sys.modules[name].open_journal(resume=resume)
             forget(name)  # its open_journal() has done its work
             gc.collect()
-    if cfg["transport"] == "serial":
-        uart = cfg["uart"]
-        sys.modules["dlink.transport"].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
     return store, tls_ctx
 
 
@@ -174,6 +171,12 @@ def open_board(cfg):
         group_commit=cfg["group_commit"],
         **options,
     )
+    if cfg["transport"] == "serial":
+        # The serial link's buffers last, after the client's: two blocks of 1,920 bytes and its rings, which a
+        # heap the client's arrays cut up still has, where the client's arrays after them found no block (the
+        # serial board with confirmation's second boot, tests/integration/test_boot_heap.py).
+        uart = cfg["uart"]
+        sys.modules["dlink.transport"].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
     board = board_app.Board()
     board.cfg = cfg
     board.boot = boot

@@ -2,11 +2,11 @@
 # the broker over the serial link to the host bridge, many nodes on one line. Each node is an MQTT client of its own
 # here (its client id, its session, its will), journaled on the gateway's flash in a slice of the mqttlog
 # partition: a node's message leaves the node's journal once it is on this flash (the durable hop), and goes on to
-# the broker as any journaled message does, through power cuts of either board, a killed bridge or broker.
+# the broker as any journaled message does, through power cuts of either board, a killed bridge, a restarted broker.
 #
 # Its config.json: {"gateway": {"channel", "pmk", "nodes": [{"mac", "client_id", "lmk", "will"}]}, "uart",
 # "mqtt_version", "keepalive_s"}, checked by gateway_config.py (config.py hands it over when "gateway" is there).
-# board_app.main() runs run() for it.
+# board_open.open_board() runs run() for it.
 
 import gc
 import time
