@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, out: Path, broker: str) -> int:
     from host_bridge.hil.cycle import CutPlan, run_to_completion
-    from host_bridge.hil.nodes import NODE_HEAP_FLOOR, NodeRig, NodeSpec, run_nodes
+    from host_bridge.hil.nodes import NodeRig, NodeSpec, node_heap_goal, run_nodes
     from host_bridge.hil.subscriber import Subscriber
     from host_bridge.hil.verdict import BoardRun, judge_runs
     from host_bridge.hil.virtual_dut import VirtualDut
@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace, out: Path, broker: str) -> int:
             spec = next(s for s in specs if s.client_id == dut.name)
             result = run_to_completion(dut, plan, random.Random(f"{args.seed}-{dut.name}"), timeout=300)
             run = BoardRun.from_cycle(dut, result, spec.qos)
-            run.heap_goal = NODE_HEAP_FLOOR
+            run.heap_goal = node_heap_goal(spec)
             print(f"nodes: {dut.name} done: {spec.count} readings, {result.cuts} power cuts")
             return run
 
