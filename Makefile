@@ -177,7 +177,7 @@ soak: system-deps $(STAMP) stock
 	LONG_RUN_MESSAGES=100000 LONG_RUN_RECONNECTS=200 LONG_RUN_CUTS=50 $(BIN)/python -m pytest -q -s tests/integration/test_long_run.py
 	$(BIN)/host-bridge chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos
 	PLANTED_CAMPAIGNS=1 $(BIN)/python -m pytest -q tests/hil/test_plants.py
-	NODES_SOAK=1 $(BIN)/python -m pytest -q tests/hil/test_nodes.py
+	NODES_SOAK=1 $(BIN)/python -m pytest -q tests/hil/test_nodes.py tests/hil/test_node_sweep.py
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .hypothesis

@@ -176,10 +176,14 @@ def _sample():
             found["left"] -= 1
             if not found["queued"]:
                 found["oldest"] = now
-            if node is None or found["queued"] or not node.send(found, payload):
-                found["queued"] += 1
-            else:
-                left -= 1  # on the gateway's flash, and done in the journal
+            found["queued"] += 1
+            if node is not None and found["queued"] == 1:
+                # The plan with this reading counted, before it goes: a reset in the send or in its DONE record
+                # (RTC memory kept) must not take the next reading under this one's seq.
+                keep(found, now)
+                if node.send(found, payload):
+                    found["queued"] -= 1
+                    left -= 1  # on the gateway's flash, and done in the journal
     found["taken"] += 1
     keep(found, now)
     ms = max(1, found["every"] - time.ticks_diff(time.ticks_ms(), began))

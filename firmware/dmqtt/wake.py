@@ -51,6 +51,7 @@ _PUB = const(1)  # journal_record.PUB
 _DONE = const(3)  # journal_record.DONE: its body the packet id
 _DONE_TOTAL = const(9)  # journal_record.PID_RECORD: a DONE record framed
 _OVERHEAD = const(7)  # journal_record.OVERHEAD: type u8, length u16, body, CRC-32
+_AT_PAD = const(-3)  # journal_ring's read of a padding byte (0x00)
 _PUB_HEADER = const(13)  # journal_record.PUB_HEADER: pid u16, flags u8, serial u32, mark u32, topic length u16
 
 _MAGIC = const(0xD0)  # RTC memory's byte 0, high nibble: laid out by this library
@@ -221,15 +222,18 @@ def hint(session):
     head = getattr(ring, "_head", -1)
     if head < 0 or ring._staged or getattr(session, "hold", None) is not None:
         return None
-    off = prev = _SECTOR_HEADER
+    off = prev = end = _SECTOR_HEADER
     while off < ring._offset:
         n = ring._read_at(head, off, _SECTOR_SIZE - off)
+        if n == _AT_PAD:
+            off += 1  # bytes of a torn record the whole open sealed: skipped as the ring skips them
+            continue
         if n < 0:
-            return None  # padding sealed over a torn record: the whole open knows what to do with it
+            return None
         prev = off
-        off += n + _OVERHEAD
-    if off != ring._offset or prev == off:
-        return None
+        off = end = off + n + _OVERHEAD
+    if end != ring._offset or prev == end:
+        return None  # (the head ends in padding: no record ends where the next one goes)
     ring._read(head, ring._hdr, 0)
     free = session._free_pids if session.next_pid == session._free_after else 0
     first = ring._after(0)

@@ -105,6 +105,29 @@ def test_a_cut_program_and_a_hint_that_survived_it_are_caught(cut: int) -> None:
     assert awake(part).outstanding() == 3
 
 
+def test_a_head_with_sealed_padding_still_gives_a_hint_once_a_record_follows_it() -> None:
+    """The whole open after a torn append seals its bytes (padding); the wakes after it keep appending at a hint
+    (a node's reading goes to its gateway at its wake only when it does) once a record ends the head again."""
+    part = NorPartition(6, seed=3)
+    hint = sending_wake(part, readings=3, acked=1)
+    part.cut_at = part.ops + 1
+    with pytest.raises(PowerCut):
+        tail.append(part, hint, SLOTS, TOPIC, b"x" * 30, 1)
+    part.cut_at = 0
+    session = awake(part)  # the whole open: the torn bytes sealed
+    start = int(field(hint, SECTOR)) * 4096 + int(field(hint, OFFSET))  # type: ignore[call-overload]
+    assert part.data[start] == 0x00, "the cut left nothing to seal: pick another seed"
+    assert tail.hint(session) is None  # the head ends in padding: no record ends where the next one goes
+    session.accept(TOPIC, b"after the seal", 1, mark=session.mark + 1)
+    found = tail.hint(session)
+    assert found is not None
+    after = bytearray(found)
+    assert tail.append(part, after, SLOTS, TOPIC, b"at the hint", 1) == 4
+    resumed = awake(part)
+    resumed.connected(True)
+    assert [p.payload for p in drain(resumed)][-2:] == [b"after the seal", b"at the hint"]
+
+
 def test_a_hint_the_flash_does_not_bear_out_appends_nothing() -> None:
     part = NorPartition(6)
     hint = sending_wake(part, readings=4, acked=4)
