@@ -12,11 +12,16 @@ import os
 import random
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
+from dmqtt_pipeline import audit
+from dmqtt_pipeline.spark import read_telemetry
+from dmqtt_telemetry.promises import Expectation
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.cycle import CutPlan, run_to_completion
 from host_bridge.hil.nodes import NodeRig, NodeSpec, node_heap_goal, node_mac, run_nodes
@@ -24,6 +29,7 @@ from host_bridge.hil.verdict import BoardRun, Verdict
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.air import LinkModel
 from host_bridge.vboard.events import EventSpec
+from tests.integration.recorder_proc import RecorderProcess, read_rows
 
 Judge = Callable[[list[BoardRun]], Verdict]
 SOAK = os.environ.get("NODES_SOAK") == "1"
@@ -159,3 +165,33 @@ def test_the_broker_restarted_while_nodes_send(
         thread.join(60)
     hil_verdict(runs).assert_kept()
     assert hold.reached.is_set()
+
+
+def test_nodes_are_boards_of_their_own_to_the_recorder_and_the_spark_audit(
+    rig_for: Callable[..., NodeRig], hil_broker: Mosquitto, hil_log: Path, spark: SparkSession
+) -> None:
+    """`host-bridge record` stores each node's readings under its own client id, as any board's, and the Spark
+    audit judges each node against its witness and its summary: nothing lost, QoS 2 once, through power cuts of the
+    nodes (docs/nodes.md: each node is a board of its own to the recorder and the audit)."""
+    store = hil_log / "store"
+    recorder = RecorderProcess(store, hil_broker.address, "--mqtt-version", "5", log_dir=hil_log)
+    nodes = specs("node-rec", 3)
+    try:
+        recorder.wait_connected()
+        rig = rig_for(nodes)
+        plan = CutPlan(cuts=2, inside_flash=0.7, flash_ops=(3, 40), in_sleep=0.3, sleeps=(1, READINGS))
+        runs = complete(rig, plan, seed=3)
+        accepted = {
+            (r.dev, boot, seq) for r in runs if r.witness for boot, seqs in r.witness.seqs.items() for seq in seqs
+        }
+        deadline = time.monotonic() + 30
+        while not accepted <= {(row["dev"], row["boot"], row["seq"]) for row in read_rows(store)}:
+            assert time.monotonic() < deadline, "the recorder did not store every accepted reading within 30 s"
+            time.sleep(0.1)
+    finally:
+        recorder.stop()
+    expect = {r.dev: Expectation(r.sent, r.qos, r.witness, r.final) for r in runs}
+    result, _ = audit.audit(read_telemetry(spark, str(store)), expect)
+    assert result.ok, audit.format_table(result)
+    assert {b["dev"] for b in result.boots} == {spec.client_id for spec in nodes}
+    assert sum(r.power_cuts for r in runs) >= 2
