@@ -45,6 +45,7 @@ _HELLO = ord("H")  # board: MAC (6), channel (1; 0: the radio is off)
 _SEND = ord("S")  # board: seq u16, destination MAC (6), channel u8, flags u8, key tag (4), payload
 _ANSWER = ord("A")  # air: seq u16, 1 when the peer's radio acknowledged (always for a broadcast), else 0
 _RECEIVE = ord("R")  # air: source MAC (6), RSSI i8, channel u8, flags u8, key tag (4), payload
+_TURNAROUND = ord("T")  # board: u32 microseconds of interpreter work from hearing a peer to answering it
 _HEADER = 3
 BROADCAST = b"\xff" * 6
 
@@ -117,6 +118,9 @@ class Air:
     def __init__(self, default: LinkModel | None = None, seed: int = 0) -> None:
         self.default = default or LinkModel()
         self.stats = AirStats()
+        # Per board (its MAC in hex): the microseconds of interpreter work it took to answer each frame it answered
+        # (the peer it last heard from), in the order it answered them.
+        self.turnarounds: dict[str, list[int]] = {}
         self._links: dict[frozenset[bytes], LinkModel] = {}
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
@@ -280,6 +284,9 @@ class Air:
                     radio.mac, radio.channel = body[:6], body[6]
             elif kind == _SEND and len(body) >= 14 and radio.mac:
                 self._send(radio, body)
+            elif kind == _TURNAROUND and len(body) == 4 and radio.mac:
+                with self._lock:
+                    self.turnarounds.setdefault(radio.mac.hex(), []).append(struct.unpack(">I", body)[0])
             else:
                 self._drop(radio.conn)  # a board that speaks something else is no board of this air
                 return

@@ -100,7 +100,7 @@ def test_a_cut_at_every_operation_of_a_nodes_wake_loses_nothing(hil_broker: Mosq
     dev = f"node-sweep-{qos}"
     spec = NodeSpec(dev, qos=qos, count=READINGS)
     rig = NodeRig(hil_log / "rig", hil_broker.address, [spec])
-    observer = Subscriber(hil_broker.address, f"{dev}-witness", f"sensors/{dev}/#")
+    observer = Subscriber(hil_broker.address, f"{dev}-observer", f"sensors/{dev}/#")
     rig.start()
     life = NodeLife(hil_log / "node", rig, spec)
     cuts: list[str] = []

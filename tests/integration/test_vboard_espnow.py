@@ -97,6 +97,10 @@ def test_two_boards_exchange_frames_and_read_the_link_rssi(tmp_path: Path) -> No
         send = lab_board(tmp_path, "b", B, air, role="send", peer=A)
         echo_out, send_out = run(echo, send)
         assert air.stats.acknowledged == 10 and air.stats.lost == 0, air.stats
+        # Each echo answered the frame the echoing board had just taken: its interpreter's work in between, told to
+        # the air (figure 14 charges a node's wait for its gateway's answer by it).
+        turnarounds = air.turnarounds.get(A, [])
+        assert len(turnarounds) == 5 and all(0 < us < 1_000_000 for us in turnarounds), air.turnarounds
     assert "echoed 5 stats (5, 5, 0, 5, 0)" in echo_out, echo_out
     assert "acked 5 answers 5 [b'PING 0 ', b'PING 1 ']" in send_out, send_out
     assert "rssi -67" in send_out, send_out

@@ -90,6 +90,9 @@ class _State:
         self.stats = [0, 0, 0, 0, 0]
         self.callback = None
         self.none = (None, None)
+        # The last frame recvinto() gave the firmware: its source, and the host's clock and the emulated hardware's
+        # time then (an answer's turnaround, below).
+        self.heard = None
 
 
 _state = _State()
@@ -265,39 +268,48 @@ class ESPNow(io.IOBase):
     # -- sending -----------------------------------------------------------------------------------------------
 
     def send(self, mac, msg=None, sync=True):
-        if msg is None:
-            msg, mac = mac, None  # send(msg): to every registered peer
-        _need_active()
-        _need_interface()
-        if isinstance(msg, str):
-            msg = msg.encode()
-        if len(msg) > MAX_DATA_LEN:
-            raise ValueError("msg too long")
-        s = _state
-        if mac is None:
-            ok = True
-            for peer in list(s.peers.values()):
-                if not peer[0][0] & 1:
-                    ok = self._send_to(peer, msg, sync) and ok
-            return ok
-        peer = s.peers.get(_mac_of(mac))
-        if peer is None:
-            _fail("ESP_ERR_ESPNOW_NOT_FOUND")
-        return self._send_to(peer, msg, sync)
+        # The whole call is the emulation's time (C and the radio's on a chip), its Python bookkeeping included.
+        began = time.ticks_us()
+        try:
+            if msg is None:
+                msg, mac = mac, None  # send(msg): to every registered peer
+            _need_active()
+            _need_interface()
+            if isinstance(msg, str):
+                msg = msg.encode()
+            if len(msg) > MAX_DATA_LEN:
+                raise ValueError("msg too long")
+            s = _state
+            if mac is None:
+                ok = True
+                for peer in list(s.peers.values()):
+                    if not peer[0][0] & 1:
+                        ok = self._send_to(peer, msg, sync, began) and ok
+                return ok
+            peer = s.peers.get(_mac_of(mac))
+            if peer is None:
+                _fail("ESP_ERR_ESPNOW_NOT_FOUND")
+            return self._send_to(peer, msg, sync, began)
+        finally:
+            vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
 
-    def _send_to(self, peer, msg, sync):
+    def _send_to(self, peer, msg, sync, began):
         s = _state
         home = network.channel()
         if peer[2] and peer[2] != home:
             _fail("ESP_ERR_ESPNOW_CHAN")  # "Peer channel is not equal to the home channel, send fail!"
-        began = time.ticks_us()
+        heard = s.heard
+        if heard is not None and heard[0] == peer[0]:
+            # An answer to the frame last taken from this peer: the interpreter's work between them (the emulated
+            # hardware's, a journal's flash programs among it, left out), which the air keeps for the bench.
+            s.heard = None
+            vair.turnaround(time.ticks_diff(began, heard[1]) - (vboard_state.emulated_us - heard[2]))
         encrypted = peer[4]
         tag = _tag(s.pmk, peer[1]) if encrypted else b"\0\0\0\0"
         s.stats[0] += 1
         acked = vair.send(peer[0], _ENCRYPTED if encrypted else 0, tag, msg, sync)
         if sync and not peer[0][0] & 1:
             s.stats[1 if acked else 2] += 1
-        vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
         return acked if sync else True
 
     # -- receiving ---------------------------------------------------------------------------------------------
@@ -308,6 +320,16 @@ class ESPNow(io.IOBase):
         return _state.used > 0
 
     def recvinto(self, data, timeout_ms=None):
+        # The whole call is the emulation's time: C on a chip, and the radio's wait, when the CPU waits on an event.
+        began = time.ticks_us()
+        try:
+            return self._recvinto(data, timeout_ms)
+        finally:
+            vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
+            if _state.heard is not None and _state.heard[1] is None:
+                _state.heard[1:] = [time.ticks_us(), vboard_state.emulated_us]
+
+    def _recvinto(self, data, timeout_ms):
         _need_active()
         _need_interface()
         s = _state
@@ -319,13 +341,10 @@ class ESPNow(io.IOBase):
             left = -1 if timeout_ms < 0 else timeout_ms - time.ticks_diff(time.ticks_ms(), began)
             if timeout_ms >= 0 and left <= 0:
                 return 0
-            waited = time.ticks_us()
             _wait(1000 if left < 0 else min(left, 1000))
-            # (the radio's wait, not the interpreter's: a chip's CPU waits on an event meanwhile)
-            vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), waited)
         ring = s.ring
         n = ring[0]
-        mac = bytes(ring[1:7])
+        mac = ring_mac = bytes(ring[1:7])
         entry = s.table.get(mac)
         if entry is None:
             s.table[mac] = entry = [0, 0]
@@ -342,6 +361,7 @@ class ESPNow(io.IOBase):
         size = _ENTRY + n
         ring[: s.used - size] = memoryview(ring)[size : s.used]
         s.used -= size
+        s.heard = [ring_mac, None, None]  # (its times once the call ends: recvinto())
         return n
 
     def irecv(self, timeout_ms=None):

@@ -16,6 +16,7 @@ _HELLO = 0x48  # "H"
 _SEND = 0x53  # "S"
 _ANSWER = 0x41  # "A"
 _RECEIVE = 0x52  # "R"
+_TURNAROUND = 0x54  # "T"
 _HEADER = 3
 _MAX_FRAME = 250
 _ANSWER_MS = 2000  # host time an answer may take (the air answers at once but for a link's delay)
@@ -69,18 +70,32 @@ def _write(kind, size):
 
 
 def radio(channel):
-    """The radio is on `channel` (0: off, the WiFi interface inactive): the air hears of each change."""
+    """The radio is on `channel` (0: off, the WiFi interface inactive): the air hears of each change. The
+    emulation's time (a chip's radio tunes in hardware), counted apart from the firmware's."""
     if channel == _channel[0] or _sock is None:
         _channel[0] = channel
         return
+    import time
+
+    began = time.ticks_us()
     _channel[0] = channel
     _outbox[_HEADER : _HEADER + 6] = mac()
     _outbox[_HEADER + 6] = channel
     _write(_HELLO, 7)
+    vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
 
 
 def channel():
     return _channel[0]
+
+
+def turnaround(us):
+    """The board answers the peer it last heard from after `us` microseconds of interpreter work: told to the air,
+    which keeps it for the bench (a gateway's answer to a node is what the node waits for)."""
+    if _sock is None:
+        return
+    struct.pack_into(">I", _outbox, _HEADER, max(0, us))
+    _write(_TURNAROUND, 4)  # (inside espnow's send(), whose time is the emulation's)
 
 
 def receiver(handler):

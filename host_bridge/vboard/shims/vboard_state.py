@@ -10,7 +10,8 @@ import time
 started_ms = time.ticks_ms()  # this boot's start (the process's): a deep sleep says how long the wake took
 firmware_us = None  # (ticks_us) when vboot handed the board to its boot.py (the emulation's own start done)
 # Microseconds this boot has spent in the emulation's stand-ins for the chip's hardware (the flash's operations,
-# esp32.Partition; RTC memory, machine.RTC): Python here, C and silicon on a board.
+# esp32.Partition; RTC memory, machine.RTC; ESP-NOW's sends and receives and the radio's tuning, espnow and vair):
+# Python here, C and silicon on a board.
 emulated_us = 0
 slept_us = 0  # this boot's light sleeps (machine.lightsleep): on the board's ticks, in no host time
 # Microseconds this boot's ESP-NOW waited on the air (vair.py: a sync send's acknowledgement, a frame awaited):
