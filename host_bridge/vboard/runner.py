@@ -299,6 +299,8 @@ class VirtualBoard:
         # What the bench drives the board's pins, ADC and temperature sensor to (drive()): nothing at first.
         self.inputs_path = self.flash.with_name(self.flash.name + ".inputs")
         self.inputs_path.unlink(missing_ok=True)
+        self.outputs_path = self.flash.with_name(self.flash.name + ".outputs")
+        self.outputs_path.unlink(missing_ok=True)
         if self.cut_on is not None:
             check_event(self.cut_on[0])
         self.wakes = 0  # boots that were wakes from deep sleep
@@ -373,6 +375,7 @@ class VirtualBoard:
                 "VBOARD_QSTR_KEY": f"{emulation_key()}-{self.install}-{stock_mpy.parent.name if stock_mpy else ''}",
                 "VBOARD_STOCK": str(stock_mpy) if stock_mpy else "",
                 "VBOARD_INPUTS": str(self.inputs_path.resolve()),
+                "VBOARD_OUTPUTS": str(self.outputs_path.resolve()),
                 "VBOARD_NVS_BEFORE": str(self.nvs_path.resolve()),
                 "VBOARD_NVS_AT": str(self.nvs_offset),
                 # The chip's flash as the esp module tells it: its size, and where the emulated file starts in it.
@@ -584,19 +587,34 @@ class VirtualBoard:
         adc: dict[int, int | None] | None = None,
         temperature_c: float | None = None,
         i2c: dict[int, dict[str, Any] | None] | None = None,
+        onewire: dict[int, list[dict[str, Any]] | None] | None = None,
+        dht: dict[int, dict[str, Any] | None] | None = None,
     ) -> None:
         """Drive the board's inputs, as wiring and sensors would, from now on (a running board sees each change at
         its next read; a Pin.irq() handler runs at its next wait): input pins to a level, ADC pins to a voltage
-        (microvolts), the chip's temperature sensor (esp32.raw_temperature()), and the I2C bus's devices by address
-        ({"model": "aht20" or "aht10", "temperature_c", "humidity"}: wired at that address, measuring those).
-        Given values replace those driven before; a pin, an ADC or an address given None is released."""
+        (microvolts), the chip's temperature sensor (esp32.raw_temperature()), the I2C bus's devices by address
+        ({"model": "aht20" or "aht10", "temperature_c", "humidity"}: wired at that address, measuring those), a
+        1-Wire bus's thermometers by pin (a list of {"model": "ds18b20", "temperature_c", optionally "rom": 16 hex
+        digits}) and DHT sensors by pin ({"model": "dht22" or "dht11", "temperature_c", "humidity", optionally
+        "fault": "silent" or "checksum"}). Given values replace those driven before; a pin, an ADC, an address or a
+        bus given None is released."""
         for address, device in (i2c or {}).items():
             if device is not None and device.get("model") not in I2C_MODELS:
                 raise VBoardError(
                     f"I2C 0x{address:02x}: no model {device.get('model')!r} (models: {', '.join(I2C_MODELS)})"
                 )
+        for pin, devices in (onewire or {}).items():
+            for device in devices or []:
+                if device.get("model") != "ds18b20":
+                    raise VBoardError(f"1-Wire on pin {pin}: no model {device.get('model')!r} (models: ds18b20)")
+                rom = str(device.get("rom", "28" + "0" * 14))
+                if len(rom) != 16 or not rom.startswith("28"):
+                    raise VBoardError(f"1-Wire on pin {pin}: a DS18B20's ROM is 16 hex digits from 28, not {rom!r}")
+        for pin, sensor in (dht or {}).items():
+            if sensor is not None and sensor.get("model") not in ("dht11", "dht22"):
+                raise VBoardError(f"DHT on pin {pin}: no model {sensor.get('model')!r} (models: dht11, dht22)")
         values = self._inputs()
-        for kind, given in (("pins", pins), ("adc", adc), ("i2c", i2c)):
+        for kind, given in (("pins", pins), ("adc", adc), ("i2c", i2c), ("onewire", onewire), ("dht", dht)):
             for key, value in (given or {}).items():
                 table = values.setdefault(kind, {})
                 if value is None:
@@ -608,6 +626,25 @@ class VirtualBoard:
         partial = self.inputs_path.with_name(self.inputs_path.name + ".new")
         partial.write_text(json.dumps(values))
         partial.replace(self.inputs_path)  # whole, never half-written, for a board reading it now
+
+    def outputs(self) -> dict[str, dict[str, Any]]:
+        """What the board drove out to its parts: {"bitstream": {pin: the bytes its last bitstream() sent, hex}}."""
+        try:
+            values = json.loads(self.outputs_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return values if isinstance(values, dict) else {}
+
+    def strip(self, pin: int, order: str = "GRB") -> list[tuple[int, ...]]:
+        """The colours a WS2812 strip on `pin` shows: each pixel's (r, g, b), from its last bitstream() in the
+        strip's byte `order` (GRB for WS2812, GRBW for SK6812 RGBW)."""
+        sent = bytes.fromhex(self.outputs().get("bitstream", {}).get(str(pin), ""))
+        width = len(order)
+        pixels = []
+        for at in range(0, len(sent) - width + 1, width):
+            chunk = sent[at : at + width]
+            pixels.append(tuple(chunk[order.index(c)] for c in "RGBW"[:width]))
+        return pixels
 
     def stats(self) -> dict[str, dict[str, int]]:
         return read_stats(self.flash, self.partitions)

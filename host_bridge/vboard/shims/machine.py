@@ -266,6 +266,14 @@ def time_pulse_us(pin, pulse_level, timeout_us=1000000):
         time._port.sleep_ms(1)
 
 
+def bitstream(pin, encoding, timing, buf):
+    """buf's bits out on the pin, each a high then a low of `timing`'s nanoseconds (encoding 0, the ESP32 port's
+    only one, on its RMT): what a WS2812 strip on the pin receives (the model: vparts.py)."""
+    import vparts
+
+    vparts.bitstream(pin, encoding, timing, buf)
+
+
 class Pin:
     """A GPIO: an output reads what it drives; an input reads what the bench drives it to (VirtualBoard.drive(),
     the HIL plugin's hil_drive), else its pull (1 with PULL_UP, 0 with PULL_DOWN or none: a floating pin reads

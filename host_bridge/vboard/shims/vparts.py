@@ -1,0 +1,290 @@
+# The parts on the virtual board's pins, behind the ESP32 port's primitives that drivers stand on: a 1-Wire bus
+# (`_onewire`: reset, bits, bytes) with DS18B20 thermometers on it, DHT11 and DHT22 sensors (`esp.dht_readinto`),
+# and a WS2812 strip (`machine.bitstream`). micropython-lib's onewire, ds18x20, dht and neopixel drivers run on
+# these unmodified. A part is on a pin while the bench drives it (VirtualBoard.drive(onewire=..., dht=...)): wired,
+# from then on, at that pin; given None, unplugged. What firmware writes to a strip is the board's output
+# (VirtualBoard.outputs()). Imported when firmware first uses a primitive, not before the heap is pinned: a board
+# that uses one gives this module's code some of its heap (8,000 bytes measured with _onewire's import on this
+# 64-bit build), where a chip's C takes none. Boards that use none, the board application's among them, keep the
+# heap layout they had.
+#
+# The models follow the datasheets: Maxim's DS18B20 (ROM commands SEARCH F0, READ 33, MATCH 55, SKIP CC; function
+# commands CONVERT T 44, READ SCRATCHPAD BE, WRITE SCRATCHPAD 4E; a conversion takes 750 ms at 12 bits and the
+# scratchpad reads 85 C until the first one ends; CRC-8 x^8+x^5+x^4+1), Aosong's DHT11 and DHT22 (40 bits:
+# humidity, temperature, a checksum byte), and the WS2812's GRB order. Each call's time is the emulation's, counted
+# apart from the firmware's, as a chip's C and silicon are.
+
+import json
+import os
+import time
+
+import vboard_state
+
+_ETIMEDOUT = 110  # MicroPython's, which dht_readinto raises when no sensor answers
+_CONVERT_MS = 750
+_POWER_ON_T = 0x0550  # 85 C: a DS18B20's scratchpad before its first conversion
+
+
+def _pin(pin):
+    return pin.id if hasattr(pin, "id") else int(pin)
+
+
+def crc8(data):
+    """Maxim's 1-Wire CRC-8 (x^8 + x^5 + x^4 + 1, LSB first, initial 0): 0 over data that ends with its CRC."""
+    crc = 0
+    for byte in data:
+        for _ in range(8):
+            mix = (crc ^ byte) & 1
+            crc >>= 1
+            if mix:
+                crc ^= 0x8C
+            byte >>= 1
+    return crc
+
+
+class _Thermometer:
+    """One DS18B20: its ROM, its scratchpad, a conversion in progress."""
+
+    def __init__(self, pin, index, wired):
+        rom = wired.get("rom")
+        if rom:
+            self.rom = bytes.fromhex(rom)
+        else:
+            serial = bytes((0x28, index + 1, pin, 0x56, 0x42, 0x00, 0x00))  # family 28, then a serial per wiring
+            self.rom = serial + bytes((crc8(serial),))
+        self.scratch = bytearray((_POWER_ON_T & 0xFF, _POWER_ON_T >> 8, 0x4B, 0x46, 0x7F, 0xFF, 0x0C, 0x10, 0))
+        self.scratch[8] = crc8(self.scratch[:8])
+        self.done_at = None  # ticks_ms when the running conversion ends
+        self.celsius = 25.0
+
+    def tend(self):
+        if self.done_at is not None and time.ticks_diff(time.ticks_ms(), self.done_at) >= 0:
+            self.done_at = None
+            bits = (self.scratch[4] >> 5) & 3  # resolution: 9 to 12 bits
+            raw = int(round(self.celsius * 16)) & ~((1 << (3 - bits)) - 1)
+            raw &= 0xFFFF
+            self.scratch[0], self.scratch[1] = raw & 0xFF, raw >> 8
+            self.scratch[8] = crc8(self.scratch[:8])
+
+
+class _Bus:
+    """A 1-Wire bus: the thermometers wired to the pin, and where the master is in a transaction."""
+
+    def __init__(self, pin):
+        self.pin = pin
+        self.devices = []
+        self.wiring = None
+        self.phase = "idle"
+        self.bits = []  # bits written in this phase
+        self.active = []  # the devices still taking part (search, match) or selected
+        self.out = []  # bits the selected devices will send, LSB first
+        self.search_at = 0
+        self.search_step = 0
+        self.written = []  # WRITE SCRATCHPAD's bytes so far
+
+    def rewire(self):
+        wired = vboard_state.driven("onewire", self.pin) or []
+        key = json.dumps(wired)
+        if key != self.wiring:
+            self.wiring = key
+            self.devices = [_Thermometer(self.pin, i, w) for i, w in enumerate(wired)]
+        for i, device in enumerate(self.devices):
+            device.celsius = float(wired[i].get("temperature_c", 25.0))
+            device.tend()
+
+    def reset(self):
+        self.rewire()
+        self.phase = "rom"
+        self.bits = []
+        self.active = list(self.devices)
+        self.out = []
+        return bool(self.devices)
+
+    def _byte(self):
+        value = 0
+        for i, bit in enumerate(self.bits):
+            value |= bit << i
+        self.bits = []
+        return value
+
+    def write(self, bit):
+        if self.phase == "search":
+            if self.search_step == 2:
+                self.active = [d for d in self.active if self._rom_bit(d, self.search_at) == bit]
+                self.search_at += 1
+                self.search_step = 0
+                if self.search_at == 64:
+                    self.phase = "function"
+            return
+        self.bits.append(bit)
+        if self.phase == "match":
+            if len(self.bits) == 64:
+                rom = bytes(sum(self.bits[8 * i + j] << j for j in range(8)) for i in range(8))
+                self.active = [d for d in self.devices if d.rom == rom]
+                self.bits = []
+                self.phase = "function"
+            return
+        if len(self.bits) < 8:
+            return
+        command = self._byte()
+        if self.phase == "rom":
+            if command == 0xF0:
+                self.phase, self.search_at, self.search_step = "search", 0, 0
+            elif command == 0x55:
+                self.phase = "match"
+            elif command == 0xCC:
+                self.phase = "function"
+            elif command == 0x33:
+                self.phase = "read"
+                self.out = [(self.active[0].rom[i // 8] >> (i % 8)) & 1 for i in range(64)] if self.active else []
+            else:
+                self.phase = "idle"
+        elif self.phase == "function":
+            if command == 0x44:
+                for device in self.active:
+                    device.done_at = time.ticks_add(time.ticks_ms(), _CONVERT_MS)
+                self.phase = "idle"
+            elif command == 0xBE:
+                for device in self.active:
+                    device.tend()
+                self.phase = "read"
+                self.out = [self._and(lambda d, i=i: (d.scratch[i // 8] >> (i % 8)) & 1) for i in range(72)]
+            elif command == 0x4E:
+                self.phase = "scratch"
+            else:
+                self.phase = "idle"
+        elif self.phase == "scratch":
+            self.written.append(command)
+            if len(self.written) == 3:
+                for device in self.active:
+                    device.scratch[2:5] = bytes(self.written)
+                    device.scratch[8] = crc8(device.scratch[:8])
+                self.written = []
+                self.phase = "idle"
+
+    def _and(self, bit_of):
+        """The bus's level for a bit every active device drives: 0 wins (open drain)."""
+        return min((bit_of(d) for d in self.active), default=1)
+
+    @staticmethod
+    def _rom_bit(device, i):
+        return (device.rom[i // 8] >> (i % 8)) & 1
+
+    def read(self):
+        if self.phase == "search":
+            at = self.search_at
+            if self.search_step == 0:
+                self.search_step = 1
+                return self._and(lambda d: self._rom_bit(d, at))
+            if self.search_step == 1:
+                self.search_step = 2
+                return self._and(lambda d: 1 - self._rom_bit(d, at))
+            return 1
+        if self.phase == "read" and self.out:
+            return self.out.pop(0)
+        if self.phase == "idle" and any(d.done_at is not None for d in self.devices):
+            for device in self.devices:
+                device.tend()
+            return 0 if any(d.done_at is not None for d in self.devices) else 1  # a conversion in progress: 0
+        return 1  # nobody drives the line: the pull-up
+
+
+_buses = {}
+
+
+def bus(pin):
+    pin = _pin(pin)
+    found = _buses.get(pin)
+    if found is None:
+        found = _buses[pin] = _Bus(pin)
+    return found
+
+
+def _timed(call):
+    began = time.ticks_us()
+    try:
+        return call()
+    finally:
+        vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
+
+
+def ow_reset(pin):
+    return _timed(lambda: bus(pin).reset())
+
+
+def ow_readbit(pin):
+    return _timed(lambda: bus(pin).read())
+
+
+def ow_readbyte(pin):
+    def read():
+        b = bus(pin)
+        return sum(b.read() << i for i in range(8))
+
+    return _timed(read)
+
+
+def ow_writebit(pin, value):
+    _timed(lambda: bus(pin).write(1 if value else 0))
+
+
+def ow_writebyte(pin, value):
+    def write():
+        b = bus(pin)
+        for i in range(8):
+            b.write((value >> i) & 1)
+
+    _timed(write)
+
+
+def dht_readinto(pin, buf):
+    """A DHT11's or DHT22's 40 bits into buf[0:5]; OSError(ETIMEDOUT) when none answers on the pin."""
+    began = time.ticks_us()
+    try:
+        wired = vboard_state.driven("dht", _pin(pin))
+        if not wired or wired.get("fault") == "silent":
+            raise OSError(_ETIMEDOUT)
+        humidity = min(100.0, max(0.0, float(wired.get("humidity", 50.0))))
+        celsius = float(wired.get("temperature_c", 25.0))
+        if wired.get("model") == "dht11":
+            data = (int(humidity), 0, int(max(0.0, min(50.0, celsius))), 0)
+        else:
+            h = int(round(humidity * 10))
+            t = int(round(abs(celsius) * 10))
+            data = (h >> 8, h & 0xFF, (t >> 8) | (0x80 if celsius < 0 else 0), t & 0xFF)
+        buf[0:4] = bytes(data)
+        buf[4] = sum(data) & 0xFF
+        if wired.get("fault") == "checksum":
+            buf[4] ^= 0x01
+    finally:
+        vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
+
+
+def bitstream(pin, encoding, timing, buf):
+    """What a WS2812 strip on the pin receives: the bytes, kept as the board's output for the host
+    (VirtualBoard.outputs()["bitstream"][pin], hex)."""
+    if encoding != 0:
+        raise ValueError("encoding")
+    if len(timing) != 4:
+        raise ValueError("timing")
+    began = time.ticks_us()
+    try:
+        output("bitstream", str(_pin(pin)), bytes(buf).hex())
+    finally:
+        vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
+
+
+def output(kind, key, value):
+    """The board's outputs file (VBOARD_OUTPUTS): {kind: {key: value}}, written whole for a host reading it."""
+    path = vboard_state.env("VBOARD_OUTPUTS")
+    if not path:
+        return
+    try:
+        with open(path) as f:
+            values = json.load(f)
+    except (OSError, ValueError):
+        values = {}
+    values.setdefault(kind, {})[key] = value
+    with open(path + ".tmp", "w") as f:
+        json.dump(values, f)
+    os.rename(path + ".tmp", path)
