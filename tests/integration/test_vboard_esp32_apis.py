@@ -39,6 +39,10 @@ def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> N
     assert "pull-up input 1 1" in out and "time() is an int True" in out, out
     assert "pull-down input 0" in out and "output 0 1" in out and "irq set 0" in out, out
     assert "platform esp32 esp32 esp32 True" in out, out  # sys.platform and os.uname() as a chip's
+    # gc.mem_alloc() and mem_free() add up to the board's heap, whatever is allocated (the emulation's share and
+    # its ballast are no part of it), as on a chip.
+    adds_up, total, small = out.split("heap adds up ", 1)[1].split()[:3]
+    assert adds_up == small == "True" and 60_000 < int(total) < 200_000, out
 
 
 def test_the_bench_drives_pins_adc_and_temperature_and_a_hungry_watchdog_resets(tmp_path: Path) -> None:

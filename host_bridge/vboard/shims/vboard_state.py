@@ -137,6 +137,7 @@ def rtc_memory(data=None):
 
 # What the emulation keeps of the heap, so that the firmware has exactly its own (vboot.pin_heap).
 ballast = None
+heap_size = 0  # the firmware's heap, in bytes, as pin_heap left it (gc.mem_alloc() counts within it)
 
 
 def ending():

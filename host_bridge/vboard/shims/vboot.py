@@ -193,9 +193,27 @@ class EspSys:
 _PORT_SYS = sys
 
 
+class EspGc:
+    """`gc` as the firmware sees it: the port's, but for `mem_alloc()`, which counts the firmware's heap alone (the
+    port's counts the emulation's share and its ballast too), so that it adds up with `mem_free()` to the heap the
+    board has, as on a chip. The port's own functions are its attributes: a call costs what it costs there."""
+
+    def __init__(self):
+        for name in ("collect", "mem_free", "enable", "disable", "isenabled", "threshold"):
+            setattr(self, name, getattr(gc, name))
+
+    def mem_alloc(self):
+        return max(0, vboard_state.heap_size - gc.mem_free())
+
+    def __getattr__(self, name):
+        return getattr(gc, name)
+
+
 def present_as_esp32():
-    """From here on `import sys` (and usys) is EspSys: made before the heap is pinned, as the chip's sys is C."""
+    """From here on `import sys` (and usys) is EspSys and `import gc` EspGc: made before the heap is pinned, as the
+    chip's modules are C."""
     sys.modules["sys"] = sys.modules["usys"] = EspSys()
+    sys.modules["gc"] = sys.modules["ugc"] = EspGc()
 
 
 def load_stock(folder):
@@ -215,6 +233,7 @@ def pin_heap(charge=0):
     the claim leaves the firmware that one run. `charge`: bytes of it the firmware gives up besides (what a chip
     spends that the emulation does not)."""
     want = int(vboard_state.env("VBOARD_HEAP", "0")) - charge
+    vboard_state.heap_size = want
     gc.collect()
     try:
         claim = (None,) * (want // _WORD - 2)  # a tuple is one block: a 2-word header, a word per item

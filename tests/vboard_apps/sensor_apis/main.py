@@ -28,3 +28,12 @@ import uos  # noqa: E402
 import usys  # noqa: E402
 
 print("platform", sys.platform, usys.platform, os.uname().sysname, uos.uname().machine.endswith("with ESP32"))
+
+import gc  # noqa: E402
+
+gc.collect()
+held = bytearray(10000)
+total = gc.mem_free() + gc.mem_alloc()
+del held
+gc.collect()
+print("heap adds up", total == gc.mem_free() + gc.mem_alloc(), total, gc.mem_alloc() < total // 2)
