@@ -301,6 +301,7 @@ class VirtualBoard:
         self.inputs_path.unlink(missing_ok=True)
         self.outputs_path = self.flash.with_name(self.flash.name + ".outputs")
         self.outputs_path.unlink(missing_ok=True)
+        self.outputs_path.with_name(self.outputs_path.name + ".trace").unlink(missing_ok=True)
         if self.cut_on is not None:
             check_event(self.cut_on[0])
         self.wakes = 0  # boots that were wakes from deep sleep
@@ -628,12 +629,48 @@ class VirtualBoard:
         partial.replace(self.inputs_path)  # whole, never half-written, for a board reading it now
 
     def outputs(self) -> dict[str, dict[str, Any]]:
-        """What the board drove out to its parts: {"bitstream": {pin: the bytes its last bitstream() sent, hex}}."""
+        """What the board drove out: {"pins": {pin: the level an output pin drives}, "bitstream": {pin: the bytes its
+        last bitstream() sent, hex}}."""
         try:
             values = json.loads(self.outputs_path.read_text())
         except (OSError, ValueError):
             return {}
         return values if isinstance(values, dict) else {}
+
+    def pin(self, pin: int) -> int | None:
+        """The level output pin `pin` drives now (an LED, a relay), None before the board made it an output."""
+        level = self.outputs().get("pins", {}).get(str(pin))
+        return None if level is None else int(level)
+
+    def trace(self) -> list[tuple[int, int, int]]:
+        """Every change of an output pin since the board was made, in order: (microseconds on the board's clock,
+        pin, level). The clock goes on through resets and deep sleeps, as the RTC's does."""
+        path = self.outputs_path.with_name(self.outputs_path.name + ".trace")
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            return []
+        changes = []
+        for line in lines:
+            fields = line.split()
+            if len(fields) == 3:  # (a line the board is writing this instant is left for the next read)
+                changes.append((int(fields[0]), int(fields[1]), int(fields[2])))
+        return changes
+
+    def vcd(self, path: Path) -> Path:
+        """The output pins' trace as a Value Change Dump (IEEE 1364), which a logic analyzer's viewer opens
+        (GTKWave, PulseView, sigrok): a wire per pin that changed, time in microseconds from the first change."""
+        changes = self.trace()
+        pins = sorted({pin for _, pin, _ in changes})
+        names = {pin: chr(33 + i) for i, pin in enumerate(pins)}  # VCD identifiers: printable characters
+        lines = ["$timescale 1 us $end", "$scope module board $end"]
+        lines += [f"$var wire 1 {names[pin]} gpio{pin} $end" for pin in pins]
+        lines += ["$upscope $end", "$enddefinitions $end"]
+        start = changes[0][0] if changes else 0
+        for at, pin, level in changes:
+            lines += [f"#{at - start}", f"{level}{names[pin]}"]
+        path.write_text("\n".join(lines) + "\n")
+        return path
 
     def strip(self, pin: int, order: str = "GRB") -> list[tuple[int, ...]]:
         """The colours a WS2812 strip on `pin` shows: each pixel's (r, g, b), from its last bitstream() in the

@@ -30,8 +30,15 @@ def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> N
         board.start()
         out = board.output(60)
         assert board.wait() == 0, out
+        led, trace, vcd = board.pin(2), board.trace(), board.vcd(tmp_path / "pins.vcd").read_text()
     finally:
         board.close()
+    # A pin's state is the pin's: a new Pin object of it reads the pull-up and the level set through another.
+    assert "the pin's state, whatever object 1 1 3" in out, out
+    # The LED's output, as the host reads it: its level now, every change in order, and the same as a VCD.
+    assert led == 1 and [level for _, pin, level in trace if pin == 2] == [0, 1, 0, 1], trace
+    assert all(a <= b for (a, _, _), (b, _, _) in zip(trace, trace[1:], strict=False)), trace
+    assert "$var wire 1 ! gpio2 $end" in vcd and vcd.rstrip().endswith("1!"), vcd
     # The ESP32 port's epoch, 2000-01-01: the board's clock is the host's, counted from there.
     epoch, seconds, inverse, utc = out.split("epoch ", 1)[1].split()[:4]
     assert epoch == "2000" and inverse == utc == "True", out  # (no time zone: localtime() is gmtime())

@@ -171,6 +171,7 @@ def idle():
 # most 10 ms and look between them, from the first WDT or Pin.irq() on (a board with neither keeps the port's).
 _wdt = [None]  # [ticks_ms deadline] of the running watchdog, once one is made
 _irqs = []  # pins with a handler
+_gpio = {}  # pin id -> its state (Pin.__init__), shared by every Pin object of it
 _timers = []  # running Timers
 _watchers = []  # other shims' looks (espnow's irq()): called in the board's waits, as the handlers are
 _irq_state = [1]  # [1] while interrupts are enabled (disable_irq(), enable_irq())
@@ -292,9 +293,11 @@ class Pin:
 
     def __init__(self, pin_id, mode=-1, pull=-1, value=None):
         self.id = pin_id
-        self._mode = self.IN
-        self._pull = None
-        self._value = 0
+        gpio = _gpio.get(pin_id)
+        if gpio is None:
+            # The pin's, not this object's: its mode, pull, the level it drives, and the level last told the host.
+            gpio = _gpio[pin_id] = [self.IN, None, 0, None]
+        self._gpio = gpio
         self._handler = None
         self._trigger = 0
         self._seen = 0
@@ -302,52 +305,66 @@ class Pin:
 
     def init(self, mode=-1, pull=-1, value=None):
         if mode != -1:
-            self._mode = mode
+            self._gpio[0] = mode
         if pull != -1:
-            self._pull = pull
+            self._gpio[1] = pull
         if value is not None:
-            self._value = int(bool(value))
+            self._gpio[2] = int(bool(value))
+        self._tell()
+
+    def _drive(self, level):
+        self._gpio[2] = level
+        self._tell()
+
+    def _tell(self):
+        """An output's level, told to the host when it changes (the board's outputs and trace: VirtualBoard.pin(),
+        vcd())."""
+        gpio = self._gpio
+        if gpio[0] in (self.OUT, self.OPEN_DRAIN) and gpio[3] != gpio[2]:
+            gpio[3] = gpio[2]
+            vboard_state.pin_out(self.id, gpio[2])
 
     def value(self, value=None):
         if value is not None:
-            self._value = int(bool(value))
+            self._drive(int(bool(value)))
             return None
-        if self._mode == self.IN:
+        mode, pull, level = self._gpio[0], self._gpio[1], self._gpio[2]
+        if mode == self.IN:
             driven = vboard_state.driven("pins", self.id)
             if driven is not None:
                 return int(bool(driven))
-            return 1 if self._pull == self.PULL_UP else 0
-        if self._mode == self.OPEN_DRAIN and self._value and self._pull != self.PULL_UP:
+            return 1 if pull == self.PULL_UP else 0
+        if mode == self.OPEN_DRAIN and level and pull != self.PULL_UP:
             return 0  # released, and nothing pulls it up
-        return self._value
+        return level
 
     def __call__(self, value=None):
         return self.value(value)
 
     def on(self):
-        self._value = 1
+        self._drive(1)
 
     def off(self):
-        self._value = 0
+        self._drive(0)
 
     def toggle(self):
-        self._value ^= 1
+        self._drive(self._gpio[2] ^ 1)
 
     def mode(self, mode=None):
         if mode is None:
-            return self._mode
-        self._mode = mode
+            return self._gpio[0]
+        self.init(mode)
 
     def pull(self, pull=-1):
         if pull == -1:
-            return self._pull
-        self._pull = pull
+            return self._gpio[1]
+        self._gpio[1] = pull
 
     def irq(self, handler=None, trigger=3, wake=None, hard=False):
         self._handler = handler
         self._trigger = trigger
-        if self in _irqs:
-            _irqs.remove(self)
+        for other in [p for p in _irqs if p.id == self.id]:
+            _irqs.remove(other)  # (one handler a pin, whichever object set it)
         if handler is not None:
             self._seen = self.value()
             _irqs.append(self)

@@ -58,6 +58,40 @@ def flash():
 _inputs_path = env("VBOARD_INPUTS")
 
 
+def output(kind, key, value):
+    """The board's outputs file (VBOARD_OUTPUTS, read by VirtualBoard.outputs()): {kind: {key: value}}, written
+    whole for a host reading it. The emulation's time."""
+    global emulated_us
+    path = env("VBOARD_OUTPUTS")
+    if not path:
+        return
+    begun = time.ticks_us()
+    try:
+        with open(path) as f:
+            values = json.load(f)
+    except (OSError, ValueError):
+        values = {}
+    values.setdefault(kind, {})[key] = value
+    with open(path + ".tmp", "w") as f:
+        json.dump(values, f)
+    os.rename(path + ".tmp", path)
+    emulated_us += time.ticks_diff(time.ticks_us(), begun)
+
+
+def pin_out(pin, level):
+    """An output pin's new level: in the outputs ("pins") and appended to their trace (VBOARD_OUTPUTS + ".trace":
+    a line "microseconds pin level" each, on the board's clock, which goes on through resets and deep sleeps)."""
+    global emulated_us
+    path = env("VBOARD_OUTPUTS")
+    if not path:
+        return
+    output("pins", str(pin), level)
+    begun = time.ticks_us()
+    with open(path + ".trace", "a") as f:
+        f.write("%d %s %d\n" % (time.time_ns() // 1000, pin, level))
+    emulated_us += time.ticks_diff(time.ticks_us(), begun)
+
+
 def driven(kind, key=None):
     """The bench's value for `kind` ("pins", "adc": of pin `key`; "temperature_c"), or None when it drives none."""
     global emulated_us

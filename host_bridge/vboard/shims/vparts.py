@@ -15,7 +15,6 @@
 # apart from the firmware's, as a chip's C and silicon are.
 
 import json
-import os
 import time
 
 import vboard_state
@@ -269,22 +268,6 @@ def bitstream(pin, encoding, timing, buf):
         raise ValueError("timing")
     began = time.ticks_us()
     try:
-        output("bitstream", str(_pin(pin)), bytes(buf).hex())
+        vboard_state.output("bitstream", str(_pin(pin)), bytes(buf).hex())
     finally:
         vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
-
-
-def output(kind, key, value):
-    """The board's outputs file (VBOARD_OUTPUTS): {kind: {key: value}}, written whole for a host reading it."""
-    path = vboard_state.env("VBOARD_OUTPUTS")
-    if not path:
-        return
-    try:
-        with open(path) as f:
-            values = json.load(f)
-    except (OSError, ValueError):
-        values = {}
-    values.setdefault(kind, {})[key] = value
-    with open(path + ".tmp", "w") as f:
-        json.dump(values, f)
-    os.rename(path + ".tmp", path)

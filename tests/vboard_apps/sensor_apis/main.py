@@ -20,6 +20,7 @@ print("output", was, led.value())
 pressed = []
 button.irq(handler=pressed.append, trigger=machine.Pin.IRQ_FALLING)
 print("irq set", len(pressed))
+print("the pin's state, whatever object", machine.Pin(0).value(), machine.Pin(2).value(), machine.Pin(2).mode())
 
 import os  # noqa: E402
 import sys  # noqa: E402
