@@ -5,6 +5,8 @@ can be set; time.time() is whole seconds from the ESP32 port's epoch, 2000-01-01
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import threading
 import time
@@ -18,7 +20,8 @@ from host_bridge.errors import VBoardError
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.virtual_dut import VirtualDut
-from host_bridge.vboard.runner import VirtualBoard
+from host_bridge.vboard.runner import WDT_EXIT_STATUS, VirtualBoard
+from host_bridge.vboard.wifi import AccessPoint
 from tests.conftest import APPS
 
 
@@ -140,3 +143,25 @@ def test_a_real_boards_inputs_are_not_driven_by_the_bench(tmp_path: Path) -> Non
     with pytest.raises(DutError, match="wired, not driven by the bench"):
         dut.drive(pins={0: 0})
     assert SerialDut.drive is Dut.drive
+
+
+def test_a_watchdog_resets_a_board_blocked_in_recv(tmp_path: Path) -> None:
+    """A board blocked in a socket's recv() (a peer that never answers) with a task watchdog armed is reset by it,
+    as a chip's task watchdog resets a task blocked in lwIP; without the watchdog it would wait for ever."""
+    with socket.create_server(("127.0.0.1", 0)) as server, AccessPoint(tmp_path / "ap", "lab", "") as ap:
+        peer = tmp_path / "peer.json"
+        peer.write_text(json.dumps({"host": "127.0.0.1", "port": server.getsockname()[1]}))
+        board = VirtualBoard(tmp_path / "b.flash", app=APPS / "blocked_recv", ap=ap, put=((peer, "peer.json"),),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            board.start()
+            first = board.output(60)
+            status = board.wait(10)
+            assert status == WDT_EXIT_STATUS, first
+            board.next_boot(status)
+            board.start()
+            second = board.output(60)
+        finally:
+            board.close()
+    assert "blocked in recv" in first and "the watchdog was not fed" in first and "recv returned" not in first
+    assert "reset by the watchdog" in second, second

@@ -179,10 +179,11 @@ def test_tracing_imports_takes_none_of_the_firmwares_heap(tmp_path: Path) -> Non
             free.append(int(found[1]))
         finally:
             dut.close()
-    # A few GC blocks (32 bytes each here) either way: the emulation's own objects, sized by the test's path, move
-    # the pinned heap's edge by that much with or without the record (measured: 0 to 96 bytes). A record made in
-    # the firmware's heap takes more: its slots alone are 4 KB, a set of the names and its hook a few hundred.
-    assert abs(free[0] - free[1]) <= 128, free
+    # A few GC blocks (32 bytes each here) either way: the emulation's own objects, sized by the test's path and by
+    # the shims' code, move the pinned heap's edge by that much with or without the record (measured: 0 to 160
+    # bytes as the shims changed). A record made in the firmware's heap takes more: its slots alone are 4 KB, a set
+    # of the names and its hook a few hundred.
+    assert abs(free[0] - free[1]) <= 512, free
 
 
 def test_a_cut_at_the_wake_and_in_the_first_program_leaves_a_board_that_boots_again(tmp_path: Path) -> None:

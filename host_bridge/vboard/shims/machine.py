@@ -220,11 +220,22 @@ def _sleep_us(us):
     time._port.sleep_us(us)
 
 
-def _look():
+def wdt_armed():
+    """Whether a task watchdog runs (the shims' blocking calls then wait in slices, checking it)."""
+    return _wdt[0] is not None
+
+
+def wdt_check():
+    """Reset the board when its task watchdog went unfed past its timeout: in every wait, and in the shims'
+    blocking calls (a socket's recv() blocks the task on a chip, and its watchdog resets it)."""
     deadline = _wdt[0]
     if deadline is not None and time.ticks_diff(time.ticks_ms(), deadline) > 0:
         sys.stderr.write("vboard: the watchdog was not fed: reset\n")
         sys.exit(WDT_EXIT_STATUS)
+
+
+def _look():
+    wdt_check()
     if not _irq_state[0]:
         return
     for pin in _irqs:

@@ -43,6 +43,7 @@ _STREAM_POLL = 3
 _STREAM_CLOSE = 4
 _STREAM_GET_FILENO = 10
 _EINVAL = 22
+_WDT_SLICE_MS = 10
 
 
 def getaddrinfo(host, port, af=0, type=0, proto=0, flags=0):
@@ -93,11 +94,30 @@ class _StationSocket(io.IOBase):
         self._s = None
         self._epoch = -1  # the association it was opened in
         self._timeout = None  # as settimeout() has it: None blocks, 0 does not
+        self._poller = None  # made at the first blocking read under a task watchdog
 
     def open(self):
         self._s = _port.socket()
         self._epoch = -1
         self._timeout = None
+        self._poller = None
+
+    def _wait_readable(self):
+        """A blocking read waits here in slices while a task watchdog runs, which resets the board when nobody
+        feeds it meanwhile, as a chip's does to a task blocked in lwIP. Without one, the host's read blocks."""
+        machine = sys.modules.get("machine")
+        if self._timeout == 0 or machine is None or not machine.wdt_armed():
+            return
+        if self._poller is None:
+            self._poller = select.poll()
+            self._poller.register(self._s, select.POLLIN)
+        waited = 0
+        limit = None if self._timeout is None else self._timeout * 1000
+        while not self._poller.poll(_WDT_SLICE_MS):
+            machine.wdt_check()
+            waited += _WDT_SLICE_MS
+            if limit is not None and waited >= limit:
+                return  # (the read's own timeout says so)
 
     # -- what lwIP would say -------------------------------------------------------------------------------
 
@@ -130,6 +150,7 @@ class _StationSocket(io.IOBase):
         try:
             self._s.connect(_port.getaddrinfo("127.0.0.1", port)[0][-1])
             self._s.write(_MAGIC + struct.pack(">IB", generation, len(sockaddr)) + sockaddr)
+            self._wait_readable()
             answer = self._s.read(1)
         except OSError as exc:
             raise self._failed(exc)
@@ -166,6 +187,7 @@ class _StationSocket(io.IOBase):
 
     def readinto(self, buf, nbytes=None):
         self._check()
+        self._wait_readable()
         try:
             got = self._s.readinto(buf) if nbytes is None else self._s.readinto(buf, nbytes)
         except OSError as exc:
@@ -176,6 +198,7 @@ class _StationSocket(io.IOBase):
 
     def read(self, nbytes=-1):
         self._check()
+        self._wait_readable()
         try:
             data = self._s.read(nbytes) if nbytes >= 0 else self._s.read()
         except OSError as exc:
@@ -186,6 +209,7 @@ class _StationSocket(io.IOBase):
 
     def recv(self, nbytes):
         self._check()
+        self._wait_readable()
         try:
             data = self._s.recv(nbytes)
         except OSError as exc:
@@ -196,6 +220,7 @@ class _StationSocket(io.IOBase):
 
     def readline(self):
         self._check()
+        self._wait_readable()
         try:
             return self._s.readline()
         except OSError as exc:
