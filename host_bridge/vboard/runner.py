@@ -26,9 +26,11 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -90,7 +92,7 @@ FIRST_QSTR_POOL = 800
 # machine.reset_cause() values (the ESP32 port's), and the wake_reason() of a timer wake.
 PWRON_RESET, HARD_RESET, WDT_RESET, DEEPSLEEP_RESET, SOFT_RESET = 1, 2, 3, 4, 5
 # The devices the virtual board's I2C bus models (shims/vbus.py).
-I2C_MODELS = ("aht10", "aht20")
+I2C_MODELS = ("aht10", "aht20", "ssd1306")
 EXT0_WAKE = 2
 EXT1_WAKE = 3
 TIMER_WAKE = 4
@@ -670,6 +672,45 @@ class VirtualBoard:
         for at, pin, level in changes:
             lines += [f"#{at - start}", f"{level}{names[pin]}"]
         path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def display(self, address: int = 0x3C) -> list[list[int]]:
+        """What the SSD1306 at `address` shows, as rows of pixels (1 lit), as the eye sees the glass: blank while
+        off, inverted, all lit (A5), and its RAM's columns and rows in the order its segment remap and COM scan
+        put them (the usual A1 and C8 show the frame as the firmware drew it, x right and y down)."""
+        shown = self.outputs().get("display", {}).get(str(address))
+        if not shown:
+            return []
+        height = int(shown["height"])
+        ram = bytes.fromhex(shown["ram"])
+        rows = []
+        for y in range(height):
+            row = y if shown["flipped"] else height - 1 - y
+            line = []
+            for x in range(128):
+                column = x if shown["remap"] else 127 - x
+                lit = (ram[(row // 8) * 128 + column] >> (row % 8)) & 1 or shown["entire"]
+                line.append(int(bool(lit) != bool(shown["inverted"])) if shown["on"] else 0)
+            rows.append(line)
+        return rows
+
+    def display_png(self, path: Path, address: int = 0x3C, scale: int = 4) -> Path:
+        """The display as a PNG (white on black, each pixel `scale` pixels square)."""
+        rows = self.display(address)
+        if not rows:
+            raise VBoardError(f"no SSD1306 at 0x{address:02x} has shown anything")
+        raw = b"".join(
+            b"\0" + bytes(255 if pixel else 0 for pixel in row for _ in range(scale))
+            for row in rows
+            for _ in range(scale)
+        )
+
+        def chunk(kind: bytes, data: bytes) -> bytes:
+            return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+        header = struct.pack(">IIBBBBB", len(rows[0]) * scale, len(rows) * scale, 8, 0, 0, 0, 0)  # 8-bit grey
+        png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+        path.write_bytes(png)
         return path
 
     def strip(self, pin: int, order: str = "GRB") -> list[tuple[int, ...]]:

@@ -5,7 +5,8 @@ the firmware no heap, as on a chip.
 
 Beside them, the peers: libraries that people install into a board's /lib themselves, which the virtual board's
 peer tests run unmodified (tests/integration/test_vboard_peers.py): a sensor driver (micropython-ahtx0, for the
-AHT10/AHT20 the virtual board's I2C bus models) and an asyncio MQTT client (micropython-mqtt's mqtt_async). They
+AHT10/AHT20 the virtual board's I2C bus models), a display driver (micropython-ssd1306, for its SSD1306) and an
+asyncio MQTT client (micropython-mqtt's mqtt_async). They
 are fetched the same way, pinned, compiled, and laid out as an application's files (peers()), not frozen.
 
 `make stock` fetches them (main(); make test and make demo do it at set-up); a board whose stock
@@ -68,6 +69,14 @@ PEERS = (
         "https://files.pythonhosted.org/packages/91/28/da5317fbfdbaccc6a59b8269fbb652229ce15b1258c1ddb7c9cfb7a88107/"
         "micropython-ahtx0-0.1.2.tar.gz",
         "c64f80d112563d300b695de3932feabced94e8a3bbb1e9c473da0d4c0ef4db61",
+    ),
+    PinnedModule(
+        "ssd1306.py",
+        "micropython-ssd1306",
+        "0.3",
+        "https://files.pythonhosted.org/packages/01/d0/0841d47772962c80af3ab178ef062ed2cd524cb99eb38463e669428402a8/"
+        "micropython-ssd1306-0.3.tar.gz",
+        "d00cae1ff680e6ae504e258e700f002874b0d924b1a604253b6ea63144b58289",
     ),
     PinnedModule(
         "mqtt_async.py",

@@ -88,3 +88,31 @@ def test_a_published_sensor_driver_and_asyncio_client_report_what_the_bench_sets
         assert {(b["reading"], b["humidity"]) for b in bodies} == {(23.4, 56.7)}, bodies
     finally:
         observer.close()
+
+
+def test_a_published_display_driver_draws_what_the_host_reads_back(tmp_path: Path) -> None:
+    """micropython-ssd1306 initialises the SSD1306 the bench wires at 0x3C and shows a frame: the host reads it
+    back pixel for pixel, upright as the driver's segment remap and COM scan put it, and as a PNG."""
+    peers = stock.peers()
+    assert peers is not None, "the peers were not fetched: run `make stock`"
+    board = VirtualBoard(
+        tmp_path / "b.flash", app=APPS / "display_peer", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        put=((peers / "ssd1306.mpy", "lib/ssd1306.mpy"),),
+    )  # fmt: skip
+    try:
+        board.drive(i2c={0x3C: {"model": "ssd1306"}})
+        board.start()
+        out = board.output(60)
+        assert board.wait() == 0 and "drawn" in out, out
+        rows = board.display(0x3C)
+        png = board.display_png(tmp_path / "display.png", 0x3C, scale=2).read_bytes()
+    finally:
+        board.close()
+    assert len(rows) == 64 and all(len(row) == 128 for row in rows), len(rows)
+    assert all(rows[y][x] for y in range(8) for x in range(16)), "the block is not lit"
+    assert not rows[8][0] and not rows[0][16], "the block spills over"
+    assert rows[63][127] and not rows[63][126], "the corner pixel is not where it was drawn"
+    text = sum(rows[y][x] for y in range(28, 36) for x in range(40, 80))
+    assert 40 < text < 200, text  # the five characters' lit pixels, in their box
+    assert sum(map(sum, rows)) == 16 * 8 + 1 + text, "pixels lit outside what was drawn"
+    assert png.startswith(b"\x89PNG") and len(png) > 100, png[:16]

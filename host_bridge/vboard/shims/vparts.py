@@ -1,8 +1,9 @@
 # The parts on the virtual board's pins, behind the ESP32 port's primitives that drivers stand on: a 1-Wire bus
 # (`_onewire`: reset, bits, bytes) with DS18B20 thermometers on it, DHT11 and DHT22 sensors (`esp.dht_readinto`),
-# and a WS2812 strip (`machine.bitstream`). micropython-lib's onewire, ds18x20, dht and neopixel drivers run on
-# these unmodified. A part is on a pin while the bench drives it (VirtualBoard.drive(onewire=..., dht=...)): wired,
-# from then on, at that pin; given None, unplugged. What firmware writes to a strip is the board's output
+# a WS2812 strip (`machine.bitstream`), and an SSD1306 display on the I2C bus (vbus.py hands it its transfers).
+# micropython-lib's onewire, ds18x20, dht and neopixel drivers run on these unmodified. A part is on a pin while
+# the bench drives it (VirtualBoard.drive(onewire=..., dht=...)): wired, from then on, at that pin; given None,
+# unplugged. What firmware writes to a strip or a display is the board's output
 # (VirtualBoard.outputs()). Imported when firmware first uses a primitive, not before the heap is pinned: a board
 # that uses one gives this module's code some of its heap (8,000 bytes measured with _onewire's import on this
 # 64-bit build), where a chip's C takes none. Boards that use none, the board application's among them, keep the
@@ -271,3 +272,119 @@ def bitstream(pin, encoding, timing, buf):
         vboard_state.output("bitstream", str(_pin(pin)), bytes(buf).hex())
     finally:
         vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
+
+
+# The SSD1306's commands that take arguments, and how many (Solomon Systech's datasheet, section 9): contrast,
+# addressing mode, column and page ranges, multiplex ratio, display offset, COM pins, clock, precharge, VCOMH,
+# charge pump, scrolling's setups and the vertical scroll area.
+_SSD1306_ARGS = {0x81: 1, 0x20: 1, 0x21: 2, 0x22: 2, 0xA8: 1, 0xD3: 1, 0xDA: 1, 0xD5: 1, 0xD9: 1, 0xDB: 1, 0x8D: 1,
+                 0x26: 6, 0x27: 6, 0x29: 5, 0x2A: 5, 0xA3: 2}  # fmt: skip
+
+
+class Ssd1306:
+    """An SSD1306 display controller on the I2C bus: its 128 x 64 bits of display RAM (8 pages of 128 column
+    bytes, bit 0 the page's top row), written through its command and data streams (a control byte: bit 7
+    continuation, bit 6 data), in page, horizontal or vertical addressing. What it shows is the board's output
+    (VirtualBoard.display()), with its on/off, inversion, segment remap and COM scan direction."""
+
+    def __init__(self, address, model, height=64):
+        self.address = address
+        self.model = model
+        self.height = height
+        self.ram = bytearray(128 * 8)
+        self.on = False
+        self.inverted = False
+        self.entire = False  # A5: every pixel lit, whatever the RAM holds
+        self.remap = False  # A1: column 127 is SEG0
+        self.flipped = False  # C8: COM scan from COM[N-1] to COM0
+        self.mode = 2  # page addressing, the reset's
+        self.columns = [0, 127]
+        self.pages = [0, 7]
+        self.column = 0
+        self.page = 0
+        self.pending = []  # a command collecting its arguments
+
+    def write(self, data):
+        at = 0
+        while at < len(data):
+            control = data[at]
+            at += 1
+            last = not control & 0x80  # Co = 0: the rest of the transfer is of this kind
+            end = len(data) if last else min(len(data), at + 1)
+            if control & 0x40:
+                for byte in data[at:end]:
+                    self._data(byte)
+            else:
+                for byte in data[at:end]:
+                    self._command(byte)
+            at = end
+        vboard_state.output("display", str(self.address), self._shown())
+
+    def read(self, n):
+        return bytes((0 if self.on else 0x40,)) * n  # the status byte: bit 6 set while the display is off
+
+    def _command(self, byte):
+        if self.pending:
+            self.pending.append(byte)
+        elif byte in _SSD1306_ARGS:
+            self.pending = [byte]
+        else:
+            self._single(byte)
+            return
+        command = self.pending[0]
+        if len(self.pending) <= _SSD1306_ARGS[command]:
+            return
+        args = self.pending[1:]
+        self.pending = []
+        if command == 0x20:
+            self.mode = args[0] & 3
+        elif command == 0x21:
+            self.columns = [args[0] & 0x7F, args[1] & 0x7F]
+            self.column = self.columns[0]
+        elif command == 0x22:
+            self.pages = [args[0] & 7, args[1] & 7]
+            self.page = self.pages[0]
+
+    def _single(self, byte):
+        if byte in (0xAE, 0xAF):
+            self.on = byte == 0xAF
+        elif byte in (0xA6, 0xA7):
+            self.inverted = byte == 0xA7
+        elif byte in (0xA4, 0xA5):
+            self.entire = byte == 0xA5
+        elif byte in (0xA0, 0xA1):
+            self.remap = byte == 0xA1
+        elif byte in (0xC0, 0xC8):
+            self.flipped = byte == 0xC8
+        elif 0xB0 <= byte <= 0xB7:
+            self.page = byte & 7  # page addressing's page
+        elif byte <= 0x0F:
+            self.column = (self.column & 0xF0) | byte
+        elif byte <= 0x1F:
+            self.column = (self.column & 0x0F) | (byte & 0x0F) << 4
+
+    def _data(self, byte):
+        self.ram[self.page * 128 + self.column] = byte
+        if self.mode == 0:  # horizontal: along the columns, then the next page
+            self.column += 1
+            if self.column > self.columns[1]:
+                self.column = self.columns[0]
+                self.page = self.pages[0] if self.page >= self.pages[1] else self.page + 1
+        elif self.mode == 1:  # vertical: down the pages, then the next column
+            self.page += 1
+            if self.page > self.pages[1]:
+                self.page = self.pages[0]
+                self.column = self.columns[0] if self.column >= self.columns[1] else self.column + 1
+        elif self.column < 127:  # page addressing: along the page, stopping at its end
+            self.column += 1
+
+    def _shown(self):
+        return {
+            "ram": bytes(self.ram).hex(),
+            "height": self.height,
+            "on": self.on,
+            "inverted": self.inverted,
+            "entire": self.entire,
+            "remap": self.remap,
+            "flipped": self.flipped,
+        }
