@@ -92,7 +92,7 @@ FIRST_QSTR_POOL = 800
 # machine.reset_cause() values (the ESP32 port's), and the wake_reason() of a timer wake.
 PWRON_RESET, HARD_RESET, WDT_RESET, DEEPSLEEP_RESET, SOFT_RESET = 1, 2, 3, 4, 5
 # The devices the virtual board's I2C bus models (shims/vbus.py).
-I2C_MODELS = ("aht10", "aht20", "ssd1306")
+I2C_MODELS = ("aht10", "aht20", "ssd1306", "bme280", "bmp280")
 EXT0_WAKE = 2
 EXT1_WAKE = 3
 TIMER_WAKE = 4

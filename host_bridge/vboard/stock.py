@@ -5,8 +5,8 @@ the firmware no heap, as on a chip.
 
 Beside them, the peers: libraries that people install into a board's /lib themselves, which the virtual board's
 peer tests run unmodified (tests/integration/test_vboard_peers.py): a sensor driver (micropython-ahtx0, for the
-AHT10/AHT20 the virtual board's I2C bus models), a display driver (micropython-ssd1306, for its SSD1306) and an
-asyncio MQTT client (micropython-mqtt's mqtt_async). They
+AHT10/AHT20 the virtual board's I2C bus models, and micropython-bme280 for its BME280), a display driver
+(micropython-ssd1306, for its SSD1306) and an asyncio MQTT client (micropython-mqtt's mqtt_async). They
 are fetched the same way, pinned, compiled, and laid out as an application's files (peers()), not frozen.
 
 `make stock` fetches them (main(); make test and make demo do it at set-up); a board whose stock
@@ -69,6 +69,14 @@ PEERS = (
         "https://files.pythonhosted.org/packages/91/28/da5317fbfdbaccc6a59b8269fbb652229ce15b1258c1ddb7c9cfb7a88107/"
         "micropython-ahtx0-0.1.2.tar.gz",
         "c64f80d112563d300b695de3932feabced94e8a3bbb1e9c473da0d4c0ef4db61",
+    ),
+    PinnedModule(
+        "bme280.py",
+        "micropython-bme280",
+        "2.1.3",
+        "https://files.pythonhosted.org/packages/e4/dc/549e2aaafb3ba9a38f304b809c4bdaa12b1d76979698c038db757740d31b/"
+        "micropython-bme280-2.1.3.tar.gz",
+        "4f22607bba5c3f6a6f75c06b7b10558168e0d191482a32164bbc4016d64f9cf9",
     ),
     PinnedModule(
         "ssd1306.py",

@@ -6,8 +6,8 @@
 # chip's pull-up reads, 0xFF. Loaded with the machine shim, before the firmware's heap is pinned: a chip's bus
 # drivers take none of it.
 #
-# The models: an SSD1306 display (vparts.py's, loaded when one is wired), and here the AHT10 and AHT20 temperature
-# and humidity sensors (Aosong's datasheets). Commands are written to
+# The models: an SSD1306 display and BME280 and BMP280 sensors (vparts.py's, loaded when one is wired), and here the
+# AHT10 and AHT20 temperature and humidity sensors (Aosong's datasheets). Commands are written to
 # address 0x38 and the state is read back: a status byte (bit 7 busy, bit 3 calibrated), then humidity and
 # temperature as two 20-bit fields, then (AHT20 only) a CRC-8 (polynomial 0x31, initial 0xFF) over those six
 # bytes. A measurement (0xAC 0x33 0x00) is busy for 80 ms and then holds what the bench drives at that moment; 0xBA
@@ -20,7 +20,7 @@ import vboard_state
 
 _MEASURE_MS = 80
 _RESET_MS = 20
-_MODELS = ("aht10", "aht20", "ssd1306")  # (the display's model is vparts.py's, loaded when one is wired)
+_MODELS = ("aht10", "aht20", "ssd1306", "bme280", "bmp280")  # (all but the AHTs' are vparts.py's, loaded when wired)
 
 
 class Aht:
@@ -102,6 +102,10 @@ def device(address):
             import vparts
 
             found = vparts.Ssd1306(address, "ssd1306", int(wired.get("height", 64)))
+        elif wired["model"] in ("bme280", "bmp280"):
+            import vparts
+
+            found = vparts.Bme280(address, wired["model"])
         else:
             found = Aht(address, wired["model"])
         _devices[address] = found

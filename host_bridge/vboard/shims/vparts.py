@@ -1,6 +1,7 @@
 # The parts on the virtual board's pins, behind the ESP32 port's primitives that drivers stand on: a 1-Wire bus
 # (`_onewire`: reset, bits, bytes) with DS18B20 thermometers on it, DHT11 and DHT22 sensors (`esp.dht_readinto`),
-# a WS2812 strip (`machine.bitstream`), and an SSD1306 display on the I2C bus (vbus.py hands it its transfers).
+# a WS2812 strip (`machine.bitstream`), and on the I2C bus (vbus.py hands them their transfers) an SSD1306 display
+# and BME280 and BMP280 sensors.
 # micropython-lib's onewire, ds18x20, dht and neopixel drivers run on these unmodified. A part is on a pin while
 # the bench drives it (VirtualBoard.drive(onewire=..., dht=...)): wired, from then on, at that pin; given None,
 # unplugged. What firmware writes to a strip or a display is the board's output
@@ -388,3 +389,134 @@ class Ssd1306:
             "remap": self.remap,
             "flipped": self.flipped,
         }
+
+
+# A BME280's (and BMP280's) trimming parameters, as its NVM holds them at 0x88 and 0xE1: the temperature and
+# pressure ones are the example values of Bosch's BMP280 datasheet (section 3.12), the humidity ones a BME280's
+# typical.
+_TRIM_TP = (27504, 26435, -1000, 36477, -10685, 3024, 2855, 140, -7, 15500, -14600, 6000)
+_TRIM_H = (75, 370, 0, 302, 50, 30)
+
+
+class Bme280:
+    """A Bosch BME280 (or BMP280: no humidity) on the I2C bus: its registers (chip id 0xD0, reset 0xE0, the
+    trimming parameters, ctrl_hum 0xF2, status 0xF3, ctrl_meas 0xF4, config 0xF5, the data at 0xF7 to 0xFE), forced
+    and normal modes, and a measurement whose raw values the datasheet's compensation (section 4.2.3) turns back
+    into what the bench drives: the raw values are found by bisection against those formulas."""
+
+    def __init__(self, address, model):
+        self.address = address
+        self.model = model
+        self.humid = model == "bme280"
+        self.regs = bytearray(256)
+        self.regs[0xD0] = 0x60 if self.humid else 0x58
+        trim = bytearray(26)
+        for i, value in enumerate(_TRIM_TP):
+            trim[2 * i : 2 * i + 2] = (value & 0xFFFF).to_bytes(2, "little")
+        trim[25] = _TRIM_H[0]
+        self.regs[0x88 : 0x88 + 26] = trim
+        h2, h3, h4, h5, h6 = _TRIM_H[1:]
+        self.regs[0xE1:0xE8] = bytes(((h2 & 0xFFFF) & 0xFF, (h2 & 0xFFFF) >> 8, h3, (h4 >> 4) & 0xFF,
+                                      (h4 & 0xF) | ((h5 & 0xF) << 4), (h5 >> 4) & 0xFF, h6 & 0xFF))  # fmt: skip
+        self._skipped()
+        self.pointer = 0
+        self.done_at = None
+
+    def _skipped(self):
+        self.regs[0xF7:0xFF] = bytes((0x80, 0, 0, 0x80, 0, 0, 0x80, 0))  # what a skipped measurement reads
+
+    def write(self, data):
+        """A register alone sets where the next read starts; (register, value) pairs write."""
+        if len(data) == 1:
+            self.pointer = data[0]
+        for at in range(0, len(data) - 1, 2):
+            self._set(data[at], data[at + 1])
+
+    def _set(self, register, value):
+        if register == 0xE0 and value == 0xB6:
+            self.__init__(self.address, self.model)  # soft reset: registers as at power-on
+        elif register in (0xF2, 0xF4, 0xF5):
+            self.regs[register] = value
+            if register == 0xF4 and value & 3:
+                osrs = ((value >> 5) & 7, (value >> 2) & 7, self.regs[0xF2] & 7 if self.humid else 0)
+                ms = 1 + sum(2 * (1 << (o - 1)) + (0.5 if i else 0) for i, o in enumerate(osrs) if o)
+                self.done_at = time.ticks_add(time.ticks_ms(), int(ms + 0.999))
+
+    def _tend(self):
+        if self.done_at is None or time.ticks_diff(time.ticks_ms(), self.done_at) < 0:
+            return
+        self.done_at = None
+        ctrl = self.regs[0xF4]
+        if ctrl & 3 == 1:
+            self.regs[0xF4] = ctrl & ~3  # forced: back to sleep
+        wired = vboard_state.driven("i2c", self.address) or {}
+        temperature = float(wired.get("temperature_c", 25.0))
+        pressure = float(wired.get("pressure_hpa", 1013.25)) * 100
+        humidity = float(wired.get("humidity", 50.0))
+        adc_t = _bisect(lambda a: _bme_t(a)[0], round(temperature * 100), 0, (1 << 20) - 1, rising=True)
+        t_fine = _bme_t(adc_t)[1]
+        adc_p = _bisect(lambda a: _bme_p(a, t_fine), round(pressure * 256), 0, (1 << 20) - 1, rising=False)
+        adc_h = _bisect(lambda a: _bme_h(a, t_fine), round(humidity * 1024), 0, 0xFFFF, rising=True)
+        if (ctrl >> 5) & 7:
+            self.regs[0xFA:0xFD] = bytes((adc_t >> 12, (adc_t >> 4) & 0xFF, (adc_t & 0xF) << 4))
+        if (ctrl >> 2) & 7:
+            self.regs[0xF7:0xFA] = bytes((adc_p >> 12, (adc_p >> 4) & 0xFF, (adc_p & 0xF) << 4))
+        if self.humid and self.regs[0xF2] & 7:
+            self.regs[0xFD:0xFF] = bytes((adc_h >> 8, adc_h & 0xFF))
+        if ctrl & 3 == 3:
+            self._set(0xF4, ctrl)  # normal mode: the next measurement at once (standby left out)
+
+    def read(self, n):
+        self._tend()
+        status = 0x08 if self.done_at is not None else 0  # measuring
+        out = bytearray()
+        for i in range(n):
+            register = (self.pointer + i) & 0xFF
+            out.append(status if register == 0xF3 else self.regs[register])
+        return bytes(out)
+
+
+def _bisect(f, target, low, high, rising):
+    """The raw value whose compensated value is nearest `target` (f monotonic over [low, high])."""
+    while low < high:
+        middle = (low + high) // 2
+        value = f(middle)
+        if (value < target) if rising else (value > target):
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _bme_t(adc):
+    """Temperature in 0.01 C and t_fine, from a raw temperature (Bosch's integer compensation)."""
+    t1, t2, t3 = _TRIM_TP[:3]
+    a = (((adc >> 3) - (t1 << 1)) * t2) >> 11
+    d = (adc >> 4) - t1
+    b = (((d * d) >> 12) * t3) >> 14
+    return ((a + b) * 5 + 128) >> 8, a + b
+
+
+def _bme_p(adc, t_fine):
+    """Pressure in Pa times 256 (Bosch's 64-bit integer compensation)."""
+    p1, p2, p3, p4, p5, p6, p7, p8, p9 = _TRIM_TP[3:]
+    a = t_fine - 128000
+    b = a * a * p6 + ((a * p5) << 17) + (p4 << 35)
+    a = ((a * a * p3) >> 8) + ((a * p2) << 12)
+    a = (((1 << 47) + a) * p1) >> 33
+    if a == 0:
+        return 0
+    p = 1048576 - adc
+    p = (((p << 31) - b) * 3125) // a
+    return ((p + ((p9 * (p >> 13) * (p >> 13)) >> 25) + ((p8 * p) >> 19)) >> 8) + (p7 << 4)
+
+
+def _bme_h(adc, t_fine):
+    """Relative humidity in %RH times 1024 (Bosch's integer compensation)."""
+    h1, h2, h3, h4, h5, h6 = _TRIM_H
+    x = t_fine - 76800
+    x = ((((adc << 14) - (h4 << 20) - (h5 * x)) + 16384) >> 15) * (
+        ((((((x * h6) >> 10) * (((x * h3) >> 11) + 32768)) >> 10) + 2097152) * h2 + 8192) >> 14
+    )
+    x -= ((((x >> 15) * (x >> 15)) >> 7) * h1) >> 4
+    return min(max(x, 0), 419430400) >> 12
