@@ -97,14 +97,19 @@ def library_modules(firmware: Path = assets.FIRMWARE) -> list[str]:
 def stage_firmware(
     app: Path = assets.APP, firmware: Path = assets.FIRMWARE, build_root: Path | None = None, library: bool = False
 ) -> Path:
-    """Lay out the board's filesystem root as a real board gets it: the manifest's package modules and every
-    module of the application folder compiled to .mpy by mpy-cross (compiling source on the board needs more
-    heap than an ESP32 has), boot.py and main.py as source. `library`: an application of the user's own (the
-    examples) with the client library as mip installs it, in lib/. Staged once per content, in a folder named by
-    its hash, so concurrent boards share it safely."""
+    """Lay out the board's filesystem root as a real board gets it: every module of the application folder
+    compiled to .mpy by mpy-cross (compiling source on the board needs more heap than an ESP32 has), boot.py and
+    main.py as source, and for the board application (a folder with board_app.py: this project's, or a copy of it
+    with a sensor hook beside it) the manifest's package modules. `library`: an application of the user's own (the
+    examples) with the client library as mip installs it, in lib/. Any other application is laid out alone: a
+    board that runs someone else's code gets nothing of this project's. Staged once per content, in a folder named
+    by its hash, so concurrent boards share it safely."""
     build_root = build_root or assets.build_dir() / "vboard"
     sources: list[tuple[Path, Path]] = []
-    packages = library_modules(firmware) if library else board_modules(firmware)[0]
+    if library:
+        packages = library_modules(firmware)
+    else:
+        packages = board_modules(firmware)[0] if (app / "board_app.py").exists() else []
     for name in packages:
         rel = Path(*name.split(".")).with_suffix(".py")
         sources.append((firmware / rel, Path("lib") / rel if library else rel))

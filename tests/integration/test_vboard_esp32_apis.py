@@ -49,6 +49,7 @@ def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> N
     assert "pull-up input 1 1" in out and "time() is an int True" in out, out
     assert "pull-down input 0" in out and "output 0 1" in out and "irq set 0" in out, out
     assert "platform esp32 esp32 esp32 True" in out, out  # sys.platform and os.uname() as a chip's
+    assert "this project's packages []" in out, out  # someone else's app is laid out alone
     # gc.mem_alloc() and mem_free() add up to the board's heap, whatever is allocated (the emulation's share and
     # its ballast are no part of it), as on a chip.
     adds_up, total, small = out.split("heap adds up ", 1)[1].split()[:3]
@@ -120,8 +121,8 @@ def test_i2c_spi_pwm_timers_and_deep_sleeps_that_pins_end(tmp_path: Path) -> Non
 def test_a_driven_device_must_be_a_modelled_one(tmp_path: Path) -> None:
     board = VirtualBoard(tmp_path / "b.flash", app=APPS / "buses")
     try:
-        with pytest.raises(VBoardError, match="no model 'bme280'"):
-            board.drive(i2c={0x76: {"model": "bme280"}})
+        with pytest.raises(VBoardError, match="no model 'hts221'"):
+            board.drive(i2c={0x5F: {"model": "hts221"}})
     finally:
         board.close()
 

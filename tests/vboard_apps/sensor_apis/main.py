@@ -38,3 +38,4 @@ total = gc.mem_free() + gc.mem_alloc()
 del held
 gc.collect()
 print("heap adds up", total == gc.mem_free() + gc.mem_alloc(), total, gc.mem_alloc() < total // 2)
+print("this project's packages", [name for name in ("dmqtt", "dlink", "dboard") if name in os.listdir("/flash")])
