@@ -159,6 +159,7 @@ class Bench:
             flash=self.work / dev / "b.flash",
             console_log=self.work / dev / "console.log",
             extra_env={"VBOARD_IMPORTS": "1"},
+            optimise=True,  # every board's code compiled as (c)'s is: the forgetful apps' too
             **options,
         )
         dut.vboard.drive(i2c=SENSOR)
@@ -241,7 +242,7 @@ class Bench:
         finally:
             dut.close()
             subscriber.close()
-        staged = stage_firmware(app)  # (staged once per content: the board's own copy)
+        staged = stage_firmware(app, optimise=True)  # (staged once per content: the board's own copy)
         taken = re.findall(r"^taken ([0-9a-f]{8}) (sample|send)$", console, re.M)
         last = taken[-wakes:]  # the last power-on's wakes: each but the last ended in a deep sleep
         sampling = [s for s, (_, kind) in zip(sleeps, last, strict=False) if kind == "sample"]

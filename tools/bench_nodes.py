@@ -161,7 +161,7 @@ class NodeBench:
             rig.close()
             subscriber.close()
         del rig_work
-        staged = stage_firmware(app)
+        staged = stage_firmware(app, optimise=True)
         return {
             "install": install,
             "cuts": cuts,

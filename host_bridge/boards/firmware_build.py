@@ -95,38 +95,85 @@ def library_modules(firmware: Path = assets.FIRMWARE) -> list[str]:
 
 
 def stage_firmware(
-    app: Path = assets.APP, firmware: Path = assets.FIRMWARE, build_root: Path | None = None, library: bool = False
+    app: Path = assets.APP,
+    firmware: Path = assets.FIRMWARE,
+    build_root: Path | None = None,
+    library: bool = False,
+    optimise: bool | None = None,
+    march: str | None = None,
 ) -> Path:
     """Lay out the board's filesystem root as a real board gets it: every module of the application folder
     compiled to .mpy by mpy-cross (compiling source on the board needs more heap than an ESP32 has), boot.py and
     main.py as source, and for the board application (a folder with board_app.py: this project's, or a copy of it
     with a sensor hook beside it) the manifest's package modules. `library`: an application of the user's own (the
     examples) with the client library as mip installs it, in lib/. Any other application is laid out alone: a
-    board that runs someone else's code gets nothing of this project's. Staged once per content, in a folder named
-    by its hash, so concurrent boards share it safely."""
+    board that runs someone else's code gets nothing of this project's.
+
+    This project's modules are optimised as the frozen image is (MPY_CROSS_OPTIONS). Someone else's application
+    (laid out alone) is compiled as mpy-cross compiles by default, asserts and line numbers kept and its files
+    named by their paths in tracebacks, unless `optimise`; `march` is the native emitter's architecture for its
+    @native and @viper code ("host" on the virtual board; None: none, and such code fails to compile). An .mpy file
+    of its own with native code for another architecture is refused, named. Staged once per content, in a folder
+    named by its hash, so concurrent boards share it safely."""
     build_root = build_root or assets.build_dir() / "vboard"
-    sources: list[tuple[Path, Path]] = []
+    ours = library or (app / "board_app.py").exists()
     if library:
         packages = library_modules(firmware)
     else:
-        packages = board_modules(firmware)[0] if (app / "board_app.py").exists() else []
+        packages = board_modules(firmware)[0] if ours else []
+    package_sources = []
     for name in packages:
         rel = Path(*name.split(".")).with_suffix(".py")
-        sources.append((firmware / rel, Path("lib") / rel if library else rel))
-    for path in app_sources(app):
-        sources.append((path, path.relative_to(app)))
+        package_sources.append((firmware / rel, Path("lib") / rel if library else rel))
+    app_files = [(path, path.relative_to(app)) for path in app_sources(app)]
+    users = not ours and not optimise
+    app_options = (*(("-march=" + march,) if march else ()),) if users else MPY_CROSS_OPTIONS
     data = [(path, path.relative_to(app)) for path in app_data(app)]
-    digest = hashlib.sha256(" ".join((*MPY_CROSS_OPTIONS, "-s", "import-name")).encode())  # how compile_sources runs
-    for path, rel in sources + [(path, rel.with_name(rel.name + " (data)")) for path, rel in data]:
+    for path, rel in data:
+        if path.suffix == ".mpy":
+            check_mpy_arch(path, rel, march)
+    how = " ".join((*MPY_CROSS_OPTIONS, "-s", "import-name", "|", *app_options, "-s", "path" if users else "name"))
+    digest = hashlib.sha256(how.encode())  # how compile_sources runs
+    for path, rel in package_sources + app_files + [(p, r.with_name(r.name + " (data)")) for p, r in data]:
         digest.update(str(rel).encode() + b"\0" + path.read_bytes())
 
     def build(work: Path) -> None:
-        compile_sources(sources, work)
+        compile_sources(package_sources, work)
+        compile_sources(app_files, work, app_options, by_path=users)
         for path, rel in data:
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, work / rel)
 
     return assets.built(build_root / digest.hexdigest()[:16], build)
+
+
+# MicroPython's native architectures as an .mpy header names them (py/persistentcode.h: MP_NATIVE_ARCH_*), by
+# mpy-cross's -march names; 0 is bytecode alone, which every port loads.
+MPY_ARCHS = ("", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp", "xtensa",
+             "xtensawin", "rv32imc", "rv64imc")  # fmt: skip
+
+
+def host_march() -> str:
+    """The native architecture of this machine's MicroPython Unix port, the virtual board's."""
+    import platform
+
+    return {"x86_64": "x64", "amd64": "x64", "i386": "x86", "i686": "x86"}.get(platform.machine().lower(), "")
+
+
+def check_mpy_arch(path: Path, rel: Path, march: str | None) -> None:
+    """FirmwareBuildError for an .mpy file with native code the board cannot run: its header's architecture
+    (byte 2, bits 2 and up) another than the board's."""
+    header = path.read_bytes()[:3]
+    if len(header) < 3 or header[0] != ord("M"):
+        raise FirmwareBuildError(f"{rel} is not a MicroPython .mpy file (no 'M' header): copy its source instead")
+    code = header[2] >> 2
+    arch = MPY_ARCHS[code] if code < len(MPY_ARCHS) else f"architecture {code}"
+    board = host_march() if march == "host" else march
+    if code and arch != board:
+        raise FirmwareBuildError(
+            f"{rel} holds native code for {arch}; this board runs {board or 'no native code'}: copy its .py "
+            "source instead (compiled here with the board's -march), or an .mpy built without native code"
+        )
 
 
 def app_sources(app: Path) -> list[Path]:
@@ -204,14 +251,17 @@ def import_name(rel: Path) -> str:
     return ".".join(parts)
 
 
-def compile_sources(sources: list[tuple[Path, Path]], into: Path, options: tuple[str, ...] = MPY_CROSS_OPTIONS) -> None:
+def compile_sources(
+    sources: list[tuple[Path, Path]], into: Path, options: tuple[str, ...] = MPY_CROSS_OPTIONS, by_path: bool = False
+) -> None:
     """Each (source, relative path) compiled by mpy-cross to into/<relative path>.mpy; boot.py and main.py copied
     as they are (the port runs them as source). By default optimised as the frozen image is
     (firmware/manifest.py's opt=3: no line numbers, no asserts): a deployed board loads the bytecode into its heap,
     and line-number tables are 8% of it (1.9 KB of a run's heap on 64-bit objects). Tracebacks name each function,
     and each module by its import name (dmqtt.session): the name the import interns anyway, where a file name
     would be one more interned name per module in the board's first pool of them (docs/virtual-board.md,
-    Interned names)."""
+    Interned names). `by_path`: each module named by its path on the board instead (lib/sensor.py), as a board that
+    compiles a copied .py names it."""
     compiler = mpy_cross_executable()
     for path, rel in sources:
         target = into / rel
@@ -220,7 +270,15 @@ def compile_sources(sources: list[tuple[Path, Path]], into: Path, options: tuple
             shutil.copyfile(path, target)
             continue
         result = subprocess.run(
-            [compiler, *options, "-o", str(target.with_suffix(".mpy")), "-s", import_name(rel), str(path)],
+            [
+                compiler,
+                *options,
+                "-o",
+                str(target.with_suffix(".mpy")),
+                "-s",
+                str(rel) if by_path else import_name(rel),
+                str(path),
+            ],  # fmt: skip
             capture_output=True,
             text=True,
         )

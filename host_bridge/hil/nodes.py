@@ -153,6 +153,7 @@ class NodeRig:
             air=self.air,
             install=self.install,
             extra_env=self.extra_env,
+            optimise=True,  # (an application of the bench's own, figure 14's forgetful node, compiled as (e) is)
             **options,
         )
         dut.configure(spec.config())

@@ -229,6 +229,9 @@ class VirtualBoard:
     install: str = "deployed"  # where the firmware's code lives: "deployed", "romfs" or "frozen"
     deploy: bool = True  # install `app` and the firmware at each boot (False: run what the flash holds)
     library: bool = False  # `app` is an application of the user's own, with the client library in lib/ (mip)
+    # Someone else's application (neither the board application nor `library`) compiled as this project's code
+    # is, optimised (the benchmarks' own forgetful boards, "as (c) is"); None: as mpy-cross does by default.
+    optimise: bool | None = None
     console_pty: bool | Path = False  # a console port with the REPL (a Path: also reachable at that fixed path)
     seed: int = 0
     uid: str = "24d7eb000001"
@@ -273,7 +276,9 @@ class VirtualBoard:
             raise VBoardError(
                 "an application with the client library in lib/ (library) is installed deployed or frozen"
             )
-        self.root = stage_firmware(Path(self.app), Path(self.firmware), library=self.library)
+        self.root = stage_firmware(
+            Path(self.app), Path(self.firmware), library=self.library, optimise=self.optimise, march="host"
+        )
         self._romfs = next((p for p in self.partitions if p.label == "romfs"), None)
         if self.install == "romfs" and self._romfs is None:
             raise VBoardError(

@@ -6,6 +6,7 @@ can be set; time.time() is whole seconds from the ESP32 port's epoch, 2000-01-01
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import threading
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 
 from host_bridge.boards.definition import BoardDefinition
-from host_bridge.errors import VBoardError
+from host_bridge.boards.firmware_build import mpy_cross_executable
+from host_bridge.errors import FirmwareBuildError, VBoardError
 from host_bridge.hil.dut import BootEnd, Dut, DutError
 from host_bridge.hil.real_dut import SerialDut
 from host_bridge.hil.virtual_dut import VirtualDut
@@ -166,3 +168,29 @@ def test_a_watchdog_resets_a_board_blocked_in_recv(tmp_path: Path) -> None:
             board.close()
     assert "blocked in recv" in first and "the watchdog was not fed" in first and "recv returned" not in first
     assert "reset by the watchdog" in second, second
+
+
+def test_code_of_ones_own_compiles_as_mpy_cross_does_and_foreign_native_code_is_refused(tmp_path: Path) -> None:
+    """Someone else's application is compiled as mpy-cross compiles by default, for the board's own architecture:
+    its @native and @viper functions run, its asserts are kept, a traceback names its file and line. An .mpy of
+    its own with native code for another chip is refused by name, not dropped or crashed on."""
+    board = VirtualBoard(tmp_path / "b.flash", app=APPS / "own_code", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        board.start()
+        out = board.output(60)
+        assert board.wait() == 0, out
+    finally:
+        board.close()
+    assert "native 42 viper 45" in out and "assert kept x must be positive" in out, out
+    assert 'File "fast.py", line 18, in checked' in out, out
+    app = tmp_path / "app"
+    shutil.copytree(APPS / "own_code", app)
+    (app / "lib").mkdir()
+    compiled = subprocess.run(
+        [mpy_cross_executable(), "-march=xtensawin", "-o", str(app / "lib" / "chip.mpy"), str(app / "fast.py")],
+        capture_output=True,
+        text=True,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    with pytest.raises(FirmwareBuildError, match="lib/chip.mpy holds native code for xtensawin"):
+        VirtualBoard(tmp_path / "c.flash", app=app)
