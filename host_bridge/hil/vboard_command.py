@@ -220,14 +220,14 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        if args.stats:
-            print("flash-stats: " + json.dumps(dut.stats(), sort_keys=True), flush=True)
-            print("sleep-stats: " + json.dumps(dut.vboard.sleep_stats(), sort_keys=True), flush=True)
-            print("ap-stats: " + json.dumps(asdict(ap.stats), sort_keys=True), flush=True)
         assert end.status is not None
         return 0 if end.kind == "asleep" else end.status
     finally:
         dut.close()
+        if args.stats:  # (at every end: the board's own, Ctrl-C, SIGTERM, SIGHUP)
+            print("flash-stats: " + json.dumps(dut.stats(), sort_keys=True), flush=True)
+            print("sleep-stats: " + json.dumps(dut.vboard.sleep_stats(), sort_keys=True), flush=True)
+            print("ap-stats: " + json.dumps(asdict(ap.stats), sort_keys=True), flush=True)
         ap.close()
 
 

@@ -9,6 +9,7 @@ import random
 import select
 import shutil
 import struct
+import signal
 import subprocess
 import sys
 import time
@@ -277,6 +278,32 @@ def test_bit_errors_drops_and_garbage_at_the_configured_rates(tmp_path: Path) ->
 
 
 # --- command line -------------------------------------------------------------------------------------------
+
+
+def test_cli_prints_its_stats_when_stopped_with_sigterm(tmp_path: Path) -> None:
+    """`--stats` at every end: a board that runs until it is stopped, stopped as a harness or systemd stops it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "f.flash"), "--no-serial"]
+        + ["--app", str(APPS / "forever"), "--stats"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.strip() == "running":
+                break
+        process.send_signal(signal.SIGTERM)
+        rest = process.communicate(timeout=30)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 128 + signal.SIGTERM, rest
+    printed = {line.split(": ", 1)[0] for line in rest.splitlines() if "-stats: " in line}
+    assert printed == {"flash-stats", "sleep-stats", "ap-stats"}, rest
 
 
 def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 # (tests/integration/test_vboard_esp32_apis.py): @native and @viper functions, asserts kept, tracebacks with file
 # names and line numbers.
 import fast
+
 print("native", fast.doubled(21), "viper", fast.summed(10))
 try:
     fast.checked(-1)
@@ -12,4 +13,5 @@ try:
     fast.checked(None)
 except TypeError as exc:
     import sys
+
     sys.print_exception(exc)

@@ -1,0 +1,6 @@
+# Virtual-board test app: runs until it is stopped (tests/integration/test_vboard.py ends it with SIGTERM).
+import time
+
+print("running")
+while True:
+    time.sleep_ms(100)
