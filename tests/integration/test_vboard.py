@@ -8,8 +8,8 @@ import os
 import random
 import select
 import shutil
-import struct
 import signal
+import struct
 import subprocess
 import sys
 import time
