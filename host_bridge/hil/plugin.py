@@ -44,6 +44,7 @@ from host_bridge.bridge.run_command import command as bridge_command
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.hil.access_point import AccessPointSwitch, CommandAccessPoint
+from host_bridge.hil.app_board import AppBoard
 from host_bridge.hil.dut import Dut
 from host_bridge.hil.power import CommandSwitch, ModemLines, PowerSwitch, RtsEnSwitch
 from host_bridge.hil.real_dut import SerialDut
@@ -467,6 +468,29 @@ def hil_drive(hil_dut: Dut) -> Callable[..., None]:
     i2c={0x38: {"model": "aht20", ...}}) (Dut.drive; a real board's test gets a DutError saying to wire a driver
     of its own)."""
     return hil_dut.drive
+
+
+@pytest.fixture
+def app_board(tmp_path: Path) -> Iterator[Callable[..., AppBoard]]:
+    """app_board(folder, wiring=None, **options): your application (the folder you copy to a board: main.py, lib/,
+    its files) booted on a virtual board with its wiring file (the folder's wiring.json by default), started;
+    stopped after the test (docs/testing-your-firmware.md). Options are VirtualBoard's (ap=, put=, heap=...)."""
+    made: list[AppBoard] = []
+    tried = [0]
+
+    def make(folder: Path | str, wiring: Path | str | None = None, **options: Any) -> AppBoard:
+        tried[0] += 1
+        work = tmp_path / f"app-board-{tried[0]}"
+        work.mkdir()
+        board = AppBoard(Path(folder), work, Path(wiring) if wiring is not None else None, **options)
+        made.append(board)
+        return board
+
+    try:
+        yield make
+    finally:
+        for board in made:
+            board.close()
 
 
 @pytest.fixture

@@ -345,7 +345,8 @@ def test_each_example_is_a_short_program() -> None:
             code = [ln for ln in source.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
             assert len(code) <= 90, f"{source} has {len(code)} lines of code"
             imports = {ln.split()[1].split(".")[0] for ln in code if ln.startswith(("import ", "from "))}
-            assert imports <= {"asyncio", "gc", "json", "machine", "time", "dmqtt", "dlink"} | own, (source, imports)
+            micropython = {"asyncio", "esp", "framebuf", "gc", "json", "machine", "time"}
+            assert imports <= micropython | {"dmqtt", "dlink"} | own, (source, imports)
 
 
 def test_the_examples_readme_names_each_example() -> None:
