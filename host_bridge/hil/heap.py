@@ -49,9 +49,11 @@ MESSAGES = 60
 # What does not keep the budget in the deployed path, per board, and the floor it keeps there instead: bytes, the
 # lowest tests/hil/test_heap_budget.py measured less a margin, so that a regression still fails. Each is the
 # configuration's own code on an ESP32 with WiFi; docs/install-paths.md says where it keeps the budget (ROMFS,
-# frozen code, the serial link, the S3, C3 and C6).
+# frozen code, the serial link, the S3, C3 and C6). The low point moves by up to 192 bytes with the length of the
+# run's folder, which a chip does not have (measured over folder names of 20 to 160 characters; the emulation
+# reads its paths as strings during the run, and the collector is conservative): each floor is under the lowest.
 DEPLOYED_SHORT: dict[tuple[str, str], int] = {
-    ("tcp-confirm", "sim"): 24_960,  # end-to-end confirmation's code and state (dmqtt/confirm.py)
+    ("tcp-confirm", "sim"): 24_832,  # end-to-end confirmation's code and state (dmqtt/confirm.py)
     ("tcp-confirm", "sim-nojournal"): 28_224,  # the same on the file journal's board
     ("tcp-wifi", "sim"): 31_232,  # WiFi supervision's code on a board that stays awake (dmqtt.wifi, supervise.py)
     ("tls-wifi", "sim"): 30_720,  # the same, TLS's session from the same heap

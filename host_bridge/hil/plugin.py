@@ -471,8 +471,8 @@ def hil_drive(hil_dut: Dut) -> Callable[..., None]:
 
 
 @pytest.fixture
-def app_board(tmp_path: Path) -> Iterator[Callable[..., AppBoard]]:
-    """app_board(folder, wiring=None, **options): your application (the folder you copy to a board: main.py, lib/,
+def hil_app_board(tmp_path: Path) -> Iterator[Callable[..., AppBoard]]:
+    """hil_app_board(folder, wiring=None, **options): your application (the folder you copy to a board: main.py, lib/,
     its files) booted on a virtual board with its wiring file (the folder's wiring.json by default), started;
     stopped after the test (docs/testing-your-firmware.md). Options are VirtualBoard's (ap=, put=, heap=...)."""
     made: list[AppBoard] = []

@@ -338,7 +338,7 @@ def test_the_client_reports_through_its_hooks_state_and_counters(tmp_path: Path,
     app.mkdir()
     host, port = scripted.address.rsplit(":", 1)
     (app / "main.py").write_text(f"HOST, PORT = {host!r}, {port}\n" + HOOKS_APP)
-    board = start_board(tmp_path, {}, app=app)
+    board = start_board(tmp_path, {}, app=app, library=True)
     conn = scripted.accept()
     conn.expect_connect()
     conn.connack(session_present=False)

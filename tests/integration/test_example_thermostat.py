@@ -1,5 +1,5 @@
 """examples/thermostat, tested as docs/testing-your-firmware.md tells a developer to test their own firmware: the
-HIL plugin's app_board fixture boots the folder with its wiring.json; the test sets the parts (the DHT22's
+HIL plugin's hil_app_board fixture boots the folder with its wiring.json; the test sets the parts (the DHT22's
 temperature, the button) and reads the outputs (the relay's pin, the display, the trace of the pins), expecting
 the console's lines in order."""
 
@@ -18,9 +18,9 @@ THERMOSTAT = REPO / "examples" / "thermostat"
 
 
 def test_the_thermostat_heats_below_its_setpoint_and_the_button_raises_it(
-    app_board: Callable[..., AppBoard], tmp_path: Path
+    hil_app_board: Callable[..., AppBoard], tmp_path: Path
 ) -> None:
-    board = app_board(THERMOSTAT)
+    board = hil_app_board(THERMOSTAT)
     board.expect(r"^temperature 21\.0 setpoint 20\.0 heating off$")
     assert board.level("heater") == 0
     board.set("sensor", temperature_c=18.5)
@@ -55,18 +55,20 @@ def test_the_thermostat_heats_below_its_setpoint_and_the_button_raises_it(
     assert board.level("heater") == 0
 
 
-def test_an_expected_line_that_never_comes_says_so_with_the_console(app_board: Callable[..., AppBoard]) -> None:
-    board = app_board(THERMOSTAT)
+def test_an_expected_line_that_never_comes_says_so_with_the_console(hil_app_board: Callable[..., AppBoard]) -> None:
+    board = hil_app_board(THERMOSTAT)
     board.expect(r"heating off")
     with pytest.raises(AppBoardError, match="printed no 'heating on' within 1 s"):
         board.expect(r"heating on", timeout=1)
 
 
-def test_a_wiring_mistake_is_named_before_the_board_starts(app_board: Callable[..., AppBoard], tmp_path: Path) -> None:
+def test_a_wiring_mistake_is_named_before_the_board_starts(
+    hil_app_board: Callable[..., AppBoard], tmp_path: Path
+) -> None:
     wiring = tmp_path / "wiring.json"
     wiring.write_text('{"parts": {"heater": {"part": "relay", "pin": 35}}}')
     with pytest.raises(WiringError, match="GPIO 35 is an input only"):
-        app_board(THERMOSTAT, wiring)
+        hil_app_board(THERMOSTAT, wiring)
     wiring.write_text('{"parts": {"sensor": {"part": "dht22", "pin": 4, "temprature_c": 20}}}')
     with pytest.raises(WiringError, match="a dht22 has no value temprature_c"):
-        app_board(THERMOSTAT, wiring)
+        hil_app_board(THERMOSTAT, wiring)
