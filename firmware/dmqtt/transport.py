@@ -19,7 +19,6 @@ except ImportError:
 
 
 _EAGAIN = const(11)
-_EINPROGRESS = const(115)
 _IPPROTO_TCP = const(6)
 _TCP_NODELAY = const(1)
 

@@ -188,6 +188,15 @@ class Air:
             self._scheduled.append(_Scheduled(on, None if board is None else mac_bytes(board), hold=hold))
         return hold
 
+    def unplug(self, board: str | bytes) -> None:
+        """`board`'s radio is gone at once (its power was cut): no frame sent from now on is heard or acknowledged
+        by it, whichever the air's thread would have noticed first, the board's closed connection or that frame."""
+        mac = mac_bytes(board)
+        with self._lock:
+            gone = [conn for conn, radio in self._radios.items() if radio.mac == mac]
+        for conn in gone:
+            self._drop(conn)
+
     def environment(self) -> str:
         """VBOARD_AIR, what a board's shims need to know of this air: where to connect, where to report events."""
         with self._lock:

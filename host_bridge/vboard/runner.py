@@ -478,6 +478,8 @@ class VirtualBoard:
             except ProcessLookupError:
                 pass
             self.process.wait()
+            if self.air is not None:
+                self.air.unplug(self.uid)
         elif self.asleep:
             self.asleep = False
             self._power_on()

@@ -194,3 +194,26 @@ def test_code_of_ones_own_compiles_as_mpy_cross_does_and_foreign_native_code_is_
     assert compiled.returncode == 0, compiled.stderr
     with pytest.raises(FirmwareBuildError, match="lib/chip.mpy holds native code for xtensawin"):
         VirtualBoard(tmp_path / "c.flash", app=app)
+
+
+def test_errno_numbers_are_the_esp32_ports_wherever_they_come_from(tmp_path: Path) -> None:
+    """The ESP32 port raises newlib's errno numbers (lwIP's: ETIMEDOUT 116, ECONNABORTED 113, EHOSTUNREACH 118,
+    EINPROGRESS 119), not the Unix port's Linux ones (110, 103, 113, 115): `errno` names them, in a file compiled on
+    the board as in one compiled by mpy-cross; a wired socket, a station's, asyncio's connect and a part raise
+    them; a traceback names them as a chip's does."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        peer = tmp_path / "peer.json"
+        peer.write_text(json.dumps({"host": "127.0.0.1", "port": server.getsockname()[1]}))
+        board = VirtualBoard(tmp_path / "b.flash", app=APPS / "lwip_errno", put=((peer, "peer.json"),),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            board.start()
+            out = board.output(60)
+            assert board.wait() == 1, out
+        finally:
+            board.close()
+    assert "main 116 113 118 119" in out and "module (116, 113, 118, 119)" in out, out
+    assert "errorcode ETIMEDOUT" in out and "dht 116 True" in out, out
+    assert "wired non-blocking connect 119 True" in out and "wired recv timeout 116 True" in out, out
+    assert "asyncio open_connection True" in out and "unjoined connect 118 True" in out, out
+    assert out.rstrip().endswith("OSError: [Errno 116] ETIMEDOUT"), out

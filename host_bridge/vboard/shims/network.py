@@ -35,7 +35,7 @@ _ASSOC_LEAVE = 8  # ESP-IDF's reason after the station's own disconnect()
 AUTH_OPEN = 0
 AUTH_WPA2_PSK = 3
 
-_EHOSTUNREACH = 113  # the Unix port's (Linux) number; 118 on an ESP32 (newlib), the same name
+_EHOSTUNREACH = 118  # newlib's number (esp_errno.py): a station exists only on a board on lwIP
 
 _model = json.loads(vboard_state.env("VBOARD_AP", "{}"))
 _SCALE = float(_model.get("scale", 1.0))

@@ -17,8 +17,9 @@
 # io.IOBase with the stream protocol, so that select.poll polls the host socket's descriptor (ioctl
 # MP_STREAM_GET_FILENO) and ssl wraps it as it wraps a socket.
 #
-# A board that never activates the station (a config without "wifi") gets the port's own sockets: it reaches
-# the host's network directly, as if wired.
+# A board that never activates the station (a config without "wifi") reaches the host's network directly, as if
+# wired: its TCP sockets are host sockets to the destination, in the same wrapper, so that they too raise
+# newlib's numbers (esp_errno.py) as lwIP's do. UDP sockets are the port's own.
 import sys
 
 _path = sys.path
@@ -29,7 +30,6 @@ try:
 finally:
     sys.path = _path
 
-import errno
 import io
 import select
 import struct
@@ -43,6 +43,14 @@ _STREAM_POLL = 3
 _STREAM_CLOSE = 4
 _STREAM_GET_FILENO = 10
 _EINVAL = 22
+# A station socket is lwIP's: it raises newlib's numbers (esp_errno.py), the host socket under it Linux's.
+_EAGAIN = 11
+_ECONNABORTED = 113
+_EHOSTUNREACH = 118
+_EINPROGRESS = 119
+_ETIMEDOUT = 116
+_FROM_LINUX = {97: 106, 98: 112, 99: 125, 100: 115, 101: 114, 102: 126, 103: _ECONNABORTED, 106: 127, 107: 128,
+               110: _ETIMEDOUT, 112: 117, 113: _EHOSTUNREACH, 114: 120, 115: _EINPROGRESS}  # fmt: skip
 _WDT_SLICE_MS = 10
 
 
@@ -78,26 +86,33 @@ def _literal(host):
 
 
 def socket(af=_port.AF_INET, type=_port.SOCK_STREAM, proto=0):
-    if af == _port.AF_INET and type == _port.SOCK_STREAM and network.on_wifi():
-        station = _SPARE.pop() if _SPARE else _StationSocket()
-        station.open()
-        return station
+    if af == _port.AF_INET and type == _port.SOCK_STREAM:
+        tcp = _SPARE.pop() if _SPARE else _TcpSocket()
+        tcp.open(not network.on_wifi())
+        return tcp
     return _port.socket(af, type, proto)
 
 
-class _StationSocket(io.IOBase):
-    """A TCP socket of the WiFi station, through the access point's relay. The wrapper is the emulation's, not
-    the firmware's: a few are made at import (before the firmware's heap is pinned) and reused once closed, so
-    that a board pays for a socket what a chip's does, the port's own socket object."""
+class _TcpSocket(io.IOBase):
+    """A TCP socket as lwIP's: the WiFi station's, through the access point's relay, or a wired board's, the host's
+    own socket to the destination; either raises newlib's numbers. The wrapper is the emulation's, not the
+    firmware's: a few are made at import (before the firmware's heap is pinned) and reused once closed, so that a
+    board pays for a socket what a chip's does, the port's own socket object. What it does not define (bind,
+    listen, accept: a wired board's server) is the host socket's."""
 
     def __init__(self):
         self._s = None
+        self._wired = False  # a wired board's: no access point, no association to lose
         self._epoch = -1  # the association it was opened in
         self._timeout = None  # as settimeout() has it: None blocks, 0 does not
         self._poller = None  # made at the first blocking read under a task watchdog
 
-    def open(self):
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+    def open(self, wired):
         self._s = _port.socket()
+        self._wired = wired
         self._epoch = -1
         self._timeout = None
         self._poller = None
@@ -124,22 +139,31 @@ class _StationSocket(io.IOBase):
     def _lost(self):
         """The association this socket lives in is gone (the station's own count first: it costs no file
         read)."""
-        return self._epoch != network._sta.epoch or self._epoch != network.epoch()
+        return not self._wired and (self._epoch != network._sta.epoch or self._epoch != network.epoch())
 
     def _failed(self, exc):
-        if exc.errno != errno.EAGAIN and self._lost():
+        number = exc.errno
+        if number != _EAGAIN and self._lost():
             self._s.close()
-            return OSError(errno.ECONNABORTED)
-        return exc
+            return OSError(_ECONNABORTED)
+        if number == _EAGAIN and self._timeout:
+            return OSError(_ETIMEDOUT)  # the ESP32 port's for a timeout ran out (the Unix port's EAGAIN)
+        return OSError(_FROM_LINUX[number]) if number in _FROM_LINUX else exc
 
     def _check(self):
-        if self._epoch != network._sta.epoch:  # lost by the station itself (a light sleep, disconnect())
+        if not self._wired and self._epoch != network._sta.epoch:  # lost by the station itself (a light sleep)
             self._s.close()
-            raise OSError(errno.ECONNABORTED)
+            raise OSError(_ECONNABORTED)
 
     # -- socket ----------------------------------------------------------------------------------------------
 
     def connect(self, addr):
+        if self._wired:
+            try:
+                self._s.connect(addr if not isinstance(addr, tuple) else _port.getaddrinfo(addr[0], addr[1])[0][-1])
+            except OSError as exc:
+                raise self._failed(exc)
+            return
         if vboard_state.watches("connect"):
             vboard_state.event("connect")  # a cut here lands inside the connect
         port, generation = network.route()
@@ -156,13 +180,13 @@ class _StationSocket(io.IOBase):
             raise self._failed(exc)
         if not answer:
             self._s.close()
-            raise OSError(errno.ECONNABORTED if self._lost() else errno.EHOSTUNREACH)
+            raise OSError(_ECONNABORTED if self._lost() else _EHOSTUNREACH)
         if answer[0]:
             self._s.close()
-            raise OSError(answer[0])
+            raise OSError(_FROM_LINUX.get(answer[0], answer[0]))  # (the relay's connect: the host's number)
         if self._timeout == 0:
             self._s.setblocking(False)
-            raise OSError(errno.EINPROGRESS)
+            raise OSError(_EINPROGRESS)
 
     def settimeout(self, seconds):
         self._timeout = seconds
@@ -193,7 +217,7 @@ class _StationSocket(io.IOBase):
         except OSError as exc:
             raise self._failed(exc)
         if got == 0 and self._lost():
-            raise OSError(errno.ECONNABORTED)
+            raise OSError(_ECONNABORTED)
         return got
 
     def read(self, nbytes=-1):
@@ -204,7 +228,7 @@ class _StationSocket(io.IOBase):
         except OSError as exc:
             raise self._failed(exc)
         if data == b"" and self._lost():
-            raise OSError(errno.ECONNABORTED)
+            raise OSError(_ECONNABORTED)
         return data
 
     def recv(self, nbytes):
@@ -215,7 +239,7 @@ class _StationSocket(io.IOBase):
         except OSError as exc:
             raise self._failed(exc)
         if data == b"" and self._lost():
-            raise OSError(errno.ECONNABORTED)
+            raise OSError(_ECONNABORTED)
         return data
 
     def readline(self):
@@ -269,4 +293,4 @@ class _StationSocket(io.IOBase):
 
 
 _SPARES = 2  # a board has its connection to the broker, and at times a second (a TLS handshake's retry)
-_SPARE = [_StationSocket() for _ in range(_SPARES)]
+_SPARE = [_TcpSocket() for _ in range(_SPARES)]

@@ -5,6 +5,7 @@ import gc
 import json
 import os
 import random
+import sys  # (the port's: imported before vboot presents EspSys as `sys`)
 import time
 
 started_ms = time.ticks_ms()  # this boot's start (the process's): a deep sleep says how long the wake took
@@ -372,3 +373,44 @@ def imports(modules):
                 if name + "." + part in modules:
                     found.add(name + "." + part)
     return found
+
+
+# The errno numbers the board raises are an ESP32's on lwIP (newlib's): its `errno` is esp_errno, which vboot
+# installs before the heap is pinned, and its sockets (socket.py) and parts (vparts.py) raise them.
+
+
+def unfolded(source):
+    """`source` as the board compiles it. MicroPython's compiler replaces `errno.NAME` (and `uerrno.NAME`) by the
+    number its own errno module gives NAME, which is Linux's on the Unix port: here the name is read at run time
+    instead, from esp_errno, as a chip's compiler would have put newlib's number there. (mpy-cross folds nothing,
+    so compiled modules need none of this.)"""
+    if isinstance(source, str):
+        source = source.encode()
+    if b"errno." not in source:
+        return source
+    import re
+
+    return re.sub(b"(^|[^A-Za-z0-9_.])(u?errno)\\.([A-Z][A-Z0-9_]*)", _unfold, source)
+
+
+def _unfold(match):
+    return match.group(1) + b"getattr(" + match.group(2) + b', "' + match.group(3) + b'")'
+
+
+def print_exception(exc, file):
+    """sys.print_exception as a chip prints: an OSError's last line names newlib's number ("[Errno 116]
+    ETIMEDOUT"), where the port's table would name Linux's (113 as EHOSTUNREACH) or none (116)."""
+    number = exc.args[0] if isinstance(exc, OSError) and len(exc.args) == 1 else None
+    if not isinstance(number, int):
+        sys.print_exception(exc, file)
+        return
+    import io
+
+    import esp_errno
+
+    text = io.StringIO()
+    sys.print_exception(exc, text)
+    lines = text.getvalue().rstrip("\n").split("\n")
+    name = esp_errno.errorcode.get(number)
+    lines[-1] = "OSError: " + ("[Errno %d] %s" % (number, name) if name else str(number))
+    file.write("\n".join(lines) + "\n")

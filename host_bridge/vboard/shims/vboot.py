@@ -186,6 +186,9 @@ class EspSys:
 
     platform = "esp32"
 
+    def print_exception(self, exc, file=None):
+        vboard_state.print_exception(exc, _PORT_SYS.stdout if file is None else file)
+
     def __getattr__(self, name):
         return getattr(_PORT_SYS, name)
 
@@ -210,10 +213,13 @@ class EspGc:
 
 
 def present_as_esp32():
-    """From here on `import sys` (and usys) is EspSys and `import gc` EspGc: made before the heap is pinned, as the
-    chip's modules are C."""
+    """From here on `import sys` (and usys) is EspSys, `import gc` EspGc and `import errno` (and uerrno) esp_errno:
+    made before the heap is pinned, as the chip's modules are C."""
+    import esp_errno
+
     sys.modules["sys"] = sys.modules["usys"] = EspSys()
     sys.modules["gc"] = sys.modules["ugc"] = EspGc()
+    sys.modules["errno"] = sys.modules["uerrno"] = esp_errno
 
 
 def load_stock(folder):
@@ -340,7 +346,7 @@ def run_file(name):
         source = read_file(name)
     except OSError:
         return
-    exec(compile(source, name, "exec"), {"__name__": "__main__", "__file__": name})
+    exec(compile(vboard_state.unfolded(source), name, "exec"), {"__name__": "__main__", "__file__": name})
 
 
 def main():
@@ -396,11 +402,11 @@ def main():
         if not raw_repl:
             run_file("main.py")
     except KeyboardInterrupt as exc:
-        sys.print_exception(exc, sys.stdout)
+        vboard_state.print_exception(exc, sys.stdout)
     except SystemExit:
         raise  # the application ended the board (the Unix port's way to report its verdict)
     except BaseException as exc:  # noqa: BLE001 (a real board prints the traceback and goes to the REPL)
-        sys.print_exception(exc, sys.stdout)
+        vboard_state.print_exception(exc, sys.stdout)
         status = 1
     if vboard_state.env("VBOARD_CONSOLE") is None:
         sys.exit(status)  # no console port: the REPL would have no one to talk to, and the boot ends here

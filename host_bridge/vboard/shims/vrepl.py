@@ -21,6 +21,8 @@
 
 import sys
 
+import vboard_state
+
 SOFT_RESET_STATUS = 98
 RAW_SOFT_RESET_STATUS = 97
 HARD_RESET_STATUS = 99  # machine.reset()
@@ -57,13 +59,13 @@ def banner():
 
 
 def _print_exception(exc):
-    sys.print_exception(exc, sys.stdout)
+    vboard_state.print_exception(exc, sys.stdout)
 
 
 def _execute(source, mode, scope):
     """Compile and run; SystemExit other than a hard reset is a soft reset, as on the chip."""
     try:
-        exec(compile(source, "<stdin>", mode), scope)
+        exec(compile(vboard_state.unfolded(source), "<stdin>", mode), scope)
     except SystemExit as exc:
         code = exc.args[0] if exc.args else 0
         if code == HARD_RESET_STATUS:
@@ -216,7 +218,7 @@ def raw(scope, fresh):
 def _raw_execute(source, scope):
     """Output, Ctrl-D, the exception's traceback if any, Ctrl-D: what mpremote reads back."""
     try:
-        exec(compile(source, "<stdin>", "exec"), scope)
+        exec(compile(vboard_state.unfolded(source), "<stdin>", "exec"), scope)
     except SystemExit as exc:
         code = exc.args[0] if exc.args else 0
         if code == HARD_RESET_STATUS:
