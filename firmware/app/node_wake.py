@@ -2,9 +2,8 @@
 # just journaled at the hint (dmqtt.wake.journal) goes to the gateway at once, and its flow is completed in the
 # journal (wake.done) once the gateway has it on flash; with readings waiting, the gateway is asked first whether it
 # hears the node again, before the application loads its client to send them all, in order. The cheap wake's own
-# calls (dmqtt.wake) and the node's link (dlink.now_node), no client and no codec.
-
-from dmqtt import wake
+# calls (dmqtt.wake) and the node's link (dlink.now_node), no client and no codec. dmqtt.wake is imported where it
+# is used: the end of an application's wake (end()) loads this module before it, on a heap still in pieces.
 
 
 def link(found):
@@ -26,6 +25,7 @@ def send(found, payload):
     journal (wake.done()) once the gateway has it on flash; False when it stays in flight (the gateway away, or a
     journal() that opened the whole journal: the application sends it then, with the rest)."""
     from dlink import now_node
+    from dmqtt import wake
 
     last = wake.last()
     if last is None:

@@ -41,18 +41,21 @@ def after(board, seq, now):
         # without settle() is (docs/low-power.md). A note, as gave_up()'s is.
         print("settle: %d unacknowledged when sleep.awake_s (%d s) ran out: sent again at the next sending wake"
               % (board.client.outstanding(), sleep["awake_s"]))  # fmt: skip
+    link = cfg["espnow"]  # a node: each wake journals its reading and sends it (sampler.py), at the hint
+    if link is not None:
+        # Its radio off and its link's modules dropped before the plan's modules load: the connection leaves the
+        # heap in pieces (about 23 KB free in runs of 512 bytes at most, measured on a deployed node's power-on),
+        # where dmqtt.wake's import wants a run longer than that.
+        __import__("node_wake").end()
     from dmqtt import wake
 
     wake.keep(board.client)  # the hint: a sampling wake appends at it (None with confirmation, or the file journal)
-    link = cfg["espnow"]  # a node: each wake journals its reading and sends it (sampler.py), at the hint
     if sleep["readings_per_send"] == 1 and link is None:
         if wake.memory()[:1] == b"S":  # sampler.SAMPLE: a plan a config with readings_per_send left
             from sampler import NONE, write
 
             write(NONE)
         return
-    if link is not None:
-        __import__("node_wake").end()  # a node's radio off and its link's modules dropped
     from sampler import keep
 
     queued = board.client.outstanding()
