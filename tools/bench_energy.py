@@ -46,6 +46,7 @@ from typing import Any
 import bench_chip
 import bench_nodes
 from bench_clients import fetch_umqtt
+from bench_nodes import loaded_bytes, mpy_files, witnessed
 from bench_report import Goal, Section, table, verdict
 from figure_cli import print_figure
 from flash_cost import ERASE_CYCLES
@@ -289,9 +290,9 @@ class Bench:
                 raise SystemExit(f"{dev}: the run did not complete:\n{end.console[-2000:]}")
             sleeps = list(dut.vboard.sleeps)
             stats = dut.stats() or {}
-            accepted = set(re.findall(r"^accepted (\d+) (\d+)$", dut.console.all(), re.M))
+            accepted = witnessed(dut)
             subscriber.wait_for(dev, len(accepted), timeout=30)
-            received = {(str(boot), str(seq)) for boot, seq in subscriber.distinct(dev)}
+            received = subscriber.distinct(dev)
         finally:
             dut.close()
             ap.close()
@@ -378,23 +379,6 @@ def wake_times(wakes: list[dict[str, Any]]) -> dict[str, Any]:
         "sampling_us": statistics.median(w["firmware_us"] - w["emulated_us"] - w["slept_us"] for w in wakes),
         "sampling_slept_us": statistics.median(w["slept_us"] for w in wakes),
     }
-
-
-def loaded_bytes(staged: Path, loaded: list[str]) -> int:
-    return sum(path.stat().st_size for path in mpy_files(staged, loaded).values())
-
-
-def mpy_files(staged: Path, loaded: list[str]) -> dict[str, Path]:
-    """The .mpy file of each loaded module that a deployed board loads from its filesystem (the staged root, and
-    its lib/ for an application's library)."""
-    found = {}
-    for name in loaded:
-        for folder in (staged, staged / "lib"):
-            rel = name.replace(".", "/")
-            for path in (folder / (rel + ".mpy"), folder / rel / "__init__.mpy"):
-                if path.exists():
-                    found[name] = path
-    return found
 
 
 def arrivals(subscriber: Subscriber, want: int, timeout: float = 30) -> int:

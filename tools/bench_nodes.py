@@ -108,9 +108,9 @@ class NodeBench:
                 raise SystemExit(f"{dev}: the run did not complete:\n{end.console[-2000:]}")
             sleeps = list(dut.vboard.sleeps)
             turnarounds = list(rig.air.turnarounds.get(GATEWAY_MAC, []))
-            accepted = set(re.findall(r"^accepted (\d+) (\d+)$", dut.console.all(), re.M))
+            accepted = witnessed(dut)
             subscriber.wait_for(dev, len(accepted), timeout=30)
-            received = {(str(boot), str(seq)) for boot, seq in subscriber.distinct(dev)}
+            received = subscriber.distinct(dev)
         finally:
             rig.close()
             subscriber.close()
@@ -198,11 +198,18 @@ def times(wakes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def witnessed(dut: VirtualDut) -> set[tuple[int, int]]:
+    """What the board said it accepted, over all its boots: the (boot, seq) of each `accepted` line."""
+    return {(boot, seq) for boot, seqs in dut.console.acceptances().items() for seq in seqs}
+
+
 def loaded_bytes(staged: Path, loaded: list[str]) -> int:
     return sum(path.stat().st_size for path in mpy_files(staged, loaded).values())
 
 
 def mpy_files(staged: Path, loaded: list[str]) -> dict[str, Path]:
+    """The .mpy file of each loaded module that a deployed board loads from its filesystem (the staged root, and
+    its lib/ for an application's library)."""
     found = {}
     for name in loaded:
         for folder in (staged, staged / "lib"):

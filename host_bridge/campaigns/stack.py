@@ -36,8 +36,7 @@ from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
 from host_bridge.recorder.record_command import command as recorder_command
 from host_bridge.vboard import LineFaults
-from host_bridge.vboard.events import EventSpec
-from host_bridge.vboard.wifi import Hold
+from host_bridge.vboard.events import EventSpec, Hold
 
 BAUD = 115200
 NOISE = LineFaults(baud=BAUD, bit_error_rate=2e-5, drop_rate=1e-5)

@@ -36,8 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from host_bridge.errors import VBoardError
-from host_bridge.vboard.events import EventSpec
-from host_bridge.vboard.wifi import Hold
+from host_bridge.vboard.events import EventSpec, Hold, answer_report, read_report
 
 # The messages of a board's connection (docs/virtual-board.md, "ESP-NOW"): a type byte, the body's length (u16,
 # big-endian), the body.
@@ -349,21 +348,11 @@ class Air:
             radio.outbox += data
 
     def _report(self, listener: socket.socket) -> None:
-        """A board's event (b"VBEV", length u8, "EVENT MAC"): actions due run before the answer; a hold keeps the
-        answer until release(). The board writes the report whole at once."""
-        conn, _ = listener.accept()
-        conn.settimeout(10)
-        data = b""
-        with contextlib.suppress(OSError):
-            while len(data) < 5 or len(data) < 5 + data[4]:
-                chunk = conn.recv(260)
-                if not chunk:
-                    break
-                data += chunk
-        if data[:4] != b"VBEV" or len(data) < 5 + data[4]:
-            conn.close()
+        """A board's event: actions due run before the answer; a hold keeps the answer until release()."""
+        report = read_report(listener)
+        if report is None:
             return
-        name, _, who = data[5 : 5 + data[4]].decode(errors="replace").partition(" ")
+        conn, name, who = report
         try:
             board = mac_bytes(who)
         except VBoardError:
@@ -383,12 +372,7 @@ class Air:
                     item.action()
                 elif hold is None:
                     hold = item.hold
-        if hold is not None:
-            hold.reach(conn)  # answered by release()
-            return
-        with contextlib.suppress(OSError):
-            conn.sendall(b"\x00")
-        conn.close()
+        answer_report(conn, hold)
 
 
 def _message(kind: int, body: bytes) -> bytes:

@@ -4,6 +4,9 @@ so a loaded host makes the run slower, never the disturbance land elsewhere. doc
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 from dataclasses import dataclass
 
 from host_bridge.errors import VBoardError
@@ -47,3 +50,68 @@ class EventSpec:
 
     def __str__(self) -> str:
         return self.event if self.n == 1 else f"{self.event}#{self.n}"
+
+
+class Hold:
+    """A board waiting at an event (AccessPoint.hold_at) until release(): `reached` is set when it gets there."""
+
+    def __init__(self, on: EventSpec) -> None:
+        self.on = on
+        self.reached = threading.Event()
+        self._lock = threading.Lock()
+        self._board: socket.socket | None = None
+        self._released = False
+
+    def reach(self, board: socket.socket) -> None:
+        with self._lock:
+            self._board = board
+            self.reached.set()
+            if self._released:
+                self._answer()
+
+    def release(self) -> None:
+        """The board goes on (at once, if it has not reached the event yet, when it does)."""
+        with self._lock:
+            self._released = True
+            if self._board is not None:
+                self._answer()
+
+    def _answer(self) -> None:
+        assert self._board is not None
+        with contextlib.suppress(OSError):
+            self._board.sendall(b"\x00")
+        with contextlib.suppress(OSError):
+            self._board.close()
+        self._board = None
+
+
+def read_report(listener: socket.socket) -> tuple[socket.socket, str, str] | None:
+    """A board's event report, accepted from `listener` (b"VBEV", length u8, "EVENT WHO", WHO the board's name or
+    MAC, written whole at once by vboard_state.event): (the board's connection, EVENT, WHO), or None, the
+    connection closed, for anything else."""
+    conn, _ = listener.accept()
+    conn.settimeout(10)
+    data = b""
+    with contextlib.suppress(OSError):
+        while len(data) < 5 or len(data) < 5 + data[4]:
+            chunk = conn.recv(260)
+            if not chunk:
+                break
+            data += chunk
+    if data[:4] != b"VBEV" or len(data) < 5 + data[4]:
+        with contextlib.suppress(OSError):
+            conn.close()
+        return None
+    name, _, who = data[5 : 5 + data[4]].decode(errors="replace").partition(" ")
+    return conn, name, who
+
+
+def answer_report(conn: socket.socket, hold: Hold | None) -> None:
+    """The board that reported goes on: at once, or when `hold` is released."""
+    if hold is not None:
+        hold.reach(conn)
+        return
+    with contextlib.suppress(OSError):
+        conn.sendall(b"\x00")
+    with contextlib.suppress(OSError):
+        conn.close()

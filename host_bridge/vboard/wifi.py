@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host_bridge.errors import VBoardError
-from host_bridge.vboard.events import EventSpec
+from host_bridge.vboard.events import EventSpec, Hold, answer_report, read_report
 
 _MAGIC = b"VBAP"
 _HEADER = len(_MAGIC) + 5  # generation u32, sockaddr length u8
@@ -91,38 +91,6 @@ class Outage:
 
     def __str__(self) -> str:
         return f"{self.on if self.on is not None else self.at}:{self.length}"
-
-
-class Hold:
-    """A board waiting at an event (AccessPoint.hold_at) until release(): `reached` is set when it gets there."""
-
-    def __init__(self, on: EventSpec) -> None:
-        self.on = on
-        self.reached = threading.Event()
-        self._lock = threading.Lock()
-        self._board: socket.socket | None = None
-        self._released = False
-
-    def reach(self, board: socket.socket) -> None:
-        with self._lock:
-            self._board = board
-            self.reached.set()
-            if self._released:
-                self._answer()
-
-    def release(self) -> None:
-        """The board goes on (at once, if it has not reached the event yet, when it does)."""
-        with self._lock:
-            self._released = True
-            if self._board is not None:
-                self._answer()
-
-    def _answer(self) -> None:
-        assert self._board is not None
-        with contextlib.suppress(OSError):
-            self._board.sendall(b"\x00")
-        _close(self._board)
-        self._board = None
 
 
 @dataclass
@@ -544,28 +512,12 @@ class _Air:
 
     @staticmethod
     def _report(ap: AccessPoint, listener: socket.socket) -> None:
-        """A board's event (b"VBEV", length u8, "EVENT BOARD"): the outage it starts begins before the answer, so
-        that the board goes on only once the access point is down. The board writes it whole at once."""
-        conn, _ = listener.accept()
-        conn.settimeout(10)
-        data = b""
-        with contextlib.suppress(OSError):
-            while len(data) < 5 or len(data) < 5 + data[4]:
-                chunk = conn.recv(260)
-                if not chunk:
-                    break
-                data += chunk
-        if data[:4] != b"VBEV" or len(data) < 5 + data[4]:
-            _close(conn)
-            return
-        name, _, board = data[5 : 5 + data[4]].decode(errors="replace").partition(" ")
-        hold = ap._board_event(board, name)
-        if hold is not None:
-            hold.reach(conn)  # answered by release()
-            return
-        with contextlib.suppress(OSError):
-            conn.sendall(b"\x00")
-        _close(conn)
+        """A board's event: the outage it starts begins before the answer, so that the board goes on only once the
+        access point is down."""
+        report = read_report(listener)
+        if report is not None:
+            conn, name, board = report
+            answer_report(conn, ap._board_event(board, name))
 
     def _read_header(self, link: _Link) -> None:
         data = link.board.recv(_HEADER + 255 - len(link.header))

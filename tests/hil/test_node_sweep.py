@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from dboard.console_host import acceptances
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.hil.nodes import NodeRig, NodeSpec, node_mac
 from host_bridge.hil.subscriber import Subscriber
@@ -37,9 +37,8 @@ from host_bridge.vboard.runner import (
     TIMER_WAKE,
     VirtualBoard,
 )
+from tests.integration.boards import NOT_WHERE_LEFT
 
-ACCEPTED = re.compile(r"^accepted (\d+) (\d+)$", re.M)
-NOT_WHERE_LEFT = "dmqtt.wake: the journal is not where the last wake left it: opening it whole"
 SOAK = os.environ.get("NODES_SOAK") == "1"
 ROUNDS = 2 if SOAK else 1  # sweeps of every operation, each kind of cut
 READINGS = 36 * ROUNDS  # enough for the sweeps' wakes (about 25 a round), the rest taken after them
@@ -73,7 +72,7 @@ class NodeLife:
         self.board.reset_cause, self.board.wake_reason = DEEPSLEEP_RESET, TIMER_WAKE
 
     def accepted(self) -> set[tuple[str, str]]:
-        return {key for out in self.out for key in ACCEPTED.findall(out)}
+        return {(str(boot), str(seq)) for out in self.out for boot, seqs in acceptances(out).items() for seq in seqs}
 
     def console(self) -> str:
         return "".join(f"--- boot {i}\n{out}" for i, out in enumerate(self.out))

@@ -28,7 +28,7 @@ from host_bridge.hil.nodes import NodeRig, NodeSpec, node_heap_goal, node_mac, r
 from host_bridge.hil.verdict import BoardRun, Verdict
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.vboard.air import LinkModel
-from host_bridge.vboard.events import EventSpec
+from host_bridge.vboard.events import EventSpec, Hold
 from tests.integration.recorder_proc import RecorderProcess, read_rows
 
 Judge = Callable[[list[BoardRun]], Verdict]
@@ -51,6 +51,23 @@ def complete(rig: NodeRig, plan: CutPlan, seed: int = 0) -> list[BoardRun]:
         return run
 
     return list(run_nodes(rig, one))
+
+
+def complete_disturbed(rig: NodeRig, hold: Hold, disturb: Callable[[], None]) -> list[BoardRun]:
+    """complete() with no cuts while `disturb` runs beside it, from when a node reaches `hold` (disturb releases
+    it); released again at the end whatever happened, so that no node waits for ever."""
+
+    def at_hold() -> None:
+        if hold.reached.wait(120):
+            disturb()
+
+    thread = threading.Thread(target=at_hold, daemon=True)
+    thread.start()
+    try:
+        return complete(rig, CutPlan.none())
+    finally:
+        hold.release()
+        thread.join(60)
 
 
 @pytest.fixture
@@ -103,22 +120,13 @@ def test_the_gateway_cut_during_a_send_and_the_bridge_killed(
     served = rig.gateway.console.all().count("serves its nodes")
 
     def disturb() -> None:
-        if not hold.reached.wait(120):
-            return
         rig.cut_gateway()  # (the node waits at its send meanwhile: the gateway is off when the frame goes)
         hold.release()
         rig.wait_served(60, after=served - 1)
         rig.kill_bridge()
         rig.start_bridge()
 
-    thread = threading.Thread(target=disturb, daemon=True)
-    thread.start()
-    try:
-        runs = complete(rig, CutPlan.none())
-    finally:
-        hold.release()
-        thread.join(60)
-    hil_verdict(runs).assert_kept()
+    hil_verdict(complete_disturbed(rig, hold, disturb)).assert_kept()
     assert hold.reached.is_set()
     assert rig.gateway.console.all().count("gateway: the host bridge serves its nodes") >= 2
 
@@ -151,19 +159,11 @@ def test_the_broker_restarted_while_nodes_send(
     hold = rig.air.hold_at(EventSpec("send", 5), board=node_mac(1))
 
     def disturb() -> None:
-        if hold.reached.wait(120):
-            hil_broker.stop()
-            hold.release()
-            hil_broker.start()
-
-    thread = threading.Thread(target=disturb, daemon=True)
-    thread.start()
-    try:
-        runs = complete(rig, CutPlan.none())
-    finally:
+        hil_broker.stop()
         hold.release()
-        thread.join(60)
-    hil_verdict(runs).assert_kept()
+        hil_broker.start()
+
+    hil_verdict(complete_disturbed(rig, hold, disturb)).assert_kept()
     assert hold.reached.is_set()
 
 

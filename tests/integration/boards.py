@@ -16,6 +16,9 @@ from host_bridge.hil.subscriber import Subscriber
 from host_bridge.hil.verdict import BoardRun, judge_runs
 from host_bridge.vboard import BoardDefinition, VirtualBoard
 
+# What a wake prints when its hint does not match the journal (firmware/dmqtt/wake.py), opening the whole journal.
+NOT_WHERE_LEFT = "dmqtt.wake: the journal is not where the last wake left it: opening it whole"
+
 SIM = BoardDefinition.load("sim")
 MQTTLOG = next(p for p in SIM.partitions if p.label == "mqttlog")
 

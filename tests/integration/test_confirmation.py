@@ -35,8 +35,7 @@ from host_bridge.broker.mosquitto import ACL, Mosquitto, write_password_file
 from host_bridge.campaigns.stack import BoardSpec, Stack
 from host_bridge.hil.subscriber import Subscriber
 from host_bridge.recorder.confirmation import decode
-from host_bridge.vboard.events import EventSpec
-from host_bridge.vboard.wifi import Hold
+from host_bridge.vboard.events import EventSpec, Hold
 from tests.integration.boards import board_config, finish, start_board, summary
 from tests.integration.recorder_proc import RecorderProcess
 

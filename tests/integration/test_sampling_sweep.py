@@ -43,10 +43,10 @@ from host_bridge.vboard.runner import (
 )
 from host_bridge.vboard.wifi import AccessPoint, JoinModel
 from tests.conftest import REPO
+from tests.integration.boards import NOT_WHERE_LEFT
 
 ACCEPTED = re.compile(r"^accepted (\d+) (\d+)$", re.M)
 ON_FLASH = re.compile(r"^reading (\d+) on flash$", re.M)  # the battery example's own witness
-NOT_WHERE_LEFT = "dmqtt.wake: the journal is not where the last wake left it: opening it whole"
 STATE = ("", ".rtc", ".rtc.mem")  # the flash, the RTC's clock and sleep counters, its slow memory (the plan)
 WHOLE_OPEN = "dmqtt.journal_ring"  # a sampling wake that loaded it opened the whole journal
 READINGS = 10  # 400-byte payloads: the head's sector fills after about 8 readings

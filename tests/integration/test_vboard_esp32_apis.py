@@ -148,14 +148,20 @@ def test_a_real_boards_inputs_are_not_driven_by_the_bench(tmp_path: Path) -> Non
     assert SerialDut.drive is Dut.drive
 
 
+def peer_board(tmp_path: Path, server: socket.socket, app: str, **options: Any) -> VirtualBoard:
+    """A board running tests/vboard_apps/`app`, its peer.json naming `server` (a host port that accepts and never
+    answers), its console piped."""
+    peer = tmp_path / "peer.json"
+    peer.write_text(json.dumps({"host": "127.0.0.1", "port": server.getsockname()[1]}))
+    return VirtualBoard(tmp_path / "b.flash", app=APPS / app, put=((peer, "peer.json"),), stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, **options)  # fmt: skip
+
+
 def test_a_watchdog_resets_a_board_blocked_in_recv(tmp_path: Path) -> None:
     """A board blocked in a socket's recv() (a peer that never answers) with a task watchdog armed is reset by it,
     as a chip's task watchdog resets a task blocked in lwIP; without the watchdog it would wait for ever."""
     with socket.create_server(("127.0.0.1", 0)) as server, AccessPoint(tmp_path / "ap", "lab", "") as ap:
-        peer = tmp_path / "peer.json"
-        peer.write_text(json.dumps({"host": "127.0.0.1", "port": server.getsockname()[1]}))
-        board = VirtualBoard(tmp_path / "b.flash", app=APPS / "blocked_recv", ap=ap, put=((peer, "peer.json"),),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        board = peer_board(tmp_path, server, "blocked_recv", ap=ap)
         try:
             board.start()
             first = board.output(60)
@@ -202,10 +208,7 @@ def test_errno_numbers_are_the_esp32_ports_wherever_they_come_from(tmp_path: Pat
     the board as in one compiled by mpy-cross; a wired socket, a station's, asyncio's connect and a part raise
     them; a traceback names them as a chip's does."""
     with socket.create_server(("127.0.0.1", 0)) as server:
-        peer = tmp_path / "peer.json"
-        peer.write_text(json.dumps({"host": "127.0.0.1", "port": server.getsockname()[1]}))
-        board = VirtualBoard(tmp_path / "b.flash", app=APPS / "lwip_errno", put=((peer, "peer.json"),),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        board = peer_board(tmp_path, server, "lwip_errno")
         try:
             board.start()
             out = board.output(60)

@@ -18,6 +18,7 @@ import time
 
 import vair
 import vboard_state
+from esp_errno import EHOSTUNREACH
 
 STA_IF = 0
 AP_IF = 1
@@ -35,7 +36,6 @@ _ASSOC_LEAVE = 8  # ESP-IDF's reason after the station's own disconnect()
 AUTH_OPEN = 0
 AUTH_WPA2_PSK = 3
 
-_EHOSTUNREACH = 118  # newlib's number (esp_errno.py): a station exists only on a board on lwIP
 
 _model = json.loads(vboard_state.env("VBOARD_AP", "{}"))
 _SCALE = float(_model.get("scale", 1.0))
@@ -172,7 +172,7 @@ def route():
     no association, as lwIP fails a connect with no route."""
     _update()
     if _sta.joined < 0:
-        raise OSError(_EHOSTUNREACH)
+        raise OSError(EHOSTUNREACH)
     return _model["port"], _sta.joined
 
 

@@ -36,6 +36,7 @@ import struct
 
 import network
 import vboard_state
+from esp_errno import EADDRINUSE, EAGAIN, EALREADY, ECONNABORTED, EHOSTUNREACH, EINPROGRESS, ENOTCONN, ETIMEDOUT
 
 _MAGIC = b"VBAP"
 _EAI_FAIL = -202
@@ -43,14 +44,12 @@ _STREAM_POLL = 3
 _STREAM_CLOSE = 4
 _STREAM_GET_FILENO = 10
 _EINVAL = 22
-# A station socket is lwIP's: it raises newlib's numbers (esp_errno.py), the host socket under it Linux's.
-_EAGAIN = 11
-_ECONNABORTED = 113
-_EHOSTUNREACH = 118
-_EINPROGRESS = 119
-_ETIMEDOUT = 116
-_FROM_LINUX = {97: 106, 98: 112, 99: 125, 100: 115, 101: 114, 102: 126, 103: _ECONNABORTED, 106: 127, 107: 128,
-               110: _ETIMEDOUT, 112: 117, 113: _EHOSTUNREACH, 114: 120, 115: _EINPROGRESS}  # fmt: skip
+# A TCP socket here is lwIP's: it raises newlib's numbers (esp_errno.py), the host socket under it Linux's. The
+# Linux numbers that differ, and newlib's for them (the rest, 1 to 34, ECONNRESET, ECONNREFUSED, ENOBUFS, are the
+# same on both): EAFNOSUPPORT, EADDRINUSE, EADDRNOTAVAIL, ENETDOWN, ENETUNREACH, ENETRESET, ECONNABORTED, EISCONN,
+# ENOTCONN, ETIMEDOUT, EHOSTDOWN, EHOSTUNREACH, EALREADY, EINPROGRESS.
+_FROM_LINUX = {97: 106, 98: EADDRINUSE, 99: 125, 100: 115, 101: 114, 102: 126, 103: ECONNABORTED, 106: 127,
+               107: ENOTCONN, 110: ETIMEDOUT, 112: 117, 113: EHOSTUNREACH, 114: EALREADY, 115: EINPROGRESS}  # fmt: skip
 _WDT_SLICE_MS = 10
 
 
@@ -143,17 +142,17 @@ class _TcpSocket(io.IOBase):
 
     def _failed(self, exc):
         number = exc.errno
-        if number != _EAGAIN and self._lost():
+        if number != EAGAIN and self._lost():
             self._s.close()
-            return OSError(_ECONNABORTED)
-        if number == _EAGAIN and self._timeout:
-            return OSError(_ETIMEDOUT)  # the ESP32 port's for a timeout ran out (the Unix port's EAGAIN)
+            return OSError(ECONNABORTED)
+        if number == EAGAIN and self._timeout:
+            return OSError(ETIMEDOUT)  # the ESP32 port's for a timeout ran out (the Unix port's EAGAIN)
         return OSError(_FROM_LINUX[number]) if number in _FROM_LINUX else exc
 
     def _check(self):
         if not self._wired and self._epoch != network._sta.epoch:  # lost by the station itself (a light sleep)
             self._s.close()
-            raise OSError(_ECONNABORTED)
+            raise OSError(ECONNABORTED)
 
     # -- socket ----------------------------------------------------------------------------------------------
 
@@ -180,13 +179,13 @@ class _TcpSocket(io.IOBase):
             raise self._failed(exc)
         if not answer:
             self._s.close()
-            raise OSError(_ECONNABORTED if self._lost() else _EHOSTUNREACH)
+            raise OSError(ECONNABORTED if self._lost() else EHOSTUNREACH)
         if answer[0]:
             self._s.close()
             raise OSError(_FROM_LINUX.get(answer[0], answer[0]))  # (the relay's connect: the host's number)
         if self._timeout == 0:
             self._s.setblocking(False)
-            raise OSError(_EINPROGRESS)
+            raise OSError(EINPROGRESS)
 
     def settimeout(self, seconds):
         self._timeout = seconds
@@ -217,7 +216,7 @@ class _TcpSocket(io.IOBase):
         except OSError as exc:
             raise self._failed(exc)
         if got == 0 and self._lost():
-            raise OSError(_ECONNABORTED)
+            raise OSError(ECONNABORTED)
         return got
 
     def read(self, nbytes=-1):
@@ -228,7 +227,7 @@ class _TcpSocket(io.IOBase):
         except OSError as exc:
             raise self._failed(exc)
         if data == b"" and self._lost():
-            raise OSError(_ECONNABORTED)
+            raise OSError(ECONNABORTED)
         return data
 
     def recv(self, nbytes):
@@ -239,7 +238,7 @@ class _TcpSocket(io.IOBase):
         except OSError as exc:
             raise self._failed(exc)
         if data == b"" and self._lost():
-            raise OSError(_ECONNABORTED)
+            raise OSError(ECONNABORTED)
         return data
 
     def readline(self):

@@ -18,9 +18,9 @@
 
 import json
 import time
-from errno import ETIMEDOUT as _ETIMEDOUT  # (dht_readinto's when no sensor answers: esp_errno's 116)
 
 import vboard_state
+from esp_errno import ETIMEDOUT as _ETIMEDOUT  # (dht_readinto's when no sensor answers)
 
 _CONVERT_MS = 750
 _POWER_ON_T = 0x0550  # 85 C: a DS18B20's scratchpad before its first conversion
