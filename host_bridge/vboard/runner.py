@@ -93,6 +93,28 @@ FIRST_QSTR_POOL = 800
 PWRON_RESET, HARD_RESET, WDT_RESET, DEEPSLEEP_RESET, SOFT_RESET = 1, 2, 3, 4, 5
 # The devices the virtual board's I2C bus models (shims/vbus.py).
 I2C_MODELS = ("aht10", "aht20", "ssd1306", "bme280", "bmp280")
+# The faults a part can have (docs/virtual-board.md, "Parts that fail"), by where it is: a DHT on its pin, a
+# DS18B20 on a 1-Wire bus, a part on the I2C bus. "silent": it answers nothing; "checksum" and "crc": its bytes
+# come with a wrong check byte; "held_low": it holds its line (the bus, for the parts that share one) low.
+PART_FAULTS = {"dht": ("silent", "checksum", "held_low"), "onewire": ("silent", "crc", "held_low"),
+               "i2c": ("silent", "held_low")}  # fmt: skip
+FAULT_EVENTS = ("read", "wake")  # a fault_at's events: the part's own transactions, the board's wakes
+
+
+def check_fault(where: str, bus: str, values: dict[str, Any]) -> None:
+    """VBoardError naming what is wrong with a part's "fault" and "fault_at" (`bus`: a PART_FAULTS key)."""
+    fault, at = values.get("fault"), values.get("fault_at")
+    if fault is not None and fault not in PART_FAULTS[bus]:
+        raise VBoardError(f"{where}: no fault {fault!r} (its faults: {', '.join(PART_FAULTS[bus])})")
+    if at is None:
+        return
+    if fault is None:
+        raise VBoardError(f'{where}: a "fault_at" needs the "fault" it schedules')
+    event, sep, count = str(at).partition("#")
+    if event not in FAULT_EVENTS or not (count.isdigit() and int(count) >= 1 if sep else True):
+        raise VBoardError(f'{where}: "fault_at" is read#N or wake#N with N from 1 (e.g. read#3), not {at!r}')
+
+
 EXT0_WAKE = 2
 EXT1_WAKE = 3
 TIMER_WAKE = 4
@@ -308,7 +330,8 @@ class VirtualBoard:
         self.inputs_path.unlink(missing_ok=True)
         self.outputs_path = self.flash.with_name(self.flash.name + ".outputs")
         self.outputs_path.unlink(missing_ok=True)
-        self.outputs_path.with_name(self.outputs_path.name + ".trace").unlink(missing_ok=True)
+        for kept in (".trace", ".reads"):  # (the pins' trace; the parts' transactions, for their faults' fault_at)
+            self.outputs_path.with_name(self.outputs_path.name + kept).unlink(missing_ok=True)
         if self.cut_on is not None:
             check_event(self.cut_on[0])
         self.wakes = 0  # boots that were wakes from deep sleep
@@ -605,14 +628,17 @@ class VirtualBoard:
         (microvolts), the chip's temperature sensor (esp32.raw_temperature()), the I2C bus's devices by address
         ({"model": "aht20" or "aht10", "temperature_c", "humidity"}: wired at that address, measuring those), a
         1-Wire bus's thermometers by pin (a list of {"model": "ds18b20", "temperature_c", optionally "rom": 16 hex
-        digits}) and DHT sensors by pin ({"model": "dht22" or "dht11", "temperature_c", "humidity", optionally
-        "fault": "silent" or "checksum"}). Given values replace those driven before; a pin, an ADC, an address or a
-        bus given None is released."""
+        digits}) and DHT sensors by pin ({"model": "dht22" or "dht11", "temperature_c", "humidity"}). A sensor may
+        fail: "fault" (PART_FAULTS), from now on or from its "fault_at" ("read#N": the part's Nth transaction,
+        "wake#N": the board's Nth wake from deep sleep). Given values replace those driven before; a pin, an ADC,
+        an address or a bus given None is released."""
         for address, device in (i2c or {}).items():
             if device is not None and device.get("model") not in I2C_MODELS:
                 raise VBoardError(
                     f"I2C 0x{address:02x}: no model {device.get('model')!r} (models: {', '.join(I2C_MODELS)})"
                 )
+            if device is not None:
+                check_fault(f"I2C 0x{address:02x}", "i2c", device)
         for pin, devices in (onewire or {}).items():
             for device in devices or []:
                 if device.get("model") != "ds18b20":
@@ -620,9 +646,12 @@ class VirtualBoard:
                 rom = str(device.get("rom", "28" + "0" * 14))
                 if len(rom) != 16 or not rom.startswith("28"):
                     raise VBoardError(f"1-Wire on pin {pin}: a DS18B20's ROM is 16 hex digits from 28, not {rom!r}")
+                check_fault(f"1-Wire on pin {pin}", "onewire", device)
         for pin, sensor in (dht or {}).items():
             if sensor is not None and sensor.get("model") not in ("dht11", "dht22"):
                 raise VBoardError(f"DHT on pin {pin}: no model {sensor.get('model')!r} (models: dht11, dht22)")
+            if sensor is not None:
+                check_fault(f"DHT on pin {pin}", "dht", sensor)
         values = self._inputs()
         for kind, given in (("pins", pins), ("adc", adc), ("i2c", i2c), ("onewire", onewire), ("dht", dht)):
             for key, value in (given or {}).items():

@@ -19,17 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge.errors import VBoardError
+from host_bridge.vboard.runner import PART_FAULTS, check_fault
 
 # Each part: what it is to the board, and the values the bench may set on it.
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "dht22": ("dht", ("temperature_c", "humidity", "fault")),
-    "dht11": ("dht", ("temperature_c", "humidity", "fault")),
-    "ds18b20": ("onewire", ("temperature_c", "rom")),
-    "aht20": ("i2c", ("temperature_c", "humidity")),
-    "aht10": ("i2c", ("temperature_c", "humidity")),
-    "bme280": ("i2c", ("temperature_c", "pressure_hpa", "humidity")),
-    "bmp280": ("i2c", ("temperature_c", "pressure_hpa")),
-    "ssd1306": ("i2c", ("height",)),
+    "dht22": ("dht", ("temperature_c", "humidity", "fault", "fault_at")),
+    "dht11": ("dht", ("temperature_c", "humidity", "fault", "fault_at")),
+    "ds18b20": ("onewire", ("temperature_c", "rom", "fault", "fault_at")),
+    "aht20": ("i2c", ("temperature_c", "humidity", "fault", "fault_at")),
+    "aht10": ("i2c", ("temperature_c", "humidity", "fault", "fault_at")),
+    "bme280": ("i2c", ("temperature_c", "pressure_hpa", "humidity", "fault", "fault_at")),
+    "bmp280": ("i2c", ("temperature_c", "pressure_hpa", "fault", "fault_at")),
+    "ssd1306": ("i2c", ("height", "fault", "fault_at")),
     "button": ("button", ("pressed", "active")),
     "potentiometer": ("adc", ("volts",)),
     "led": ("output", ()),
@@ -165,6 +166,11 @@ def _part(source: str, name: str, spec: Any) -> Part:
     if unknown:
         can = ", ".join(allowed) or "none"
         raise WiringError(f"{where}: a {kind_name} has no value {', '.join(unknown)} (its values: {can})")
+    if kind in PART_FAULTS:
+        try:
+            check_fault(where, kind, values)
+        except VBoardError as exc:
+            raise WiringError(str(exc)) from None
     pin = spec.get("pin")
     address = spec.get("address")
     if kind == "i2c":

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from host_bridge.errors import VBoardError
-from host_bridge.vboard.runner import VirtualBoard
+from host_bridge.vboard.runner import DEEPSLEEP_EXIT_STATUS, DEEPSLEEP_RESET, TIMER_WAKE, VirtualBoard
 from tests.conftest import APPS
 
 ROM_A = "2800000000000a3c"  # (family 28, a serial, its CRC below)
@@ -74,5 +74,54 @@ def test_a_part_the_virtual_board_has_no_model_of_is_refused(tmp_path: Path) -> 
             board.drive(dht={4: {"model": "dht21"}})
         with pytest.raises(VBoardError, match="ROM is 16 hex digits"):
             board.drive(onewire={13: [{"model": "ds18b20", "rom": "10aa"}]})
+    finally:
+        board.close()
+
+
+def test_parts_fail_as_scheduled_on_their_own_transactions_and_the_boards_wakes(tmp_path: Path) -> None:
+    """Each fault from its fault_at on: a DHT's checksum from its third read, a DHT holding its line low from the
+    board's first wake; a DS18B20's CRC from its second transaction, one holding the bus low (every slot reads 0)
+    from its third, a silent one never present; an AHT20 silent (no acknowledgement: ENODEV) from its third
+    transfer, and a BMP280 holding the I2C bus low from the bus's seventh transfer (ETIMEDOUT; a scan finds
+    nothing)."""
+    board = VirtualBoard(tmp_path / "b.flash", app=APPS / "part_faults", stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)  # fmt: skip
+    roms = [with_crc(f"28{i:02x}00000000000000") for i in (1, 2, 3)]
+    board.drive(
+        dht={4: {"model": "dht22", "fault": "checksum", "fault_at": "read#3"},
+             5: {"model": "dht22", "fault": "held_low", "fault_at": "wake#1"}},
+        onewire={13: [{"model": "ds18b20", "rom": roms[0], "fault": "crc", "fault_at": "read#2"}],
+                 14: [{"model": "ds18b20", "rom": roms[1], "fault": "held_low", "fault_at": "read#3"}],
+                 15: [{"model": "ds18b20", "rom": roms[2], "fault": "silent"}]},
+        i2c={0x38: {"model": "aht20", "fault": "silent", "fault_at": "read#3"},
+             0x76: {"model": "bmp280", "fault": "held_low", "fault_at": "read#7"}},
+    )  # fmt: skip
+    try:
+        board.start()
+        first = board.output(60)
+        assert board.wait(10) == DEEPSLEEP_EXIT_STATUS, first
+        board.reset_cause, board.wake_reason = DEEPSLEEP_RESET, TIMER_WAKE
+        board.start()
+        woken = board.output(60)
+        assert board.wait(10) == 0, woken
+    finally:
+        board.close()
+    assert "round 1 dht ok ok 1-wire ok ok absent i2c ok" in first, first
+    assert "round 2 dht ok ok 1-wire crc ok absent i2c OSError 19" in first, first
+    assert "round 3 dht checksum ok 1-wire crc zeros absent i2c OSError 19" in first, first
+    assert "round 4 dht checksum ok 1-wire crc zeros absent i2c OSError 19" in first, first
+    assert "scan []" in first, first
+    assert "wake dht checksum OSError 116" in woken, woken
+
+
+def test_a_fault_the_part_cannot_have_is_refused(tmp_path: Path) -> None:
+    board = VirtualBoard(tmp_path / "b.flash", app=APPS / "parts")
+    try:
+        with pytest.raises(VBoardError, match="no fault 'crc'"):
+            board.drive(dht={4: {"model": "dht22", "fault": "crc"}})
+        with pytest.raises(VBoardError, match="read#N or wake#N"):
+            board.drive(i2c={0x38: {"model": "aht20", "fault": "silent", "fault_at": "boot#2"}})
+        with pytest.raises(VBoardError, match='needs the "fault" it schedules'):
+            board.drive(onewire={13: [{"model": "ds18b20", "fault_at": "read#2"}]})
     finally:
         board.close()

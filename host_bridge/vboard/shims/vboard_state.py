@@ -111,6 +111,36 @@ def driven(kind, key=None):
     return found
 
 
+def part_fault(key, wired):
+    """The fault the wired part `wired` (the bench's dict for it) shows in this transaction: its "fault" from its
+    "fault_at" on ("read#N": its Nth transaction, a DHT's read, a 1-Wire reset, an I2C transfer, counted over the
+    board's life from the first that saw the schedule; "wake#N": the board's Nth wake from deep sleep), at once
+    without one; None without a fault. `key` names the part among the counts (VBOARD_OUTPUTS + ".reads")."""
+    fault = wired.get("fault")
+    at = wired.get("fault_at")
+    if not fault or not at:
+        return fault or None
+    global emulated_us
+    begun = time.ticks_us()
+    event, _, n = at.partition("#")
+    if event == "wake":
+        come = rtc()["deep"] >= int(n or 1)
+    else:
+        path = env("VBOARD_OUTPUTS") + ".reads"
+        try:
+            with open(path) as f:
+                counts = json.load(f)
+        except (OSError, ValueError):
+            counts = {}
+        counts[key] = count = counts.get(key, 0) + 1
+        with open(path + ".tmp", "w") as f:
+            json.dump(counts, f)
+        os.rename(path + ".tmp", path)
+        come = count >= int(n or 1)
+    emulated_us += time.ticks_diff(time.ticks_us(), begun)
+    return fault if come else None
+
+
 def _fault(spec):
     """VBOARD_FAIL="LABEL:N": flash operations on partition LABEL fail from the Nth on."""
     if not spec:

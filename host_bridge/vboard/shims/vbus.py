@@ -17,6 +17,7 @@
 import time
 
 import vboard_state
+from esp_errno import ETIMEDOUT
 
 _MEASURE_MS = 80
 _RESET_MS = 20
@@ -91,10 +92,19 @@ _devices = {}  # address: the device model, kept while the bench keeps it wired
 
 
 def device(address):
-    """The device at `address` the bench has wired, or None (no acknowledgement)."""
-    wired = vboard_state.driven("i2c", address)
+    """The device at `address` the bench has wired, or None (no acknowledgement: none there, or it is "silent");
+    OSError(ETIMEDOUT) while a wired part holds the bus low, as the port's driver times out on a stuck bus. A part's
+    fault_at counts its own transfers; a "held_low"'s counts every transfer on the bus."""
+    table = vboard_state.driven("i2c") or {}
+    for at, part in table.items():
+        if isinstance(part, dict) and part.get("fault") == "held_low":
+            if vboard_state.part_fault("i2c:%s:bus" % at, part) == "held_low":
+                raise OSError(ETIMEDOUT)
+    wired = table.get(str(address))
     if not isinstance(wired, dict) or wired.get("model") not in _MODELS:
         _devices.pop(address, None)  # unplugged: plugged again, it starts from power-on
+        return None
+    if wired.get("fault") == "silent" and vboard_state.part_fault("i2c:%d" % address, wired) == "silent":
         return None
     found = _devices.get(address)
     if found is None or found.model != wired["model"]:
@@ -113,6 +123,11 @@ def device(address):
 
 
 def wired():
-    """The addresses the bench has wired a known model at, in order."""
+    """The addresses that acknowledge a scan, in order (each a transfer to its part): none while the bus is held
+    low, as the port's scan finds nothing on a stuck bus."""
     table = vboard_state.driven("i2c") or {}
-    return sorted(int(a) for a, v in table.items() if isinstance(v, dict) and v.get("model") in _MODELS)
+    known = sorted(int(a) for a, v in table.items() if isinstance(v, dict) and v.get("model") in _MODELS)
+    try:
+        return [address for address in known if device(address) is not None]
+    except OSError:
+        return []

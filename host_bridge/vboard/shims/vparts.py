@@ -57,6 +57,15 @@ class _Thermometer:
         self.scratch[8] = crc8(self.scratch[:8])
         self.done_at = None  # ticks_ms when the running conversion ends
         self.celsius = 25.0
+        self.fault = None  # in this transaction (vboard_state.part_fault)
+
+    def sent(self):
+        """The scratchpad as it goes on the bus: with a wrong CRC under the "crc" fault."""
+        if self.fault != "crc":
+            return self.scratch
+        wrong = bytearray(self.scratch)
+        wrong[8] ^= 0xFF
+        return wrong
 
     def tend(self):
         if self.done_at is not None and time.ticks_diff(time.ticks_ms(), self.done_at) >= 0:
@@ -82,8 +91,10 @@ class _Bus:
         self.search_at = 0
         self.search_step = 0
         self.written = []  # WRITE SCRATCHPAD's bytes so far
+        self.held = False  # a device holds the line low ("held_low"): every slot reads 0
 
     def rewire(self):
+        """The devices as the bench wires them now, and the faults they show in the transaction a reset begins."""
         wired = vboard_state.driven("onewire", self.pin) or []
         key = json.dumps(wired)
         if key != self.wiring:
@@ -91,15 +102,18 @@ class _Bus:
             self.devices = [_Thermometer(self.pin, i, w) for i, w in enumerate(wired)]
         for i, device in enumerate(self.devices):
             device.celsius = float(wired[i].get("temperature_c", 25.0))
+            device.fault = vboard_state.part_fault("onewire:%d:%s" % (self.pin, device.rom.hex()), wired[i])
             device.tend()
+        self.held = any(d.fault == "held_low" for d in self.devices)
 
     def reset(self):
+        """A reset pulse: whether a presence pulse answers (a line held low reads as one)."""
         self.rewire()
         self.phase = "rom"
         self.bits = []
-        self.active = list(self.devices)
+        self.active = [d for d in self.devices if d.fault != "silent"]
         self.out = []
-        return bool(self.devices)
+        return self.held or bool(self.active)
 
     def _byte(self):
         value = 0
@@ -109,6 +123,8 @@ class _Bus:
         return value
 
     def write(self, bit):
+        if self.held:
+            return  # (the master's 1s never reach a line held low: nobody hears a command)
         if self.phase == "search":
             if self.search_step == 2:
                 self.active = [d for d in self.active if self._rom_bit(d, self.search_at) == bit]
@@ -149,7 +165,7 @@ class _Bus:
                 for device in self.active:
                     device.tend()
                 self.phase = "read"
-                self.out = [self._and(lambda d, i=i: (d.scratch[i // 8] >> (i % 8)) & 1) for i in range(72)]
+                self.out = [self._and(lambda d, i=i: (d.sent()[i // 8] >> (i % 8)) & 1) for i in range(72)]
             elif command == 0x4E:
                 self.phase = "scratch"
             else:
@@ -172,6 +188,8 @@ class _Bus:
         return (device.rom[i // 8] >> (i % 8)) & 1
 
     def read(self):
+        if self.held:
+            return 0
         if self.phase == "search":
             at = self.search_at
             if self.search_step == 0:
@@ -243,8 +261,9 @@ def dht_readinto(pin, buf):
     began = time.ticks_us()
     try:
         wired = vboard_state.driven("dht", _pin(pin))
-        if not wired or wired.get("fault") == "silent":
-            raise OSError(_ETIMEDOUT)
+        fault = wired and vboard_state.part_fault("dht:%d" % _pin(pin), wired)
+        if not wired or fault in ("silent", "held_low"):
+            raise OSError(_ETIMEDOUT)  # (no start signal comes back, or the line never rises)
         humidity = min(100.0, max(0.0, float(wired.get("humidity", 50.0))))
         celsius = float(wired.get("temperature_c", 25.0))
         if wired.get("model") == "dht11":
@@ -255,7 +274,7 @@ def dht_readinto(pin, buf):
             data = (h >> 8, h & 0xFF, (t >> 8) | (0x80 if celsius < 0 else 0), t & 0xFF)
         buf[0:4] = bytes(data)
         buf[4] = sum(data) & 0xFF
-        if wired.get("fault") == "checksum":
+        if fault == "checksum":
             buf[4] ^= 0x01
     finally:
         vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
