@@ -125,3 +125,18 @@ def test_a_fault_the_part_cannot_have_is_refused(tmp_path: Path) -> None:
             board.drive(onewire={13: [{"model": "ds18b20", "fault_at": "read#2"}]})
     finally:
         board.close()
+
+
+def test_an_rmt_channel_drives_a_strip_as_bitstream_does(tmp_path: Path) -> None:
+    """esp32.RMT's write_pulses(): a WS2812 strip on the pin reads each high and the low after it as a bit."""
+    board = VirtualBoard(tmp_path / "b.flash", app=APPS / "rmt", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        board.start()
+        out = board.output(60)
+        assert board.wait(10) == 0, out
+        strip, other = board.strip(18), board.strip(19)
+    finally:
+        board.close()
+    assert other == [(0, 255, 0)], other  # (one duration a level: a level held for two is one pulse)
+    assert "rmt 80000000 8 True" in out and "channel 8: channel out of range" in out, out
+    assert strip == [(255, 0, 0), (0, 0, 16)], strip

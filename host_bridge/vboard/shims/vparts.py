@@ -294,6 +294,28 @@ def bitstream(pin, encoding, timing, buf):
         vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
 
 
+def pulses(pin, train):
+    """An RMT channel's pulses, (level, ticks) each, as a WS2812 strip on the pin reads them: a high and the low
+    after it are one bit, a 1 where the high is the longer; the bytes kept as bitstream()'s are."""
+    began = time.ticks_us()
+    try:
+        merged = []  # (pulses of one level in a row are one pulse on the wire)
+        for level, ticks in train:
+            if merged and merged[-1][0] == level:
+                merged[-1] = (level, merged[-1][1] + ticks)
+            else:
+                merged.append((level, ticks))
+        bits = []
+        for i in range(len(merged) - 1):
+            (level, high), (after, low) = merged[i], merged[i + 1]
+            if level == 1 and after == 0:
+                bits.append(1 if high > low else 0)
+        data = bytes(sum(bits[at + j] << (7 - j) for j in range(8)) for at in range(0, len(bits) - 7, 8))
+        vboard_state.output("bitstream", str(_pin(pin)), data.hex())
+    finally:
+        vboard_state.emulated_us += time.ticks_diff(time.ticks_us(), began)
+
+
 # The SSD1306's commands that take arguments, and how many (Solomon Systech's datasheet, section 9): contrast,
 # addressing mode, column and page ranges, multiplex ratio, display offset, COM pins, clock, precharge, VCOMH,
 # charge pump, scrolling's setups and the vertical scroll area.
