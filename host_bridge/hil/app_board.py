@@ -28,9 +28,7 @@ class AppBoard:
         app = Path(app)
         if not (app / "main.py").exists() and not (app / "boot.py").exists():
             raise AppBoardError(f"{app} has no main.py or boot.py: give the folder you copy to the board")
-        if wiring is None and (app / "wiring.json").exists():
-            wiring = app / "wiring.json"
-        self.wiring = Wiring.load(wiring) if wiring is not None else Wiring({}, "no wiring file")
+        self.wiring = Wiring.for_app(app, wiring)
         self.dut = VirtualDut(
             app.name,
             BoardDefinition.load("sim"),

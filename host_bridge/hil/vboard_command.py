@@ -26,6 +26,7 @@ from host_bridge.vboard.flash_image import parse_size, size_argument
 from host_bridge.vboard.runner import INSTALL_PATHS
 from host_bridge.vboard.serial_line import LineFaults
 from host_bridge.vboard.wifi import AccessPoint, JoinModel, Outage
+from host_bridge.vboard.wiring import Wiring
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the firmware's code lives: deployed (.mpy files on LittleFS, loaded into the heap, as "
         "`host-bridge deploy` leaves a stock image; the default), romfs (a ROMFS image, run in place) or frozen "
         "(in the MicroPython image)",
+    )
+    parser.add_argument(
+        "--wiring",
+        type=Path,
+        metavar="FILE",
+        help="the parts on the board's pins and buses (docs/testing-your-firmware.md; default: --app's "
+        "wiring.json, if it has one)",
     )
     parser.add_argument(
         "--no-deploy",
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
                 lambda text: print(f"vboard: {text}", file=sys.stderr, flush=True),
                 f"is it running (host-bridge broker starts one), and is the broker in {args.config} right?",
             )
+    wiring = Wiring.for_app(args.app, args.wiring)  # (checked before anything boots)
     faults = None if args.no_serial else LineFaults(args.baud, args.noise, args.drop, args.garbage, args.seed)
     ssid = password = None
     if args.ap is not None:
@@ -192,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         console_pty=args.console or False,
         ap=ap,
     )
+    dut.drive(**wiring.drive())
     cut_after = args.cut_after
     if args.cut_random is not None:
         cut_after = random.Random(args.seed).uniform(0, args.cut_random)

@@ -79,6 +79,13 @@ class Wiring:
         return cls.parse(raw, str(path))
 
     @classmethod
+    def for_app(cls, app: Path, path: Path | None = None) -> Wiring:
+        """The wiring of the application folder `app`: the file `path`, else its own wiring.json, else none."""
+        if path is None and (app / "wiring.json").exists():
+            path = app / "wiring.json"
+        return cls.load(path) if path is not None else cls({}, "no wiring file")
+
+    @classmethod
     def parse(cls, raw: Any, source: str = "the wiring") -> Wiring:
         if not isinstance(raw, dict) or not isinstance(raw.get("parts"), dict) or set(raw) - {"parts"}:
             raise WiringError(f'{source}: a wiring is {{"parts": {{"name": {{"part": ..., "pin": ...}}}}}}')

@@ -306,6 +306,33 @@ def test_cli_prints_its_stats_when_stopped_with_sigterm(tmp_path: Path) -> None:
     assert printed == {"flash-stats", "sleep-stats", "ap-stats"}, rest
 
 
+def test_cli_wires_the_apps_parts_and_names_a_wiring_mistake(tmp_path: Path) -> None:
+    """`--app` with a wiring.json boots with its parts (the thermostat's DHT22 reads 21.0 C); `--wiring` names another
+    file, and a mistake in it stops the command before anything boots, saying what it is."""
+    command = [sys.executable, "-m", "host_bridge", "vboard", "--flash", str(tmp_path / "f.flash"), "--no-serial"]
+    command += ["--app", str(REPO / "examples" / "thermostat")]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    try:
+        assert process.stdout is not None
+        said = ""
+        for line in process.stdout:
+            said += line
+            if line.startswith("temperature "):
+                break
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "temperature 21.0 setpoint 20.0 heating off" in said, said
+    wrong = tmp_path / "wiring.json"
+    wrong.write_text(json.dumps({"parts": {"sensor": {"part": "dht22", "pin": 7}}}))
+    result = subprocess.run([*command, "--wiring", str(wrong)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode != 0 and "GPIO 7 carries the ESP32's SPI flash" in result.stderr, result
+    assert "temperature" not in result.stdout, result.stdout  # (nothing booted)
+
+
 def test_cli_prints_serial_port_console_and_exit_status_and_resets(tmp_path: Path) -> None:
     conf = tmp_path / "config.json"
     conf.write_text(json.dumps({"client_id": "cli-board", "exit": 7, "reset_once": True}))
