@@ -8,6 +8,7 @@ from pathlib import Path
 
 from host_bridge import assets
 from host_bridge.boards.board_config import check_file
+from host_bridge.boards.definition import BoardDefinition
 from host_bridge.boards.firmware_build import (
     add_put_argument,
     parse_put,
@@ -34,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="config.json to install on the board (checked first)")
     add_put_argument(parser)
     parser.add_argument("--app", type=Path, default=assets.APP, help="application folder")
+    parser.add_argument(
+        "--board",
+        default="esp32-devkitc",
+        help="the board's definition (boards/): an application of your own has its @native and @viper code "
+        "compiled for its chip (xtensawin for the ESP32 and S3, rv32imc for the C3 and C6)",
+    )
     parser.add_argument("--resume", action="store_true", help="do not soft-reset on connect (mpremote resume)")
     parser.add_argument("--no-reset", action="store_true", help="do not reset the board after copying")
     parser.add_argument(
@@ -61,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
     puts = [parse_put(p) for p in args.put]
     if args.config is not None:
         check_file(args.config, secrets_of(puts))
-    root = stage_firmware(args.app)
+    board = BoardDefinition.load(args.board)
+    if board.mpy_arch is None:
+        raise DeployError(f"{args.board} is the virtual board's definition: give the real board's (boards/)")
+    root = stage_firmware(args.app, march=board.mpy_arch)
     files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
     print(f"firmware: {len(files)} files from {root}", flush=True)
     if args.romfs and args.frozen:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from host_bridge.boards import partitions
+from host_bridge.boards.firmware_build import MPY_ARCHS
 from host_bridge.vboard import BoardDefinition
 from host_bridge.vboard.runner import micropython_executable
 from tests.conftest import REPO
@@ -191,3 +192,21 @@ def test_a_gateway_and_a_node_deploy_with_their_configs_checked(tmp_path: Path) 
                                 "sleep": {}}))  # fmt: skip
     out = subprocess.run([*deploy, "--config", str(node)], capture_output=True, text=True, cwd=REPO)
     assert out.returncode != 0 and "espnow must be {gateway" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(("board", "arch"), [("esp32-devkitc", "xtensawin"), ("esp32-c3-devkitm-1", "rv32imc")])
+def test_deploy_compiles_an_apps_native_code_for_the_boards_chip(tmp_path: Path, board: str, arch: str) -> None:
+    """An application of one's own with @micropython.native code, deployed: its .mpy holds the chip's machine code
+    (the header's architecture), which a stock image loads; the virtual board's definition is refused."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.py").write_text("import fast\nprint(fast.double(21))\n")
+    (app / "fast.py").write_text("import micropython\n\n\n@micropython.native\ndef double(x):\n    return 2 * x\n")
+    deploy = [sys.executable, "-m", "host_bridge", "deploy", "--port", "/dev/null", "--dry-run", "--app", str(app)]
+    out = subprocess.run([*deploy, "--board", board], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    root = Path(out.stdout.split(" files from ", 1)[1].splitlines()[0])
+    header = (root / "fast.mpy").read_bytes()[:3]
+    assert MPY_ARCHS[header[2] >> 2] == arch, header
+    out = subprocess.run([*deploy, "--board", "sim"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode != 0 and "the virtual board's definition" in out.stderr, out.stderr
