@@ -19,6 +19,7 @@ in the board's ROMFS partition, executed in place) and "frozen" (bytecode in the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -29,6 +30,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -70,6 +72,7 @@ RESET_EXIT_STATUS = 99  # machine.reset(): a hard reset
 SOFT_RESET_EXIT_STATUS = 98  # a soft reset (Ctrl-D at the REPL, machine.soft_reset()): boot.py, main.py again
 RAW_SOFT_RESET_EXIT_STATUS = 97  # a soft reset from the raw REPL: boot.py, then the raw REPL, no main.py
 WDT_EXIT_STATUS = 95  # the watchdog was not fed: a reset with reset_cause() WDT_RESET
+WDT_GRACE_S = 0.25  # how long past its deadline the host resets a board whose watchdog went unfed (_watchdog)
 REBOOT_STATUSES = (RESET_EXIT_STATUS, SOFT_RESET_EXIT_STATUS, RAW_SOFT_RESET_EXIT_STATUS, WDT_EXIT_STATUS)
 POWER_CUT_EXIT_STATUS = 128 + signal.SIGKILL
 # machine.deepsleep() ends the boot process by SIGUSR1 (the shim, so that nothing after it runs); wait() reports
@@ -328,6 +331,10 @@ class VirtualBoard:
         # What the bench drives the board's pins, ADC and temperature sensor to (drive()): nothing at first.
         self.inputs_path = self.flash.with_name(self.flash.name + ".inputs")
         self.inputs_path.unlink(missing_ok=True)
+        # The task watchdog's deadline as the board last wrote it (host nanoseconds, CLOCK_REALTIME), which the
+        # host enforces on a board blocked where the shims do not look (vboard_state.wdt_fed).
+        self.wdt_path = self.flash.with_name(self.flash.name + ".wdt")
+        self._starved: int | None = None  # the pid the host reset for an unfed watchdog
         self.outputs_path = self.flash.with_name(self.flash.name + ".outputs")
         self.outputs_path.unlink(missing_ok=True)
         for kept in (".trace", ".reads"):  # (the pins' trace; the parts' transactions, for their faults' fault_at)
@@ -407,6 +414,7 @@ class VirtualBoard:
                 "VBOARD_STOCK": str(stock_mpy) if stock_mpy else "",
                 "VBOARD_INPUTS": str(self.inputs_path.resolve()),
                 "VBOARD_OUTPUTS": str(self.outputs_path.resolve()),
+                "VBOARD_WDT": str(self.wdt_path.resolve()),
                 "VBOARD_NVS_BEFORE": str(self.nvs_path.resolve()),
                 "VBOARD_NVS_AT": str(self.nvs_offset),
                 # The chip's flash as the esp module tells it: its size, and where the emulated file starts in it.
@@ -455,6 +463,7 @@ class VirtualBoard:
         console = self.console_line
         if console is not None and self.stdout == subprocess.PIPE:
             raise VBoardError("a board with a console sends its output there: give stdout a file, not a pipe")
+        self.wdt_path.unlink(missing_ok=True)  # (a boot starts with no watchdog: firmware makes one)
         # A session of its own, so that a power cut kills the board (and the shell of an emulated cut) only.
         # Without a console its input is empty: a REPL after main.py ends at once, with main.py's status. With
         # one, stdout and stderr are one stream, as a chip's UART0 carries both.
@@ -468,15 +477,35 @@ class VirtualBoard:
             pass_fds=(self.lock.fd,),
         )
         register(self.process, f"virtual board on {self.flash}", kind="board")
+        threading.Thread(target=self._watchdog, args=(self.process,), daemon=True).start()
         if console is not None:
             console.boot(self.process, self.stdout if self.stdout != subprocess.STDOUT else None)
         self.lock.note(f"virtual board pid {self.process.pid}, started by pid {os.getpid()} ({' '.join(sys.argv[:3])})")
 
+    def _watchdog(self, process: subprocess.Popen[bytes]) -> None:
+        """Reset the board (WDT_EXIT_STATUS) once its task watchdog's deadline has passed by WDT_GRACE_S, wherever
+        it is blocked: the shims reset it themselves in their waits, this catches a busy loop, a poll() with no
+        timeout, any call of the port's own. The board writes its deadline at most every 0.1 s, so the grace
+        covers the feeds it did not write."""
+        while process.poll() is None:
+            time.sleep(0.05)
+            try:
+                deadline_ns = int(self.wdt_path.read_text())
+            except (OSError, ValueError):
+                continue  # no watchdog yet, or the board writing it this instant
+            if time.time_ns() > deadline_ns + WDT_GRACE_S * 1e9 and process.poll() is None:
+                self._starved = process.pid
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                return
+
     def wait(self, timeout: float | None = None) -> int:
         """The board's exit status; POWER_CUT_EXIT_STATUS when it died of a power cut, DEEPSLEEP_EXIT_STATUS when
-        it went into deep sleep."""
+        it went into deep sleep, WDT_EXIT_STATUS when its watchdog reset it."""
         assert self.process is not None, "start() the board first"
         code = self.process.wait(timeout)
+        if code == -signal.SIGKILL and self._starved == self.process.pid:
+            return WDT_EXIT_STATUS
         if code == -signal.SIGUSR1:
             return DEEPSLEEP_EXIT_STATUS
         return POWER_CUT_EXIT_STATUS if code == -signal.SIGKILL else code

@@ -176,6 +176,25 @@ def test_a_watchdog_resets_a_board_blocked_in_recv(tmp_path: Path) -> None:
     assert "reset by the watchdog" in second, second
 
 
+def test_a_watchdog_resets_a_board_blocked_anywhere(tmp_path: Path) -> None:
+    """The watchdog resets a board wherever it is stuck, as a chip's does: in a busy loop, and in select.poll() with
+    no timeout (calls no shim waits in: the host resets it, within WDT_GRACE_S of the deadline)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        board = peer_board(tmp_path, server, "starved")
+        try:
+            outs, statuses = [], []
+            for _ in range(3):
+                board.start()
+                outs.append(board.output(60))
+                statuses.append(board.wait(10))
+                board.next_boot(statuses[-1])
+        finally:
+            board.close()
+    assert statuses == [WDT_EXIT_STATUS, WDT_EXIT_STATUS, 0], (statuses, outs)
+    assert "spinning" in outs[0] and "polling" in outs[1] and "poll returned" not in outs[1], outs
+    assert "boot after 2 watchdog resets" in outs[2], outs
+
+
 def test_code_of_ones_own_compiles_as_mpy_cross_does_and_foreign_native_code_is_refused(tmp_path: Path) -> None:
     """Someone else's application is compiled as mpy-cross compiles by default, for the board's own architecture:
     its @native and @viper functions run, its asserts are kept, a traceback names its file and line. An .mpy of

@@ -397,6 +397,7 @@ class WDT:
 
     def feed(self):
         _wdt[0] = time.ticks_add(time.ticks_ms(), self.timeout)
+        vboard_state.wdt_fed(self.timeout)
 
 
 class ADC:

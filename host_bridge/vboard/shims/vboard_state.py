@@ -141,6 +141,26 @@ def part_fault(key, wired):
     return fault if come else None
 
 
+_wdt_written = [0, 0]  # host ns when the watchdog's deadline was last written, and the timeout it had
+
+
+def wdt_fed(timeout_ms):
+    """The task watchdog fed: its deadline, in host nanoseconds, for the host to enforce where the shims do not
+    look (runner.VirtualBoard._watchdog). Written at most every 0.1 s for one timeout (a new timeout at once): a
+    board that feeds in a tight loop pays one file write a tenth of a second, the emulation's time."""
+    global emulated_us
+    path = env("VBOARD_WDT")
+    now = getattr(time, "_port", time).time_ns()  # (the host's clock: the time shim's counts the board's sleeps)
+    if not path or (now - _wdt_written[0] < 100_000_000 and timeout_ms == _wdt_written[1]):
+        return
+    begun = time.ticks_us()
+    _wdt_written[0], _wdt_written[1] = now, timeout_ms
+    with open(path + ".tmp", "w") as f:
+        f.write(str(now + timeout_ms * 1_000_000))
+    os.rename(path + ".tmp", path)
+    emulated_us += time.ticks_diff(time.ticks_us(), begun)
+
+
 def _fault(spec):
     """VBOARD_FAIL="LABEL:N": flash operations on partition LABEL fail from the Nth on."""
     if not spec:
