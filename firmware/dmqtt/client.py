@@ -681,40 +681,35 @@ class MQTTClient:
             self._lost("the broker closed the connection")
         pos = 0
         decoder = self._decoder
-        while pos < got:
-            ack = decoder.short_ack(self._in, pos, got)
-            if ack:  # a publisher's usual packet, without the decoder's buffering
-                pos += 2 + (ack >> 20 & 3)
-                self.ping_at = -1  # any packet from the broker shows the connection is alive
-                self.session.acked(ack >> 16 & 15, ack & 0xFFFF, ack >> 24)
-                continue
-            try:
+        try:  # (a packet that breaks the format or a rule of the session: fail() closes and raises MQTTError)
+            while pos < got:
+                ack = decoder.short_ack(self._in, pos, got)
+                if ack:  # a publisher's usual packet, without the decoder's buffering
+                    pos += 2 + (ack >> 20 & 3)
+                    self.ping_at = -1  # any packet from the broker shows the connection is alive
+                    self.session.acked(ack >> 16 & 15, ack & 0xFFFF, ack >> 24)
+                    continue
                 pos += decoder.feed(self._in, pos, got)
-            except CodecError as exc:
-                self.fail(exc.reason, exc.reason_code)
-            if decoder.ready:
-                self._dispatch(decoder.ptype, decoder.flags, decoder.body)
+                if decoder.ready:
+                    self._dispatch(decoder.ptype, decoder.flags, decoder.body)
+        except (CodecError, ProtocolError) as exc:
+            self.fail(str(exc), exc.reason_code)
 
     def _dispatch(self, ptype, flags, body):
         self.ping_at = -1  # any packet from the broker shows the connection is alive
-        try:
-            if codec.PUBLISH <= ptype <= codec.PUBCOMP:
-                self.session.handle(ptype, flags, body)
-            elif ptype == codec.SUBACK:
-                pid, codes, _props = codec.decode_suback(body, self.version)
-                self.acks[pid] = codes
-            elif ptype == codec.UNSUBACK:
-                pid, codes, _props = codec.decode_unsuback(body, self.version)
-                self.acks[pid] = codes
-            elif ptype == codec.DISCONNECT:
-                reason, _props = codec.decode_reason_only(ptype, body, self.version)
-                self._lost("the broker disconnected us: reason 0x%02x" % reason, reason)
-            elif ptype != codec.PINGRESP:
-                self.fail(_text(_T_UNEXPECTED, ptype), codec.PROTOCOL_ERROR)
-        except CodecError as exc:
-            self.fail(exc.reason, exc.reason_code)
-        except ProtocolError as exc:
-            self.fail(str(exc), exc.reason_code)
+        if codec.PUBLISH <= ptype <= codec.PUBCOMP:
+            self.session.handle(ptype, flags, body)
+        elif ptype == codec.SUBACK:
+            pid, codes, _props = codec.decode_suback(body, self.version)
+            self.acks[pid] = codes
+        elif ptype == codec.UNSUBACK:
+            pid, codes, _props = codec.decode_unsuback(body, self.version)
+            self.acks[pid] = codes
+        elif ptype == codec.DISCONNECT:
+            reason, _props = codec.decode_reason_only(ptype, body, self.version)
+            self._lost("the broker disconnected us: reason 0x%02x" % reason, reason)
+        elif ptype != codec.PINGRESP:
+            self.fail(_text(_T_UNEXPECTED, ptype), codec.PROTOCOL_ERROR)
 
     def fail(self, reason, code):
         """Close on a broken rule; MQTT 5.0 tells the broker why first (DISCONNECT with a reason code)."""

@@ -59,6 +59,17 @@ def _too_large(arg):
     )
 
 
+def _wrong_ack(arg):
+    ptype, pid, qos = arg
+    name = ("PUBACK", "PUBREC", "", "PUBCOMP")[ptype - 4]  # (codec's packet types 4, 5 and 7)
+    if not qos:
+        return "the broker sent %s for packet id %d, which is in no flow of ours" % (name, pid)
+    text = "the broker answered a QoS %d PUBLISH (packet id %d) with %s, which MQTT forbids" % (qos, pid, name)
+    if qos == 2 and ptype == 4:
+        text += ": it does not support QoS 2 (RabbitMQ's MQTT plugin downgrades it); publish at QoS 1"
+    return text
+
+
 TEXT = (
     "expected CONNACK, got packet type %d",  # _T_NOT_CONNACK
     _refused,  # _T_REFUSED
@@ -88,4 +99,5 @@ TEXT = (
     "the last wake went to deep sleep with its connection up: %d messages it may have sent were not acknowledged"
     " and go again now, as they will at every wake; end a wake with client.settle(timeout_ms) before"
     " machine.deepsleep() (docs/low-power.md)",  # _T_UNSETTLED
+    _wrong_ack,  # _T_WRONG_ACK
 )

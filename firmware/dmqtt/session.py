@@ -42,6 +42,7 @@ _T_SLOTS_FULL = const(12)
 _T_RECORD_LARGE = const(13)
 _T_ACKS_BEHIND = const(16)
 _T_NO_PID = const(17)
+_T_WRONG_ACK = const(24)
 
 
 def _text(rule, arg=None):
@@ -543,24 +544,29 @@ class Session:
                 self.owe(codec.PUBCOMP, pid, codec.PACKET_ID_NOT_FOUND)
 
     def acked(self, ptype, pid, reason):
-        """A PUBACK, PUBREC or PUBCOMP from the broker, checked (codec.check_ack, or the decoder's short_ack)."""
+        """A PUBACK, PUBREC or PUBCOMP from the broker, checked (codec.check_ack, or the decoder's short_ack).
+        ProtocolError for one that answers no flow of ours or not as its QoS asks [MQTT-3.3.4-1] (RabbitMQ's MQTT
+        plugin answers QoS 2 with PUBACK): waiting for the right one would stall the window for ever, so the
+        client ends the connection saying what the broker did, and the flow stays journaled."""
         i = self._find(pid)
-        if i < 0 or not self._tx[i]:
-            return  # unexpected acknowledgement: ignored
-        state = self._state[i]
-        sizes = self._rel_addr
-        if state == WAIT_ACK and sizes[i] > sizes[-1]:
-            sizes[-1] = sizes[i]  # the largest acknowledged so far
-        if ptype == codec.PUBACK and state == WAIT_ACK and self._qos[i] == 1:
-            self._finish(i, reason)
-        elif ptype == codec.PUBREC and state == WAIT_ACK and self._qos[i] == 2:
-            if reason >= 0x80:
-                # The flow ends here: no PUBREL, the id is free (MQTT 5.0 4.3.3).
-                self._finish(i, reason)
-            else:
-                self._journal_rel(i)
-        elif ptype == codec.PUBCOMP and state == WAIT_COMP:
-            self._finish(i, reason)
+        qos = 0
+        if i >= 0 and self._tx[i]:
+            qos = self._qos[i]
+            state = self._state[i]
+            sizes = self._rel_addr
+            if state == WAIT_ACK and sizes[i] > sizes[-1]:
+                sizes[-1] = sizes[i]  # the largest acknowledged so far
+            if state == WAIT_ACK and ptype == (codec.PUBACK if qos == 1 else codec.PUBREC):
+                if qos == 1 or reason >= 0x80:
+                    self._finish(i, reason)  # (a refused PUBREC ends the flow: no PUBREL, MQTT 5.0 4.3.3)
+                else:
+                    self._journal_rel(i)
+                return
+            if state == WAIT_COMP and ptype != codec.PUBACK:
+                if ptype == codec.PUBCOMP:
+                    self._finish(i, reason)
+                return  # (a PUBREC again: the PUBREL owed answers it)
+        raise ProtocolError(_text(_T_WRONG_ACK, (ptype, pid, qos)))
 
     def _on_publish(self, flags, body):
         topic, pid, payload, _props = codec.decode_publish(flags, body, self.version)

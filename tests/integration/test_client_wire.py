@@ -72,6 +72,54 @@ def test_pubrel_is_resent_after_a_drop_that_follows_pubrec(tmp_path: Path, scrip
     assert code == 0 and summary(out)["refused"] == 0, out
 
 
+# A broker that acknowledges against the rules [MQTT-3.3.4-1]: (the QoS published, what the broker answers it with,
+# whether it answers the PUBLISH's own packet id, what the board says).
+BROKEN_ACKS = {
+    "puback-for-qos2": (2, codec.PUBACK, True, "answered a QoS 2 PUBLISH (packet id {pid}) with PUBACK, which MQTT "
+                        "forbids: it does not support QoS 2 (RabbitMQ's MQTT plugin downgrades it); publish at QoS 1"),
+    "pubrec-for-qos1": (1, codec.PUBREC, True, "answered a QoS 1 PUBLISH (packet id {pid}) with PUBREC, which MQTT "
+                        "forbids"),
+    "pubcomp-before-pubrec": (2, codec.PUBCOMP, True, "answered a QoS 2 PUBLISH (packet id {pid}) with PUBCOMP"),
+    "ack-for-no-flow": (1, codec.PUBACK, False, "sent PUBACK for packet id {pid}, which is in no flow of ours"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BROKEN_ACKS)
+def test_a_broker_that_acknowledges_against_the_rules_is_named_not_waited_on(
+    tmp_path: Path, scripted: ScriptedBroker, case: str
+) -> None:
+    """The client ends the connection (5.0: DISCONNECT, Protocol Error) and says what the broker did; the message
+    stays journaled and goes again, unacknowledged until then, on the next connection (where this broker answers
+    it as it should). Before, the client ignored the acknowledgement and waited for ever, its window full."""
+    qos, answer, own_pid, said = BROKEN_ACKS[case]
+    board = start_board(tmp_path, board_config(f"wire-{case}", scripted.address, qos, 1, "5"))
+    conn = scripted.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    _, pub = conn.recv_type(codec.PUBLISH)
+    pid = pub.pid if own_pid else pub.pid + 100
+    conn.ack(answer, pid)
+    raw, _ = conn.recv_type(codec.DISCONNECT)
+    assert raw == bytes([0xE0, 0x01, 0x82]), raw  # 5.0: Protocol Error
+    conn.close()
+    conn = scripted.accept()
+    conn.expect_connect()
+    conn.connack(True)
+    _, again = conn.recv_type(codec.PUBLISH)
+    assert again.payload == pub.payload and again.dup, again  # the journaled message, sent again
+    if qos == 1:
+        conn.ack(codec.PUBACK, again.pid)
+    else:
+        conn.ack(codec.PUBREC, again.pid)
+        conn.recv_type(codec.PUBREL)
+        conn.ack(codec.PUBCOMP, again.pid)
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0, out
+    assert "the broker " + said.format(pid=pid) in out, out
+    assert summary(out)["sent"] == 1, out
+
+
 def test_pubrec_error_gets_no_pubrel(tmp_path: Path, scripted: ScriptedBroker) -> None:
     board = start_board(tmp_path, board_config("wire-refused", scripted.address, 2, 2, "5"))
     conn = scripted.accept()
@@ -122,7 +170,6 @@ def test_unexpected_pubrel_is_answered_and_the_connection_stays(tmp_path: Path, 
         conn.ack(codec.PUBACK, packet.pid)
         raw, packet = conn.recv()
     assert raw == bytes([0x70, 0x03, 0x03, 0xE7, 0x92])  # PUBCOMP, Packet Identifier not found
-    conn.ack(codec.PUBACK, 12345)  # unexpected PUBACK: ignored
     while True:
         raw, packet = conn.recv()
         if packet.type == codec.DISCONNECT:

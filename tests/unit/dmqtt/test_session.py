@@ -325,11 +325,14 @@ def test_queue_full(new_store: Store) -> None:
 
 
 def test_unexpected_acks(new_store: Store) -> None:
+    """An acknowledgement of no flow of ours breaks the protocol [MQTT-3.3.4-1]: ProtocolError, named (the client
+    then disconnects); an unexpected PUBREL is answered, the connection kept."""
     s = boot(new_store, codec.V5)
     s.connected(True)
-    ack(s, codec.PUBACK, 77)
-    ack(s, codec.PUBCOMP, 78)
-    assert drain(s) == []  # ignored
+    for ptype, name, pid in ((codec.PUBACK, "PUBACK", 77), (codec.PUBCOMP, "PUBCOMP", 78)):
+        with pytest.raises(ProtocolError, match=f"sent {name} for packet id {pid}, which is in no flow of ours"):
+            ack(s, ptype, pid)
+    assert drain(s) == []
     ack(s, codec.PUBREL, 79)
     [p] = drain(s)
     assert (p.type, p.pid, p.reason) == (codec.PUBCOMP, 79, codec.PACKET_ID_NOT_FOUND)
