@@ -10,7 +10,8 @@
 # at one that ran the application), says what a reading is, the boot whose readings these are (a sampling wake
 # does not count a boot: its reading's seq follows the last one) and where the queue stands. Its first byte says
 # what the next wake is, decided before the sleep: SAMPLE, or SEND (main.py runs the application), so that a
-# sending wake loads none of this module (what a module interns, a board keeps for good). RTC memory is lost with
+# sending wake runs the application without this module and loads it only at its end, past the heap's low point,
+# when wake_plan writes the next plan with it (what a module interns, a board keeps for good). RTC memory is lost with
 # the power: a power-on runs the application.
 
 import sys

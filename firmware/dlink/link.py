@@ -24,8 +24,9 @@
 #   resend on a live connection, sees a perfect pipe.
 # - Pacing: the link knows the baud rate and counts what it has handed to the UART; it gives out a new frame only
 #   when less than half a full frame is still waiting to leave. Bytes sent meanwhile join the newest frame not
-#   yet written, so small MQTT packets share frames (four 74-byte PUBLISH packets in one 254-byte frame, instead
-#   of four frames with 14 bytes of overhead each), and round-trip samples do not include a UART queue.
+#   yet written, so small MQTT packets share frames (three 74-byte PUBLISH packets in one frame of 222 payload
+#   bytes, of frame.MAX_PAYLOAD's 240, instead of three frames each with its own header and CRC), and round-trip
+#   samples do not include a UART queue.
 # - Frame size adapts to the line (additive increase, multiplicative decrease): every lost frame halves the
 #   payload of new frames, down to min_payload; every acknowledged frame adds _GROW_BYTES, up to
 #   frame.MAX_PAYLOAD. On a clean line frames stay full; at a bit error rate of 1e-3 a full frame (2,000 bits)

@@ -7,7 +7,8 @@
 # - FileJournal (journal_file.py): an append-only file on LittleFS for boards whose partition table has no
 #   journal partition. Compacted by writing a new file and renaming it over the old one (atomic on LittleFS).
 #
-# Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> (rtype, body).
+# Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> the body's length,
+# its type in record_type and its body at the start of record.
 
 
 def open_journal(label="mqttlog", path=None, record_max=1024, resume=None):

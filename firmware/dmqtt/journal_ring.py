@@ -7,7 +7,8 @@
 # about to be erased, which ones are still live (is_live) and told where they moved (moved). Records carry a
 # CRC-32: a torn record (a power cut mid-program) is detected and nothing after it in that sector is trusted.
 #
-# Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> (rtype, body).
+# Interface: open(owner); body (memoryview to fill); commit(rtype, n) -> address; read(addr) -> the body's length,
+# its type in record_type and its body at the start of record.
 # The records themselves and their framing are journal_record.py's.
 
 import struct

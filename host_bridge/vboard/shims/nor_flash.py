@@ -19,7 +19,8 @@ import sys
 import time
 
 # The link's UART, when flash timing models what a flash operation does to it: machine.UART sets it. (Here, not in
-# vboard_state, which makes the flash: the two modules would import each other.)
+# vboard_state: that module makes the flash and imports this one when it does; this one imports it back only inside
+# the call that needs it, so neither import runs while the other module loads.)
 uart = None
 
 SECTOR = 4096
