@@ -283,10 +283,10 @@ class MQTTClient:
                 if left <= 0 or not transport.wait(left):
                     self.fail("no answer from the broker within %d ms" % timeout_ms, None)
                 present = self.take_connack()
+            return self.establish(present)
         except MQTTError:
             self.connect_failures += 1
             raise
-        return self.establish(present)
 
     # The connection in three steps, so that the asyncio face (dmqtt.aio) awaits where connect() waits:
     # send_connect, then take_connack until it returns the session-present flag, then establish.
@@ -341,7 +341,7 @@ class MQTTClient:
             self.fail(_text(_T_NOT_CONNACK, self._decoder.ptype), codec.PROTOCOL_ERROR)
         try:
             present, code, cprops = codec.decode_connack(self._decoder.body, self.version)
-        except CodecError as exc:
+        except CodecError as exc:  # (one a broker of another version sends is told as such: codec_text.py)
             self.fail(exc.reason, exc.reason_code)
         if code:
             self._lost(_text(_T_REFUSED, (code, self.version, len(self.client_id))), code)
@@ -367,8 +367,7 @@ class MQTTClient:
 
     def establish(self, present):
         """The CONNACK accepted the connection: the session resumes its flows, the hooks and counters hear of it."""
-        receive_max, max_qos, retain_ok, aliases = self._grant
-        self.session.connected(present, receive_max, max_qos, retain_ok, aliases)
+        self.session.connected(present, *self._grant)
         self.state = CONNECTED
         self.connected = True
         if self.slept:
@@ -609,6 +608,8 @@ class MQTTClient:
                 if not end:
                     break
                 self.write_packet(end, True)
+        except ProtocolError as exc:  # a message above the broker's Maximum QoS (Session.next_packet)
+            self.fail(str(exc), exc.reason_code)
         except MemoryError:
             # The heap could not take a step of encoding (a reconnect's burst of resends, on a heap the emulation
             # or a long uptime fragmented). The packets taken from the session's queues so far are not sent, so

@@ -100,4 +100,6 @@ TEXT = (
     " and go again now, as they will at every wake; end a wake with client.settle(timeout_ms) before"
     " machine.deepsleep() (docs/low-power.md)",  # _T_UNSETTLED
     _wrong_ack,  # _T_WRONG_ACK
+    "the broker's Maximum QoS is %d and journaled messages ask QoS %d: they stay journaled; publish at a QoS the"
+    " broker takes (docs/brokers.md)",  # _T_ABOVE_MAX_QOS
 )

@@ -56,11 +56,14 @@ TEXT = (
     "reason code 0x%02x is not allowed in packet type %d",  # _R_REASON_NOT_ALLOWED
     "CONNACK shorter than 2 bytes",  # _R_CONNACK_SHORT
     "CONNACK reserved flags set [MQTT-3.2.2-1]",  # _R_CONNACK_FLAGS
-    "CONNACK reason code 0x%02x is not allowed",  # _R_CONNACK_REASON
+    "CONNACK reason code 0x%02x is not allowed (1 to 5 are MQTT 3.1.1's refusals: a broker that does not speak"
+    " MQTT 5.0; connect with mqtt_version 4)",  # _R_CONNACK_REASON
     "CONNACK return code %d is reserved",  # _R_CONNACK_RETURN
     "SUBACK without return codes",  # _R_SUBACK_EMPTY
     "SUBACK return code 0x%02x is not allowed [MQTT-3.9.3-2]",  # _R_SUBACK_CODE
     "UNSUBACK reason code 0x%02x is not allowed",  # _R_UNSUBACK_REASON
     "Remaining Length longer than 4 bytes (MQTT 3.1.1 section 2.2.3)",  # _R_LENGTH_LONG
     "packet of %d bytes exceeds the maximum packet size %d",  # _R_TOO_LARGE
+    "a CONNACK of %d bytes where MQTT 3.1 and 3.1.1 have 2: the broker answered as MQTT 5.0 does; connect with"
+    " mqtt_version 5",  # _R_CONNACK_LONG
 )

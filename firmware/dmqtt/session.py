@@ -36,13 +36,14 @@ WAIT_ACK = const(2)
 WAIT_COMP = const(3)
 
 # Failures in words: numbers into client_text.TEXT (after client.py's), loaded only when one happens (_text).
-_T_NO_SLOT = const(10)
 _T_NOT_JOURNALED = const(11)
 _T_SLOTS_FULL = const(12)
 _T_RECORD_LARGE = const(13)
 _T_ACKS_BEHIND = const(16)
 _T_NO_PID = const(17)
 _T_WRONG_ACK = const(24)
+_T_ABOVE_MAX_QOS = const(25)
+_T_NO_SLOT = const(10)
 
 
 def _text(rule, arg=None):
@@ -67,6 +68,7 @@ _ALIASES = const(4)
 # MQTT 5.0's reason codes that PublishRefused carries for a message accept() cannot journal.
 _QOS_NOT_SUPPORTED = const(0x9B)
 _PACKET_TOO_LARGE = const(0x95)
+_IMPLEMENTATION_ERROR = const(0x83)  # a DISCONNECT's reason when a broker's limit leaves a message unsendable
 # The most a packet the session sends adds to its topic and payload: an acknowledgement without properties is
 # at most 5 bytes; a PUBLISH adds a fixed header (5), the topic's length (2), a packet id (2) and its Topic Alias
 # property block (4). What next_packet() needs free behind packets already in the buffer.
@@ -471,8 +473,10 @@ class Session:
         qos = rec.pub_qos(body)
         retain = rec.pub_retain(body)
         if qos > self.max_qos:
-            # MQTT 5.0 CONNACK Maximum QoS: never send above it [MQTT-3.2.2-11]; the message goes down a level.
-            qos = self.max_qos
+            # MQTT 5.0 CONNACK Maximum QoS: never send above it [MQTT-3.2.2-11], and never below the QoS it was
+            # accepted at either (a QoS 2 message sent at QoS 1 may arrive twice). Before anything of it is
+            # written: it stays first in the queue, journaled, and the client ends the connection saying so.
+            raise ProtocolError(_text(_T_ABOVE_MAX_QOS, (self.max_qos, qos)), _IMPLEMENTATION_ERROR)
         if retain and not self.retain_available:
             retain = False  # Retain Available 0: a retained PUBLISH would be a protocol error [MQTT-3.2.2-14]
             self.retain_cleared += 1
@@ -547,25 +551,31 @@ class Session:
         """A PUBACK, PUBREC or PUBCOMP from the broker, checked (codec.check_ack, or the decoder's short_ack).
         ProtocolError for one that answers no flow of ours or not as its QoS asks [MQTT-3.3.4-1] (RabbitMQ's MQTT
         plugin answers QoS 2 with PUBACK): waiting for the right one would stall the window for ever, so the
-        client ends the connection saying what the broker did, and the flow stays journaled."""
+        client ends the connection saying what the broker did, and the flow stays journaled. A PUBREC is not one:
+        a broker may send it again after a reconnect (amqtt does, for a flow that owes its PUBREL or has ended), and
+        MQTT 5.0 calls a PUBREC of no flow "not an error during recovery" (4.3.3): a PUBREL answers it."""
         i = self._find(pid)
         qos = 0
-        if i >= 0 and self._tx[i]:
-            qos = self._qos[i]
+        if i < 0 and ptype == codec.PUBREC:
+            self.owe(codec.PUBREL, pid, codec.PACKET_ID_NOT_FOUND)  # (its flow ended before the reconnect)
+            return
+        if i >= 0:
             state = self._state[i]
-            sizes = self._rel_addr
-            if state == WAIT_ACK and sizes[i] > sizes[-1]:
-                sizes[-1] = sizes[i]  # the largest acknowledged so far
-            if state == WAIT_ACK and ptype == (codec.PUBACK if qos == 1 else codec.PUBREC):
-                if qos == 1 or reason >= 0x80:
-                    self._finish(i, reason)  # (a refused PUBREC ends the flow: no PUBREL, MQTT 5.0 4.3.3)
-                else:
-                    self._journal_rel(i)
-                return
             if state == WAIT_COMP and ptype != codec.PUBACK:
-                if ptype == codec.PUBCOMP:
+                if ptype == codec.PUBCOMP and self._tx[i]:
                     self._finish(i, reason)
-                return  # (a PUBREC again: the PUBREL owed answers it)
+                return  # (a PUBREC again: the PUBREL owed answers it, sent or to send on this connection)
+            if self._tx[i]:
+                qos = self._qos[i]
+                sizes = self._rel_addr
+                if state == WAIT_ACK and sizes[i] > sizes[-1]:
+                    sizes[-1] = sizes[i]  # the largest acknowledged so far
+                if state == WAIT_ACK and ptype == (codec.PUBACK if qos == 1 else codec.PUBREC):
+                    if qos == 1 or reason >= 0x80:
+                        self._finish(i, reason)  # (a refused PUBREC ends the flow: no PUBREL, MQTT 5.0 4.3.3)
+                    else:
+                        self._journal_rel(i)
+                    return
         raise ProtocolError(_text(_T_WRONG_ACK, (ptype, pid, qos)))
 
     def _on_publish(self, flags, body):

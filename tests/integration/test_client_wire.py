@@ -120,6 +120,67 @@ def test_a_broker_that_acknowledges_against_the_rules_is_named_not_waited_on(
     assert summary(out)["sent"] == 1, out
 
 
+def test_a_pubrec_of_no_flow_is_answered_with_pubrel_and_the_connection_stays(
+    tmp_path: Path, scripted: ScriptedBroker
+) -> None:
+    """A PUBREC for a packet id in no flow of ours: MQTT 5.0 calls it "not an error during recovery" (4.3.3), and
+    a broker may send one again after a reconnect (amqtt does). The client answers PUBREL with 0x92 Packet
+    Identifier not found and goes on; before, it ended the connection as for a broken rule."""
+    board = start_board(tmp_path, board_config("wire-stale-pubrec", scripted.address, 2, 1, "5"))
+    conn = scripted.accept()
+    conn.expect_connect()
+    conn.connack(False)
+    _, pub = conn.recv_type(codec.PUBLISH)
+    stale = pub.pid + 100
+    conn.ack(codec.PUBREC, stale)
+    raw, _ = conn.recv_type(codec.PUBREL)
+    assert raw == bytes([0x62, 0x03, stale >> 8, stale & 0xFF, 0x92]), raw
+    conn.ack(codec.PUBREC, pub.pid)
+    conn.recv_type(codec.PUBREL)
+    conn.ack(codec.PUBCOMP, pub.pid)
+    conn.recv_type(codec.DISCONNECT)
+    code, out = finish(board)
+    assert code == 0 and "broker fault" not in out, out
+    assert summary(out)["reconnects"] == 0, out
+
+
+def test_a_maximum_qos_below_the_boards_ends_each_connection_and_nothing_goes_until_a_broker_takes_it(
+    tmp_path: Path, scripted: ScriptedBroker
+) -> None:
+    """A 5.0 broker whose CONNACK says Maximum QoS 1, to a board publishing at QoS 2: the first reading is
+    accepted (journaled) and never sent lower [MQTT-3.2.2-11]; the connection ends (DISCONNECT, Implementation
+    specific error), and so does each next one before anything is sent, saying why. A broker that takes QoS 2
+    then gets every reading, at QoS 2. Before, the client sent them at QoS 1."""
+    board = start_board(tmp_path, board_config("wire-maxqos", scripted.address, 2, 2, "5"))
+    for _ in range(3):
+        conn = scripted.accept()
+        conn.expect_connect()
+        conn.connack(False, props={codec.MAXIMUM_QOS: 1})
+        raw, _ = conn.recv_type(codec.DISCONNECT)
+        assert raw == bytes([0xE0, 0x01, 0x83]), raw  # nothing before it: no PUBLISH at any QoS
+        conn.close()
+    conn = scripted.accept()
+    conn.expect_connect()
+    conn.connack(True)
+    got = []
+    while True:  # (the two PUBLISHes, and the PUBRELs, as the window lets them come)
+        _, packet = conn.recv()
+        if packet.type == codec.DISCONNECT:
+            break
+        if packet.type == codec.PUBLISH:
+            assert packet.qos == 2, packet
+            got.append(packet.payload)
+            conn.ack(codec.PUBREC, packet.pid)
+        else:
+            assert packet.type == codec.PUBREL, packet
+            conn.ack(codec.PUBCOMP, packet.pid)
+    code, out = finish(board)
+    assert code == 0, out
+    said = "connection lost (the broker's Maximum QoS is 1 and journaled messages ask QoS 2"
+    assert out.count(said) == 3, out
+    assert summary(out)["total"] == 2 and len(set(got)) == 2, out
+
+
 def test_pubrec_error_gets_no_pubrel(tmp_path: Path, scripted: ScriptedBroker) -> None:
     board = start_board(tmp_path, board_config("wire-refused", scripted.address, 2, 2, "5"))
     conn = scripted.accept()

@@ -369,12 +369,21 @@ def test_incoming_qos1_acknowledged_after_delivery(new_store: Store) -> None:
 
 
 def test_maximum_qos_and_retain_available(new_store: Store) -> None:
+    """Retain Available 0: a retained message goes unretained [MQTT-3.2.2-14]. A Maximum QoS below a message's: it
+    is never sent, at its QoS [MQTT-3.2.2-11] or lower (a QoS 2 message sent at QoS 1 may arrive twice); the
+    session says so (the client ends the connection) and keeps it queued for a broker that takes it."""
     s = boot(new_store, codec.V5)
     s.accept(b"t", b"x", 2, retain=True)
     s.connected(True, max_qos=1, retain_available=False)
+    with pytest.raises(ProtocolError, match="Maximum QoS is 1 and journaled messages ask QoS 2"):
+        drain(s)
+    s.lost()
+    s.connected(True, max_qos=2, retain_available=False)
     [p] = drain(s)
-    assert (p.qos, p.retain) == (1, False)
-    ack(s, codec.PUBACK, p.pid)
+    assert (p.qos, p.retain) == (2, False)
+    ack(s, codec.PUBREC, p.pid)
+    [rel] = drain(s)
+    ack(s, codec.PUBCOMP, rel.pid)
     assert s.outstanding() == 0
 
 
