@@ -15,7 +15,7 @@ MPY_DIR := build/mpy
 # Every native architecture a board definition names (xtensawin: ESP32, S3; rv32imc: C3, C6).
 ARCHS := $(shell grep -ho '"mpy_arch": "[a-z0-9]*"' boards/*/board.json | cut -d'"' -f4 | sort -u)
 
-.PHONY: help demo test lint style mpy typecheck venv stock system-deps test-deps bench soak hil firmware clean
+.PHONY: help demo test lint style mpy typecheck venv stock system-deps test-deps broker-peers broker-peers-all bench soak hil firmware clean
 
 # A bare `make` prints this list and installs nothing.
 .DEFAULT_GOAL := help
@@ -33,7 +33,9 @@ help:
 	@echo "make venv        the virtual environment in .venv with the pinned pip packages"
 	@echo "make stock       the stock ESP32 image's umqtt modules for the virtual board, from PyPI (pinned)"
 	@echo "make system-deps mosquitto, socat, openssl and a Java runtime, with apt-get when missing (sudo if not root)"
-	@echo "make test-deps   system-deps and Chromium (headless, for the report test), with apt-get when missing"
+	@echo "make test-deps   system-deps, broker-peers and Chromium (headless, for the report test), with apt-get when missing"
+	@echo "make broker-peers       amqtt (PyPI) and Aedes (npm) into build/brokers, pinned, for the interop matrix"
+	@echo "make broker-peers-all   broker-peers, and RabbitMQ and ejabberd from Debian (apt-get when missing)"
 	@echo "make clean       remove build output"
 
 # mosquitto (the broker of the tests and the demo), socat (a pty-backed MicroPython for mpremote), openssl (the
@@ -55,7 +57,7 @@ system-deps:
 # (downloaded, not installed: no Prometheus service on the machine), when no promtool is on the PATH.
 PROMTOOL := build/promtool/usr/bin/promtool
 
-test-deps: system-deps
+test-deps: system-deps broker-peers
 	@if ! command -v promtool >/dev/null && [ ! -x $(PROMTOOL) ]; then \
 		echo "fetching promtool (Debian's prometheus package, extracted into build/promtool)"; \
 		rm -rf build/promtool && mkdir -p build/promtool && cd build/promtool && \
@@ -67,6 +69,35 @@ test-deps: system-deps
 		echo "installing $$pkg (apt-get)"; \
 		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$pkg; \
 	fi
+
+# The brokers of the interop matrix (docs/brokers.md), beside Mosquitto: amqtt from PyPI into a virtual environment
+# of its own (its pins are not the project's) and Aedes from npm, both into build/brokers, pinned; `make test` runs
+# amqtt. `make broker-peers-all` adds RabbitMQ and ejabberd from Debian's packages (with apt-get when missing; none
+# of their services is started: policy-rc.d or not, the matrix starts each on loopback itself), for `make soak`.
+AMQTT_VERSION = 0.12.1
+AEDES_VERSION = 1.2.0
+broker-peers:
+	@if [ ! -x build/brokers/amqtt-venv/bin/amqtt ]; then \
+		echo "installing amqtt $(AMQTT_VERSION) into build/brokers/amqtt-venv"; \
+		rm -rf build/brokers/amqtt-venv && $(PYTHON) -m venv build/brokers/amqtt-venv && \
+		build/brokers/amqtt-venv/bin/pip install -q amqtt==$(AMQTT_VERSION); \
+	fi
+	@if command -v npm >/dev/null && [ ! -d build/brokers/aedes/node_modules/aedes ]; then \
+		echo "installing aedes $(AEDES_VERSION) into build/brokers/aedes"; \
+		mkdir -p build/brokers/aedes && cd build/brokers/aedes && \
+		npm install --no-audit --no-fund --silent aedes@$(AEDES_VERSION); \
+	fi
+
+broker-peers-all: broker-peers
+	@missing=""; \
+	[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || missing="$$missing rabbitmq-server"; \
+	[ -x /usr/sbin/ejabberdctl ] || missing="$$missing ejabberd"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt-get)"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+	@$(MAKE) --no-print-directory broker-peers
 
 venv: $(STAMP)
 
@@ -166,7 +197,8 @@ endif
 # messages through 200 dropped connections and 50 power cuts with the heap watched, 500 deep-sleep wakes per
 # board, 3,000 store-and-forward wakes with cuts anywhere, a cut at every operation of every sampling wake, ten
 # minutes of WiFi outages, and nodes through their gateway with more cuts and their gateway away for 100 wakes.
-soak: system-deps $(STAMP) stock
+soak: system-deps broker-peers-all $(STAMP) stock
+	INTEROP_ALL=1 $(BIN)/python -m pytest -q tests/integration/test_interop.py
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
 	HIL_WAKES=500 HIL_BATCH_WAKES=3000 HIL_OUTAGE_MINUTES=10 $(BIN)/python -m pytest -q tests/hil/test_board_life.py
 	HIL_CYCLES=200 $(BIN)/python -m pytest -q tests/hil -k power_cuts --junitxml=build/hil/soak-junit.xml

@@ -153,7 +153,6 @@ _R_SUBACK_CODE = const(56)
 _R_UNSUBACK_REASON = const(57)
 _R_LENGTH_LONG = const(58)
 _R_TOO_LARGE = const(59)
-_R_CONNACK_LONG = const(60)
 
 
 def refused(rule, arg=None, reason_code=MALFORMED_PACKET):
@@ -913,8 +912,7 @@ def decode_connack(body, version=V311):
         props, pos = props_at(body, 2, CONNACK)
         expect_end(body, pos)
         return bool(flags & 1), code, props
-    if len(body) != 2:
-        raise refused(_R_CONNACK_LONG, len(body))  # (a 5.0 CONNACK, with properties)
+    expect_end(body, 2)
     if version == V311 and flags & 0xFE:
         raise refused(_R_CONNACK_FLAGS)  # [MQTT-3.2.2-1]
     if code > 5:

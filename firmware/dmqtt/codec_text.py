@@ -64,6 +64,4 @@ TEXT = (
     "UNSUBACK reason code 0x%02x is not allowed",  # _R_UNSUBACK_REASON
     "Remaining Length longer than 4 bytes (MQTT 3.1.1 section 2.2.3)",  # _R_LENGTH_LONG
     "packet of %d bytes exceeds the maximum packet size %d",  # _R_TOO_LARGE
-    "a CONNACK of %d bytes where MQTT 3.1 and 3.1.1 have 2: the broker answered as MQTT 5.0 does; connect with"
-    " mqtt_version 5",  # _R_CONNACK_LONG
 )
