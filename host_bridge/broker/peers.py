@@ -65,7 +65,7 @@ class Peer:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                self.process = None
+                self.stop()  # (what it left: an Erlang broker's epmd)
                 raise BrokerError(f"{self.name} exited at start; see {self.log_path}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
