@@ -33,6 +33,8 @@ log = logging.getLogger("host_bridge.recorder.recorder")
 VERSIONS = {"3.1": codec.V31, "3.1.1": codec.V311, "5": codec.V5}
 _SESSION_NEVER_EXPIRES = 0xFFFFFFFF  # MQTT 5.0 3.1.2.11.2: the session outlives any disconnection
 _RETAIN_HANDLING_NEW_ONLY = 1 << 4  # MQTT 5.0 3.8.3.1: retained messages only for a new subscription
+_SHARED_SUBSCRIPTION_AVAILABLE = 0x2A  # MQTT 5.0 CONNACK property (absent: 1, available)
+_SHARED_SUBSCRIPTIONS_NOT_SUPPORTED = 0x9E  # MQTT 5.0 SUBACK reason code
 _MAX_PACKET = 16 * 1024 * 1024
 
 
@@ -46,6 +48,8 @@ class BrokerLink:
         self.decoder = PacketDecoder(version, _MAX_PACKET)
         self.last_sent = self.last_heard = time.monotonic()
         self.backlog: list[Packet] = []
+        # MQTT 5.0's CONNACK says whether the broker has shared subscriptions; 3.1.1 cannot say (docs/brokers.md).
+        self.shared_available = True
 
     @classmethod
     def open(
@@ -75,19 +79,42 @@ class BrokerLink:
                 )
             # MQTT 3.1 has no session-present flag: the session is assumed kept, as on the board.
             present = bool(connack.session_present) or version == codec.V31
+            if connack.props:
+                link.shared_available = bool(connack.props.get(_SHARED_SUBSCRIPTION_AVAILABLE, 1))
             return link, present
         except BaseException:
             sock.close()
             raise
 
-    def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str], confirm: bool = False) -> None:
+        """Subscribe `topics` at QoS 2. What the broker cannot do for them is refused here, with what to do: a
+        shared subscription where its CONNACK says it has none, and with `confirm` (--confirm) a grant below QoS 2."""
+        shared = [t for t in topics if t.startswith("$share/")]
+        if shared and not self.shared_available:
+            raise RecorderError(
+                f"the broker has no shared subscriptions (its CONNACK's Shared Subscription Available is 0): "
+                f"{', '.join(shared)} would record nothing; subscribe a plain topic filter (docs/brokers.md)"
+            )
         options = 2 | (_RETAIN_HANDLING_NEW_ONLY if self.version == codec.V5 else 0)
         self.send(codec.encode_subscribe(1, [(t, options) for t in topics], self.version))
         suback = self.expect(codec.SUBACK)
-        refused = [t for t, code in zip(topics, suback.codes, strict=False) if code >= 0x80]
+        granted = list(zip(topics, suback.codes, strict=False))
+        unshared = [t for t, code in granted if code == _SHARED_SUBSCRIPTIONS_NOT_SUPPORTED]
+        if unshared:
+            raise RecorderError(
+                f"the broker does not support shared subscriptions ({', '.join(unshared)}): subscribe a plain topic "
+                "filter (docs/brokers.md)"
+            )
+        refused = [t for t, code in granted if code >= 0x80]
         if refused:
             raise RecorderError(f"the broker refused the subscription to {', '.join(refused)}; check its ACL")
-        lower = [t for t, code in zip(topics, suback.codes, strict=False) if code < 2]
+        lower = [t for t, code in granted if code < 2]
+        if lower and confirm:
+            raise RecorderError(
+                f"--confirm: the broker granted QoS {min(c for _, c in granted)} for {', '.join(lower)}, below the "
+                "QoS 2 that end-to-end confirmation is judged at (RabbitMQ's MQTT plugin has no QoS 2): use a broker "
+                "that supports QoS 2, or record without --confirm (docs/brokers.md)"
+            )
         if lower:
             # QoS 2 promises cannot be audited for them.
             event(log, WARNING, "subscribed_below_qos2", topics=",".join(lower), audit="qos2-impossible")
@@ -310,7 +337,7 @@ class Recorder:
         if gone:
             link.send(codec.encode_unsubscribe(2, gone, self.version))
             link.expect(codec.UNSUBACK)
-        link.subscribe(self.topics)
+        link.subscribe(self.topics, confirm=bool(self.args.confirm))
         path.write_text("\n".join(sorted(self.topics)))
         event(log, INFO, "subscribed", topics=",".join(self.topics), unsubscribed=",".join(gone) or "-")
 

@@ -225,6 +225,35 @@ def test_credentials_are_sent_and_a_refusal_is_explained(tmp_path: Path) -> None
     assert "s3cret" not in text
 
 
+def test_what_the_broker_cannot_do_for_the_recorder_is_refused_at_start(tmp_path: Path) -> None:
+    """docs/brokers.md: a shared subscription where the broker's 5.0 CONNACK says it has none, and --confirm where
+    it grants less than QoS 2 (RabbitMQ's MQTT plugin), end the recorder at once with what to do (exit 2), rather
+    than record nothing, or less than the promise it is asked to judge."""
+    broker = ScriptedBroker()
+    try:
+        shared = RecorderProcess(
+            tmp_path / "a", broker.address, "--mqtt-version", "5", "--topic", "$share/rec/sensors/#"
+        )
+        conn = broker.accept()
+        conn.version = codec.V5
+        conn.expect_connect()
+        conn.connack(False, props={0x2A: 0})  # Shared Subscription Available: 0
+        assert shared.process.wait(15) == 2
+        confirming = RecorderProcess(tmp_path / "b", broker.address, "--confirm")
+        conn = broker.accept()
+        conn.expect_connect()
+        conn.connack(False)
+        _, sub = conn.recv_type(codec.SUBSCRIBE)
+        conn.send(codec.encode_suback(sub.pid, [1 for _ in sub.topics], conn.version))  # QoS 1 at most
+        assert confirming.process.wait(15) == 2
+    finally:
+        shared.stop()
+        confirming.stop()
+        broker.close()
+    assert "$share/rec/sensors/# would record nothing; subscribe a plain topic filter" in shared.text(), shared.text()
+    assert "--confirm: the broker granted QoS 1 for sensors/#, below the QoS 2" in confirming.text(), confirming.text()
+
+
 def test_tls_to_the_broker_with_a_verified_certificate(tmp_path: Path) -> None:
     ca, cert, key = make_certificates(tmp_path)
     (tmp_path / "other").mkdir()
