@@ -75,10 +75,6 @@ def run(board, heap_at_boot):
         finish(board, seq, client.mark, start, heap_at_boot)
         return
     client.close()  # (the deadline came during a connection attempt)
-    # The wake's connections are over: the client's output buffer (max_packet, a kilobyte) is free for the plan's
-    # code, which loads now, past the wake's heap low, into a heap the wake has cut up (a node's, or a sending wake
-    # with a batch, met a MemoryError there for want of a block of a few hundred bytes).
-    client.tx_buf = None
     import machine
     import wake_plan  # (loaded now, past the wake's heap low)
 
