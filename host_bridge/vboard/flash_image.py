@@ -11,10 +11,9 @@ import struct
 import sys
 from pathlib import Path
 
-from host_bridge.boards.definition import Partition
+from host_bridge.boards.definition import SECTOR, Partition
 from host_bridge.errors import VBoardError
 
-SECTOR = 4096
 COUNTERS = ("blocks_read", "bytes_programmed", "program_ops", "blocks_erased", "program_violations")
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from host_bridge import assets
-from host_bridge.boards.definition import BoardDefinition, Partition
+from host_bridge.boards.definition import SECTOR, BoardDefinition, Partition
 from host_bridge.boards.firmware_build import (
     app_sources,
     compile_sources,
@@ -56,7 +56,6 @@ from host_bridge.vboard.air import Air
 from host_bridge.vboard.console import Console
 from host_bridge.vboard.events import check_event
 from host_bridge.vboard.flash_image import (
-    SECTOR,
     FlashLock,
     create_flash,
     extend_flash,

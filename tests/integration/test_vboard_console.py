@@ -14,9 +14,8 @@ from pathlib import Path
 
 import dmqtt
 from dboard.console_host import summary as parse_summary
-from host_bridge.boards.definition import BoardDefinition
+from host_bridge.boards.definition import SECTOR, BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
-from host_bridge.vboard.flash_image import SECTOR
 from tests.conftest import REPO
 
 APPS = REPO / "tests" / "vboard_apps"
