@@ -75,6 +75,10 @@ def run(board, heap_at_boot):
         finish(board, seq, client.mark, start, heap_at_boot)
         return
     client.close()  # (the deadline came during a connection attempt)
+    # The wake's connections are over: the client's output buffer (max_packet, a kilobyte in one block) goes back to
+    # the heap before the plan's code loads into a heap the wake has cut up (a node's wake under load met a
+    # MemoryError of 422 bytes importing dmqtt.wake there).
+    client.tx_buf = None
     import machine
     import wake_plan  # (loaded now, past the wake's heap low)
 
