@@ -6,6 +6,7 @@ distribution (no epmd, nothing listening but their MQTT port)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -153,8 +154,6 @@ class AedesPeer(Peer):
 
     def version(self) -> str:
         package = self.home / "node_modules" / "aedes" / "package.json"
-        import json
-
         return str(json.loads(package.read_text()).get("version", "")) if package.exists() else ""
 
 

@@ -115,7 +115,8 @@ def run_cell(peer: Peer, mqtt: str, qos: int, workdir: Path, count: int, seed: i
         return Cell(peer.name, peer.version(), mqtt, qos, outcome, detail, tally.sent, tally.received)
     finally:
         stop.set()
-        watcher.join(5) if watcher.is_alive() else None
+        if watcher.is_alive():
+            watcher.join(5)
         dut.close()
         observer.close()
 
