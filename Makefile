@@ -54,7 +54,8 @@ system-deps:
 # The tests also look at the report in a real headless browser: Chromium from Debian's packages (its headless
 # shell where the distribution has one, else chromium), only when missing. And they load docs/metrics.md's alert
 # rules into Prometheus's own checker: promtool, taken out of Debian's prometheus package into build/promtool
-# (downloaded, not installed: no Prometheus service on the machine), when no promtool is on the PATH.
+# (downloaded, not installed: no Prometheus service on the machine), when no promtool is on the PATH. The units'
+# hardening is rated by systemd-analyze (Debian's systemd package, installed when missing; nothing is started).
 PROMTOOL := build/promtool/usr/bin/promtool
 
 test-deps: system-deps broker-peers
@@ -63,6 +64,10 @@ test-deps: system-deps broker-peers
 		rm -rf build/promtool && mkdir -p build/promtool && cd build/promtool && \
 		{ apt-get download prometheus >/dev/null 2>&1 || { $(SUDO) apt-get update -q && apt-get download prometheus; }; } && \
 		dpkg-deb -x prometheus_*.deb . && rm -f prometheus_*.deb usr/bin/prometheus; \
+	fi
+	@if ! command -v systemd-analyze >/dev/null; then \
+		echo "installing systemd (apt-get; its systemd-analyze rates the units' hardening)"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q systemd; \
 	fi
 	@if ! command -v chromium-headless-shell >/dev/null && ! command -v chromium >/dev/null; then \
 		pkg=chromium; apt-cache show chromium-headless-shell >/dev/null 2>&1 && pkg=chromium-headless-shell; \

@@ -6,6 +6,7 @@ and their command lines parsed by host-bridge's own parser."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -104,6 +105,35 @@ def test_systemd_analyze_verifies_each_unit(unit: Path, tmp_path: Path) -> None:
     run = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     assert unit.name not in run.stderr, run.stderr  # (warnings about the unit itself)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
+@pytest.mark.parametrize("unit", UNITS, ids=lambda p: p.name)
+def test_each_unit_is_rated_3_or_better_by_systemd_analyze_security(unit: Path) -> None:
+    run = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    level = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", run.stdout)
+    assert level is not None, run.stdout + run.stderr
+    assert float(level[1]) <= 3.0, run.stdout
+    settings = dict(ln.split("=", 1) for ln in unit.read_text().splitlines() if "=" in ln and not ln.startswith("#"))
+    # A dedicated user, nothing of the system writable, no capability.
+    assert settings["User"] == "dmqtt" and settings["ProtectSystem"] == "strict" and settings["PrivateTmp"] == "yes"
+    assert settings["CapabilityBoundingSet"] == "" and "ReadWritePaths" not in settings
+
+
+def test_the_bridge_reaches_serial_ports_only_and_the_recorder_writes_its_state_directory_only() -> None:
+    import tomllib
+
+    bridge = (REPO / "tools" / "systemd" / "dmqtt-bridge.service").read_text()
+    assert "DevicePolicy=closed\n" in bridge and "SupplementaryGroups=dialout\n" in bridge
+    allowed = re.findall(r"^DeviceAllow=(\S+) rw$", bridge, re.M)
+    assert sorted(allowed) == ["char-pts", "char-ttyACM", "char-ttyUSB"], allowed
+    recorder = (REPO / "tools" / "systemd" / "dmqtt-recorder.service").read_text()
+    assert "PrivateDevices=yes\n" in recorder and "StateDirectory=dmqtt\n" in recorder
+    out = tomllib.loads((REPO / "tools" / "systemd" / "recorder.toml").read_text())["out"]
+    assert Path(out).is_relative_to("/var/lib/dmqtt"), out  # the store where the unit lets it write
 
 
 def test_the_example_bridge_toml_is_one_the_bridge_takes() -> None:
