@@ -29,11 +29,12 @@ EVENTS: dict[str, tuple[str, str]] = {
     "signal": ("run, record", "a signal arrived, and what it does (stop, reload, report)"),
     "exit": ("run", "the bridge stopped, with its counters in total"),
     "reloaded": (
-        "run",
-        "SIGHUP read the config again and applied it: boards started and stopped, the settings changed "
-        "(`applied`), and any it could not apply (`not_applied`; a warning when there are any)",
+        "run, record",
+        "SIGHUP read the config again and applied it: the bridge's boards started and stopped, the settings changed "
+        "(`applied`), and any it could not apply (`not_applied`) or that need a restart (the recorder's "
+        "`needs_restart`; a warning when there are any)",
     ),
-    "reload_failed": ("run", "SIGHUP's config did not load; everything running is kept"),
+    "reload_failed": ("run, record", "SIGHUP's config did not load; everything running is kept"),
     "metrics_not_moved": ("run", "SIGHUP's new metrics address could not be served; the old one is kept"),
     "broker_unreachable": ("run, record", "every attempt to reach the broker fails (said once), and what to check"),
     "broker_back": ("run", "the broker answers again, after how long"),
@@ -62,6 +63,7 @@ EVENTS: dict[str, tuple[str, str]] = {
     "progress": ("record", "what the recorder received and committed (every stats_every)"),
     "maintained": ("record", "the store kept small: files of closed days compacted, days past --retain-days dropped"),
     "maintenance_failed": ("record", "a compaction or a drop failed; the store is as it was, tried again later"),
+    "maintenance_resumed": ("record", "at start: a compaction or a drop the last run's end interrupted, finished now"),
     "store_failed": ("record", "a commit to the store failed (a full disk, say): the recorder disconnects"),
     "store_still_failing": ("record", "the store still fails"),
     "store_recovered": ("record", "the store takes commits again"),

@@ -6,7 +6,6 @@ scrape. docs/metrics.md lists them with alert rules."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from fnmatch import fnmatch
 
 from prometheus_client.core import Metric
 
@@ -90,11 +89,18 @@ def families(bridge: Bridge) -> Iterator[Metric]:
         "dmqtt_bridge_port_boards", "boards present behind a configured port or pattern (0: none)", ["port"]
     )
     for entry in bridge.configured:
-        behind = [s for s in sessions if fnmatch(s.board.path, entry.path)] if entry.pattern else [
-            s for s in sessions if s.board.path == entry.path
-        ]  # fmt: skip
-        configured.add_metric([entry.path], sum(s.present for s in behind))
+        configured.add_metric([entry.path], sum(s.present for s in bridge.behind(entry)))
     yield configured
+    # A board expected and not here: a configured port not open, or a board that went from behind a pattern (its
+    # board_* series are gone with it; this one stays until it is back or a reload forgets it).
+    missing = gauge(
+        "dmqtt_bridge_board_missing_seconds",
+        "seconds a board expected here has been away (a configured port not open, a pattern's board gone)",
+        ["board"],
+    )  # fmt: skip
+    for name, away in sorted(bridge.missing().items()):
+        missing.add_metric([name], round(away, 3))
+    yield missing
     yield gauge("dmqtt_bridge_boards", "boards served now", value=len(sessions))
     yield gauge(
         "dmqtt_bridge_boards_connected", "boards with a connection to the broker now",
@@ -113,17 +119,25 @@ def families(bridge: Bridge) -> Iterator[Metric]:
     for setting in bridge.not_applied:
         pending.add_metric([setting], 1)
     yield pending
+    yield gauge(
+        "dmqtt_bridge_config_last_reload_successful",
+        "0 when the last SIGHUP's config did not load (everything running kept), else 1", value=int(bridge.reload_ok),
+    )  # fmt: skip
 
 
 def health(bridge: Bridge, after_s: float) -> tuple[bool, str]:
-    """/healthz: unhealthy once the broker has been unreachable for more than after_s seconds, and degraded while
-    ports or patterns are configured and no board is present behind any of them (nothing is being relayed)."""
+    """/healthz: unhealthy once the broker has been unreachable for more than after_s seconds; degraded while
+    ports or patterns are configured and no board is present behind any of them (nothing is being relayed), and
+    while a board expected here has been away for more than after_s (Bridge.missing)."""
     down = bridge.health.unreachable_for()
     if down > after_s:
         return False, f"broker {bridge.broker} unreachable for {down:.0f} s"
     sessions = bridge.boards()
     if bridge.configured and not any(s.present for s in sessions):
         return False, f"degraded: no board present behind the {len(bridge.configured)} configured ports and patterns"
+    away = sorted(name for name, seconds in bridge.missing().items() if seconds > after_s)
+    if away:
+        return False, f"degraded: {len(away)} boards missing for more than {after_s:g} s: {', '.join(away[:10])}"
     return True, f"ok: {len(sessions)} boards, broker {bridge.broker}" + (
         f" unreachable for {down:.0f} s" if down else ""
     )

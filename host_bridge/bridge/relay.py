@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from logging import INFO, WARNING
 from pathlib import Path
 
@@ -144,6 +145,7 @@ class BoardSession:
         self.client_id = ""  # the MQTT client id of the board's last CONNECT (what the board says it is)
         self.connected = False  # a TCP connection to the broker is open for the board
         self.present = False  # the board's serial port is open
+        self.absent_since = time.monotonic()  # when the port was last not open (missing_s())
         # Reads the board's first packet on a new connection, until its CONNECT (at most 64 KiB: it refuses more).
         self._hello: codec_host.PacketDecoder | None = None
         # A gateway board's nodes (control "N"): its MQTT channel then carries their records (host_bridge/bridge/
@@ -184,6 +186,7 @@ class BoardSession:
                 self.counters["port_reopens"] += 1
             finally:
                 self.present = False
+                self.absent_since = time.monotonic()
                 self._account()
                 self._close_tcp("serial port closed")
                 self._end_nodes("serial port closed")
@@ -554,6 +557,10 @@ class Bridge:
         self.threads: dict[str, threading.Thread] = {}
         self.gone = dict.fromkeys(COUNTERS, 0)  # what boards removed since the start had counted
         self.not_applied: tuple[str, ...] = ()  # settings the last reload read changed and could not apply
+        self.reload_ok = True  # the last SIGHUP's config loaded (dmqtt_bridge_config_last_reload_successful)
+        # Boards that went from behind a pattern (unplugged, or gone from USB), and when: missing until they come
+        # back or a reload says what is wanted now (an operator's way to forget a board removed on purpose).
+        self.gone_at: dict[str, float] = {}
         self._lock = threading.Lock()
         self._started = False
 
@@ -583,6 +590,9 @@ class Bridge:
             started = [name for name, board in wanted.items() if name not in self.sessions]
             for name in started:
                 self._start(wanted[name])
+                self.gone_at.pop(name, None)
+            now = time.monotonic()
+            self.gone_at.update((name, now) for name in stopped if name not in wanted)
         return started, stopped
 
     def apply(self, boards: list[BoardPort]) -> tuple[list[str], list[str]]:
@@ -590,7 +600,35 @@ class Bridge:
         starts again), the others go on untouched."""
         check_names(boards)
         self.configured = list(boards)
-        return self.scan()
+        self.gone_at.clear()
+        started, stopped = self.scan()
+        for name in stopped:
+            self.gone_at.pop(name, None)  # removed by the new list, not missing
+        return started, stopped
+
+    def behind(self, entry: BoardPort) -> list[BoardSession]:
+        """The boards served now for a configured port or pattern."""
+        match = (lambda path: fnmatch(path, entry.path)) if entry.pattern else (lambda path: path == entry.path)
+        return [s for s in self.boards() if match(s.board.path)]
+
+    def status(self) -> str:
+        """What systemd's STATUS says: the boards served, and those expected and not here."""
+        text = f"serving {sum(s.present for s in self.boards())} boards"
+        missing = sorted(self.missing())
+        if missing:
+            text += f"; missing: {', '.join(missing)}"
+        empty = [e.path for e in self.configured if e.pattern and not any(s.present for s in self.behind(e))]
+        if empty:
+            text += f"; no board behind {', '.join(empty)}"
+        return text
+
+    def missing(self) -> dict[str, float]:
+        """The boards expected and not here, each with how long it has been away (seconds): a configured port
+        that is not open, and a board that went from behind a pattern (until it is back, or a reload)."""
+        now = time.monotonic()
+        away = {name: now - at for name, at in self.gone_at.items()}
+        away.update((s.board.name, now - s.absent_since) for s in self.boards() if not s.present)
+        return away
 
     def retarget(self, broker: Destination, allow: list[Destination], tls: TLSConfig | None) -> None:
         """A reload's broker, allowed destinations and TLS, for every board now and every board that starts."""

@@ -191,6 +191,8 @@ def preflight(
 
 
 # What each signal does; every one is logged.
+_READY_WAIT_S = 10.0  # how long READY waits for the configured ports to open
+
 _SIGNALS: dict[int, str] = {
     signal.SIGINT: "stop",
     signal.SIGTERM: "stop",
@@ -257,7 +259,13 @@ def run(args: argparse.Namespace) -> int:
         watcher.start()
         if live.server is not None:
             live.server.start()
-        notify("READY=1", f"STATUS=serving {len(bridge.boards())} boards")
+        # READY once every configured port is open, or after _READY_WAIT_S saying which are not (a board's
+        # port that does not exist yet is waited for all the same; STATUS follows it from then on).
+        ready_by = time.monotonic() + _READY_WAIT_S
+        while bridge.missing() and time.monotonic() < ready_by:
+            time.sleep(0.1)
+        status = bridge.status()
+        notify("READY=1", f"STATUS={status}")
         every = settings.stats_every  # the counters' period (a reload may change it)
         next_stats = time.monotonic() + every if every else None
         while True:
@@ -267,6 +275,9 @@ def run(args: argparse.Namespace) -> int:
             except queue.Empty:
                 signum = None
             watchdog.pet()
+            if bridge.status() != status:
+                status = bridge.status()
+                notify(f"STATUS={status}")
             if signum is not None:
                 action = _SIGNALS[signum]
                 event(root, logging.INFO, "signal", signal=signal.Signals(signum).name, action=action)
@@ -329,7 +340,9 @@ def _reload(args: argparse.Namespace, bridge: Bridge, root: logging.Logger, live
         started, stopped = bridge.apply(new.boards)
     except HostBridgeError as exc:
         event(root, logging.ERROR, "reload_failed", error=str(exc), kept=len(bridge.boards()))
+        bridge.reload_ok = False
         return
+    bridge.reload_ok = True
     changed = [name for name in _RELOADABLE if getattr(new, name) != getattr(running, name)]
     not_applied = []
     if {"broker", "allow", "tls"} & set(changed):
@@ -362,4 +375,4 @@ def _reload(args: argparse.Namespace, bridge: Bridge, root: logging.Logger, live
         not_applied=",".join(not_applied) or "-",
         **({"metrics": live.server.address} if "metrics" in changed and live.server else {}),
     )
-    notify(f"STATUS=serving {len(bridge.boards())} boards")
+    notify(f"STATUS={bridge.status()}")

@@ -4,6 +4,7 @@ itself is host_bridge.recorder.recorder."""
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import os
 import signal
@@ -164,9 +165,10 @@ def check(args: argparse.Namespace) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    config.apply(args)  # the command line over --config over the defaults, into args
-    log_to_stdout("host_bridge.recorder.recorder", args.log_format)
+def settle(args: argparse.Namespace) -> Destination:
+    """The command line over --config over the defaults, into args, each setting checked (RecorderError saying
+    what is wrong): at start, and again at a reload (SIGHUP). -> the broker."""
+    config.apply(args)
     try:
         broker = Destination.parse(args.broker)
     except AddressError as exc:
@@ -183,6 +185,13 @@ def run(args: argparse.Namespace) -> int:
         codec.check_topic(args.confirm_topic.replace("{dev}", "dev").encode())
     except CodecError as exc:
         raise RecorderError(f"--confirm-topic {args.confirm_topic}: {exc.reason}") from None
+    return broker
+
+
+def run(args: argparse.Namespace) -> int:
+    command_line = copy.deepcopy(args)  # what a reload reads the config file under again
+    broker = settle(args)
+    log_to_stdout("host_bridge.recorder.recorder", args.log_format)
     password = None
     if args.password_file is not None:
         try:
@@ -202,7 +211,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         if store.recovered:
             event(log, INFO, "recovered", rows=store.recovered)  # logged by the previous run, now in Parquet
+        for step in store.resumed:
+            event(log, WARNING, "maintenance_resumed", step=step)  # interrupted by the last run's end, now done
         recorder = Recorder(args, broker, store, _client_id(store, args.client_id), password)
+
+        def reread() -> argparse.Namespace:
+            again = copy.deepcopy(command_line)
+            settle(again)
+            return again
+
+        recorder.reread = reread
         server = None
         if args.metrics:
             from host_bridge.recorder import metrics as recorder_metrics

@@ -15,6 +15,7 @@ import signal
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from logging import DEBUG, ERROR, INFO, WARNING
 
@@ -22,7 +23,8 @@ from dmqtt import codec
 from dmqtt.codec_host import NAMES, Packet, PacketDecoder, encode_publish
 from dmqtt.errors import CodecError
 from dmqtt_telemetry.format import marked_resent
-from host_bridge.logs import event
+from host_bridge.errors import HostBridgeError
+from host_bridge.logs import event, log_to_stdout
 from host_bridge.net import Destination, TLSConfig
 from host_bridge.recorder.confirmation import stamp_now
 from host_bridge.recorder.store import RecorderError, StoreWriteError, TelemetryStore
@@ -172,6 +174,17 @@ class BrokerLink:
         self.sock.close()
 
 
+# What a reload applies while running, and what it names as needing a restart (every other setting).
+_LIVE = (
+    "topic", "stats_every", "log_format", "health_after", "retain_days", "compact", "flush_seconds", "flush_rows",
+    "confirm_every",
+)  # fmt: skip
+_RESTART = (
+    "broker", "out", "client_id", "mqtt_version", "keepalive", "confirm", "confirm_topic", "username",
+    "password_file", "tls", "cafile", "certfile", "keyfile", "metrics",
+)  # fmt: skip
+
+
 class Recorder:
     """The receive loop: deliveries into the store, acknowledgements after the store syncs, periodic commits."""
 
@@ -198,7 +211,13 @@ class Recorder:
         self.backoff = 0.5
         self.received = 0
         self.last_commit = time.monotonic()
-        self.maintain_at = 0.0  # the first commit after a start maintains the store
+        self.maintain_at = 0.0  # the store is maintained at start, then every MAINTAIN_EVERY
+        self.maintained_at: float | None = None  # the wall time of the last maintenance pass that succeeded
+        self.maintenance_failing: str | None = None  # why the last pass failed, if it did
+        self.maintenance_failures = 0
+        self.reload_ok = True  # the last SIGHUP's config loaded (dmqtt_recorder_config_last_reload_successful)
+        # The configuration read again (the command line over --config), checked: SIGHUP applies it (reload()).
+        self.reread: Callable[[], argparse.Namespace] | None = None
         self.store_broken: str | None = None  # the storage condition that stopped acknowledgements, if any
         self.commit_failing: str | None = None
         self.reload_at = 0.0
@@ -240,6 +259,11 @@ class Recorder:
                 )
             ):
                 self._commit()
+            if self.store_broken is None:
+                self._maintain()
+            if self.args.stats_every != stats_every:  # a reload changed the period: from now
+                stats_every = self.args.stats_every
+                next_stats = now + stats_every if stats_every else None
             if next_stats is not None and now >= next_stats:
                 self.report()
                 next_stats = now + stats_every
@@ -422,15 +446,15 @@ class Recorder:
             if self.commit_failing is not None:
                 event(log, INFO, "commit_recovered")
                 self.commit_failing = None
-            self._maintain()
         self.last_commit = time.monotonic()
 
     MAINTAIN_EVERY = 600.0  # seconds between maintenance passes (one closed day compacted a pass)
 
     def _maintain(self) -> None:
-        """Right after a commit, every MAINTAIN_EVERY (and at the first commit after a start): days past
-        --retain-days dropped, one closed day with several files compacted (TelemetryStore.maintain). A failure
-        is said and tried again at the next pass; what was stored stays as it was (docs/telemetry-parquet.md)."""
+        """At start, then every MAINTAIN_EVERY, when the log holds no delivery (right after a commit, or while
+        nothing arrives): days past --retain-days dropped, one closed day with several files compacted
+        (TelemetryStore.maintain). A failure is said and tried again at the next pass; what was stored stays as it
+        was (docs/telemetry-parquet.md). The metrics say when a pass last succeeded and whether the last failed."""
         if self.store.pending or time.monotonic() < self.maintain_at:
             return
         self.maintain_at = time.monotonic() + self.MAINTAIN_EVERY
@@ -438,22 +462,64 @@ class Recorder:
         try:
             done = self.store.maintain(today, self.args.retain_days, max_days=1 if self.args.compact else 0)
         except StoreWriteError as exc:
+            self.maintenance_failing = str(exc)
+            self.maintenance_failures += 1
             self._store_failed(exc)
         except (OSError, RecorderError) as exc:
+            self.maintenance_failing = str(exc)
+            self.maintenance_failures += 1
             event(log, ERROR, "maintenance_failed", error=str(exc), retry_in=f"{self.MAINTAIN_EVERY:.0f}s")
         else:
+            self.maintained_at = time.time()
+            self.maintenance_failing = None
             if done["compacted"] or done["dropped"]:
                 event(log, INFO, "maintained", compacted_files=done["compacted"], dropped_days=done["dropped"])
 
     def _signal(self, signum: int) -> None:
         """A signal, in the loop: SIGINT and SIGTERM stop (the last rows committed, the counters said), SIGHUP
-        (systemctl reload) and SIGUSR1 say the counters; each is logged."""
+        (systemctl reload) reads the configuration again (reload()), SIGUSR1 says the counters; each is logged."""
         stopping = signum in (signal.SIGINT, signal.SIGTERM)
-        event(log, INFO, "signal", signal=signal.Signals(signum).name, action="stop" if stopping else "counters")
+        action = "stop" if stopping else "reload" if signum == signal.SIGHUP else "counters"
+        event(log, INFO, "signal", signal=signal.Signals(signum).name, action=action)
         if stopping:
             self.stop = True
+        elif action == "reload":
+            self.reload()
         else:
             self.report()
+
+    def reload(self) -> None:
+        """The configuration read again and what can change while running applied: the topics (the connection
+        is closed politely and opened again, the persistent session keeping what arrives meanwhile, and the
+        subscriptions follow), the periods, the log format, compaction and retention. What needs a restart
+        (the broker, the store, the session's identity, TLS, the metrics address) is named, and kept as it runs.
+        A configuration that does not load changes nothing (reload_failed)."""
+        if self.reread is None:
+            return
+        try:
+            new = self.reread()
+        except HostBridgeError as exc:
+            self.reload_ok = False
+            event(log, ERROR, "reload_failed", error=str(exc), kept="everything")
+            return
+        self.reload_ok = True
+        applied = [name for name in _LIVE if getattr(new, name) != getattr(self.args, name)]
+        restart = [name for name in _RESTART if getattr(new, name) != getattr(self.args, name)]
+        for name in applied:
+            setattr(self.args, name, getattr(new, name))
+        if "log_format" in applied:
+            log_to_stdout(log.name, self.args.log_format)
+        if "topic" in applied:
+            self.topics = self.args.topic or ["sensors/#"]
+            if self.link is not None:
+                self.link.close(polite=True)  # (a clean DISCONNECT: the session queues what arrives meanwhile)
+                self.link = None
+                self.disconnected_since = time.monotonic()
+                self.retry_at = 0.0
+        event(
+            log, WARNING if restart else INFO, "reloaded", applied=",".join(applied) or "-",
+            needs_restart=",".join(restart) or "-",
+        )  # fmt: skip
 
     def lag_s(self) -> float:
         """How long the oldest delivery not yet in Parquet has waited (0: none waits)."""

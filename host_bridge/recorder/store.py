@@ -139,6 +139,17 @@ def _max_arrival(path: Path) -> int:
     return max((meta.row_group(i).column(column).statistics.max for i in range(meta.num_row_groups)), default=-1)
 
 
+@dataclass(frozen=True)
+class StoreUsage:
+    """What the store takes on its disk, and what the disk has left (the recorder's metrics)."""
+
+    data_bytes: int  # the Parquet files and the recorder's own state (its log)
+    files: int
+    free_bytes: int  # what this user may still write on the store's file system
+    filesystem_bytes: int
+    oldest_day: str | None  # the oldest date partition kept (YYYY-MM-DD), None when there is none
+
+
 class StoreWriteError(Exception):
     """The write-ahead log could not take or sync a delivery (a full, read-only or failing disk). Nothing logged
     since the last successful sync may be acknowledged; reload() takes the state the disk holds."""
@@ -180,6 +191,7 @@ class TelemetryStore:
         # A start on a full or read-only disk cannot finish its recovery: the store says why and waits for
         # reload() (the log on disk stays as it is, so nothing is lost by waiting).
         self.unavailable: str | None = None
+        self.resumed: list[str] = []  # maintenance steps a crash interrupted, finished by _recover (said at start)
         try:
             self.recovered = self._recover()
         except (OSError, StoreWriteError) as exc:
@@ -394,6 +406,29 @@ class TelemetryStore:
             self._wal = None
         self._lock.close()
 
+    def usage(self) -> StoreUsage:
+        """The store's size and its disk's free space, now (a walk of its folders: fine at a scrape's pace; a file
+        that a maintenance step removes meanwhile is not counted)."""
+        size = files = 0
+        days = []
+        for folder in [self.state, *self.out.glob(f"{telemetry.PARTITION_COLUMN}=*")]:
+            if folder != self.state:
+                days.append(folder.name.split("=", 1)[1])
+            try:
+                entries = list(folder.iterdir())
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    size += entry.stat().st_size
+                except OSError:
+                    continue
+                files += 1
+        disk = os.statvfs(self.out)
+        return StoreUsage(
+            size, files, disk.f_bavail * disk.f_frsize, disk.f_blocks * disk.f_frsize, min(days, default=None)
+        )
+
     # -- the log --------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -465,12 +500,17 @@ class TelemetryStore:
         for stray in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*/.*.tmp"):
             if stray not in named:
                 stray.unlink()  # written by a commit that never reached its commit record; its rows are logged
+        self.resumed = []
         for step in self._steps:  # a maintenance step a crash interrupted: finished as it began
             if telemetry.COMPACT in step:
                 into = [self.out / name for name in step[telemetry.COMPACT]["into"]]
                 self._finish_compaction(into, [self.out / name for name in step[telemetry.COMPACT]["from"]])
+                self.resumed.append(
+                    f"compaction of {into[0].parent.name} ({len(step[telemetry.COMPACT]['from'])} files)"
+                )
             else:
                 self._finish_drop([name.split("=", 1)[1] for name in step["drop"]])
+                self.resumed.append(f"drop of {len(step['drop'])} days ({', '.join(step['drop'])})")
         if committed:
             self._finish_commit([self.out / name for name in committed])
         if self.pending:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pty
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from host_bridge.bridge.metrics import families, health
@@ -87,3 +88,51 @@ def test_a_pattern_with_nothing_plugged_in_is_degraded_too(tmp_path: Path) -> No
         bridge.stop()
         os.close(master)
         os.close(slave)
+
+
+def missing(bridge: Bridge) -> dict[str, float]:
+    family = next(f for f in families(bridge) if f.name == "dmqtt_bridge_board_missing_seconds")
+    return {s.labels["board"]: s.value for s in family.samples}
+
+
+def test_one_board_gone_from_behind_a_pattern_stays_missing_until_it_is_back_or_a_reload(tmp_path: Path) -> None:
+    """Three boards behind a pattern, one unplugged: the pattern still has two, so only the gone board's own
+    series tells (dmqtt_bridge_board_missing_seconds, what BoardGone alerts on), /healthz says degraded naming it
+    once it has been away longer than --health-after, and STATUS names it. Plugged back in, it is no longer
+    missing; unplugged again and a reload given, it is forgotten (a board removed on purpose)."""
+    ptys = [pty.openpty() for _ in range(3)]
+    for i, (_, slave) in enumerate(ptys):
+        (tmp_path / f"usb-{i}").symlink_to(os.ttyname(slave))
+    entry = BoardPort("usb", str(tmp_path / "usb-*"))
+    bridge = Bridge([entry], Destination.parse("127.0.0.1:1"), [], None)
+    bridge.start()
+
+    def until(check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
+
+    try:
+        until(lambda: len(bridge.boards()) == 3 and all(s.present for s in bridge.boards()), "3 boards never open")
+        assert missing(bridge) == {} and health(bridge, after_s=0.5)[0]
+        (tmp_path / "usb-1").unlink()  # unplugged
+        bridge.scan()
+        assert set(missing(bridge)) == {"usb-1"} and port_boards(bridge)[entry.path] == 2
+        assert health(bridge, after_s=60)[0]  # (away less than --health-after)
+        until(lambda: not health(bridge, after_s=0.5)[0], "never degraded")
+        assert health(bridge, after_s=0.5)[1] == "degraded: 1 boards missing for more than 0.5 s: usb-1"
+        assert bridge.status() == "serving 2 boards; missing: usb-1"
+        (tmp_path / "usb-1").symlink_to(os.ttyname(ptys[1][1]))  # back
+        bridge.scan()
+        until(lambda: missing(bridge) == {} and health(bridge, after_s=0.5)[0], "back, still missing")
+        (tmp_path / "usb-1").unlink()
+        bridge.scan()
+        assert set(missing(bridge)) == {"usb-1"}
+        bridge.apply([entry])  # systemctl reload: what is wanted now
+        assert missing(bridge) == {} and bridge.status() == "serving 2 boards"
+    finally:
+        bridge.stop()
+        for master, slave in ptys:
+            os.close(master)
+            os.close(slave)

@@ -153,3 +153,15 @@ def test_the_example_recorder_toml_is_one_the_recorder_takes_and_its_unit_reads_
     assert conf.broker and conf.out and conf.confirm and conf.metrics and conf.mqtt_version == "5"
     unit = (REPO / "tools" / "systemd" / "dmqtt-recorder.service").read_text()
     assert "host-bridge record --config /etc/dmqtt/recorder.toml\n" in unit, unit
+
+
+def test_a_recorder_reload_accounts_for_every_setting_of_its_file() -> None:
+    """Each key of recorder.toml is either applied by a reload or named as needing a restart: a key added to the
+    schema and forgotten by reload() would change nothing and say nothing."""
+    from host_bridge.recorder import recorder
+    from host_bridge.recorder.config import RecorderConfig
+
+    handled = {*recorder._LIVE, *recorder._RESTART}
+    assert not set(recorder._LIVE) & set(recorder._RESTART)
+    # (wait: how long a start waits; [tls] is the cafile, certfile and keyfile options)
+    assert set(RecorderConfig.__struct_fields__) - {"wait"} == handled - {"cafile", "certfile", "keyfile"}

@@ -111,6 +111,9 @@ def test_a_crash_anywhere_in_a_compaction_loses_nothing_and_keeps_nothing_twice(
     assert [r["seq"] for r in rows] == list(range(16)), point  # each once, in arrival order
     assert not list(out.rglob(".*.tmp"))
     begun = point != "after-temp-file"  # the record is the atomic point: before it, the day is as it was
+    # What the start finished, for the recorder to say (event=maintenance_resumed).
+    interrupted = begun and point != "none"
+    assert store.resumed == (["compaction of date=2026-11-20 (3 files)"] if interrupted else []), store.resumed
     assert len(files(out, "2026-11-20")) == (1 if begun else 3), files(out, "2026-11-20")
     assert len(files(out, "2026-11-21")) == 1
 
@@ -126,6 +129,7 @@ def test_a_crash_anywhere_in_a_retention_drop_finishes_it(tmp_path: Path, point:
     assert run.returncode == (0 if point == "none" else 9), run.stderr
     store = TelemetryStore(out)
     store.close()
+    assert store.resumed == ([] if point == "none" else ["drop of 1 days (date=2026-11-20)"]), store.resumed
     assert not telemetry.partition_dir(out, "2026-11-20").exists()
     assert [r["seq"] for r in read_rows(out)] == list(range(12, 16))
 
