@@ -55,6 +55,10 @@ EVENTS: dict[str, tuple[str, str]] = {
     "disconnected": ("run, record", "the broker connection ended"),
     "refused": ("run", "a destination the board asked for that the bridge's allow list does not hold"),
     "client": ("run", "the client id of a board's CONNECT, when it changes"),
+    "wrong_board": (
+        "run",
+        "the board on a port said it is another than the port's client_id: refused, nothing of it reaches the broker",
+    ),
     "broker_stalled": ("run", "the broker stopped reading: the board is held"),
     "broker_resumed": ("run", "the broker reads again"),
     "subscribed": ("record", "the recorder's subscription, with the QoS granted"),

@@ -15,11 +15,13 @@ Baud = Annotated[int, msgspec.Meta(gt=0)]
 
 
 class BoardEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """[[board]]: a board's serial port, its name in the logs (default: the port's file name), its baud rate."""
+    """[[board]]: a board's serial port, its name in the logs (default: the port's file name), its baud rate, and
+    the client id the board on that port must say in its CONNECT (client_id; default: not checked)."""
 
     port: str
     name: str | None = None
     baud: Baud | None = None
+    client_id: str | None = None
 
 
 class BridgeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -36,6 +38,7 @@ class BridgeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     strict_ports: bool = False
     metrics: str | None = None
     health_after: Seconds = 60.0
+    identify: bool = False  # each named board's name is the client id its board must say (as --identify)
     tls: TLSSection | None = None
     board: list[BoardEntry] = []
 

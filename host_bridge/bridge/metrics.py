@@ -30,6 +30,7 @@ NAMES = {
     "noise_bytes": ("line_noise_bytes", "bytes on the line that were neither frames nor console text"),
     "broker_stalls": ("broker_stalls", "times a broker that stopped reading held a board back"),
     "flash_pauses": ("flash_pauses", "times a board paused the link for a flash erase"),
+    "wrong_boards": ("wrong_boards", "connections refused because the board said it is another than expected"),
 }
 assert set(NAMES) == set(COUNTERS), "every counter of the bridge has its metric"
 
@@ -56,6 +57,14 @@ def families(bridge: Bridge) -> Iterator[Metric]:
     yield info
     yield connected
     yield present
+    wrong = gauge(
+        "dmqtt_bridge_board_wrong", "1 while the board on a port says it is another than expected (refused)",
+        ["board", "client_id"],
+    )  # fmt: skip
+    for session in sessions:
+        if session.wrong:
+            wrong.add_metric([session.board.name, session.wrong], 1)
+    yield wrong
     # The nodes behind gateway boards (docs/nodes.md): each a board of its own to the broker.
     node_info = gauge("dmqtt_bridge_node_info", "a node behind a gateway: the client id of its last CONNECT",
                       ["board", "node", "client_id"])  # fmt: skip

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
-from logging import INFO, WARNING
+from logging import ERROR, INFO, WARNING
 from pathlib import Path
 
 import serial
@@ -52,6 +52,7 @@ class BoardPort:
     name: str
     path: str
     baud: int = 115200
+    client_id: str = ""  # the client id the board on this port must say in its CONNECT ("": not checked)
 
     @property
     def pattern(self) -> bool:
@@ -105,6 +106,7 @@ COUNTERS = (
     "noise_bytes",
     "broker_stalls",
     "flash_pauses",
+    "wrong_boards",
 )
 # The bridge's counters that are the link's, in the order _account() reads them.
 _LINK_COUNTERS = ("frames_in", "frames_out", "retransmissions", "timeouts", "crc_errors", "resyncs", "flash_pauses")
@@ -143,6 +145,10 @@ class BoardSession:
         self._tls_at_open: TLSConfig | None = None
         self._retargeted = threading.Event()  # a reload changed the broker, the allowed or TLS (retarget())
         self.client_id = ""  # the MQTT client id of the board's last CONNECT (what the board says it is)
+        # The client id of another board found on this port (BoardPort.client_id expects someone else), refused;
+        # "" once the expected board connects.
+        self.wrong = ""
+        self.wrong_since = 0.0
         self.connected = False  # a TCP connection to the broker is open for the board
         self.present = False  # the board's serial port is open
         self.absent_since = time.monotonic()  # when the port was last not open (missing_s())
@@ -437,6 +443,8 @@ class BoardSession:
             self._pending_down += buf[:n]
             if self._hello is not None:
                 self._hear(buf[:n])
+        if self._hello is not None and self.board.client_id:
+            return  # the CONNECT not whole yet: nothing goes to the broker before the board is known
         self._flush_down()
 
     def _hear(self, data: bytes | bytearray) -> None:
@@ -452,10 +460,32 @@ class BoardSession:
         if packet is None:
             return  # (the rest of it in the next bytes)
         self._hello = None
-        if packet.type == codec.CONNECT and packet.client_id:
-            if packet.client_id != self.client_id:
-                event(self._log, INFO, "client", client_id=packet.client_id, path=self.board.path)
-            self.client_id = packet.client_id
+        said = packet.client_id if packet.type == codec.CONNECT else ""
+        expected = self.board.client_id
+        if expected and said != expected:
+            self._refuse_board(said)
+            return
+        self.wrong = ""
+        if said:
+            if said != self.client_id:
+                event(self._log, INFO, "client", client_id=said, path=self.board.path)
+            self.client_id = said
+
+    def _refuse_board(self, said: str) -> None:
+        """Another board than the one this port is configured for (boards swapped between ports, a USB number or
+        a pseudo-terminal reused): its connection is closed before any of its bytes reach the broker, so nothing
+        of it is published under this port's name; the board is told, and its client tries again later."""
+        self.counters["wrong_boards"] += 1
+        if self.wrong != said:
+            self.wrong, self.wrong_since = said, time.monotonic()
+        event(
+            self._log, ERROR, "wrong_board", path=self.board.path, expected=self.board.client_id,
+            client_id=said or "-",
+            fix="a board swapped or a port renumbered: give each board its /dev/serial/by-id/ path, or correct "
+            "client_id in the bridge's config",
+        )  # fmt: skip
+        self._pending_down.clear()
+        self._close_tcp(f"wrong board: {said or 'no client id'} where {self.board.client_id} is expected")
 
     def _flush_down(self) -> None:
         if self._tcp is None or not self._pending_down:
@@ -628,6 +658,7 @@ class Bridge:
         now = time.monotonic()
         away = {name: now - at for name, at in self.gone_at.items()}
         away.update((s.board.name, now - s.absent_since) for s in self.boards() if not s.present)
+        away.update((s.board.name, now - s.wrong_since) for s in self.boards() if s.present and s.wrong)
         return away
 
     def retarget(self, broker: Destination, allow: list[Destination], tls: TLSConfig | None) -> None:

@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         help="TOML file: broker, baud, allow, stats_every, log_format, wait, strict_ports, metrics, health_after, "
-        "[tls], [[board]] name/port/baud (read again on SIGHUP)",
+        "[tls], identify, [[board]] name/port/baud/client_id (read again on SIGHUP)",
     )
     parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")
     parser.add_argument("--cafile", help="CA bundle that signs the broker's certificate")
@@ -78,6 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--strict-ports", action="store_true", help="fail at start (exit 2) on a port path that does not exist"
+    )
+    parser.add_argument(
+        "--identify",
+        action="store_true",
+        help="each NAME of --port NAME=PATH is the client id the board on PATH must say in its CONNECT; another "
+        "board there is refused (its messages never reach the broker under NAME)",
     )
     parser.add_argument(
         "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on /metrics and a health check on /healthz"
@@ -129,12 +135,25 @@ def _config(args: argparse.Namespace) -> Settings:
     if not broker_text:
         raise BridgeError('no broker: give --broker HOST:PORT or broker = "HOST:PORT" in the config')
     baud = args.baud or conf.baud
-    boards = [BoardPort(entry.name or Path(entry.port).name, entry.port, entry.baud or baud) for entry in conf.board]
+    identify = args.identify or conf.identify
+    boards = [
+        BoardPort(
+            entry.name or Path(entry.port).name, entry.port, entry.baud or baud,
+            entry.client_id or (entry.name if identify and entry.name else ""),
+        )
+        for entry in conf.board
+    ]  # fmt: skip
     for spec in args.port:
         name, sep, path = spec.partition("=")
         if not sep:
             name, path = Path(spec).name, spec
-        boards.append(BoardPort(name, path, baud))
+        boards.append(BoardPort(name, path, baud, name if identify and sep else ""))
+    for board in boards:
+        if board.client_id and board.pattern:
+            raise BridgeError(
+                f"board {board.name}: a pattern ({board.path}) serves many boards, so it cannot expect one client id; "
+                "give each board its own /dev/serial/by-id/ path"
+            )
     allow = [Destination.parse(a) for a in [*conf.allow, *args.allow]]
     tls = None
     if args.tls or conf.tls is not None:
@@ -212,7 +231,12 @@ def check(settings: Settings) -> str:
             raise BridgeError(f"[tls]: {exc}") from None
     if settings.metrics:
         metrics_address(settings.metrics)
-    boards = ", ".join(f"{b.name}={b.path}" for b in settings.boards) or "none (--port or [[board]])"
+    boards = (
+        ", ".join(
+            f"{b.name}={b.path}" + (f" (client id {b.client_id})" if b.client_id else "") for b in settings.boards
+        )
+        or "none (--port or [[board]])"
+    )
     return (
         f"configuration OK: boards {boards}; broker {settings.broker}; tls {'yes' if settings.tls else 'no'}; "
         f"metrics {settings.metrics or '-'}; counters every {settings.stats_every:g} s"

@@ -40,6 +40,22 @@ def test_a_good_configuration_says_what_it_would_serve_and_touches_nothing(tmp_p
     assert "metrics 127.0.0.1:0" in result.stdout  # (port 0: any free one, as the run takes it)
 
 
+def test_identify_makes_each_named_port_expect_its_name_as_the_client_id(tmp_path: Path) -> None:
+    """`identify = true` (or --identify): a named board's name is the client id its board must say; a board's own
+    client_id key wins; a port given by its path alone (no NAME=) is not checked."""
+    result = check(
+        tmp_path,
+        'broker = "127.0.0.1:1"\nidentify = true\n[[board]]\nname = "shed"\nport = "/dev/ttyUSB7"\n'
+        '[[board]]\nname = "barn"\nport = "/dev/ttyUSB8"\nclient_id = "barn-esp32"\n',
+        "--port", "loft=/dev/ttyUSB9", "--port", "/dev/ttyACM0",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (
+        "boards shed=/dev/ttyUSB7 (client id shed), barn=/dev/ttyUSB8 (client id barn-esp32), "
+        "loft=/dev/ttyUSB9 (client id loft), ttyACM0=/dev/ttyACM0;" in result.stdout
+    ), result.stdout
+
+
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
@@ -48,6 +64,7 @@ def test_a_good_configuration_says_what_it_would_serve_and_touches_nothing(tmp_p
         ('broker = "127.0.0.1:1"\n[tls]\ncafile = "/nonexistent/ca.pem"\n', "[tls]:"),
         ('broker = "127.0.0.1:1"\nmetrics = "nowhere"\n', "nowhere"),
         ("", "no broker"),
+        ('broker = "127.0.0.1:1"\n[[board]]\nport = "/dev/serial/by-id/usb-*"\nclient_id = "shed"\n', "a pattern"),
     ],
 )
 def test_a_bad_configuration_exits_2_saying_what_is_wrong(tmp_path: Path, toml: str, message: str) -> None:

@@ -163,11 +163,11 @@ def test_record_refuses_a_confirmation_it_could_not_keep(tmp_path: Path, extra: 
         (
             'broker = "127.0.0.1:1883"\n[[boards]]\nport = "/dev/ttyUSB0"\n',
             "unknown key boards (known: broker, baud, allow, stats_every, log_format, wait, strict_ports, metrics, "
-            "health_after, tls, board)",
+            "health_after, identify, tls, board)",
         ),
         (
             'broker = "127.0.0.1:1883"\n[[board]]\nprot = "/dev/ttyUSB0"\n',
-            "unknown key board[1].prot (known: port, name, baud)",
+            "unknown key board[1].prot (known: port, name, baud, client_id)",
         ),
         ('broker = "127.0.0.1:1883"\n[[board]]\nname = "a"\n', "board[1]: object missing required field `port`"),
         ('broker = "127.0.0.1:1883"\nstats_every = -1\n', "stats_every = -1: expected `float` >= 0"),
