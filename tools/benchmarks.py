@@ -37,6 +37,7 @@ import bench_energy
 import bench_heap
 import bench_idioms
 import bench_install
+import bench_maintenance
 import bench_pipeline
 import bench_recorder
 import bench_serial
@@ -68,6 +69,7 @@ FIGURES: dict[str, ModuleType] = {
     "install": bench_install,
     "idioms": bench_idioms,
     "store": bench_store,
+    "maintenance": bench_maintenance,
 }
 WIDTH = 118  # the docs' line width
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")

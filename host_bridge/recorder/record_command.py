@@ -189,6 +189,11 @@ def settle(args: argparse.Namespace) -> Destination:
 
 
 def run(args: argparse.Namespace) -> int:
+    # pyarrow's default allocator (mimalloc) keeps what a compaction freed, and the next batch takes more: the
+    # system's reuses it, which keeps the recorder's peak while compacting a day under its goal (BENCHMARKS.md,
+    # figure 18). Read when pyarrow makes its first buffer, so set before the store loads it; an operator's own
+    # choice stands.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     command_line = copy.deepcopy(args)  # what a reload reads the config file under again
     broker = settle(args)
     log_to_stdout("host_bridge.recorder.recorder", args.log_format)

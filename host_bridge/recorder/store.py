@@ -21,7 +21,7 @@ import json
 import os
 from base64 import b64decode, b64encode
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +39,11 @@ WAL_FORMAT = 1
 # A compacted day's rows per file: about 50 to 100 MB of this schema with zstd, the size Spark reads best (its
 # partitions are 128 MB); a day of a few boards is one file.
 COMPACT_ROWS = 1_000_000
+# Rows a compaction reads and writes at a time, and so a compacted file's row group: what it holds in memory
+# whatever the size of the day (docs/telemetry-parquet.md). Four times as many raised the recorder's peak by
+# about a fifth (figure 18's run).
+BATCH_ROWS = 16_384
+_JOIN_EVERY = 64  # small batches copied into one at a time (day_batches)
 
 
 class RecorderError(HostBridgeError):
@@ -95,26 +100,74 @@ def write_parquet(deliveries: list[ReceivedPublish], path: Path) -> None:
         )  # fmt: skip
         for name in schema.names:
             columns[name].append(row[name])
-    write_table(pa.table(columns, schema=schema), path)
+    write_batches(pa.table(columns, schema=schema).to_batches(), path)
 
 
-def write_table(table: pyarrow.Table, path: Path) -> None:
-    """`table` into one Parquet file at `path` (zstd), fsynced."""
+def write_batches(batches: Iterable[pyarrow.RecordBatch], path: Path) -> None:
+    """Record batches into one Parquet file at `path` (zstd; a row group each), fsynced; held one at a time."""
     import pyarrow.parquet as pq
 
     with open(path, "wb") as f:
-        pq.write_table(table, f, compression="zstd")
+        with pq.ParquetWriter(f, telemetry.arrow_schema(), compression="zstd") as writer:
+            for batch in batches:
+                writer.write_batch(batch)
         f.flush()
         os.fsync(f.fileno())
 
 
-def read_files(files: list[Path]) -> pyarrow.Table:
-    """The rows of committed files, in the current schema (files from before a column read it as null), in
-    arrival order."""
-    import pyarrow.dataset as ds
+def day_batches(files: list[Path]) -> Iterator[pyarrow.RecordBatch]:
+    """The rows of committed files in arrival order, about BATCH_ROWS at a time (a small file's rows joined with the
+    next ones'), in the current schema (a column a file predates read as null). Each file is in arrival order, and
+    a later file's rows arrived after an earlier one's (arrival grows across log generations): ordered by their
+    first arrival, the files are read one after the other, never merged in memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    table = ds.dataset([str(f) for f in files], schema=telemetry.arrow_schema(), format="parquet").to_table()
-    return table.sort_by("arrival")
+    schema = telemetry.arrow_schema()
+    # Small files' batches are joined up to BATCH_ROWS (one row group each). A batch read from a file keeps that
+    # file's pages alive (about 20 kB for a commit's few rows), so every _JOIN_EVERY of them are copied into one
+    # compact batch first: 2,880 files of a day held as read would take some 60 MB.
+    small: list[pyarrow.RecordBatch] = []
+    joined: list[pyarrow.RecordBatch] = []
+    held = 0
+    for path in sorted(files, key=_min_arrival):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+            columns = [
+                batch.column(field.name).cast(field.type)
+                if field.name in batch.schema.names
+                else pa.nulls(batch.num_rows, field.type)
+                for field in schema
+            ]
+            small.append(pa.RecordBatch.from_arrays(columns, schema=schema))
+            held += batch.num_rows
+            if len(small) >= _JOIN_EVERY or held >= BATCH_ROWS:
+                joined.append(pa.concat_batches(small))
+                small = []
+            if held >= BATCH_ROWS:
+                yield pa.concat_batches(joined)
+                joined, held = [], 0
+    if small or joined:
+        yield pa.concat_batches(joined + small)
+
+
+class _Rows:
+    """A stream of record batches, taken a number of rows at a time (a batch cut where a take ends)."""
+
+    def __init__(self, batches: Iterator[pyarrow.RecordBatch]) -> None:
+        self._batches = batches
+        self._carry: pyarrow.RecordBatch | None = None
+
+    def take(self, rows: int) -> Iterator[pyarrow.RecordBatch]:
+        while rows > 0:
+            batch, self._carry = self._carry, None
+            if batch is None:
+                batch = next(self._batches, None)
+                if batch is None:
+                    return
+            if batch.num_rows > rows:
+                batch, self._carry = batch.slice(0, rows), batch.slice(rows)
+            rows -= batch.num_rows
+            yield batch
 
 
 def _fsync_dir(path: Path) -> None:
@@ -130,13 +183,22 @@ def _generation(name: str) -> int:
     return int(name.split("-")[1])
 
 
-def _max_arrival(path: Path) -> int:
-    """The largest `arrival` in a Parquet file, from its row-group statistics (no data read)."""
+def _arrival_stats(path: Path) -> list[Any]:
+    """The `arrival` column's statistics of each row group of a Parquet file (its footer: no data read)."""
     import pyarrow.parquet as pq
 
     meta = pq.ParquetFile(path).metadata
     column = meta.schema.names.index("arrival")
-    return max((meta.row_group(i).column(column).statistics.max for i in range(meta.num_row_groups)), default=-1)
+    return [meta.row_group(i).column(column).statistics for i in range(meta.num_row_groups)]
+
+
+def _max_arrival(path: Path) -> int:
+    """The largest `arrival` in a Parquet file (-1: no row)."""
+    return max((s.max for s in _arrival_stats(path)), default=-1)
+
+
+def _min_arrival(path: Path) -> int:
+    return min((s.min for s in _arrival_stats(path)), default=-1)
 
 
 @dataclass(frozen=True)
@@ -337,15 +399,16 @@ class TelemetryStore:
         return done
 
     def _compact(self, day: str, files: list[Path], rows_per_file: int) -> list[Path]:
-        """The day's rows written, in arrival order, to temporary files of rows_per_file rows; -> the final names."""
-        table = read_files(files)
+        """The day's rows written, in arrival order, to temporary files of rows_per_file rows; -> the final names.
+        Streamed a batch at a time (day_batches): the memory it takes does not grow with the day."""
+        rows = _Rows(day_batches(files))
         into = [
             telemetry.part_file(self.out, day, self.generation, i)
-            for i in range(max(1, -(-table.num_rows // rows_per_file)))
+            for i in range(max(1, -(-telemetry.footer_rows(files) // rows_per_file)))
         ]
         try:
-            for i, final in enumerate(into):
-                write_table(table.slice(i * rows_per_file, rows_per_file), self._temp(final))
+            for final in into:
+                write_batches(rows.take(rows_per_file), self._temp(final))
         except OSError:
             for final in into:
                 self._temp(final).unlink(missing_ok=True)  # no record names them: the day stays as it was

@@ -72,9 +72,9 @@ CRASHER = textwrap.dedent(
     store = ts.TelemetryStore(out)
     seq = fill(store, 0, 3, 4, 0)
     fill(store, 1, 1, 4, seq)
-    real_write, real_replace, real_unlink, real_step = ts.write_table, ts.os.replace, ts.Path.unlink, store._log_step
-    def write_table(table, path):
-        real_write(table, path)
+    real_write, real_replace, real_unlink, real_step = ts.write_batches, ts.os.replace, ts.Path.unlink, store._log_step
+    def write_batches(batches, path):
+        real_write(batches, path)
         if point == "after-temp-file":
             os._exit(9)
     def log_step(record):
@@ -91,7 +91,7 @@ CRASHER = textwrap.dedent(
         unlinked.append(self)
         if point == "mid-delete" and len(unlinked) == 2:
             os._exit(9)
-    ts.write_table, ts.os.replace, ts.Path.unlink, store._log_step = write_table, replace, unlink, log_step
+    ts.write_batches, ts.os.replace, ts.Path.unlink, store._log_step = write_batches, replace, unlink, log_step
     store.maintain("2026-11-21", retain_days=int(sys.argv[3]) if len(sys.argv) > 3 else None)
     os._exit(0 if point == "none" else 3)
     """
@@ -150,3 +150,34 @@ def read_rows_of(path: Path) -> list[dict[str, object]]:
     import pyarrow.parquet as pq
 
     return pq.read_table(path).to_pylist()
+
+
+def test_a_compaction_streams_older_files_into_the_current_schema_a_row_group_per_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files written before a column existed (here without `resent` and `repaired`) are compacted with it null,
+    every row once in arrival order; the compacted file is written a batch at a time, its small files' rows joined
+    up to BATCH_ROWS (here 5; files of 3 rows make batches of 6), a row group each: what a compaction holds in
+    memory (docs/telemetry-parquet.md)."""
+    import pyarrow.parquet as pq
+
+    import host_bridge.recorder.store as ts
+
+    monkeypatch.setattr(ts, "BATCH_ROWS", 5)
+    monkeypatch.setattr(ts, "_JOIN_EVERY", 2)
+    store = TelemetryStore(tmp_path)
+    seq = fill(store, 0, 4, 3, 0)
+    older = sorted(telemetry.partition_dir(tmp_path, "2026-11-20").glob("*.parquet"))[:2]
+    for path in older:  # as an earlier recorder wrote them
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns(["resent", "repaired"]), path)
+    fill(store, 1, 1, 1, seq)
+    before = [(r["seq"], r["arrival"]) for r in read_rows(tmp_path)]
+    assert store.maintain("2026-11-21") == {"dropped": 0, "compacted": 4}
+    store.close()
+    (compacted,) = telemetry.partition_dir(tmp_path, "2026-11-20").glob("*.parquet")
+    meta = pq.ParquetFile(compacted).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [6, 6]
+    rows = read_rows(tmp_path)
+    assert [(r["seq"], r["arrival"]) for r in rows] == before
+    assert [r["resent"] for r in rows[:6]] == [None] * 6 and pq.read_schema(compacted) == telemetry.arrow_schema()
