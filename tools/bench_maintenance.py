@@ -26,7 +26,7 @@ from dmqtt_telemetry import format as telemetry
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.processes import ManagedProcess
 from host_bridge.recorder.record_command import command
-from host_bridge.recorder.store import ReceivedPublish, write_parquet
+from host_bridge.recorder.store import BATCH_ROWS, ReceivedPublish, write_parquet
 
 BOARDS = 200
 EVERY_S = 60  # each board publishes once a minute
@@ -119,6 +119,7 @@ def figure(quick: bool = False) -> dict[str, Any]:
             "recorder_peak_mb": round(recorder_mb, 1),
             "whole_day_peak_mb": round(baseline_mb, 1),
             "compact_s": round(seconds, 1),
+            "batch_rows": BATCH_ROWS,
             "goal_mb": GOAL_MB,
         }
     finally:
@@ -144,6 +145,7 @@ def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
             "boards": str(fig["boards"]),
             "ratio": f"{fig['whole_day_peak_mb'] / fig['recorder_peak_mb']:.1f}",
             "compact_s": f"{fig['compact_s']:.0f}",
+            "batch_rows": f"{fig['batch_rows']:,}",
         },
         [goal],
     )
