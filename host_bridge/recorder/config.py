@@ -43,6 +43,7 @@ class RecorderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     log_format: Literal["logfmt", "json"] = "logfmt"
     compact: bool = True
     retain_days: Positive | None = None
+    retain_gb: Annotated[float, msgspec.Meta(gt=0)] | None = None
     tls: TLSSection | None = None
 
 
@@ -84,6 +85,8 @@ def apply(args: argparse.Namespace) -> None:
         args.keyfile = args.keyfile or section.keyfile
     if args.retain_days is not None and args.retain_days < 1:
         raise RecorderError(f"--retain-days {args.retain_days}: at least 1 (today's data is never dropped)")
+    if args.retain_gb is not None and not args.retain_gb > 0:
+        raise RecorderError(f"--retain-gb {args.retain_gb}: a size above 0 (50 keeps about 50 GB of days)")
     for name, option in (("broker", "--broker HOST:PORT"), ("out", "--out DIR")):
         if getattr(args, name) is None:
             raise RecorderError(f'no {name}: give {option} or {name} = "..." in the config file')

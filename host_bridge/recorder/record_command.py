@@ -110,6 +110,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="drop the days more than N days before today (UTC; default: keep everything)",
     )
+    parser.add_argument(
+        "--retain-gb",
+        type=float,
+        metavar="GB",
+        help="drop the oldest days while the days' files take more than GB gigabytes (10^9 bytes; today is never "
+        "dropped; default: no limit)",
+    )
     parser.add_argument("-u", "--username")
     parser.add_argument("--password-file", type=Path, help="file holding the password (kept out of ps and logs)")
     parser.add_argument("--tls", action="store_true", help="TLS to the broker, certificate verified")

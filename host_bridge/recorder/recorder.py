@@ -176,8 +176,8 @@ class BrokerLink:
 
 # What a reload applies while running, and what it names as needing a restart (every other setting).
 _LIVE = (
-    "topic", "stats_every", "log_format", "health_after", "retain_days", "compact", "flush_seconds", "flush_rows",
-    "confirm_every",
+    "topic", "stats_every", "log_format", "health_after", "retain_days", "retain_gb", "compact", "flush_seconds",
+    "flush_rows", "confirm_every",
 )  # fmt: skip
 _RESTART = (
     "broker", "out", "client_id", "mqtt_version", "keepalive", "confirm", "confirm_topic", "username",
@@ -460,7 +460,10 @@ class Recorder:
         self.maintain_at = time.monotonic() + self.MAINTAIN_EVERY
         today = datetime.now(UTC).date().isoformat()
         try:
-            done = self.store.maintain(today, self.args.retain_days, max_days=1 if self.args.compact else 0)
+            limit = None if self.args.retain_gb is None else int(self.args.retain_gb * 1e9)
+            done = self.store.maintain(
+                today, self.args.retain_days, max_days=1 if self.args.compact else 0, retain_bytes=limit
+            )
         except StoreWriteError as exc:
             self.maintenance_failing = str(exc)
             self.maintenance_failures += 1

@@ -357,10 +357,16 @@ class TelemetryStore:
     # -- keeping the store small: compaction and retention --------------------------------------------------
 
     def maintain(
-        self, today: str, retain_days: int | None = None, max_days: int = 1, rows_per_file: int = COMPACT_ROWS
+        self,
+        today: str,
+        retain_days: int | None = None,
+        max_days: int = 1,
+        rows_per_file: int = COMPACT_ROWS,
+        retain_bytes: int | None = None,
     ) -> dict[str, int]:
         """Run right after a commit (the log then holds no delivery). With `retain_days`, the days more than that
-        many days before `today` (UTC, YYYY-MM-DD) are dropped; then up to `max_days` closed days (before today)
+        many days before `today` (UTC, YYYY-MM-DD) are dropped; with `retain_bytes`, the oldest days too, until the
+        days' files take no more than that (today is never dropped); then up to `max_days` closed days (before today)
         with more files than their rows need are compacted: their rows, in arrival order, into files of
         `rows_per_file` rows (the last one fewer), so that a reader opens a file or a few a day. Each step is one log
         generation of its own with a record in the log as its atomic point, finished by a restart that finds it
@@ -369,14 +375,25 @@ class TelemetryStore:
             raise RecorderError("maintain() runs between commits: deliveries are waiting in the log")
         done = {"dropped": 0, "compacted": 0}
         days = sorted(p.name.split("=", 1)[1] for p in self.out.glob(f"{telemetry.PARTITION_COLUMN}=*") if p.is_dir())
+        old = []
         if retain_days is not None:
             cutoff = (datetime.fromisoformat(today) - timedelta(days=retain_days)).date().isoformat()
             old = [day for day in days if day < cutoff]
-            if old:
-                self._log_step({"drop": [str(telemetry.partition_dir(self.out, d).relative_to(self.out)) for d in old]})
-                self._end_generation(self._finish_drop, old)
-                done["dropped"] = len(old)
-                days = [day for day in days if day >= cutoff]
+        if retain_bytes is not None:
+            sizes = {
+                day: sum(f.stat().st_size for f in telemetry.partition_dir(self.out, day).iterdir()) for day in days
+            }
+            kept = sum(sizes.values()) - sum(sizes[day] for day in old)
+            for day in [d for d in days if d not in old and d < today]:  # oldest first
+                if kept <= retain_bytes:
+                    break
+                old.append(day)
+                kept -= sizes[day]
+        if old:
+            self._log_step({"drop": [str(telemetry.partition_dir(self.out, d).relative_to(self.out)) for d in old]})
+            self._end_generation(self._finish_drop, old)
+            done["dropped"] = len(old)
+            days = [day for day in days if day not in old]
         compacted_days = 0
         for day in [d for d in days if d < today]:
             if compacted_days >= max_days:

@@ -181,3 +181,21 @@ def test_a_compaction_streams_older_files_into_the_current_schema_a_row_group_pe
     rows = read_rows(tmp_path)
     assert [(r["seq"], r["arrival"]) for r in rows] == before
     assert [r["resent"] for r in rows[:6]] == [None] * 6 and pq.read_schema(compacted) == telemetry.arrow_schema()
+
+
+def test_retention_by_size_drops_the_oldest_days_until_the_days_fit_and_never_today(tmp_path: Path) -> None:
+    store = TelemetryStore(tmp_path)
+    seq = 0
+    for day in range(4):  # 2026-11-20 .. 23, the last one "today"
+        seq = fill(store, day, 2, 3, seq)
+    size = {d: sum(f.stat().st_size for f in telemetry.partition_dir(tmp_path, d).iterdir())
+            for d in ("2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23")}  # fmt: skip
+    # Room for the two newest days: the two oldest go, in one step.
+    limit = size["2026-11-22"] + size["2026-11-23"] + 1
+    assert store.maintain("2026-11-23", max_days=0, retain_bytes=limit) == {"dropped": 2, "compacted": 0}
+    assert not telemetry.partition_dir(tmp_path, "2026-11-21").exists()
+    assert telemetry.partition_dir(tmp_path, "2026-11-22").exists()
+    # A limit below today's own size: every closed day goes, today stays.
+    assert store.maintain("2026-11-23", max_days=0, retain_bytes=1) == {"dropped": 1, "compacted": 0}
+    store.close()
+    assert [r["seq"] for r in read_rows(tmp_path)] == list(range(18, 24))
