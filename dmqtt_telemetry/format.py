@@ -46,6 +46,32 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
 
 NAMES = tuple(name for name, _, _ in FIELDS)
 
+# The store's format: each number, the release that wrote it first, and the columns it added to the one before.
+# Every file written since format 3 carries its number in its Parquet key-value metadata (FORMAT_KEY); a file
+# without it is told by its columns (file_format). Readers take every format: a column a file predates reads as
+# null (docs/telemetry-parquet.md, "Formats").
+FORMATS: dict[int, tuple[str, tuple[str, ...]]] = {
+    1: ("0.1.0", ()),
+    2: ("0.3.0", ("repaired",)),  # inserted before dev
+    3: ("0.9.0", ("resent",)),  # inserted before dev
+}
+FORMAT = max(FORMATS)
+FORMAT_KEY = "dmqtt.format"
+
+
+def format_fields(number: int = FORMAT) -> tuple[tuple[str, str, bool], ...]:
+    """The columns of a store format, in its order."""
+    later = {name for n, (_, added) in FORMATS.items() if n > number for name in added}
+    return tuple(f for f in FIELDS if f[0] not in later)
+
+
+def file_format(columns: list[str], metadata: dict[bytes, bytes] | None) -> int:
+    """The format of a Parquet file, from its metadata, or (a file from before the number was written) from its
+    columns."""
+    if metadata and FORMAT_KEY.encode() in metadata:
+        return int(metadata[FORMAT_KEY.encode()])
+    return max(n for n in FORMATS if all(name in columns for name, _, _ in format_fields(n)))
+
 # The MQTT 5.0 User Property (name, value) that marks a copy of a message its board sent again on purpose: end-to-
 # end confirmation's repair (firmware/dmqtt/confirm.py writes it; tests/unit/telemetry/test_resent_mark.py holds the two
 # equal). Counted apart from duplicates: a copy without it is one.
@@ -193,15 +219,25 @@ def read_committed(out: Path, columns: list[str] | None = None) -> list[dict[str
 
     if not committed_files(out):
         return []
+    import pyarrow as pa
+
     wanted = None if columns is None else [*columns, "arrival"]  # arrival: for the order
-    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(columns=wanted)
-    return sorted(table.to_pylist(), key=lambda r: r["arrival"])
+    # The current schema imposed: a file of an earlier format reads its missing columns as null (inferred from
+    # the first file, the schema would drop the columns it predates from every other file).
+    partition = pa.schema([pa.field(PARTITION_COLUMN, pa.string())])
+    dataset = ds.dataset(
+        str(out), format="parquet", partitioning=ds.partitioning(partition, flavor="hive"),
+        schema=pa.unify_schemas([arrow_schema(), partition]),
+    )  # fmt: skip
+    return sorted(dataset.to_table(columns=wanted).to_pylist(), key=lambda r: r["arrival"])
 
 
 # -- the schema in each engine ---------------------------------------------------------------------------------
 
 
-def arrow_schema() -> pyarrow.Schema:
+def arrow_schema(number: int = FORMAT) -> pyarrow.Schema:
+    """The Arrow schema of a store format (the current one: what the recorder writes, its number in the
+    metadata)."""
     import pyarrow as pa
 
     kinds: dict[str, Any] = {
@@ -214,7 +250,8 @@ def arrow_schema() -> pyarrow.Schema:
         "float64": pa.float64(),
         "binary": pa.binary(),
     }
-    return pa.schema([pa.field(name, kinds[kind], nullable) for name, kind, nullable in FIELDS])
+    fields = [pa.field(name, kinds[kind], nullable) for name, kind, nullable in format_fields(number)]
+    return pa.schema(fields, metadata={FORMAT_KEY: str(number)})
 
 
 def spark_schema() -> StructType:

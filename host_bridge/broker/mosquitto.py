@@ -110,9 +110,12 @@ class Mosquitto:
             "log_type error",
             "log_type warning",
             "log_type notice",
-            # Queue QoS 1/2 messages for offline persistent sessions without a count limit, so a test that
-            # kills a subscriber loses nothing by configuration.
-            "max_queued_messages 0",
+            # Queue QoS 1/2 messages for an offline persistent session up to a million (Mosquitto's default is
+            # 1,000): a test that kills a subscriber loses nothing by configuration, and a session nobody comes back
+            # to (a recorder retired without `record --retire`) does not grow without bound. Sessions unused for
+            # 30 days are dropped.
+            "max_queued_messages 1000000",
+            "persistent_client_expiration 30d",
             # Mosquitto leaves Nagle on for its own small packets by default: acks then wait for the next segment
             # (a window of 8 QoS 1 messages over a 10 ms round trip: 489 msg/s with the default, 683 with this).
             "set_tcp_nodelay true",

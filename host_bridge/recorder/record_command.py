@@ -20,7 +20,7 @@ from host_bridge.logs import add_log_format_argument, event, log_to_stdout
 from host_bridge.metrics import MetricsServer, metrics_address
 from host_bridge.net import AddressError, Destination, TLSConfig, add_wait_argument, await_broker, seconds
 from host_bridge.recorder import config
-from host_bridge.recorder.recorder import VERSIONS, Recorder, log
+from host_bridge.recorder.recorder import VERSIONS, BrokerLink, Recorder, log
 from host_bridge.recorder.store import RecorderError, TelemetryStore
 
 
@@ -124,6 +124,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--certfile", help="client certificate (mutual TLS)")
     parser.add_argument("--keyfile", help="client certificate's key")
     parser.add_argument(
+        "--retire",
+        action="store_true",
+        help="end this recorder's persistent session at the broker (what it queued there is dropped) and exit: "
+        "before taking a recorder out of service, so that its session does not queue for ever (docs/services.md)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="check the options and FILE (topics, addresses, the password file, the TLS files, the output folder) "
@@ -172,6 +178,31 @@ def check(args: argparse.Namespace) -> str:
     )
 
 
+def retire(args: argparse.Namespace, broker: Destination, password: bytes | None) -> str:
+    """`record --retire`: the store opened (so no recorder runs on it, and what its log holds is committed), its
+    session ended at the broker, the subscriptions it kept forgotten. -> what was done."""
+    store = TelemetryStore(args.out, confirm=False)
+    try:
+        kept = store.state / "client_id"
+        if not kept.exists():
+            raise RecorderError(f"{args.out} holds no recorder session (no {kept}): nothing to retire")
+        client_id = kept.read_text().strip()
+        tls = TLSConfig(args.cafile, args.certfile, args.keyfile) if args.tls else None
+        try:
+            link, _ = BrokerLink.open(broker, tls, client_id, VERSIONS[args.mqtt_version], args.keepalive,
+                                      args.username, password, retire=True)  # fmt: skip
+        except (OSError, CodecError) as exc:
+            raise RecorderError(f"cannot reach {broker} to end the session: {exc}") from None
+        link.close(polite=True)
+        (store.state / "subscriptions").unlink(missing_ok=True)
+    finally:
+        store.close()
+    return (
+        f"session {client_id} ended at {broker}: the broker dropped what it held for it; {args.out} keeps every "
+        "row stored (a recorder started on it later opens a new session)"
+    )
+
+
 def settle(args: argparse.Namespace) -> Destination:
     """The command line over --config over the defaults, into args, each setting checked (RecorderError saying
     what is wrong): at start, and again at a reload (SIGHUP). -> the broker."""
@@ -212,6 +243,9 @@ def run(args: argparse.Namespace) -> int:
             raise RecorderError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
     if args.check:
         print(check(args))
+        return 0
+    if args.retire:
+        print(retire(args, broker, password))
         return 0
     await_broker(
         broker,

@@ -63,16 +63,20 @@ class BrokerLink:
         keepalive: int,
         username: str | None,
         password: bytes | None,
+        retire: bool = False,
     ) -> tuple[BrokerLink, bool]:
-        """Connect (session kept, [MQTT-3.1.2-4] clean session 0) and return the link and session-present."""
+        """Connect (session kept, [MQTT-3.1.2-4] clean session 0) and return the link and session-present. With
+        `retire`, the session is ended instead: clean session 1 has the broker discard it and what it queued
+        [MQTT-3.1.2-6]; in 5.0, Clean Start with a Session Expiry of 0, so nothing is kept after this connection."""
         sock = socket.create_connection((broker.host, broker.port), timeout=10)
         try:
             if tls is not None:
                 sock = tls.context().wrap_socket(sock, server_hostname=broker.host)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             link = cls(sock, version, keepalive)
-            props = {codec.SESSION_EXPIRY_INTERVAL: _SESSION_NEVER_EXPIRES} if version == codec.V5 else None
-            link.send(codec.encode_connect(client_id, version, keepalive, False, username, password, props=props))
+            expiry = 0 if retire else _SESSION_NEVER_EXPIRES
+            props = {codec.SESSION_EXPIRY_INTERVAL: expiry} if version == codec.V5 else None
+            link.send(codec.encode_connect(client_id, version, keepalive, retire, username, password, props=props))
             connack = link.expect(codec.CONNACK)
             if connack.reason != 0:
                 raise RecorderError(
