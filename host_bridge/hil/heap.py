@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from host_bridge.hil.scenario import app_config
 from host_bridge.hil.verdict import HEAP_GOAL
 from host_bridge.hil.virtual_dut import VirtualDut
 from host_bridge.processes import ManagedProcess
+from host_bridge.vboard.events import EventSpec
 from host_bridge.vboard.serial_line import LineFaults
 from host_bridge.vboard.wifi import AccessPoint, JoinModel
 
@@ -70,21 +72,28 @@ def heap_goal(name: str, board: str, install: str) -> int:
     return HEAP_GOAL
 
 
-def heap_run(
+# The configurations a boot is held on (boot_runs): the budget's, and the serial board with end-to-end
+# confirmation, which the README offers and which once died at boot (MemoryError) on the deployed path.
+BOOTED: dict[str, dict[str, Any]] = {
+    **CONFIGURATIONS,
+    "serial-confirm": {"qos": 2, "confirm": {}, "transport": "serial"},
+}
+
+
+@contextmanager
+def _configured_board(
     work: Path,
     name: str,
     board_name: str,
     broker: str,
     tls: tuple[str, Path] | None,
     bridge: tuple[Callable[[Dut], None], Callable[[], None]],
-    install: str = "deployed",
-    messages: int = MESSAGES,
-) -> tuple[dict[str, Any], dict[int, list[int]]]:
-    """Run configuration `name` on a virtual board of `board_name` to completion through one power cut; the
-    board's last summary, and its witness (console_host.acceptances: what its console said it accepted). `tls`:
-    the address of a broker's TLS listener and the CA that signed it; `bridge`: (start it for this board, stop
-    it), for the serial link."""
-    options = dict(CONFIGURATIONS[name])
+    install: str,
+    messages: int,
+) -> Iterator[tuple[VirtualDut, dict[str, Any]]]:
+    """A virtual board of `board_name` configured as `name` (BOOTED), with what it needs beside it: its access
+    point, a confirming recorder, the bridge for the serial link. -> (the board, the configuration's options)."""
+    options = dict(BOOTED[name])
     transport = options.pop("transport", "tcp")
     qos = options.pop("qos")
     put: tuple[tuple[Path, str], ...] = ()
@@ -98,10 +107,6 @@ def heap_run(
     dev = f"heap-{name}-{board_name}-{install}"[:60]
     # Its access point joins it in a twentieth of a chip's time (the heap does not depend on the join's time).
     ap = AccessPoint(work / f"{dev}.ap", model=JoinModel(scale=0.05))
-    if "sleep" in options:
-        # A board that sleeps takes a reading a wake: a dozen wakes show its heap. Store-and-forward: one whole
-        # batch, whose sending wake is the low point (a second batch's sending wake reaches the same).
-        messages = options["sleep"].get("readings_per_send", 12)
     dut = VirtualDut(
         dev,
         BoardDefinition.load(board_name),
@@ -127,11 +132,7 @@ def heap_run(
         if transport == "serial":
             start_bridge(dut)
         dut.configure(config)
-        # From the 20th flash operation of the boot: inside the journal's writes, with flows in flight (a board
-        # that sleeps writes a record or two a wake: inside one of its first wake's).
-        ops = (2, 5) if "sleep" in options else (20, 60)
-        plan = CutPlan(cuts=1, inside_flash=1.0, flash_ops=ops)
-        result = run_to_completion(dut, plan, random.Random(len(dev)), timeout=120)
+        yield dut, options
     finally:
         dut.close()
         ap.close()
@@ -139,6 +140,67 @@ def heap_run(
             stop_bridge()
         if recorder is not None:
             recorder.stop()
+
+
+def heap_run(
+    work: Path,
+    name: str,
+    board_name: str,
+    broker: str,
+    tls: tuple[str, Path] | None,
+    bridge: tuple[Callable[[Dut], None], Callable[[], None]],
+    install: str = "deployed",
+    messages: int = MESSAGES,
+) -> tuple[dict[str, Any], dict[int, list[int]]]:
+    """Run configuration `name` on a virtual board of `board_name` to completion through one power cut; the
+    board's last summary, and its witness (console_host.acceptances: what its console said it accepted). `tls`:
+    the address of a broker's TLS listener and the CA that signed it; `bridge`: (start it for this board, stop
+    it), for the serial link."""
+    sleep = CONFIGURATIONS[name].get("sleep")
+    if sleep is not None:
+        # A board that sleeps takes a reading a wake: a dozen wakes show its heap. Store-and-forward: one whole
+        # batch, whose sending wake is the low point (a second batch's sending wake reaches the same).
+        messages = sleep.get("readings_per_send", 12)
+    with _configured_board(work, name, board_name, broker, tls, bridge, install, messages) as (dut, options):
+        # From the 20th flash operation of the boot: inside the journal's writes, with flows in flight (a board
+        # that sleeps writes a record or two a wake: inside one of its first wake's).
+        ops = (2, 5) if "sleep" in options else (20, 60)
+        plan = CutPlan(cuts=1, inside_flash=1.0, flash_ops=ops)
+        result = run_to_completion(dut, plan, random.Random(len(dut.name)), timeout=120)
     if result.summary is None or result.cuts != 1:
-        raise DutError(f"{dev}: the run did not go through its power cut; console log {dut.console.path}")
+        raise DutError(f"{dut.name}: the run did not go through its power cut; console log {dut.console.path}")
     return result.summary, dut.console.acceptances()
+
+
+def boot_runs(
+    work: Path,
+    name: str,
+    board_name: str,
+    broker: str,
+    tls: tuple[str, Path] | None,
+    bridge: tuple[Callable[[Dut], None], Callable[[], None]],
+    boots: int,
+    install: str = "deployed",
+) -> list[str]:
+    """Boot configuration `name` (BOOTED) `boots` times on one board, each boot's power cut right after it
+    accepts its first message (the whole application made: its client, journal, link and confirmation; at QoS 0,
+    which accepts nothing into the journal, each boot's run goes to its end), so that each boot starts over a
+    journal the last one left. -> each boot's console; DutError naming the boot
+    that ended otherwise (a MemoryError, a traceback, a wait that never ended)."""
+    said = []
+    # QoS 0 accepts nothing into the journal: such a boot runs its MESSAGES to their end. Otherwise a run longer
+    # than the boots can accept, so that every boot has a message to accept.
+    accepting = BOOTED[name]["qos"] > 0
+    messages = 100_000 if accepting else MESSAGES
+    with _configured_board(work, name, board_name, broker, tls, bridge, install, messages) as (dut, _):
+        for boot in range(1, boots + 1):
+            dut.start(cut_on=EventSpec("accepted", 1) if accepting else None)
+            end = dut.wait_boot(60)
+            said.append(end.console)
+            ended = "power-cut" if accepting else "done"
+            if end.kind != ended or "Traceback" in end.console or "MemoryError" in end.console:
+                raise DutError(
+                    f"{dut.name}: boot {boot} of {boots} ended {end.kind}, where {ended} was expected; its console "
+                    f"said:\n{end.console[-1500:]}"
+                )
+    return said

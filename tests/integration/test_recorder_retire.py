@@ -42,8 +42,8 @@ def session_present(broker: str, client_id: str, v5: bool) -> bool:
 
     client.on_connect = on_connect
     if v5:
-        from paho.mqtt.properties import Properties
         from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
 
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = 0  # (this check itself leaves nothing behind)
