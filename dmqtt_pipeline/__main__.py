@@ -50,6 +50,12 @@ def add_jobs(sub: argparse._SubParsersAction[argparse.ArgumentParser], **parser_
             help="tune the JVM for a run of seconds on a small store (client compiler, serial GC): about half the "
             "CPU of a default start; leave it off for a large store",
         )
+        job.add_argument(
+            "--quarantine-damaged",
+            action="store_true",
+            help="a data file that is no readable Parquet (empty, truncated, overwritten) is left out and listed "
+            "apart from delivery, instead of ending the job with exit 2",
+        )
         if name in ("audit", "report", "all"):
             job.add_argument(
                 "--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail'
@@ -98,7 +104,7 @@ def _master(requested: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from dmqtt_pipeline import audit, jobs, stream
-    from dmqtt_pipeline.spark import require_input, session
+    from dmqtt_pipeline.spark import check_storage, require_input, session
     from dmqtt_telemetry import timeline
 
     expect = None
@@ -124,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
         except timeline.TimelineError as exc:
             raise PipelineError(str(exc)) from None
     require_input(None, args.input)
+    damaged = check_storage(args.input, args.quarantine_damaged)  # before a JVM starts: exit 2 in one line
+    if damaged and getattr(args, "stream", False):
+        raise PipelineError("--stream reads every file as it comes: move the damaged files out of the folder first")
+    for path in damaged:
+        print(f"[pipeline] quarantined: {path} is no readable Parquet (a storage fault, not a delivery loss)")
     started = time.monotonic()
     master = _master(args.master)
     print(f"[pipeline] starting Spark ({master or 'from spark-submit'})", flush=True)
@@ -134,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once
             )
             return 0 if result.ok else 1
-        code = jobs.run_job(spark, args.job, args.input, args.out, expect, events).exit_code
+        code = jobs.run_job(spark, args.job, args.input, args.out, expect, events, damaged).exit_code
         print(f"[pipeline] {args.job} done in {time.monotonic() - started:.1f} s", flush=True)
         return code
     finally:

@@ -241,6 +241,9 @@ class AuditResult:
     # (a board's or a broker's repeat, not a repair; counted only where the recorder's connection carries marks).
     resent: int = 0
     unmarked_copies: int = 0
+    # Data files left out as no readable Parquet (--quarantine-damaged): a storage fault, apart from delivery;
+    # the messages they held may show as lost above.
+    damaged_files: list[str] = field(default_factory=list)
 
     @property
     def invalid_rows(self) -> int:
@@ -274,6 +277,7 @@ class AuditResult:
             "unmarked_copies": self.unmarked_copies,
             "invalid_rows": self.invalid_rows,
             "invalid": self.invalid,
+            "damaged_files": self.damaged_files,
             "clock": CLOCK_NOTE,
             "qos": {str(q): v.as_dict() for q, v in sorted(self.verdicts.items())},
             "expected": self.expectations,
@@ -354,6 +358,11 @@ def format_table(result: AuditResult) -> str:
     for dev, reasons in worst:
         listed = "; ".join(f"{reason}: {n}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
         lines.append(f"      quarantined from {dev}: {listed}")
+    if result.damaged_files:
+        lines.append(
+            f"damaged data files left out: {len(result.damaged_files)} (a storage fault, not delivery; the messages "
+            "they held count as lost above): " + ", ".join(result.damaged_files[:3])
+        )
     lines.append("late arrivals and latency: the batch audit's" if result.streaming else f"latency: {CLOCK_NOTE}")
     return "\n".join(lines)
 

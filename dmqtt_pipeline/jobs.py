@@ -27,16 +27,18 @@ def run_job(
     out: str,
     expect: dict[str, Expectation] | None = None,
     events: list[Event] | None = None,
+    damaged: list[str] | None = None,
 ) -> JobOutcome:
     """audit | rollup | report | all. `all` puts the audit in OUT, the rollups in OUT/rollup, the report in
     OUT/report; the single jobs put theirs in OUT."""
     out = out.rstrip("/")
-    df = read_telemetry(spark, input_path).cache()
+    df = read_telemetry(spark, input_path, frozenset(damaged or ())).cache()
     outcome = JobOutcome(0)
     result = None
     if job in ("audit", "report", "all"):
         print(f"[pipeline] audit of {input_path}", flush=True)
         result, boots = audit.audit(df, expect)
+        result.damaged_files = list(damaged or ())
         outcome.audit = result
         if job != "report":
             audit.write(spark, result, boots, input_path, out, df)

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dmqtt_pipeline.errors import PipelineError
 from dmqtt_pipeline.jvm import QUICK_JVM_OPTIONS
-from dmqtt_telemetry.format import log_state, spark_schema
+from dmqtt_telemetry.format import committed_files, damaged_files, log_state, spark_schema
 
 __all__ = ["PipelineError", "QUICK_JVM_OPTIONS"]  # (re-exported: the jobs' modules take them from here)
 
@@ -139,13 +139,31 @@ def require_input(spark: SparkSession | None, path: str) -> None:
             )
 
 
-def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
-    """The recorder's rows under `path` (or under each of several comma-separated folders); PipelineError when
-    one does not exist or there are no rows."""
+def check_storage(path: str, quarantine: bool = False) -> list[str]:
+    """The damaged data files of each local input folder (dmqtt_telemetry.format.damaged_files), found before
+    Spark starts: a PipelineError naming the first and saying what to do, or with `quarantine` their paths, for
+    the jobs to leave out and report apart from delivery. A folder that is not local is read by Spark alone."""
+    damaged: list[tuple[Path, str]] = []
+    for one in input_paths(path):
+        if is_local(one):
+            damaged += damaged_files(local_path(one))
+    if damaged and not quarantine:
+        first, why = damaged[0]
+        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+        raise PipelineError(
+            f"storage fault, not a delivery loss: {first} is no readable Parquet ({why}){more}; restore it from a "
+            "backup or move it out of the folder, or run with --quarantine-damaged to judge the rest and list it apart"
+        )
+    return [str(p) for p, _ in damaged]
+
+
+def read_telemetry(spark: SparkSession, path: str, leave_out: frozenset[str] = frozenset()) -> DataFrame:
+    """The recorder's rows under `path` (or under each of several comma-separated folders), without the files in
+    `leave_out` (damaged: check_storage); PipelineError when one does not exist or there are no rows."""
     require_input(spark, path)
     try:
         # One read per folder, then a union: Spark's partition discovery refuses several roots in one read.
-        frames = [_read_folder(spark, one) for one in input_paths(path)]
+        frames = [_read_folder(spark, one, leave_out) for one in input_paths(path)]
         df = frames[0]
         for more in frames[1:]:
             df = df.unionByName(more)
@@ -156,14 +174,22 @@ def read_telemetry(spark: SparkSession, path: str) -> DataFrame:
     return df
 
 
-def _read_folder(spark: SparkSession, folder: str) -> DataFrame:
+def _read_folder(spark: SparkSession, folder: str, leave_out: frozenset[str] = frozenset()) -> DataFrame:
     """One recorder's folder. A read whose listing of the files may have met a compaction between its rename and
     its removal of the files it replaced (docs/telemetry-parquet.md) holds those rows twice: it keeps each row once
     by `arrival` (unique in a folder). Whether it may have is the recorder's log's to say, read before and after
     the listing: a compaction record in it, or another generation (a step ended meanwhile). A folder that is not
     local is always read that way."""
     before = _log_state(folder)
-    frame = spark.read.schema(spark_schema()).parquet(folder)  # (the files are listed here)
+    reader = spark.read.schema(spark_schema())
+    if is_local(folder) and leave_out:
+        # The folder's files but the damaged ones, the partition column still read from their folders' names.
+        kept = [str(f) for f in committed_files(local_path(folder)) if str(f) not in leave_out]
+        if not kept:
+            raise PipelineError(f"input {folder}: every data file is damaged (--quarantine-damaged left none)")
+        frame = reader.option("basePath", folder).parquet(*kept)
+    else:
+        frame = reader.parquet(folder)  # (the files are listed here)
     after = _log_state(folder)
     if before is None or after is None or before != after or before[1] or after[1]:
         frame = frame.dropDuplicates(["arrival"])

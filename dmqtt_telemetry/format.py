@@ -72,6 +72,7 @@ def file_format(columns: list[str], metadata: dict[bytes, bytes] | None) -> int:
         return int(metadata[FORMAT_KEY.encode()])
     return max(n for n in FORMATS if all(name in columns for name, _, _ in format_fields(n)))
 
+
 # The MQTT 5.0 User Property (name, value) that marks a copy of a message its board sent again on purpose: end-to-
 # end confirmation's repair (firmware/dmqtt/confirm.py writes it; tests/unit/telemetry/test_resent_mark.py holds the two
 # equal). Counted apart from duplicates: a copy without it is one.
@@ -195,6 +196,22 @@ def footer_rows(files: list[Path]) -> int:
     import pyarrow.parquet as pq
 
     return sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def damaged_files(out: Path) -> list[tuple[Path, str]]:
+    """The committed files under `out` that are no readable Parquet (empty, truncated, overwritten), each with
+    what is wrong: read from their footers, no data read. A storage fault, never a message lost in delivery."""
+    import pyarrow.parquet as pq
+
+    found = []
+    for path in committed_files(out):
+        try:
+            if path.stat().st_size == 0:
+                raise ValueError("empty (0 bytes)")
+            pq.read_metadata(path)
+        except (OSError, ValueError) as exc:  # (pyarrow's ArrowInvalid is a ValueError)
+            found.append((path, str(exc).splitlines()[0][:160] or exc.__class__.__name__))
+    return found
 
 
 def log_state(out: Path) -> tuple[int, bool] | None:
