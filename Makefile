@@ -201,7 +201,8 @@ endif
 # Long campaigns that do not fit in `make test`: thousands of power cuts, a recorder killed 60 times, 100,000
 # messages through 200 dropped connections and 50 power cuts with the heap watched, 500 deep-sleep wakes per
 # board, 3,000 store-and-forward wakes with cuts anywhere, a cut at every operation of every sampling wake, ten
-# minutes of WiFi outages, and nodes through their gateway with more cuts and their gateway away for 100 wakes.
+# minutes of WiFi outages, nodes through their gateway with more cuts and their gateway away for 100 wakes, and 20
+# boots of every configuration.
 soak: system-deps broker-peers-all $(STAMP) stock
 	INTEROP_ALL=1 $(BIN)/python -m pytest -q tests/integration/test_interop.py
 	POWER_CUTS=5000 $(BIN)/python -m pytest -q tests/integration/test_vboard.py -k power_cuts
@@ -210,6 +211,7 @@ soak: system-deps broker-peers-all $(STAMP) stock
 	$(BIN)/python -m pytest -q tests/hil --hil-install romfs
 	$(BIN)/python -m pytest -q tests/hil --hil-install frozen
 	SWEEP_EVERY_WAKE=1 $(BIN)/python -m pytest -q tests/integration/test_sampling_sweep.py
+	HIL_BOOTS=20 $(BIN)/python -m pytest -q tests/hil/test_heap_budget.py -k boots_every_time
 	RECORDER_KILLS=60 RECORDER_MESSAGES=15000 $(BIN)/python -m pytest -q tests/integration/test_recorder.py -k killed
 	LONG_RUN_MESSAGES=100000 LONG_RUN_RECONNECTS=200 LONG_RUN_CUTS=50 $(BIN)/python -m pytest -q -s tests/integration/test_long_run.py
 	$(BIN)/host-bridge chaos --messages 2000 --cuts 10 --faults 10 --out build/chaos
