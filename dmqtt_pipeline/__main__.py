@@ -51,6 +51,13 @@ def add_jobs(sub: argparse._SubParsersAction[argparse.ArgumentParser], **parser_
             "CPU of a default start; leave it off for a large store",
         )
         job.add_argument(
+            "--since", metavar="TIME", help="only rows received from TIME (UTC: 2026-11-21 or 2026-11-21T06:30)"
+        )
+        job.add_argument("--until", metavar="TIME", help="only rows received before TIME (UTC)")
+        job.add_argument(
+            "--boards", metavar="ID[,ID...]", help="only these boards (client ids; shell patterns: greenhouse-*)"
+        )
+        job.add_argument(
             "--quarantine-damaged",
             action="store_true",
             help="a data file that is no readable Parquet (empty, truncated, overwritten) is left out and listed "
@@ -104,6 +111,7 @@ def _master(requested: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from dmqtt_pipeline import audit, jobs, stream
+    from dmqtt_pipeline.scope import Scope
     from dmqtt_pipeline.spark import check_storage, require_input, session
     from dmqtt_telemetry import timeline
 
@@ -130,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
         except timeline.TimelineError as exc:
             raise PipelineError(str(exc)) from None
     require_input(None, args.input)
+    scope = Scope.parse(args.since, args.until, args.boards)
+    if (scope.since or scope.until) and (expect is not None or getattr(args, "stream", False)):
+        # A board's expected total counts messages outside the range too; a stream has no end to range over.
+        raise PipelineError("--since and --until judge a range: not with --expect, --accepted or --stream")
     damaged = check_storage(args.input, args.quarantine_damaged)  # before a JVM starts: exit 2 in one line
     if damaged and getattr(args, "stream", False):
         raise PipelineError("--stream reads every file as it comes: move the damaged files out of the folder first")
@@ -145,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                 spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once
             )
             return 0 if result.ok else 1
-        code = jobs.run_job(spark, args.job, args.input, args.out, expect, events, damaged).exit_code
+        code = jobs.run_job(spark, args.job, args.input, args.out, expect, events, damaged, scope).exit_code
         print(f"[pipeline] {args.job} done in {time.monotonic() - started:.1f} s", flush=True)
         return code
     finally:

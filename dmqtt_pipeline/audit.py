@@ -148,8 +148,11 @@ def first_deliveries(df: DataFrame) -> DataFrame:
     )
 
 
-def boot_table(df: DataFrame) -> DataFrame:
-    """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure).
+def boot_table(df: DataFrame, since_ms: float | None = None) -> DataFrame:
+    """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure). With `since_ms`, the
+    start of the range the rows were read from (scope.Scope): a boot that began before it (its clock offset, the
+    recorder's time of its seq 0, lies before) is judged from its first seq in the range (`judged_from_seq`), as
+    what came before lies outside; a boot that began inside is judged from seq 0.
 
     One shuffle (by_boot), two sorts and one aggregate, whatever the size: a first pass in (seq, arrival) order
     marks each seq's first delivery and the gaps before it (a repeated seq follows its first delivery, so it is
@@ -159,7 +162,11 @@ def boot_table(df: DataFrame) -> DataFrame:
     smallest, taken after the percentiles: a percentile moves with a constant shift."""
     by_seq = Window.partitionBy("dev", "boot").orderBy("seq", "arrival")
     before = Window.partitionBy("dev", "boot").orderBy("arrival").rowsBetween(Window.unboundedPreceding, -1)
+    whole_boot = Window.partitionBy("dev", "boot")
     previous_seq = F.lag("seq").over(by_seq)
+    floor = F.lit(0).cast("long")
+    if since_ms is not None:
+        floor = F.when(F.min("offset_ms").over(whole_boot) < since_ms, F.min("seq").over(whole_boot)).otherwise(floor)
     rows = (
         by_boot(df)
         .select(
@@ -172,8 +179,9 @@ def boot_table(df: DataFrame) -> DataFrame:
             "repaired",
             offset_ms().alias("offset_ms"),
         )
+        .withColumn("floor", floor)
         .withColumn("is_first", F.coalesce(previous_seq != F.col("seq"), F.lit(True)))
-        .withColumn("gap_first", F.coalesce(previous_seq + 1, F.lit(0).cast("long")))
+        .withColumn("gap_first", F.coalesce(previous_seq + 1, F.col("floor")))
         .withColumn("is_gap", F.col("gap_first") <= F.col("seq") - 1)
         .withColumn(
             "gaps_so_far", F.sum(F.col("is_gap").cast("int")).over(by_seq.rowsBetween(Window.unboundedPreceding, 0))
@@ -187,6 +195,7 @@ def boot_table(df: DataFrame) -> DataFrame:
     per_boot = rows.groupBy("dev", "boot").agg(
         F.count(F.lit(1)).alias("received"),
         F.max("seq").alias("highest_seq"),
+        F.max("floor").alias("judged_from_seq"),
         F.max("qos").alias("qos"),
         F.min("qos").alias("qos_min"),
         F.min("received_at").alias("first_received_at"),
@@ -214,10 +223,13 @@ def boot_table(df: DataFrame) -> DataFrame:
         "repaired",
         "clock_offset_ms",
         (F.col("offset_max") - offset).alias("latency_max_ms"),
+        "judged_from_seq",
         F.array_sort("gaps").alias("missing_ranges"),
-        lost(F.col("highest_seq"), F.col("distinct")).alias("lost"),
+        lost(F.col("highest_seq") - F.col("judged_from_seq"), F.col("distinct")).alias("lost"),
         duplicates(F.col("received"), F.col("distinct")).alias("duplicates"),
-        absurd(lost(F.col("highest_seq"), F.col("distinct")), F.col("distinct")).alias("absurd_seq"),
+        absurd(lost(F.col("highest_seq") - F.col("judged_from_seq"), F.col("distinct")), F.col("distinct")).alias(
+            "absurd_seq"
+        ),
         (F.col("qos") != F.col("qos_min")).alias("mixed_qos"),
         (F.col("offsets")[0] - offset).alias("latency_p50_ms"),
         (F.col("offsets")[1] - offset).alias("latency_p90_ms"),
@@ -244,6 +256,7 @@ class AuditResult:
     # Data files left out as no readable Parquet (--quarantine-damaged): a storage fault, apart from delivery;
     # the messages they held may show as lost above.
     damaged_files: list[str] = field(default_factory=list)
+    scope: str = "everything"  # the rows judged (dmqtt_pipeline.scope: a range, boards)
 
     @property
     def invalid_rows(self) -> int:
@@ -267,6 +280,7 @@ class AuditResult:
     def summary(self, input_path: str) -> dict[str, Any]:
         return {
             "input": input_path,
+            "scope": self.scope,
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "ok": self.ok,
             "rows": self.rows,
@@ -285,8 +299,11 @@ class AuditResult:
         }
 
 
-def audit(df: DataFrame, expect: dict[str, Expectation] | None = None) -> tuple[AuditResult, DataFrame]:
-    boots_df = boot_table(df).cache()
+def audit(
+    df: DataFrame, expect: dict[str, Expectation] | None = None, since_ms: float | None = None
+) -> tuple[AuditResult, DataFrame]:
+    """The audit of the rows of `df`; `since_ms`: the start of the range they were read from (boot_table)."""
+    boots_df = boot_table(df, since_ms).cache()
     boots = [row.asDict() for row in boots_df.collect()]
     verdicts, checks = judge(boots, expect)
     counts = df.agg(

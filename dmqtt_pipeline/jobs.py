@@ -9,7 +9,8 @@ from pyspark.sql import SparkSession
 
 from dmqtt_pipeline import audit, report, rollup
 from dmqtt_pipeline.audit import AuditResult, Expectation
-from dmqtt_pipeline.spark import publish_files, read_telemetry
+from dmqtt_pipeline.scope import Scope
+from dmqtt_pipeline.spark import PipelineError, publish_files, read_telemetry
 from dmqtt_telemetry.timeline import Event
 
 
@@ -28,17 +29,22 @@ def run_job(
     expect: dict[str, Expectation] | None = None,
     events: list[Event] | None = None,
     damaged: list[str] | None = None,
+    scope: Scope | None = None,
 ) -> JobOutcome:
     """audit | rollup | report | all. `all` puts the audit in OUT, the rollups in OUT/rollup, the report in
     OUT/report; the single jobs put theirs in OUT."""
     out = out.rstrip("/")
-    df = read_telemetry(spark, input_path, frozenset(damaged or ())).cache()
+    scope = scope or Scope()
+    df = scope.apply(read_telemetry(spark, input_path, frozenset(damaged or ()))).cache()
+    if not scope.whole and df.isEmpty():
+        raise PipelineError(f"input {input_path} holds no rows {scope.describe()}")
     outcome = JobOutcome(0)
     result = None
     if job in ("audit", "report", "all"):
-        print(f"[pipeline] audit of {input_path}", flush=True)
-        result, boots = audit.audit(df, expect)
+        print(f"[pipeline] audit of {input_path}: {scope.describe()}", flush=True)
+        result, boots = audit.audit(df, expect, scope.since_ms)
         result.damaged_files = list(damaged or ())
+        result.scope = scope.describe()
         outcome.audit = result
         if job != "report":
             audit.write(spark, result, boots, input_path, out, df)

@@ -20,7 +20,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dmqtt_pipeline.errors import PipelineError
 from dmqtt_pipeline.jvm import QUICK_JVM_OPTIONS
-from dmqtt_telemetry.format import committed_files, damaged_files, log_state, spark_schema
+from dmqtt_telemetry.format import (
+    PARTITION_COLUMN,
+    STATE_DIR,
+    committed_files,
+    damaged_files,
+    log_state,
+    spark_schema,
+)  # fmt: skip
 
 __all__ = ["PipelineError", "QUICK_JVM_OPTIONS"]  # (re-exported: the jobs' modules take them from here)
 
@@ -197,8 +204,16 @@ def _read_folder(spark: SparkSession, folder: str, leave_out: frozenset[str] = f
 
 
 def _log_state(folder: str) -> tuple[int, bool] | None:
-    """dmqtt_telemetry.format.log_state of a local folder; None (cannot be told) for one that is not local."""
-    return log_state(local_path(folder)) if is_local(folder) else None
+    """dmqtt_telemetry.format.log_state of the recorder's folder that holds `folder` (the folder itself, or the
+    one above a date's folder given as --input); None (cannot be told) for a folder that is not local, or a date's
+    folder with no recorder's log above it."""
+    if not is_local(folder):
+        return None
+    path = local_path(folder).resolve()
+    for root in (path, *path.parents[:2]):
+        if (root / STATE_DIR).is_dir():
+            return log_state(root)
+    return None if path.name.startswith(f"{PARTITION_COLUMN}=") else log_state(path)
 
 
 def is_local(path: str) -> bool:
