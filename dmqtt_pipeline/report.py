@@ -187,7 +187,7 @@ def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
     the lowest and the highest reading of that minute."""
     fig, ax = plt.subplots(figsize=(9, 4))
     means: dict[str, list[Any]] = defaultdict(list)
-    for row in minute.collect():
+    for row in minute.orderBy("dev", "window_start").collect():
         means[row["dev"]].append(row)
     title = "Readings over time"
     if len(means) > FLEET_LISTED:

@@ -2,7 +2,8 @@
 
 Each message counts once, however often it was delivered: rows are deduplicated by (dev, boot, seq), keeping
 the first arrival. A message's window is the time the recorder first received it (the board's own `t` counts
-from its boot and is not wall time)."""
+from its boot and is not wall time). Written per date (date=YYYY-MM-DD, the window's start, UTC): a run replaces
+the dates it holds and keeps the others, so a daily run with --since and --until adds its day."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ WINDOWS = {"minute": "1 minute", "hour": "1 hour"}
 
 
 def rollup(df: DataFrame) -> dict[str, DataFrame]:
-    """{"minute": ..., "hour": ...}: dev, window_start, window_end, count, min, max, mean of reading."""
+    """{"minute": ..., "hour": ...}: dev, window_start, window_end, count, min, max, mean of reading, and the
+    window's date (UTC: the session's time zone)."""
     readings = messages(df).filter(F.col("reading").isNotNull())
     tables = {}
     for name, duration in WINDOWS.items():
@@ -35,17 +37,27 @@ def rollup(df: DataFrame) -> dict[str, DataFrame]:
                 "min",
                 "max",
                 "mean",
+                F.to_date(F.col("w.start")).alias("date"),
             )
-            .orderBy("dev", "window_start")
         )
     return tables
 
 
 def write(tables: dict[str, DataFrame], out: str) -> dict[str, int]:
-    """OUT/minute and OUT/hour as Parquet; returns the row count of each."""
+    """OUT/minute and OUT/hour as Parquet, a folder per date (date=YYYY-MM-DD), a file a date sorted by device and
+    window; the dates these tables hold are replaced, the others kept (dynamic partition overwrite). Returns the
+    row count of each."""
     counts = {}
     for name, table in tables.items():
         table = table.cache()
-        table.coalesce(1).write.mode("overwrite").parquet(f"{out.rstrip('/')}/{name}")
+        (
+            table.repartition("date")
+            .sortWithinPartitions("dev", "window_start")
+            .write.mode("overwrite")
+            .option("partitionOverwriteMode", "dynamic")
+            .partitionBy("date")
+            .parquet(f"{out.rstrip('/')}/{name}")
+        )
         counts[name] = table.count()
+        table.unpersist()
     return counts

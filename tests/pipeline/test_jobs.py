@@ -200,11 +200,12 @@ def test_rollup_windows_match_hand_computed_values(tmp_path: Path, spark: SparkS
     write_dataset(tmp_path / "rec", msgs)
     tables = rollup.rollup(read_telemetry(spark, str(tmp_path / "rec")))
     minute = [
-        (r["dev"], r["window_start"], r["count"], r["min"], r["max"], r["mean"]) for r in tables["minute"].collect()
+        (r["dev"], r["window_start"], r["count"], r["min"], r["max"], r["mean"])
+        for r in tables["minute"].orderBy("dev", "window_start").collect()
     ]
     hour = [
         (r["dev"], r["window_start"], r["window_end"], r["count"], r["min"], r["max"], r["mean"])
-        for r in tables["hour"].collect()
+        for r in tables["hour"].orderBy("dev", "window_start").collect()
     ]
     m = timedelta(minutes=1)
     assert minute == [

@@ -83,3 +83,18 @@ def test_the_compaction_guard_holds_for_a_dates_folder_as_input(tmp_path: Path, 
     header = json.dumps({"wal": 1, "generation": 7, "next_arrival": 20})
     (rec / "_recorder" / "wal.log").write_text(header + "\n" + json.dumps(step, separators=(",", ":")) + "\n")
     assert read_telemetry(spark, str(day)).count() == 20
+
+
+def test_a_daily_rollup_adds_its_day_and_keeps_the_others(tmp_path: Path, spark: SparkSession) -> None:
+    """Rollups are written per date: the 22nd's run, then the 23rd's, leave both days; the 23rd's again replaces
+    only the 23rd."""
+    two_days(tmp_path / "rec")
+    out = str(tmp_path / "out")
+    for since, until in (("2026-11-22", "2026-11-23"), ("2026-11-23", "2026-11-24"), ("2026-11-23", "2026-11-24")):
+        assert (
+            run_job(spark, "rollup", str(tmp_path / "rec"), out, scope=Scope.parse(since, until, None)).exit_code == 0
+        )
+    days = sorted(p.name for p in (tmp_path / "out" / "hour").glob("date=*"))
+    assert days == ["date=2026-11-22", "date=2026-11-23"]
+    hours = pq.read_table(tmp_path / "out" / "hour").to_pylist()
+    assert sum(h["count"] for h in hours) == 19 + 4 + 5  # every message once, the 23rd's not twice
