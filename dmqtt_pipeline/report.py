@@ -16,14 +16,17 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display on a bench host
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from dmqtt_pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages
 from dmqtt_telemetry.promises import format_ranges
 from dmqtt_telemetry.timeline import Event
 
-LATENCY_SAMPLE = 200_000  # latencies plotted at most; the audit's percentiles use every message
+LATENCY_BINS = 60  # the latency histogram's bins, counted in Spark over every message
+TIMELINE_BINS = 100  # about as many bins (whole minutes) over a fleet's whole range
+SILENT_PERIODS = 3  # a board silent for more than this many of its own periods, at the end of the data, is listed
+SILENT_MIN_S = 60  # and for at least this long
 READINGS_SAMPLE = 100_000  # readings plotted at most (the first ones); the rollups use every message
 FLEET_LISTED = 40  # devices drawn and listed one by one; above, the report summarizes the fleet
 FINDINGS_LISTED = 100  # boots with a finding listed in a fleet's table (all are in the audit's boots/)
@@ -91,10 +94,11 @@ def delivery_plot(result: AuditResult) -> bytes:
     return _png(fig)
 
 
-def timeline_plot(result: AuditResult, events: list[Event]) -> bytes:
+def timeline_plot(result: AuditResult, events: list[Event], df: DataFrame) -> bytes:
     """Each boot of each device as a bar from its first to its last delivery (a reboot starts a new bar), power
     cuts as red crosses on their device's row, and the campaign's kills as vertical lines across all rows. For a
-    fleet: boots starting and power cuts per minute."""
+    fleet, over the data's whole range in bins of whole minutes (activity): messages received, boards heard, boots
+    starting and power cuts per bin."""
     devices = sorted({b["dev"] for b in result.boots})
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.35 * min(max(len(devices), 2), FLEET_LISTED)))
     cuts = [e for e in events if e.event == "power-cut"]
@@ -120,18 +124,26 @@ def timeline_plot(result: AuditResult, events: list[Event]) -> bytes:
         ax.set_ylim(len(devices) - 0.5, -0.5)
         ax.set_title("Boots over time (a bar per boot, first to last delivery)")
     else:
-        per_minute = Counter(_minute(b["first_received_at"]) for b in result.boots if b["first_received_at"])
-        cut_minutes = Counter(_minute(e.at) for e in cuts)
-        for series, colour, label in (
-            (per_minute, "#4c9a2a", "boots starting"),
-            (cut_minutes, "#c62828", "power cuts"),
-        ):
+        seconds, bins = activity(df)
+        width = f"{seconds // 60} min"
+        starts = [_days(start) for start, _, _ in bins]
+        ax.step(starts, [n for _, n, _ in bins], where="post", color="#1b5e20", label=f"messages per {width}")
+        ax.step(starts, [b for _, _, b in bins], where="post", color="#1565c0", label=f"boards heard per {width}")
+
+        def per_bin(times: list[datetime]) -> Counter[datetime]:
+            return Counter(datetime.fromtimestamp(t.timestamp() // seconds * seconds, UTC) for t in times)
+
+        booted = per_bin([b["first_received_at"].replace(tzinfo=UTC) for b in result.boots if b["first_received_at"]])
+        cut = per_bin([e.at for e in cuts])
+        for series, marker, colour, label in ((booted, "o", "#4c9a2a", "boots starting"), (cut, "x", "#c62828",
+                                                                                        "power cuts")):  # fmt: skip
             times = sorted(series)
-            ax.plot(
-                [_days(t) for t in times], [series[t] for t in times], "o-", color=colour, label=f"{label} per minute"
-            )
-        ax.set_ylabel("per minute")
-        ax.set_title(f"Boots and power cuts over time ({len(devices)} devices)")
+            if times:
+                ax.plot([_days(t) for t in times], [series[t] for t in times], marker, color=colour,
+                        label=f"{label} per {width}")  # fmt: skip
+        ax.set_yscale("log")
+        ax.set_ylabel(f"per {width}")
+        ax.set_title(f"Messages, boards, boots and power cuts over time ({len(devices)} devices)")
     for kind, (colour, style, label) in SYSTEM_STYLE.items():
         times = [e.at for e in events if e.event == kind]
         for i, at in enumerate(times):
@@ -147,10 +159,6 @@ def timeline_plot(result: AuditResult, events: list[Event]) -> bytes:
     return _png(fig)
 
 
-def _minute(at: datetime) -> datetime:
-    return at.replace(second=0, microsecond=0)
-
-
 def _days(at: datetime) -> float:
     """matplotlib's date number (days); a naive time, as Spark hands them over, is UTC (the session's zone)."""
     days: float = mdates.date2num(at)  # type: ignore[no-untyped-call]  # untyped in matplotlib 3.11
@@ -164,15 +172,68 @@ def _time_axis(ax: Any) -> None:
     ax.set_xlabel("received (UTC)")
 
 
+# -- what the plots draw, aggregated in Spark: the driver holds bins and boards, never rows -----------------------
+
+
+def latency_histogram(df: DataFrame) -> tuple[list[float], dict[int, list[int]]]:
+    """Every message's latency (first deliveries, audit.first_deliveries), in LATENCY_BINS equal bins from 0 to the
+    largest: (the bins' edges in ms, {qos: messages per bin})."""
+    latency = first_deliveries(df).filter(F.col("latency_ms").isNotNull()).select("qos", "latency_ms").cache()
+    top = float(latency.agg(F.max("latency_ms")).first()[0] or 0.0) or 1.0  # type: ignore[index]
+    width = top / LATENCY_BINS
+    bins = F.least(F.floor(F.col("latency_ms") / width), F.lit(LATENCY_BINS - 1)).cast("int")
+    counts: dict[int, list[int]] = {}
+    for row in latency.groupBy("qos", bins.alias("bin")).count().collect():
+        counts.setdefault(row["qos"], [0] * LATENCY_BINS)[row["bin"]] += row["count"]
+    latency.unpersist()
+    return [i * width for i in range(LATENCY_BINS + 1)], counts
+
+
+def activity(df: DataFrame) -> tuple[int, list[tuple[datetime, int, int]]]:
+    """Messages received (each once) and boards heard, per bin of whole minutes over the data's whole range
+    (about TIMELINE_BINS bins): (the bin's seconds, [(its start, messages, boards)])."""
+    first, last = df.agg(F.min("received_at"), F.max("received_at")).first()  # type: ignore[misc]
+    span = (last - first).total_seconds() if first is not None else 0.0
+    seconds = 60 * max(1, -(-int(span) // (60 * TIMELINE_BINS)))
+    rows = (
+        messages(df)
+        .groupBy(F.window("received_at", f"{seconds} seconds").start.alias("start"))
+        .agg(F.count(F.lit(1)).alias("messages"), F.countDistinct("dev").alias("boards"))
+        .orderBy("start")
+        .collect()
+    )
+    return seconds, [(r["start"], r["messages"], r["boards"]) for r in rows]
+
+
+def silent_boards(df: DataFrame) -> list[dict[str, Any]]:
+    """The boards gone silent at the end of the data: heard from last more than SILENT_PERIODS of their own
+    periods (the median interval between their messages) and at least SILENT_MIN_S before the data's last
+    message; the longest silence first. No --expect needed: each board's own pace is the measure."""
+    end = df.agg(F.max("received_at")).first()[0]  # type: ignore[index]
+    if end is None:
+        return []
+    at = F.unix_micros("received_at") / 1e6
+    by_time = Window.partitionBy("dev").orderBy("received_at")
+    per_board = (
+        messages(df)
+        .select("dev", "received_at", (at - F.lag(at).over(by_time)).alias("interval_s"))
+        .groupBy("dev")
+        .agg(F.max("received_at").alias("last_received_at"), F.percentile_approx("interval_s", 0.5).alias("period_s"))
+        .withColumn("silent_s", F.lit(end.timestamp()) - F.unix_micros("last_received_at") / 1e6)
+    )
+    silent = per_board.filter(
+        F.col("period_s").isNotNull()
+        & (F.col("silent_s") > F.col("period_s") * SILENT_PERIODS)
+        & (F.col("silent_s") >= SILENT_MIN_S)
+    )
+    return [row.asDict() for row in silent.orderBy(F.desc("silent_s"), "dev").collect()]
+
+
 def latency_plot(df: DataFrame) -> bytes:
-    sample = first_deliveries(df).select("qos", "latency_ms").limit(LATENCY_SAMPLE).collect()
-    by_qos: dict[int, list[float]] = defaultdict(list)
-    for row in sample:
-        by_qos[row["qos"]].append(row["latency_ms"])
+    edges, by_qos = latency_histogram(df)
     fig, ax = plt.subplots(figsize=(8, 4))
-    top = max((max(v) for v in by_qos.values() if v), default=1.0) or 1.0
-    for qos, values in sorted(by_qos.items()):
-        ax.hist(values, bins=60, range=(0, top), alpha=0.6, label=f"QoS {qos} ({len(values)} messages)")
+    for qos, counts in sorted(by_qos.items()):
+        ax.stairs(counts, edges, fill=True, alpha=0.6, label=f"QoS {qos} ({sum(counts)} messages)")
     ax.set_xlabel("latency beyond the boot's fastest delivery (ms)")
     ax.set_ylabel("messages")
     ax.set_yscale("log")
@@ -186,29 +247,31 @@ def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
     drawn over it once a run spans several minutes. For a fleet: the one-minute mean over every device, between
     the lowest and the highest reading of that minute."""
     fig, ax = plt.subplots(figsize=(9, 4))
-    means: dict[str, list[Any]] = defaultdict(list)
-    for row in minute.orderBy("dev", "window_start").collect():
-        means[row["dev"]].append(row)
     title = "Readings over time"
-    if len(means) > FLEET_LISTED:
-        windows: dict[Any, list[Any]] = defaultdict(list)
-        for rows in means.values():
-            for m in rows:
-                windows[m["window_start"]].append(m)
-        times = sorted(windows)
+    devices = minute.select("dev").distinct().count()
+    means: dict[str, list[Any]] = defaultdict(list)
+    if devices > FLEET_LISTED:
+        # The fleet's one-minute windows, joined across devices in Spark: the driver holds a row a minute.
+        windows = (
+            minute.groupBy("window_start")
+            .agg(
+                F.min("min").alias("low"),
+                F.max("max").alias("high"),
+                (F.sum(F.col("mean") * F.col("count")) / F.sum("count")).alias("mean"),
+            )
+            .orderBy("window_start")
+            .collect()
+        )
+        times = [w["window_start"] for w in windows]
         ax.fill_between(
-            times,
-            [min(m["min"] for m in windows[t]) for t in times],
-            [max(m["max"] for m in windows[t]) for t in times],
+            times, [w["low"] for w in windows], [w["high"] for w in windows],
             step="post", alpha=0.3, color="#4c9a2a", label="lowest to highest",
         )  # fmt: skip
-        ax.step(
-            times,
-            [sum(m["mean"] * m["count"] for m in windows[t]) / sum(m["count"] for m in windows[t]) for t in times],
-            where="post", color="#1b5e20", linewidth=2, label="mean",
-        )  # fmt: skip
-        title = f"Readings over time, one-minute windows over {len(means)} devices"
+        ax.step(times, [w["mean"] for w in windows], where="post", color="#1b5e20", linewidth=2, label="mean")
+        title = f"Readings over time, one-minute windows over {devices} devices"
     else:
+        for row in minute.orderBy("dev", "window_start").collect():  # (at most FLEET_LISTED devices')
+            means[row["dev"]].append(row)
         points = messages(df).filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
         by_dev: dict[str, list[Any]] = defaultdict(list)
         for row in points.orderBy("received_at").limit(READINGS_SAMPLE).collect():
@@ -264,7 +327,23 @@ def _dev(event: Event) -> str:
     return event.dev or ""
 
 
-def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int], events: list[Event]) -> str:
+def _finding(b: dict[str, Any]) -> bool:
+    """A boot worth a row in a fleet's table: a loss that breaks a promise (QoS 0 may lose), a duplicate, a late
+    arrival or a repair."""
+    return bool((b["lost"] and b["qos"]) or b["duplicates"] or b["out_of_order"] or b.get("repaired"))
+
+
+def _worst_first(b: dict[str, Any]) -> tuple[Any, ...]:
+    return (-(b["lost"] if b["qos"] else 0), -b["duplicates"], -b["out_of_order"], b["dev"], b["boot"])
+
+
+def page(
+    result: AuditResult,
+    input_path: str,
+    rollup_counts: dict[str, int],
+    events: list[Event],
+    silent: list[dict[str, Any]] | None = None,
+) -> str:
     verdict_rows = [
         [
             q,
@@ -295,16 +374,26 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int], ev
             f"{b['latency_p99_ms'] or 0:.1f}",
             format_ranges(b["missing_ranges"]) + (" (absurd seq: a device's claim)" if b.get("absurd_seq") else ""),
         ]
-        for b in result.boots
-        if len(result.boots) <= FLEET_LISTED or b["lost"] or b["duplicates"] or b["out_of_order"] or b.get("repaired")
+        for b in (
+            result.boots
+            if len(result.boots) <= FLEET_LISTED
+            else sorted(filter(_finding, result.boots), key=_worst_first)
+        )
     ]
     boots_note = ""
     if len(result.boots) > FLEET_LISTED:
-        first = f" (the first {FINDINGS_LISTED})" if len(boot_rows) > FINDINGS_LISTED else ""
+        first = f" (the worst {FINDINGS_LISTED})" if len(boot_rows) > FINDINGS_LISTED else ""
         devices = len({b["dev"] for b in result.boots})
+        qos0 = [b for b in result.boots if b["lost"] and not b["qos"]]
+        allowed = (
+            f" {len(qos0)} boots at QoS 0 lost {sum(b['lost'] for b in qos0)} messages, which QoS 0 allows: counted "
+            "in the verdict, not listed."
+            if qos0
+            else ""
+        )
         boots_note = (
             f"<p>{len(result.boots)} boots of {devices} devices; the {len(boot_rows)} with a finding are "
-            f"listed{first}, every boot is in the audit's <code>boots/</code> output.</p>"
+            f"listed{first}, worst first; every boot is in the audit's <code>boots/</code> output.{allowed}</p>"
         )
         boot_rows = boot_rows[:FINDINGS_LISTED]
     problems = [p for v in result.verdicts.values() for p in v.problems]
@@ -340,6 +429,18 @@ def page(result: AuditResult, input_path: str, rollup_counts: dict[str, int], ev
             "<h2>Serial link per board</h2><p>The bridge's counters for each board on a serial line, over the "
             "campaign (summed over the bridge's restarts).</p>" + _table(headers, rows)
         )
+    silent = silent or []
+    silent_part = (
+        f"<p>{len(silent)} boards last heard from more than {SILENT_PERIODS} of their own periods (the median "
+        f"interval between their messages), and at least {SILENT_MIN_S} s, before the data's last message; the "
+        "longest silence first.</p>"
+        + _table(
+            ["device", "last heard (UTC)", "its period (s)", "silent for (s)"],
+            [[s["dev"], s["last_received_at"], f"{s['period_s']:.0f}", f"{s['silent_s']:.0f}"] for s in silent[:100]],
+        )
+        if silent
+        else f"<p>None: every board was heard from within {SILENT_PERIODS} of its own periods of the end.</p>"
+    )
     timeline_note = (
         "Power cuts and kills as the campaign wrote them down (<code>--timeline</code>)."
         if events
@@ -371,6 +472,8 @@ Rollups: {rollup_counts.get("minute", 0)} one-minute and {rollup_counts.get("hou
 <h2>Timeline</h2><p>{timeline_note}</p><img src="timeline.png" alt="boots, power cuts and kills over time">
 <h2>Latency</h2><p>{html.escape(CLOCK_NOTE)}.</p><img src="latency.png" alt="latency histogram per QoS">
 <h2>Readings</h2><img src="readings.png" alt="each message's reading over time, per device">
+<h2>Boards gone silent</h2>
+{silent_part}
 {link}
 {quarantined}
 <h2>Per device and boot</h2>
@@ -392,8 +495,8 @@ def build(
     events = events or []
     return {
         "delivery.png": delivery_plot(result),
-        "timeline.png": timeline_plot(result, events),
+        "timeline.png": timeline_plot(result, events, df),
         "latency.png": latency_plot(df),
         "readings.png": readings_plot(df, minute),
-        "index.html": page(result, input_path, rollup_counts, events).encode(),
+        "index.html": page(result, input_path, rollup_counts, events, silent_boards(df)).encode(),
     }
