@@ -1,5 +1,6 @@
 """Every ```python snippet of README.md and docs/*.md runs, so that none of them rots: host snippets in CPython
-(in a temporary folder, against a Mosquitto of the test's own wherever they name a broker on 127.0.0.1:1883),
+(in a temporary folder, against a Mosquitto of the test's own wherever they name a broker on 127.0.0.1:1883, with a
+recorder's store in telemetry/ for a query on one),
 and snippets that use the board's client (dmqtt: blocking, asyncio or confirming) as the application of a
 virtual board, with the library in lib/ as mip installs it, and the documentation's example broker address
 replaced by that Mosquitto's."""
@@ -68,6 +69,10 @@ def test_snippet_runs(where: str, code: str, tmp_path: Path, mosquitto: Mosquitt
             f"{where} failed on the virtual board:\n{end.console}"
         )
     else:
+        if "telemetry_views" in code:  # a query on a recorder's store: one in the folder it names
+            from tests.pipeline.datasets import Msg, write_dataset
+
+            write_dataset(tmp_path / "telemetry", [Msg(f"b{d}", 1, s, s * 60_000) for d in range(3) for s in range(20)])
         script = tmp_path / "snippet.py"
         script.write_text(code.replace(HOST_BROKER, mosquitto.address))
         result = subprocess.run(
