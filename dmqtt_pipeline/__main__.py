@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: make `dmqtt_pipeline` importable
@@ -63,6 +64,13 @@ def add_jobs(sub: argparse._SubParsersAction[argparse.ArgumentParser], **parser_
             help="a data file that is no readable Parquet (empty, truncated, overwritten) is left out and listed "
             "apart from delivery, instead of ending the job with exit 2",
         )
+        if name in ("audit", "all"):
+            job.add_argument(
+                "--state",
+                metavar="FILE",
+                help="carry each boot's high mark and open gaps from run to run (a daily audit reads its day and "
+                "FILE, not the history); its range's end is the default --since (docs/pipeline.md)",
+            )
         if name in ("audit", "report", "all"):
             job.add_argument(
                 "--expect", metavar="FILE", help='JSON {"dev": messages accepted}: also catches a lost tail'
@@ -139,9 +147,10 @@ def run(args: argparse.Namespace) -> int:
             raise PipelineError(str(exc)) from None
     require_input(None, args.input)
     scope = Scope.parse(args.since, args.until, args.boards)
-    if (scope.since or scope.until) and (expect is not None or getattr(args, "stream", False)):
+    ranged = scope.since or scope.until or getattr(args, "state", None)
+    if ranged and (expect is not None or getattr(args, "stream", False)):
         # A board's expected total counts messages outside the range too; a stream has no end to range over.
-        raise PipelineError("--since and --until judge a range: not with --expect, --accepted or --stream")
+        raise PipelineError("--since, --until and --state judge a range: not with --expect, --accepted or --stream")
     damaged = check_storage(args.input, args.quarantine_damaged)  # before a JVM starts: exit 2 in one line
     if damaged and getattr(args, "stream", False):
         raise PipelineError("--stream reads every file as it comes: move the damaged files out of the folder first")
@@ -157,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
                 spark, args.input, args.out, expect, args.watermark, args.interval, args.until_idle, args.once
             )
             return 0 if result.ok else 1
-        code = jobs.run_job(spark, args.job, args.input, args.out, expect, events, damaged, scope).exit_code
+        state = Path(args.state) if getattr(args, "state", None) else None
+        code = jobs.run_job(spark, args.job, args.input, args.out, expect, events, damaged, scope, state).exit_code
         print(f"[pipeline] {args.job} done in {time.monotonic() - started:.1f} s", flush=True)
         return code
     finally:

@@ -148,11 +148,14 @@ def first_deliveries(df: DataFrame) -> DataFrame:
     )
 
 
-def boot_table(df: DataFrame, since_ms: float | None = None) -> DataFrame:
+def boot_table(df: DataFrame, since_ms: float | None = None, floors: DataFrame | None = None) -> DataFrame:
     """The per (dev, boot) audit as a DataFrame (see the module docstring for each measure). With `since_ms`, the
     start of the range the rows were read from (scope.Scope): a boot that began before it (its clock offset, the
     recorder's time of its seq 0, lies before) is judged from its first seq in the range (`judged_from_seq`), as
-    what came before lies outside; a boot that began inside is judged from seq 0.
+    what came before lies outside; a boot that began inside is judged from seq 0. `floors` (dev, boot,
+    state_floor), from the last run's state (dmqtt_pipeline.state): a boot it holds is judged from the seq above
+    its last high mark instead, and the seqs below that arriving now are `late` (`late_seqs`): they fill gaps an
+    earlier run counted, and are neither lost nor duplicates here.
 
     One shuffle (by_boot), two sorts and one aggregate, whatever the size: a first pass in (seq, arrival) order
     marks each seq's first delivery and the gaps before it (a repeated seq follows its first delivery, so it is
@@ -167,9 +170,12 @@ def boot_table(df: DataFrame, since_ms: float | None = None) -> DataFrame:
     floor = F.lit(0).cast("long")
     if since_ms is not None:
         floor = F.when(F.min("offset_ms").over(whole_boot) < since_ms, F.min("seq").over(whole_boot)).otherwise(floor)
+    source = by_boot(df)
+    if floors is not None:
+        source = source.join(F.broadcast(floors), ["dev", "boot"], "left")
+        floor = F.coalesce(F.col("state_floor"), floor)
     rows = (
-        by_boot(df)
-        .select(
+        source.select(
             "dev",
             "boot",
             "seq",
@@ -178,10 +184,12 @@ def boot_table(df: DataFrame, since_ms: float | None = None) -> DataFrame:
             "arrival",
             "repaired",
             offset_ms().alias("offset_ms"),
+            *(["state_floor"] if floors is not None else []),
         )
         .withColumn("floor", floor)
         .withColumn("is_first", F.coalesce(previous_seq != F.col("seq"), F.lit(True)))
-        .withColumn("gap_first", F.coalesce(previous_seq + 1, F.col("floor")))
+        # (a gap starts at the floor at the lowest: below it, seqs are an earlier run's)
+        .withColumn("gap_first", F.greatest(F.coalesce(previous_seq + 1, F.col("floor")), F.col("floor")))
         .withColumn("is_gap", F.col("gap_first") <= F.col("seq") - 1)
         .withColumn(
             "gaps_so_far", F.sum(F.col("is_gap").cast("int")).over(by_seq.rowsBetween(Window.unboundedPreceding, 0))
@@ -201,6 +209,10 @@ def boot_table(df: DataFrame, since_ms: float | None = None) -> DataFrame:
         F.min("received_at").alias("first_received_at"),
         F.max("received_at").alias("last_received_at"),
         F.sum(F.col("is_first").cast("int")).alias("distinct"),  # first deliveries: one per distinct seq
+        F.sum((F.col("is_first") & (F.col("seq") >= F.col("floor"))).cast("int")).alias("judged"),
+        F.sort_array(F.collect_list(F.when(F.col("is_first") & (F.col("seq") < F.col("floor")), F.col("seq")))).alias(
+            "late_seqs"
+        ),
         F.sum(F.col("out_of_order").cast("int")).alias("out_of_order"),
         F.sum((F.col("is_first") & F.coalesce(F.col("repaired"), F.lit(False))).cast("int")).alias("repaired"),
         F.min(first_offset).alias("clock_offset_ms"),
@@ -210,6 +222,8 @@ def boot_table(df: DataFrame, since_ms: float | None = None) -> DataFrame:
         F.collect_list(F.when(listed_gap, F.array("gap_first", F.col("seq") - 1))).alias("gaps"),
     )
     offset = F.col("clock_offset_ms")
+    # (a boot whose rows here all lie below its floor judges nothing: no loss)
+    judged_lost = F.greatest(F.lit(0), lost(F.col("highest_seq") - F.col("judged_from_seq"), F.col("judged")))
     return per_boot.select(
         "dev",
         "boot",
@@ -224,12 +238,12 @@ def boot_table(df: DataFrame, since_ms: float | None = None) -> DataFrame:
         "clock_offset_ms",
         (F.col("offset_max") - offset).alias("latency_max_ms"),
         "judged_from_seq",
+        F.size("late_seqs").alias("late"),
+        "late_seqs",
         F.array_sort("gaps").alias("missing_ranges"),
-        lost(F.col("highest_seq") - F.col("judged_from_seq"), F.col("distinct")).alias("lost"),
+        judged_lost.alias("lost"),
         duplicates(F.col("received"), F.col("distinct")).alias("duplicates"),
-        absurd(lost(F.col("highest_seq") - F.col("judged_from_seq"), F.col("distinct")), F.col("distinct")).alias(
-            "absurd_seq"
-        ),
+        absurd(judged_lost, F.col("judged")).alias("absurd_seq"),
         (F.col("qos") != F.col("qos_min")).alias("mixed_qos"),
         (F.col("offsets")[0] - offset).alias("latency_p50_ms"),
         (F.col("offsets")[1] - offset).alias("latency_p90_ms"),
@@ -300,10 +314,14 @@ class AuditResult:
 
 
 def audit(
-    df: DataFrame, expect: dict[str, Expectation] | None = None, since_ms: float | None = None
+    df: DataFrame,
+    expect: dict[str, Expectation] | None = None,
+    since_ms: float | None = None,
+    floors: DataFrame | None = None,
 ) -> tuple[AuditResult, DataFrame]:
-    """The audit of the rows of `df`; `since_ms`: the start of the range they were read from (boot_table)."""
-    boots_df = boot_table(df, since_ms).cache()
+    """The audit of the rows of `df`; `since_ms`: the start of the range they were read from, `floors`: the last
+    run's state's (boot_table)."""
+    boots_df = boot_table(df, since_ms, floors).cache()
     boots = [row.asDict() for row in boots_df.collect()]
     verdicts, checks = judge(boots, expect)
     counts = df.agg(

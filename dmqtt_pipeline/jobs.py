@@ -3,7 +3,9 @@ one session: a JVM starts once)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -11,6 +13,7 @@ from dmqtt_pipeline import audit, report, rollup
 from dmqtt_pipeline.audit import AuditResult, Expectation
 from dmqtt_pipeline.scope import Scope
 from dmqtt_pipeline.spark import PipelineError, publish_files, read_telemetry
+from dmqtt_pipeline.state import AuditState
 from dmqtt_telemetry.timeline import Event
 
 
@@ -30,11 +33,23 @@ def run_job(
     events: list[Event] | None = None,
     damaged: list[str] | None = None,
     scope: Scope | None = None,
+    state: Path | None = None,
 ) -> JobOutcome:
     """audit | rollup | report | all. `all` puts the audit in OUT, the rollups in OUT/rollup, the report in
-    OUT/report; the single jobs put theirs in OUT."""
+    OUT/report; the single jobs put theirs in OUT. `state`: the audit's state file (dmqtt_pipeline.state), read
+    before and written after: its range's end is the default start of this one."""
     out = out.rstrip("/")
     scope = scope or Scope()
+    carried = AuditState.load(state) if state is not None else None
+    if carried is not None and carried.until is not None:
+        ended = datetime.fromisoformat(carried.until)
+        if scope.since is None:
+            scope = replace(scope, since=ended)
+        elif scope.since < ended:
+            raise PipelineError(
+                f"--since {scope.since.isoformat()} is before the end of the range --state {state} holds "
+                f"({carried.until}): its boots would be judged twice; start there or later"
+            )
     df = scope.apply(read_telemetry(spark, input_path, frozenset(damaged or ()))).cache()
     if not scope.whole and df.isEmpty():
         raise PipelineError(f"input {input_path} holds no rows {scope.describe()}")
@@ -42,7 +57,8 @@ def run_job(
     result = None
     if job in ("audit", "report", "all"):
         print(f"[pipeline] audit of {input_path}: {scope.describe()}", flush=True)
-        result, boots = audit.audit(df, expect, scope.since_ms)
+        floors = carried.floors(spark) if carried is not None else None
+        result, boots = audit.audit(df, expect, scope.since_ms, floors)
         result.damaged_files = list(damaged or ())
         result.scope = scope.describe()
         outcome.audit = result
@@ -51,6 +67,10 @@ def run_job(
             print(audit.format_boots(result), audit.format_table(result), sep="\n\n", flush=True)
             print(f"[pipeline] audit written to {out}/summary.json and {out}/boots/", flush=True)
             outcome.exit_code = 0 if result.ok else 1
+            if carried is not None and state is not None:
+                carried.update(result.boots, scope.until)
+                carried.save(state)
+                print(f"[pipeline] audit state written to {state} ({len(carried.boots)} boots)", flush=True)
         boots.unpersist()  # else a later audit of the same input in this session is served from it, stale
     if job in ("rollup", "report", "all"):
         print("[pipeline] rollup per minute and per hour", flush=True)

@@ -98,3 +98,37 @@ def test_a_daily_rollup_adds_its_day_and_keeps_the_others(tmp_path: Path, spark:
     assert days == ["date=2026-11-22", "date=2026-11-23"]
     hours = pq.read_table(tmp_path / "out" / "hour").to_pylist()
     assert sum(h["count"] for h in hours) == 19 + 4 + 5  # every message once, the 23rd's not twice
+
+
+def test_a_daily_audit_carries_its_state_and_counts_late_arrivals_apart(tmp_path: Path, spark: SparkSession) -> None:
+    """Board "refill" loses seq 3 on the 22nd; its board sends it again on the 23rd, with seq 6 to 8. The 22nd's
+    run writes the state; the 23rd's reads only its day and the state: "refill" is judged from seq 6, its seq 3 is
+    late (no loss, no duplicate) and the state's gap closes; "straddle" loses its seq 16 there. Without the state,
+    the 23rd alone would judge "refill" from seq 3 and count 4 and 5 lost."""
+    rec, state = tmp_path / "rec", tmp_path / "state.json"
+    msgs = [Msg("straddle", 1, s, s * HOUR_MS) for s in range(20) if s != 16]
+    msgs += [Msg("refill", 1, s, s * HOUR_MS + 1) for s in range(6) if s != 3]
+    msgs += [Msg("refill", 1, 3, 15 * HOUR_MS, t=3 * HOUR_MS + 1)]  # sent again, on the 23rd
+    msgs += [Msg("refill", 1, s, (10 + s) * HOUR_MS + 1, t=s * HOUR_MS + 1) for s in (6, 7, 8)]
+    write_dataset(rec, sorted(msgs, key=lambda m: m.at_ms), commit_every=5)
+
+    day1 = run_job(spark, "audit", str(rec), str(tmp_path / "a1"), scope=Scope.parse(None, "2026-11-23", None),
+                   state=state)  # fmt: skip
+    assert day1.audit is not None and {b["dev"]: b["lost"] for b in day1.audit.boots} == {"straddle": 0, "refill": 1}
+    kept = {b["dev"]: b for b in json.loads(state.read_text())["boots"]}
+    assert kept["refill"]["missing_ranges"] == [[3, 3]] and kept["refill"]["highest_seq"] == 5
+
+    day2 = run_job(spark, "audit", str(rec), str(tmp_path / "a2"), state=state)  # --since: where day 1 ended
+    assert day2.audit is not None
+    boots = {b["dev"]: b for b in day2.audit.boots}
+    assert (boots["refill"]["lost"], boots["refill"]["late"], boots["refill"]["duplicates"]) == (0, 1, 0)
+    assert boots["refill"]["judged_from_seq"] == 6 and boots["straddle"]["lost"] == 1
+    kept = {b["dev"]: b for b in json.loads(state.read_text())["boots"]}
+    assert kept["refill"]["missing_ranges"] == [] and kept["refill"]["missing"] == 0
+    assert kept["straddle"]["missing_ranges"] == [[16, 16]] and kept["straddle"]["highest_seq"] == 19
+
+    alone = judged(spark, rec, Scope.parse("2026-11-23", None, None))
+    assert alone["refill"]["lost"] == 2  # what the state is for
+    with pytest.raises(PipelineError, match="before the end of the range"):
+        run_job(spark, "audit", str(rec), str(tmp_path / "a3"), scope=Scope.parse("2026-11-22", None, None),
+                state=state)  # fmt: skip
