@@ -34,6 +34,7 @@ import bench_chip
 import bench_clients
 import bench_confirm
 import bench_energy
+import bench_fleet
 import bench_heap
 import bench_idioms
 import bench_install
@@ -70,6 +71,7 @@ FIGURES: dict[str, ModuleType] = {
     "idioms": bench_idioms,
     "store": bench_store,
     "maintenance": bench_maintenance,
+    "fleet": bench_fleet,
 }
 WIDTH = 118  # the docs' line width
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
