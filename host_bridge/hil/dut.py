@@ -72,10 +72,12 @@ class ConsoleLog:
     def power_cut(self) -> None:
         """The boot's end by a power cut, in the console's order (POWER_CUT_LINE): after everything the board
         printed before it (a virtual board's: written once its process is gone; a real one's: when the switch
-        cut, so that bytes still in the serial adapter may follow it)."""
+        cut, so that bytes still in the serial adapter may follow it). On a line of its own: a cut can fall between
+        a line the board printed and its newline (MicroPython's print() writes them apart)."""
         if self.path is not None:
-            with open(self.path, "ab") as f:
-                f.write(POWER_CUT_LINE.encode() + b"\n")
+            with open(self.path, "ab+") as f:
+                ended = f.seek(0, 2) == 0 or (f.seek(-1, 2) >= 0 and f.read(1) == b"\n")
+                f.write((b"" if ended else b"\n") + POWER_CUT_LINE.encode() + b"\n")
 
     def text(self) -> str:
         """This boot's console so far."""
