@@ -42,6 +42,9 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("reading", "float64", True),
     ("payload", "binary", False),  # the raw payload, always kept
     ("parse_error", "string", True),  # null when the payload is the expected JSON
+    # The payload's other numeric keys (a battery voltage, an RSSI: whatever a board adds), typed; null when there
+    # are none or the payload is no JSON object. Keys the columns above hold and booleans are not repeated here.
+    ("values", "map_double", True),
 )
 
 NAMES = tuple(name for name, _, _ in FIELDS)
@@ -54,6 +57,7 @@ FORMATS: dict[int, tuple[str, tuple[str, ...]]] = {
     1: ("0.1.0", ()),
     2: ("0.3.0", ("repaired",)),  # inserted before dev
     3: ("0.9.0", ("resent",)),  # inserted before dev
+    4: ("0.15.0", ("values",)),  # at the end
 }
 FORMAT = max(FORMATS)
 FORMAT_KEY = "dmqtt.format"
@@ -107,17 +111,18 @@ def payload(dev: str, boot: int, seq: int, t: int, reading: float, pad: int = 0)
 
 
 def parse_payload(data: bytes) -> dict[str, Any]:
-    """The telemetry fields of a payload, each None when absent or mistyped, and parse_error saying what was
-    wrong (None when nothing was). Never raises: a payload the pipeline cannot read is kept and explained."""
+    """The telemetry fields of a payload, each None when absent or mistyped, parse_error saying what was wrong
+    (None when nothing was), and values: its other numeric keys as floats (None when there are none). Never raises:
+    a payload the pipeline cannot read is kept and explained."""
     fields: dict[str, Any] = {name: None for name, _ in PAYLOAD_FIELDS}
     try:
         body = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
-        return {**fields, "parse_error": "payload is not UTF-8"}
+        return {**fields, "parse_error": "payload is not UTF-8", "values": None}
     except ValueError as exc:
-        return {**fields, "parse_error": f"payload is not JSON: {exc}"}
+        return {**fields, "parse_error": f"payload is not JSON: {exc}", "values": None}
     if not isinstance(body, dict):
-        return {**fields, "parse_error": f"payload is JSON {type(body).__name__}, not an object"}
+        return {**fields, "parse_error": f"payload is JSON {type(body).__name__}, not an object", "values": None}
     problems = []
     for name, kinds in PAYLOAD_FIELDS:
         value: Any = body.get(name)
@@ -130,7 +135,12 @@ def parse_payload(data: bytes) -> dict[str, Any]:
     if fields["seq"] is not None and fields["seq"] < 0:
         problems.append("seq is negative")
         fields["seq"] = None
-    return {**fields, "parse_error": "; ".join(problems) or None}
+    values = {
+        key: float(value)
+        for key, value in body.items()
+        if key not in fields and isinstance(value, int | float) and not isinstance(value, bool)
+    }
+    return {**fields, "parse_error": "; ".join(problems) or None, "values": values or None}
 
 
 def row(
@@ -266,6 +276,7 @@ def arrow_schema(number: int = FORMAT) -> pyarrow.Schema:
         "string": pa.string(),
         "float64": pa.float64(),
         "binary": pa.binary(),
+        "map_double": pa.map_(pa.string(), pa.float64()),
     }
     fields = [pa.field(name, kinds[kind], nullable) for name, kind, nullable in format_fields(number)]
     return pa.schema(fields, metadata={FORMAT_KEY: str(number)})
@@ -283,6 +294,7 @@ def spark_schema() -> StructType:
         "string": T.StringType(),
         "float64": T.DoubleType(),
         "binary": T.BinaryType(),
+        "map_double": T.MapType(T.StringType(), T.DoubleType()),
     }
     # Nullable everywhere on the Spark side: Spark reads Parquet columns as nullable whatever the file says.
     return T.StructType([T.StructField(name, kinds[kind], True) for name, kind, _ in FIELDS])

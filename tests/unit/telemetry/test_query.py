@@ -27,8 +27,8 @@ def test_the_views_apply_the_dedup_rule_and_count_messages_as_the_audit_does(tmp
     con = duckdb.connect()
     telemetry_views(con, a, b)
     per_folder = dict(con.sql("SELECT folder, count(*) FROM deliveries GROUP BY folder").fetchall())
-    assert per_folder == {str(a): 12, str(b): 3 * PER_FILE}  # the copied file's rows once
+    assert per_folder == {str(a): 12, str(b): 4 * PER_FILE}  # the copied file's rows once
     counted = dict(con.sql("SELECT dev, count(*) FROM messages GROUP BY dev").fetchall())
-    assert counted == {"d1": 10, "old-1": 3 * PER_FILE}  # the redelivery and the bad payload left out
+    assert counted == {"d1": 10, "old-1": 4 * PER_FILE}  # the redelivery and the bad payload left out
     nulls = con.sql("SELECT count(*) FROM deliveries WHERE folder = ? AND resent IS NULL", params=[str(b)])
     assert nulls.fetchall() == [(2 * PER_FILE,)]  # formats 1 and 2 predate the column

@@ -1,11 +1,13 @@
 """A store written by each earlier format is still read, and kept: format 1 (0.1.0, without `repaired` and
-`resent`), format 2 (0.3.0, `repaired` inserted before `dev`) and format 3 (0.9.0, `resent` inserted too), in one
-folder as a recorder upgraded twice leaves it. Each file's format is told (from its metadata, or from its columns
-for files written before the number was), every reader takes the rows with the columns a file predates as null,
-and a compaction rewrites them in the current format, its number in the file."""
+`resent`), format 2 (0.3.0, `repaired` inserted before `dev`), format 3 (0.9.0, `resent` inserted too) and format 4
+(0.15.0, `values` at the end), in one folder as a recorder upgraded three times leaves it. Each file's format is
+told (from its metadata, or from its columns for files written before the number was), every reader takes the rows
+with the columns a file predates as null, and a compaction rewrites them in the current format, its number in the
+file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,7 +25,8 @@ def rows_of(first: int) -> list[dict[str, object]]:
     """PER_FILE rows of board "old-1", seq and arrival from `first`, every column of the current format."""
     out = []
     for seq in range(first, first + PER_FILE):
-        payload = telemetry.payload("old-1", 1, seq, seq * 1000, 20.5)
+        payload = json.dumps({"dev": "old-1", "boot": 1, "seq": seq, "t": seq * 1000, "reading": 20.5,
+                              "battery": 3.9}).encode()  # fmt: skip
         row = telemetry.row(T0_US + seq, seq, "sensors/old-1/telemetry", 1, False, False, seq + 1, False, payload,
                             True, True)  # fmt: skip
         out.append(row)
@@ -53,17 +56,19 @@ def formats(out: Path) -> list[int]:
 
 def test_each_earlier_format_is_told_read_and_compacted_into_the_current_one(tmp_path: Path) -> None:
     write_store(tmp_path)
-    assert formats(tmp_path) == [1, 2, 3]
+    assert formats(tmp_path) == [1, 2, 3, 4]
     rows = telemetry.read_committed(tmp_path)
-    assert [r["seq"] for r in rows] == list(range(3 * PER_FILE))
-    by_format = [rows[i * PER_FILE : (i + 1) * PER_FILE] for i in range(3)]
+    assert [r["seq"] for r in rows] == list(range(4 * PER_FILE))
+    by_format = [rows[i * PER_FILE : (i + 1) * PER_FILE] for i in range(4)]
     assert [r["repaired"] for r in by_format[0]] == [None] * PER_FILE  # format 1 predates it
-    assert all(r["repaired"] for r in by_format[1] + by_format[2])
+    assert all(r["repaired"] for r in by_format[1] + by_format[2] + by_format[3])
     assert [r["resent"] for r in by_format[0] + by_format[1]] == [None] * (2 * PER_FILE)  # formats 1 and 2
-    assert all(r["resent"] for r in by_format[2]) and all(r["dev"] == "old-1" for r in rows)
+    assert all(r["resent"] for r in by_format[2] + by_format[3]) and all(r["dev"] == "old-1" for r in rows)
+    assert [r["values"] for r in rows[: 3 * PER_FILE]] == [None] * (3 * PER_FILE)  # formats 1 to 3
+    assert all(r["values"] == [("battery", 3.9)] for r in by_format[3])
 
     store = TelemetryStore(tmp_path)
-    assert store.maintain("2026-11-21") == {"dropped": 0, "compacted": 3}
+    assert store.maintain("2026-11-21") == {"dropped": 0, "compacted": 4}
     store.close()
     assert formats(tmp_path) == [telemetry.FORMAT]
     (compacted,) = telemetry.committed_files(tmp_path)

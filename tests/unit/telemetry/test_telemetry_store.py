@@ -21,7 +21,12 @@ GOOD = b'{"dev": "d1", "boot": 3, "seq": 7, "t": 1234, "reading": 21, "pad": "xx
 
 
 def test_parse_payload_fields_and_errors() -> None:
-    assert parse_payload(GOOD) == {"dev": "d1", "boot": 3, "seq": 7, "t": 1234, "reading": 21.0, "parse_error": None}
+    assert parse_payload(GOOD) == {
+        "dev": "d1", "boot": 3, "seq": 7, "t": 1234, "reading": 21.0, "parse_error": None, "values": None
+    }  # fmt: skip
+    # A board's other numeric keys, typed (booleans and text left out); none for what is no JSON object.
+    extra = parse_payload(b'{"dev":"d","boot":1,"seq":0,"t":0,"reading":1,"battery":3.9,"rssi":-71,"ok":true,"fw":"2"}')
+    assert extra["values"] == {"battery": 3.9, "rssi": -71.0} and parse_payload(b"[1]")["values"] is None
     assert parse_payload(b"\xff\xfe")["parse_error"] == "payload is not UTF-8"
     assert parse_payload(b"{oops")["parse_error"].startswith("payload is not JSON")
     assert parse_payload(b"[1]")["parse_error"] == "payload is JSON list, not an object"
