@@ -608,11 +608,14 @@ class Bridge:
                 out.append(board)
         return out
 
-    def scan(self) -> tuple[list[str], list[str]]:
+    def scan(self, reload: bool = False) -> tuple[list[str], list[str]]:
         """Serve what is wanted now: boards that appeared start, boards that went (a pattern's port unplugged)
-        stop. -> (started, stopped) names."""
+        stop, and are missing from then on. On a `reload` the board list says what is wanted: nothing is missing
+        but what it holds and is not here. -> (started, stopped) names."""
         wanted = {b.name: b for b in self.wanted()}
         with self._lock:
+            if reload:
+                self.gone_at.clear()
             current = {name: s.board for name, s in self.sessions.items()}
             stopped = [name for name, board in current.items() if wanted.get(name) != board]
             for name in stopped:
@@ -621,8 +624,9 @@ class Bridge:
             for name in started:
                 self._start(wanted[name])
                 self.gone_at.pop(name, None)
-            now = time.monotonic()
-            self.gone_at.update((name, now) for name in stopped if name not in wanted)
+            if not reload:
+                now = time.monotonic()
+                self.gone_at.update((name, now) for name in stopped if name not in wanted)
         return started, stopped
 
     def apply(self, boards: list[BoardPort]) -> tuple[list[str], list[str]]:
@@ -630,11 +634,7 @@ class Bridge:
         starts again), the others go on untouched."""
         check_names(boards)
         self.configured = list(boards)
-        self.gone_at.clear()
-        started, stopped = self.scan()
-        for name in stopped:
-            self.gone_at.pop(name, None)  # removed by the new list, not missing
-        return started, stopped
+        return self.scan(reload=True)
 
     def behind(self, entry: BoardPort) -> list[BoardSession]:
         """The boards served now for a configured port or pattern."""
@@ -655,10 +655,13 @@ class Bridge:
     def missing(self) -> dict[str, float]:
         """The boards expected and not here, each with how long it has been away (seconds): a configured port
         that is not open, and a board that went from behind a pattern (until it is back, or a reload)."""
+        with self._lock:  # (the hotplug thread scans meanwhile)
+            gone = dict(self.gone_at)
+            sessions = list(self.sessions.values())
         now = time.monotonic()
-        away = {name: now - at for name, at in self.gone_at.items()}
-        away.update((s.board.name, now - s.absent_since) for s in self.boards() if not s.present)
-        away.update((s.board.name, now - s.wrong_since) for s in self.boards() if s.present and s.wrong)
+        away = {name: now - at for name, at in gone.items()}
+        away.update((s.board.name, now - s.absent_since) for s in sessions if not s.present)
+        away.update((s.board.name, now - s.wrong_since) for s in sessions if s.present and s.wrong)
         return away
 
     def retarget(self, broker: Destination, allow: list[Destination], tls: TLSConfig | None) -> None:

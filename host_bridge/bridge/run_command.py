@@ -299,8 +299,8 @@ def run(args: argparse.Namespace) -> int:
             except queue.Empty:
                 signum = None
             watchdog.pet()
-            if bridge.status() != status:
-                status = bridge.status()
+            if (now := bridge.status()) != status:
+                status = now
                 notify(f"STATUS={status}")
             if signum is not None:
                 action = _SIGNALS[signum]
