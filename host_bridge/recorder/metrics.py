@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 def families(recorder: Recorder) -> Iterator[Metric]:
     store = recorder.store
+    usage = store.usage()  # the store's size and its disk's room: alerted on before the disk fills
     counts: tuple[tuple[str, str, int], ...] = (
         ("received", "deliveries received from the broker", recorder.received),
         ("rows_written", "rows committed to Parquet", store.rows_committed),
@@ -29,6 +30,7 @@ def families(recorder: Recorder) -> Iterator[Metric]:
         ("duplicates", "deliveries the store already held (a broker's or a board's copy)", store.recorder_dups),
         ("repaired", "messages stored after their board was told they were missing", store.repaired),
         ("confirmations", "confirmations published to boards", recorder.confirmations),
+        ("maintenance_failures", "maintenance passes that failed", recorder.maintenance_failures),
     )
     for name, doc, value in counts:
         yield counter(f"dmqtt_recorder_{name}", doc, value=value)
@@ -38,10 +40,26 @@ def families(recorder: Recorder) -> Iterator[Metric]:
         ("pending_rows", "deliveries in the log, not yet in Parquet", len(store.pending)),
         ("store_failing", "1 while the store cannot be written (acknowledgements held back)",
          int(recorder.store_broken is not None)),
+        ("store_bytes", "bytes the store takes (Parquet files and the recorder's log)", usage.data_bytes),
+        ("store_files", "files in the store", usage.files),
+        ("store_free_bytes", "bytes the recorder may still write on the store's file system", usage.free_bytes),
+        ("store_filesystem_bytes", "size of the store's file system", usage.filesystem_bytes),
+        ("maintenance_failing", "1 while the last maintenance pass failed",
+         int(recorder.maintenance_failing is not None)),
+        ("config_last_reload_successful",
+         "0 when the last SIGHUP's config did not load (everything running kept), else 1", int(recorder.reload_ok)),
     )  # fmt: skip
     for name, doc, level in levels:
         yield gauge(f"dmqtt_recorder_{name}", doc, value=level)
-    yield from upkeep(recorder)
+    if usage.oldest_day is not None:
+        oldest = datetime.fromisoformat(usage.oldest_day).replace(tzinfo=UTC).timestamp()
+        yield gauge("dmqtt_recorder_store_oldest_day_timestamp_seconds", "the oldest day kept (its UTC midnight)",
+                    value=oldest)  # fmt: skip
+    if recorder.maintained_at is not None:
+        yield gauge(
+            "dmqtt_recorder_maintenance_last_success_timestamp_seconds",
+            "when a maintenance pass (compaction, retention) last succeeded", value=round(recorder.maintained_at, 3),
+        )  # fmt: skip
     ledger = store.ledger
     if ledger is None:
         return
@@ -65,37 +83,6 @@ def families(recorder: Recorder) -> Iterator[Metric]:
     yield floor
     yield missing
     yield silent
-
-
-def upkeep(recorder: Recorder) -> Iterator[Metric]:
-    """The store's size, its disk's room, its oldest day, its maintenance and the last reload: what an operator
-    alerts on before a disk fills or a store stops being kept small (docs/metrics.md)."""
-    usage = recorder.store.usage()
-    sizes: tuple[tuple[str, str, float], ...] = (
-        ("store_bytes", "bytes the store takes (Parquet files and the recorder's log)", usage.data_bytes),
-        ("store_files", "files in the store", usage.files),
-        ("store_free_bytes", "bytes the recorder may still write on the store's file system", usage.free_bytes),
-        ("store_filesystem_bytes", "size of the store's file system", usage.filesystem_bytes),
-    )
-    for name, doc, value in sizes:
-        yield gauge(f"dmqtt_recorder_{name}", doc, value=value)
-    if usage.oldest_day is not None:
-        oldest = datetime.fromisoformat(usage.oldest_day).replace(tzinfo=UTC).timestamp()
-        yield gauge("dmqtt_recorder_store_oldest_day_timestamp_seconds", "the oldest day kept (its UTC midnight)",
-                    value=oldest)  # fmt: skip
-    if recorder.maintained_at is not None:
-        yield gauge(
-            "dmqtt_recorder_maintenance_last_success_timestamp_seconds",
-            "when a maintenance pass (compaction, retention) last succeeded", value=round(recorder.maintained_at, 3),
-        )  # fmt: skip
-    yield gauge("dmqtt_recorder_maintenance_failing", "1 while the last maintenance pass failed",
-                value=int(recorder.maintenance_failing is not None))  # fmt: skip
-    yield counter("dmqtt_recorder_maintenance_failures", "maintenance passes that failed",
-                  value=recorder.maintenance_failures)  # fmt: skip
-    yield gauge(
-        "dmqtt_recorder_config_last_reload_successful",
-        "0 when the last SIGHUP's config did not load (everything running kept), else 1", value=int(recorder.reload_ok),
-    )  # fmt: skip
 
 
 def health(recorder: Recorder, after_s: float) -> tuple[bool, str]:
