@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from dmqtt_pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries, messages
+from dmqtt_pipeline.audit import CLOCK_NOTE, PROMISES, AuditResult, first_deliveries
 from dmqtt_telemetry.promises import format_ranges
 from dmqtt_telemetry.timeline import Event
 
@@ -94,7 +94,7 @@ def delivery_plot(result: AuditResult) -> bytes:
     return _png(fig)
 
 
-def timeline_plot(result: AuditResult, events: list[Event], df: DataFrame) -> bytes:
+def timeline_plot(result: AuditResult, events: list[Event], firsts: DataFrame) -> bytes:
     """Each boot of each device as a bar from its first to its last delivery (a reboot starts a new bar), power
     cuts as red crosses on their device's row, and the campaign's kills as vertical lines across all rows. For a
     fleet, over the data's whole range in bins of whole minutes (activity): messages received, boards heard, boots
@@ -124,7 +124,7 @@ def timeline_plot(result: AuditResult, events: list[Event], df: DataFrame) -> by
         ax.set_ylim(len(devices) - 0.5, -0.5)
         ax.set_title("Boots over time (a bar per boot, first to last delivery)")
     else:
-        seconds, bins = activity(df)
+        seconds, bins = activity(firsts)
         width = f"{seconds // 60} min"
         starts = [_days(start) for start, _, _ in bins]
         ax.step(starts, [n for _, n, _ in bins], where="post", color="#1b5e20", label=f"messages per {width}")
@@ -175,10 +175,10 @@ def _time_axis(ax: Any) -> None:
 # -- what the plots draw, aggregated in Spark: the driver holds bins and boards, never rows -----------------------
 
 
-def latency_histogram(df: DataFrame) -> tuple[list[float], dict[int, list[int]]]:
-    """Every message's latency (first deliveries, audit.first_deliveries), in LATENCY_BINS equal bins from 0 to the
-    largest: (the bins' edges in ms, {qos: messages per bin})."""
-    latency = first_deliveries(df).filter(F.col("latency_ms").isNotNull()).select("qos", "latency_ms").cache()
+def latency_histogram(firsts: DataFrame) -> tuple[list[float], dict[int, list[int]]]:
+    """Every message's latency (`firsts`: audit.first_deliveries of the rows), in LATENCY_BINS equal bins from 0 to
+    the largest: (the bins' edges in ms, {qos: messages per bin})."""
+    latency = firsts.filter(F.col("latency_ms").isNotNull()).select("qos", "latency_ms").cache()
     top = float(latency.agg(F.max("latency_ms")).first()[0] or 0.0) or 1.0  # type: ignore[index]
     width = top / LATENCY_BINS
     bins = F.least(F.floor(F.col("latency_ms") / width), F.lit(LATENCY_BINS - 1)).cast("int")
@@ -189,15 +189,15 @@ def latency_histogram(df: DataFrame) -> tuple[list[float], dict[int, list[int]]]
     return [i * width for i in range(LATENCY_BINS + 1)], counts
 
 
-def activity(df: DataFrame) -> tuple[int, list[tuple[datetime, int, int]]]:
-    """Messages received (each once) and boards heard, per bin of whole minutes over the data's whole range
-    (about TIMELINE_BINS bins): (the bin's seconds, [(its start, messages, boards)])."""
-    first, last = df.agg(F.min("received_at"), F.max("received_at")).first()  # type: ignore[misc]
+def activity(firsts: DataFrame) -> tuple[int, list[tuple[datetime, int, int]]]:
+    """Messages received (each once: `firsts`, audit.first_deliveries of the rows) and boards heard, per bin of
+    whole minutes over the data's whole range (about TIMELINE_BINS bins): (the bin's seconds, [(its start,
+    messages, boards)])."""
+    first, last = firsts.agg(F.min("received_at"), F.max("received_at")).first()  # type: ignore[misc]
     span = (last - first).total_seconds() if first is not None else 0.0
     seconds = 60 * max(1, -(-int(span) // (60 * TIMELINE_BINS)))
     rows = (
-        messages(df)
-        .groupBy(F.window("received_at", f"{seconds} seconds").start.alias("start"))
+        firsts.groupBy(F.window("received_at", f"{seconds} seconds").start.alias("start"))
         .agg(F.count(F.lit(1)).alias("messages"), F.countDistinct("dev").alias("boards"))
         .orderBy("start")
         .collect()
@@ -205,21 +205,21 @@ def activity(df: DataFrame) -> tuple[int, list[tuple[datetime, int, int]]]:
     return seconds, [(r["start"], r["messages"], r["boards"]) for r in rows]
 
 
-def silent_boards(df: DataFrame) -> list[dict[str, Any]]:
-    """The boards gone silent at the end of the data: heard from last more than SILENT_PERIODS of their own
-    periods (the median interval between their messages) and at least SILENT_MIN_S before the data's last
-    message; the longest silence first. No --expect needed: each board's own pace is the measure."""
-    end = df.agg(F.max("received_at")).first()[0]  # type: ignore[index]
+def silent_boards(firsts: DataFrame) -> list[dict[str, Any]]:
+    """The boards gone silent at the end of the data (`firsts`: audit.first_deliveries of the rows): heard from
+    last more than SILENT_PERIODS of their own periods (the median interval between their messages) and at least
+    SILENT_MIN_S before the data's last message; the longest silence first. No --expect needed: each board's own
+    pace is the measure."""
+    at = F.unix_micros("received_at") / 1e6
+    end = firsts.agg(F.max(at)).first()[0]  # type: ignore[index]  # (seconds: no time zone to mistake)
     if end is None:
         return []
-    at = F.unix_micros("received_at") / 1e6
     by_time = Window.partitionBy("dev").orderBy("received_at")
     per_board = (
-        messages(df)
-        .select("dev", "received_at", (at - F.lag(at).over(by_time)).alias("interval_s"))
+        firsts.select("dev", "received_at", (at - F.lag(at).over(by_time)).alias("interval_s"))
         .groupBy("dev")
         .agg(F.max("received_at").alias("last_received_at"), F.percentile_approx("interval_s", 0.5).alias("period_s"))
-        .withColumn("silent_s", F.lit(end.timestamp()) - F.unix_micros("last_received_at") / 1e6)
+        .withColumn("silent_s", F.lit(end) - F.unix_micros("last_received_at") / 1e6)
     )
     silent = per_board.filter(
         F.col("period_s").isNotNull()
@@ -229,8 +229,8 @@ def silent_boards(df: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict() for row in silent.orderBy(F.desc("silent_s"), "dev").collect()]
 
 
-def latency_plot(df: DataFrame) -> bytes:
-    edges, by_qos = latency_histogram(df)
+def latency_plot(firsts: DataFrame) -> bytes:
+    edges, by_qos = latency_histogram(firsts)
     fig, ax = plt.subplots(figsize=(8, 4))
     for qos, counts in sorted(by_qos.items()):
         ax.stairs(counts, edges, fill=True, alpha=0.6, label=f"QoS {qos} ({sum(counts)} messages)")
@@ -242,8 +242,9 @@ def latency_plot(df: DataFrame) -> bytes:
     return _png(fig)
 
 
-def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
-    """Each message's reading (first delivery) against the time it arrived, per device, with the one-minute mean
+def readings_plot(firsts: DataFrame, minute: DataFrame) -> bytes:
+    """Each message's reading (`firsts`: audit.first_deliveries of the rows) against the time it arrived, per
+    device, with the one-minute mean
     drawn over it once a run spans several minutes. For a fleet: the one-minute mean over every device, between
     the lowest and the highest reading of that minute."""
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -272,7 +273,7 @@ def readings_plot(df: DataFrame, minute: DataFrame) -> bytes:
     else:
         for row in minute.orderBy("dev", "window_start").collect():  # (at most FLEET_LISTED devices')
             means[row["dev"]].append(row)
-        points = messages(df).filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
+        points = firsts.filter(F.col("reading").isNotNull()).select("dev", "received_at", "reading")
         by_dev: dict[str, list[Any]] = defaultdict(list)
         for row in points.orderBy("received_at").limit(READINGS_SAMPLE).collect():
             by_dev[row["dev"]].append(row)
@@ -493,10 +494,14 @@ def build(
 ) -> dict[str, bytes]:
     """The report's files: index.html and the PNGs it shows. `events`: the campaign's timeline, when given."""
     events = events or []
-    return {
-        "delivery.png": delivery_plot(result),
-        "timeline.png": timeline_plot(result, events, df),
-        "latency.png": latency_plot(df),
-        "readings.png": readings_plot(df, minute),
-        "index.html": page(result, input_path, rollup_counts, events, silent_boards(df)).encode(),
-    }
+    firsts = first_deliveries(df).cache()  # each message once, with its latency: what every figure counts
+    try:
+        return {
+            "delivery.png": delivery_plot(result),
+            "timeline.png": timeline_plot(result, events, firsts),
+            "latency.png": latency_plot(firsts),
+            "readings.png": readings_plot(firsts, minute),
+            "index.html": page(result, input_path, rollup_counts, events, silent_boards(firsts)).encode(),
+        }
+    finally:
+        firsts.unpersist()

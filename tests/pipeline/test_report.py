@@ -18,6 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dmqtt_pipeline import report
+from dmqtt_pipeline.audit import first_deliveries
 from dmqtt_pipeline.jobs import run_job
 from dmqtt_pipeline.spark import read_telemetry
 from dmqtt_telemetry.timeline import Event
@@ -129,19 +130,19 @@ def test_a_fleets_figures_are_aggregated_over_every_row_and_agree_with_duckdb(
     db.sql(f"CREATE VIEW rows AS SELECT * FROM read_parquet('{tmp_path}/rec/date=*/*.parquet', hive_partitioning=1)")
     db.sql("CREATE VIEW firsts AS SELECT dev, boot, seq, min(qos) AS qos, min(received_at) AS heard FROM rows "
            "GROUP BY dev, boot, seq")  # fmt: skip
-    df = read_telemetry(spark, str(tmp_path / "rec"))
+    firsts = first_deliveries(read_telemetry(spark, str(tmp_path / "rec")))
 
-    _, by_qos = report.latency_histogram(df)
+    _, by_qos = report.latency_histogram(firsts)
     per_qos = dict(db.sql("SELECT qos, count(*) FROM firsts GROUP BY qos").fetchall())
     assert {q: sum(c) for q, c in by_qos.items()} == per_qos == Counter(m.qos for m in msgs)
 
-    seconds, bins = report.activity(df)
+    seconds, bins = report.activity(firsts)
     ((first, last),) = db.sql("SELECT epoch(min(heard)), epoch(max(heard)) FROM firsts").fetchall()  # (no pytz)
     starts = [start.replace(tzinfo=UTC).timestamp() for start, _, _ in bins]  # (Spark's naive UTC)
     assert starts[0] <= first < starts[0] + seconds and starts[-1] <= last < starts[-1] + seconds
     assert sum(n for _, n, _ in bins) == sum(per_qos.values()) and max(b for _, _, b in bins) == 1000
 
-    silent = report.silent_boards(df)
+    silent = report.silent_boards(firsts)
     expected = db.sql(
         """WITH gaps AS (SELECT dev, heard,
                                 epoch(heard) - epoch(lag(heard) OVER (PARTITION BY dev ORDER BY heard)) AS interval_s
