@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ BOARDS = 1000
 HOURS = 30
 COMMIT_S = 30
 DAY1 = "2026-11-20"
-T0_US = 1_795_132_800_000_000  # 2026-11-20 00:00 UTC
+T0_US = int(datetime(2026, 11, 20, tzinfo=UTC).timestamp()) * 1_000_000
 GOALS = {"audit_over_duckdb": 3.0, "report_driver_mb": 500}
 YEAR_BOARDS = 10_000
 

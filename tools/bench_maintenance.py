@@ -2,9 +2,9 @@
 message a minute (288,000 rows; --quick: 28,800) as the recorder's default commits leave it (a file per 30 s, 2,880
 files), in a store whose day is closed. A real `host-bridge record` starts on it against Mosquitto, compacts the day
 in its first maintenance pass, and its peak resident memory (VmHWM, from /proc) is read once it says `maintained`.
-The baseline, in the same run: the same day read whole and sorted in memory, as the recorder compacted before
-0.15.0 (pyarrow's dataset to a table, sorted by arrival, written), in a process of its own, its peak measured the
-same way. The goal (issue 64): the recorder under 150 MB.
+The baseline, in the same run: the same day read whole and sorted in memory (pyarrow's dataset to a table, sorted
+by arrival, written), in a process of its own, its peak measured the same way. The goal (issue 64): the recorder
+under 150 MB.
 
     python tools/bench_maintenance.py [--quick]          (part of make bench: --only maintenance)
 """
@@ -36,7 +36,7 @@ DAY = "2026-11-01"
 NOV1_US = 1_793_491_200_000_000  # that day's UTC midnight
 GOAL_MB = 150
 
-# The baseline: what compaction did before it streamed, on the same files, peak memory at exit.
+# The baseline: the day read whole and sorted in memory, on the same files, peak memory at exit.
 WHOLE_DAY = """
 import resource, sys
 from pathlib import Path
@@ -132,7 +132,7 @@ def figure(quick: bool = False) -> dict[str, Any]:
 def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:
     rows = [
         ["the recorder, compacting as it streams (host-bridge record)", f"{fig['recorder_peak_mb']:.0f}"],
-        ["the day read whole and sorted in memory (before 0.15.0)", f"{fig['whole_day_peak_mb']:.0f}"],
+        ["the day read whole and sorted in memory", f"{fig['whole_day_peak_mb']:.0f}"],
     ]
     ok = fig["recorder_peak_mb"] < fig["goal_mb"] if fig["boards"] == BOARDS else None
     goal = Goal("18", "the recorder's peak memory compacting a day of 200 boards (MB)", f"< {fig['goal_mb']}",

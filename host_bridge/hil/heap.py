@@ -55,8 +55,8 @@ MESSAGES = 60
 # run's folder, which a chip does not have (measured over folder names of 20 to 160 characters; the emulation
 # reads its paths as strings during the run, and the collector is conservative): each floor is under the lowest.
 DEPLOYED_SHORT: dict[tuple[str, str], int] = {
-    # End-to-end confirmation's code and state (dmqtt/confirm.py); 0.14.0 less 128 bytes for the client's part
-    # of a broker's broken rules (a Maximum QoS held, not downgraded; a PUBREC of no flow answered).
+    # End-to-end confirmation's code and state (dmqtt/confirm.py), with the client's answers to a broker's broken
+    # rules (a Maximum QoS held, not downgraded; a PUBREC of no flow answered).
     ("tcp-confirm", "sim"): 24_704,
     ("tcp-confirm", "sim-nojournal"): 28_224,  # the same on the file journal's board
     ("tcp-wifi", "sim"): 31_232,  # WiFi supervision's code on a board that stays awake (dmqtt.wifi, supervise.py)
@@ -73,7 +73,8 @@ def heap_goal(name: str, board: str, install: str) -> int:
 
 
 # The configurations a boot is held on (boot_runs): the budget's, and the serial board with end-to-end
-# confirmation, which the README offers and which once died at boot (MemoryError) on the deployed path.
+# confirmation, which the README offers and whose boot comes nearest its heap (every module, the link's buffers
+# and the confirmation's state loaded on the deployed path).
 BOOTED: dict[str, dict[str, Any]] = {
     **CONFIGURATIONS,
     "serial-confirm": {"qos": 2, "confirm": {}, "transport": "serial"},

@@ -40,8 +40,7 @@ WAL_FORMAT = 1
 # partitions are 128 MB); a day of a few boards is one file.
 COMPACT_ROWS = 1_000_000
 # Rows a compaction reads and writes at a time, and so a compacted file's row group: what it holds in memory
-# whatever the size of the day (docs/telemetry-parquet.md). Four times as many raised the recorder's peak by
-# about a fifth (figure 18's run).
+# whatever the size of the day (docs/telemetry-parquet.md); more a batch raises the recorder's peak (figure 18).
 BATCH_ROWS = 16_384
 _JOIN_EVERY = 64  # small batches copied into one at a time (day_batches)
 
@@ -126,7 +125,7 @@ def day_batches(files: list[Path]) -> Iterator[pyarrow.RecordBatch]:
     schema = telemetry.arrow_schema()
     # Small files' batches are joined up to BATCH_ROWS (one row group each). A batch read from a file keeps that
     # file's pages alive (about 20 kB for a commit's few rows), so every _JOIN_EVERY of them are copied into one
-    # compact batch first: 2,880 files of a day held as read would take some 60 MB.
+    # compact batch first, and the files' pages go.
     small: list[pyarrow.RecordBatch] = []
     joined: list[pyarrow.RecordBatch] = []
     held = 0

@@ -139,7 +139,7 @@ def test_what_is_short_deployed_keeps_the_budget_from_flash(
 
 
 # Boots each configuration is held to: 20 of 20 in `make soak` (HIL_BOOTS=20) and, in `make test`, for the serial
-# board with confirmation, the one that once died at boot; 5 for the others (make test's time).
+# board with confirmation, whose boot comes nearest its heap; 5 for the others (make test's time).
 BOOTS = int(os.environ.get("HIL_BOOTS", "5"))
 ALWAYS_20 = ("serial-confirm",)
 
@@ -150,7 +150,7 @@ def test_every_configuration_boots_every_time_deployed(
 ) -> None:
     """Each configuration the README offers boots on the deployed path (the default install) every time, each
     boot over the journal the last one left, to its first accepted message (QoS 0: its run's end): never a
-    MemoryError (issue 64: the serial board with confirmation died at boot in 5 of 5 tries from a wheel)."""
+    MemoryError."""
     boots = max(BOOTS, 20) if name in ALWAYS_20 else BOOTS
     said = boot_runs(hil_log, name, "sim", hil_broker.address, tls_broker,
                      (lambda dut: hil_bridge.start([dut]), hil_bridge.stop), boots)  # fmt: skip

@@ -28,7 +28,7 @@ def two_days(out: Path) -> None:
     14..19 on the 23rd), seq 16 lost; board "late" boots at 01:00 on the 23rd and loses its seq 0 and 1; board
     "other" sends 0..4 on the 23rd."""
     msgs = [Msg("straddle", 1, s, s * HOUR_MS) for s in range(20) if s != 16]
-    booted = 15 * HOUR_MS  # 2026-11-23 01:00
+    booted = 15 * HOUR_MS  # 01:00 on the second day
     msgs += [Msg("late", 1, s, booted + s * 60_000, t=s * 60_000) for s in range(2, 6)]
     msgs += [Msg("other", 1, s, booted + s * 60_000, t=s * 60_000) for s in range(5)]
     write_dataset(out, sorted(msgs, key=lambda m: m.at_ms), commit_every=7)

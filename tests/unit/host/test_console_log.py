@@ -10,7 +10,7 @@ from host_bridge.hil.dut import POWER_CUT_LINE, ConsoleLog
 
 def test_a_power_cut_is_logged_on_a_line_of_its_own(tmp_path: Path) -> None:
     """A cut can fall between a line the board printed and its newline (MicroPython's print() writes them apart):
-    the summary before it still parses (a make test run failed on `{...}=== power cut ===`)."""
+    the summary before it still reads as a line of its own."""
     console = ConsoleLog(tmp_path / "console.log")
     with open(tmp_path / "console.log", "ab") as f:
         f.write(b'{"total": 25}')  # the summary, its newline never written

@@ -186,7 +186,7 @@ def test_a_compaction_streams_older_files_into_the_current_schema_a_row_group_pe
 def test_retention_by_size_drops_the_oldest_days_until_the_days_fit_and_never_today(tmp_path: Path) -> None:
     store = TelemetryStore(tmp_path)
     seq = 0
-    for day in range(4):  # 2026-11-20 .. 23, the last one "today"
+    for day in range(4):  # four days, the last one "today"
         seq = fill(store, day, 2, 3, seq)
     size = {d: sum(f.stat().st_size for f in telemetry.partition_dir(tmp_path, d).iterdir())
             for d in ("2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23")}  # fmt: skip
