@@ -181,7 +181,7 @@ def check(args: argparse.Namespace) -> str:
 def retire(args: argparse.Namespace, broker: Destination, password: bytes | None) -> str:
     """`record --retire`: the store opened (so no recorder runs on it, and what its log holds is committed), its
     session ended at the broker, the subscriptions it kept forgotten. -> what was done."""
-    store = TelemetryStore(args.out, confirm=False)
+    store = TelemetryStore(args.out, confirm=args.confirm)  # (its log keeps the confirmation ledger as it was)
     try:
         kept = store.state / "client_id"
         if not kept.exists():
