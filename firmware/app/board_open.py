@@ -31,20 +31,17 @@ _HINT_FIRST = const(3 + 21)
 _HINT_HEAD_SEQ = const(3 + 25 + 8)
 _HINT_END = const(3 + 41)
 
-if False:  # type checkers only: MicroPython has no typing module
-    from typing import Any
 
-
-def load_modules(cfg, resume=None):
+def load_modules(cfg, make, resume=None):
     """Import the client's modules one at a time, leaves first, with a collection after each: on a board whose
     code is loaded into the heap (.mpy files, as `host-bridge deploy` leaves them), each import's garbage (its
-    module-level code, file buffers) is freed before the next one's code lands, so the free heap stays in large
-    blocks for the buffers that follow. Only what this config uses: the serial link or TCP (and TLS). The journal
-    is opened as soon as its module is in (returned: open_board hands it to the client); the serial link makes its
-    buffers in open_board, once every module's code is in and the client's buffers are made: code loading into a
-    heap the link's buffers have cut up leaves a serial board with confirmation no block for MicroPython's next
-    pool of interned names (tests/integration/test_boot_heap.py).
-    `resume`: where the last wake left the ring journal (resume()). Returns the journal and, with TLS, its
+    module-level code, file buffers) is freed before the next one's code lands. Only what this config uses: the
+    serial link or TCP (and TLS). What a boot allocates in blocks of a kilobyte or more is made before the code
+    that follows, because each module's code leaves holes behind it and a heap that has taken all of it has no such
+    block left (tests/hil/test_heap_budget.py boots every configuration 20 times): the TLS context first, the
+    serial link's buffers (two blocks of 1,920 bytes) as soon as its modules are in, and the client (its output
+    buffer, its attributes' table) as soon as the journal it is made over is open (`make(journal)`).
+    `resume`: where the last wake left the ring journal (resume()). Returns the client and, with TLS, its
     context (the heap that holds goes to board_app.heap)."""
     names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
     if cfg["transport"] == "serial":
@@ -60,7 +57,7 @@ def load_modules(cfg, resume=None):
     if cfg["confirm"]:
         names.append("dmqtt.confirm")
     names.append("duty" if cfg["sleep"] else "continuous")  # the run: a wake's, or one of readings all along
-    store = tls_ctx = None
+    client = tls_ctx = None
     if cfg["tls"]:
         # With TLS, the context first, before any module's code: its certificates parsed, mbedTLS wants blocks of a
         # few KB, which only a whole heap is sure to have (a client certificate and its key need the most).
@@ -72,11 +69,46 @@ def load_modules(cfg, resume=None):
         gc.collect()
         if name == "dmqtt.journal":
             # The journal's backend and its buffers, while the heap is in larger pieces (on a deployed board the
-            # backend's code loads into the heap here); open_board() hands it to the client.
+            # backend's code loads into the heap here), and the client over it.
             store = sys.modules[name].open_journal(resume=resume)
             forget(name)  # its open_journal() has done its work
             gc.collect()
-    return store, tls_ctx
+            client = make(store)
+            gc.collect()
+        elif name == "dlink.transport":
+            uart = cfg["uart"]
+            sys.modules[name].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
+            gc.collect()
+    return client, tls_ctx
+
+
+def make_client(cfg, boot, store):
+    """The client of this boot over its open journal (`boot`: the confirmation's epoch)."""
+    from dmqtt.client import MQTTClient
+
+    client_class = MQTTClient
+    options = dict(cfg["confirm"] or {})  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
+    if options:
+        from dmqtt.confirm import ConfirmingClient as client_class  # type: ignore[assignment]
+
+        options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
+    sleep = cfg["sleep"]
+    if sleep and (sleep["readings_per_send"] > 1 or cfg["espnow"]):
+        options["max_messages"] = sleep["queue_limit"]  # the journal's slots hold the readings of sampling wakes
+    return client_class(  # (a ConfirmingClient's session is a ConfirmingSession: open_board sets on_late)
+        cfg["client_id"],
+        store,
+        version=cfg["version"],
+        keepalive=cfg["keepalive"],
+        clean=False,
+        session_expiry=cfg["session_expiry"],
+        window=cfg["window"],
+        username=cfg["username"],
+        password=cfg["password"],
+        will=cfg["will"],
+        group_commit=cfg["group_commit"],
+        **options,
+    )
 
 
 def tls_context(cfg):
@@ -129,12 +161,10 @@ def open_board(cfg):
     its client made."""
     if "gateway" in cfg:
         __import__("gateway").run(cfg)  # a gateway board (docs/nodes.md): its run, for good (JournalError ends it)
-    from dmqtt.client import Backoff, MQTTClient
-
     # First what allocates and lets go (RTC memory, the boot counter's file), while the heap is whole.
     point = resume() if cfg["sleep"] else None
     boot = next_boot(cfg["root"])
-    store, tls_ctx = load_modules(cfg, point)
+    client, tls_ctx = load_modules(cfg, lambda store: make_client(cfg, boot, store), point)
     wifi = None
     if cfg["wifi"] and cfg["transport"] == "tcp":
         # dmqtt.wifi supervises the link from here on (its check() makes the first attempt); supervise.py says it.
@@ -147,36 +177,6 @@ def open_board(cfg):
         station.on_up = station.on_down = supervise.say
         supervise.began = time.ticks_ms()
         wifi = station
-    client_class = MQTTClient
-    options = dict(cfg["confirm"] or {})  # {confirm_topic, timeout_s, hold}: ConfirmingClient's own options
-    if options:
-        from dmqtt.confirm import ConfirmingClient as client_class  # type: ignore[assignment]
-
-        options["epoch"] = boot  # the telemetry's boot and seq are the confirmation's epoch and number
-    sleep = cfg["sleep"]
-    if sleep and (sleep["readings_per_send"] > 1 or cfg["espnow"]):
-        options["max_messages"] = sleep["queue_limit"]  # the journal's slots hold the readings of sampling wakes
-    gc.collect()  # (the buffers the client makes, in a heap without the garbage of the steps before)
-    client: Any = client_class(  # (a ConfirmingClient's session is a ConfirmingSession: on_late below)
-        cfg["client_id"],
-        store,
-        version=cfg["version"],
-        keepalive=cfg["keepalive"],
-        clean=False,
-        session_expiry=cfg["session_expiry"],
-        window=cfg["window"],
-        username=cfg["username"],
-        password=cfg["password"],
-        will=cfg["will"],
-        group_commit=cfg["group_commit"],
-        **options,
-    )
-    if cfg["transport"] == "serial":
-        # The serial link's buffers last, after the client's: two blocks of 1,920 bytes and its rings, which a
-        # heap the client's arrays cut up still has, where the client's arrays after them found no block (the
-        # serial board with confirmation's second boot, tests/integration/test_boot_heap.py).
-        uart = cfg["uart"]
-        sys.modules["dlink.transport"].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
     board = board_app.Board()
     board.cfg = cfg
     board.boot = boot
@@ -185,6 +185,8 @@ def open_board(cfg):
         board.wifi = wifi
     if tls_ctx is not None:
         board.tls_ctx = tls_ctx
+    from dmqtt.client import Backoff  # (loaded by now: after the TLS context, which wants the heap in one piece)
+
     board.backoff = Backoff()
     client.on_message = board.on_message
     client.on_published = board_app.on_published
