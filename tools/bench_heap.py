@@ -190,7 +190,7 @@ def figure(quick: bool) -> dict[str, Any]:
 
 
 def _low(run: dict[str, Any]) -> int:
-    return int(run["heap_min"]) + int(run["heap_tls"])
+    return int(run["heap_min"])
 
 
 def report(fig: dict[str, Any], figures: dict[str, Any]) -> Section:

@@ -38,10 +38,10 @@ _MQTT5 = 5  # dmqtt.codec.V5
 # How close the board comes to a MemoryError: the lowest free heap after a collection, measured at each connect,
 # every few accepted messages and at the end of the run, and the largest free block at that low point (a
 # fragmented heap fails an allocation that its total would allow). A collection costs about half a millisecond at
-# 110 KB on the Unix port; the block search, a few more, only at a new low. Then the heap TLS holds: the
-# context's (certificates mbedTLS parsed; board_open.py), and an open connection's at its largest (tls_open.py).
-# On an ESP32 mbedTLS allocates from ESP-IDF's heap, not MicroPython's; on the Unix port it takes MicroPython's, so
-# the summary says how much (heap_tls), for the figure a chip would show. One list, not four globals or attributes
+# 110 KB on the Unix port; the block search, a few more, only at a new low. Then what TLS holds of the heap: the
+# context's (board_open.py), and an open connection's at its largest (tls_open.py), the summary's heap_tls. On an
+# ESP32 mbedTLS allocates its own buffers from ESP-IDF's heap, not MicroPython's (the virtual board gives them an
+# arena of their own): what is left is the Python objects of the connection. One list, not four globals or attributes
 # (docs/firmware-style.md, rules 3 and 7): the modules that write it name its indexes with const()s of their own
 # (names each module interns would cost a serial board with confirmation a pool of names it cannot spare).
 heap = [0x7FFFFFFF, 0, 0, 0]

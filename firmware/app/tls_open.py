@@ -1,7 +1,7 @@
 # A TLS connection to the broker, for a board with "tls" in config.json (loaded only by such a board: a deployed
 # board pays a module's code in heap): the warning when verification is off, the clock set before a certificate's
-# dates are checked, and the heap a connection holds at its largest (ESP-IDF's on a chip, MicroPython's on the
-# Unix port).
+# dates are checked, and the heap a connection holds at its largest (of MicroPython's: mbedTLS's own buffers are in
+# ESP-IDF's heap on a chip).
 
 import time
 

@@ -60,8 +60,18 @@ DEPLOYED_SHORT: dict[tuple[str, str], int] = {
     ("tcp-confirm", "sim"): 24_704,
     ("tcp-confirm", "sim-nojournal"): 28_224,  # the same on the file journal's board
     ("tcp-wifi", "sim"): 31_232,  # WiFi supervision's code on a board that stays awake (dmqtt.wifi, supervise.py)
-    ("tls-wifi", "sim"): 30_720,  # the same, TLS's session from the same heap
+    ("tls-wifi", "sim"): 29_952,  # the same with TLS: tls_open.py's code and the connection's objects
+    ("tls-qos2-subscription", "sim"): 32_256,  # TLS's code and the connection's objects (mbedTLS's are apart)
 }
+
+
+def documented_install(name: str, board: str) -> str:
+    """The install path docs/install-paths.md gives configuration `name` on `board`: the deployed .mpy files
+    where it keeps the budget there, else the code in a ROMFS image, or frozen where the board's image has no
+    ROMFS partition."""
+    if (name, board) not in DEPLOYED_SHORT:
+        return "deployed"
+    return "romfs" if any(p.label == "romfs" for p in BoardDefinition.load(board).partitions) else "frozen"
 
 
 def heap_goal(name: str, board: str, install: str) -> int:

@@ -44,7 +44,7 @@ class BoardTally:
 @dataclass
 class BoardRun:
     """What the bench knows of a board's run: its device id, QoS, accepted total, boots and power cuts, the
-    lowest free heap its summary reported (heap_min plus heap_tls), its summary's last boot, and the witness: the
+    lowest free heap its summary reported (heap_min), its summary's last boot, and the witness: the
     seq of each `accepted` line on its console, printed when publish() returned, which the verdict judges every
     accepted message by, whatever the journal kept."""
 
@@ -65,9 +65,11 @@ class BoardRun:
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any], qos: int, boots: int = 1, power_cuts: int = 0) -> BoardRun:
-        """From the board's summary line (its last boot's): the accepted total and the heap's low point."""
+        """From the board's summary line (its last boot's): the accepted total and the heap's low point. Its
+        heap_min is the firmware's alone: TLS's buffers are in ESP-IDF's heap on a chip and in the emulation's TLS
+        arena on the virtual board, so nothing is counted back."""
         low = summary.get("heap_min")
-        heap_low = int(low) + int(summary.get("heap_tls", 0)) if isinstance(low, int) else None
+        heap_low = int(low) if isinstance(low, int) else None
         final = (int(summary["boot"]), int(summary["sent"])) if "boot" in summary and "sent" in summary else None
         return cls(str(summary["dev"]), qos, int(str(summary["total"])), boots, power_cuts, heap_low, final=final)
 

@@ -82,8 +82,13 @@ DEEPSLEEP_EXIT_STATUS = 96
 # the stock image's frozen umqtt, and in the frozen install path the firmware's frozen modules (about 80 KB of
 # bytecode on this 64-bit port): 384 KB left a frozen board without its heap in one piece once the shims had grown
 # by the ADC, WDT, NVS and network's newer calls, and 448 KB once ESP-NOW (espnow, the air's connection) joined
-# them. A board with a romfs partition also gets the partition's size, for its memory-mapped image.
-SHIM_HEAP = 512 * 1024
+# them; 512 KB left a frozen board a run a few hundred bytes longer than the firmware's heap and TLS's arena, at
+# some checkouts' folder lengths. A board with a romfs partition also gets the partition's size, for its
+# memory-mapped image.
+SHIM_HEAP = 576 * 1024
+# TLS's own heap, out of the emulation's share (vboard_state.tls_call): ESP-IDF's heap on a chip, where mbedTLS
+# allocates. A TLS context and connection to the bench's broker take about 5 KB of it on this 64-bit port.
+TLS_ARENA = 32 * 1024
 # The firmware's first pool of interned names (qstrs), in entries: on an ESP32 image, twice the image's frozen
 # pool, allocated at the first name the firmware interns. ESP32_GENERIC 1.29 freezes asyncio, mip, requests,
 # webrepl, umqtt, neopixel, onewire and more: their modules, compiled with mpy-cross, intern about 400 names
@@ -366,9 +371,9 @@ class VirtualBoard:
         return str(raw.get("transport", "tcp")) if isinstance(raw, dict) else "tcp"
 
     def micropython_heap(self) -> int:
-        """The MicroPython Unix port's whole heap: the firmware's, and room for the emulation's own objects (C on
-        a chip), a ROMFS partition's memory-mapped image among them."""
-        return self.heap_bytes + SHIM_HEAP + (self._romfs.size if self._romfs else 0)
+        """The MicroPython Unix port's whole heap: the firmware's, TLS's (ESP-IDF's heap on a chip), and room for
+        the emulation's own objects (C on a chip), a ROMFS partition's memory-mapped image among them."""
+        return self.heap_bytes + SHIM_HEAP + TLS_ARENA + (self._romfs.size if self._romfs else 0)
 
     @property
     def console_port(self) -> str | None:
@@ -406,6 +411,7 @@ class VirtualBoard:
                 "VBOARD_PUT": json.dumps([[str(Path(src).resolve()), name] for src, name in self.put]),
                 "VBOARD_UART": self.line.board_path if self.line else "",
                 "VBOARD_HEAP": str(self.heap_bytes),
+                "VBOARD_TLS_ARENA": str(TLS_ARENA),
                 # Frozen names are in the image (the preloaded modules' names here, in the emulation's share).
                 "VBOARD_QSTR_POOL": "" if self.install == "frozen" else str(FIRST_QSTR_POOL),
                 "VBOARD_QSTR_CACHE": str(self.flash.with_name(self.flash.name + ".qstr").resolve()),

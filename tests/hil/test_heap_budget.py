@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from dmqtt_telemetry.promises import Witness
-from host_bridge.boards.definition import BoardDefinition
 from host_bridge.broker.mosquitto import Mosquitto
 from host_bridge.broker.pki import CertificateAuthority
 from host_bridge.hil.heap import (
@@ -27,6 +26,7 @@ from host_bridge.hil.heap import (
     DEPLOYED_SHORT,
     MESSAGES,
     boot_runs,
+    documented_install,
     heap_goal,
     heap_run,
 )  # fmt: skip
@@ -85,7 +85,10 @@ def test_each_configuration_keeps_the_heap_budget_deployed(
     # The budget, or a documented shortfall's floor (DEPLOYED_SHORT), the promises judged as for every run.
     board_run.heap_goal = heap_goal(name, board, "deployed")
     if "tls" in CONFIGURATIONS[name]:
-        assert summary["heap_tls"] > 0 and board_run.sent == MESSAGES  # its own broker: no subscriber there
+        assert board_run.sent == MESSAGES  # its own broker: no subscriber there
+        # What the connection holds of MicroPython's heap: its objects, not mbedTLS's buffers (about 5 KB, in
+        # ESP-IDF's heap on a chip, in the emulation's TLS arena here).
+        assert 0 < summary["heap_tls"] < 2048, summary
         assert board_run.heap_low >= board_run.heap_goal, summary
         return
     if "confirm" in CONFIGURATIONS[name]:  # the recorder confirmed everything, through the power cut
@@ -127,7 +130,7 @@ def test_what_is_short_deployed_keeps_the_budget_from_flash(
     """The configurations short of the budget in the deployed path keep it with the code in a ROMFS image, or
     frozen where the image has no ROMFS (what docs/install-paths.md tells a board that wants them)."""
     for board in sorted({b for n, b in DEPLOYED_SHORT if n == name}):
-        install = "romfs" if any(p.label == "romfs" for p in BoardDefinition.load(board).partitions) else "frozen"
+        install = documented_install(name, board)
         board_run, summary = run(hil_log, name, board, hil_broker, hil_bridge, tls_broker, install)
         print(f"\n{name} on {board} ({install}): {summary['heap_min']} bytes free at the lowest")
         if "tls" in CONFIGURATIONS[name]:  # its own broker: no subscriber there
@@ -145,13 +148,15 @@ ALWAYS_20 = ("serial-confirm",)
 
 
 @pytest.mark.parametrize("name", list(BOOTED))
-def test_every_configuration_boots_every_time_deployed(
+def test_every_configuration_boots_every_time(
     hil_log: Path, hil_broker: Any, hil_bridge: Bridge, tls_broker: tuple[str, Path], name: str
 ) -> None:
-    """Each configuration the README offers boots on the deployed path (the default install) every time, each
-    boot over the journal the last one left, to its first accepted message (QoS 0: its run's end): never a
+    """Each configuration the README offers boots every time on the install path docs/install-paths.md gives it
+    on `sim` (the deployed .mpy files, the default, unless it is short of the budget there: then ROMFS), each boot
+    over the journal the last one left, to its first accepted message (QoS 0: its run's end): never a
     MemoryError."""
     boots = max(BOOTS, 20) if name in ALWAYS_20 else BOOTS
     said = boot_runs(hil_log, name, "sim", hil_broker.address, tls_broker,
-                     (lambda dut: hil_bridge.start([dut]), hil_bridge.stop), boots)  # fmt: skip
+                     (lambda dut: hil_bridge.start([dut]), hil_bridge.stop), boots,
+                     documented_install(name, "sim"))  # fmt: skip
     assert len(said) == boots and all(text.count("\nboot ") >= 1 for text in said)

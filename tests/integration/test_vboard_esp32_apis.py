@@ -27,6 +27,18 @@ from host_bridge.vboard.wifi import AccessPoint
 from tests.conftest import APPS
 
 
+def run_app(tmp_path: Path, app: str) -> str:
+    """Run tests/vboard_apps/`app` on a virtual board to its end (exit 0): its console."""
+    board = VirtualBoard(tmp_path / "b.flash", app=APPS / app, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        board.start()
+        out = board.output(60)
+        assert board.wait() == 0, out
+    finally:
+        board.close()
+    return out
+
+
 def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> None:
     board = VirtualBoard(
         tmp_path / "b.flash", app=APPS / "sensor_apis", stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -56,6 +68,15 @@ def test_pins_read_their_pulls_and_drive_what_they_are_told(tmp_path: Path) -> N
     # its ballast are no part of it), as on a chip.
     adds_up, total, small = out.split("heap adds up ", 1)[1].split()[:3]
     assert adds_up == small == "True" and 60_000 < int(total) < 200_000, out
+
+
+def test_tls_takes_its_buffers_from_a_heap_apart_as_on_a_chip(tmp_path: Path) -> None:
+    # mbedTLS's context is about 3 KB on this port: a chip puts it in ESP-IDF's heap, the virtual board in its TLS
+    # arena, so the firmware's heap holds only the Python object; dropped, it gives the firmware nothing extra.
+    out = run_app(tmp_path, "tls_heap")
+    took, gave_back = (int(n) for n in out.split("tls context took ", 1)[1].split()[::4][:2])
+    assert 0 < took <= 256, out
+    assert gave_back <= 0, out
 
 
 def test_the_bench_drives_pins_adc_and_temperature_and_a_hungry_watchdog_resets(tmp_path: Path) -> None:
@@ -199,13 +220,7 @@ def test_code_of_ones_own_compiles_as_mpy_cross_does_and_foreign_native_code_is_
     """Someone else's application is compiled as mpy-cross compiles by default, for the board's own architecture:
     its @native and @viper functions run, its asserts are kept, a traceback names its file and line. An .mpy of
     its own with native code for another chip is refused by name, not dropped or crashed on."""
-    board = VirtualBoard(tmp_path / "b.flash", app=APPS / "own_code", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        board.start()
-        out = board.output(60)
-        assert board.wait() == 0, out
-    finally:
-        board.close()
+    out = run_app(tmp_path, "own_code")
     assert "native 42 viper 45" in out and "assert kept x must be positive" in out, out
     assert 'File "fast.py", line 18, in checked' in out, out
     app = tmp_path / "app"

@@ -207,6 +207,9 @@ class _TcpSocket(io.IOBase):
             self._s = None
             if len(_SPARE) < _SPARES:
                 _SPARE.append(self)
+        # A TLS connection closes its socket once mbedTLS has let go of the connection's buffers: the arena takes
+        # them back (vboard_state.tls_call).
+        vboard_state.tls_refill()
 
     def readinto(self, buf, nbytes=None):
         self._check()

@@ -225,11 +225,65 @@ ballast = None
 heap_size = 0  # the firmware's heap, in bytes, as pin_heap left it (gc.mem_alloc() counts within it)
 
 
+# TLS's heap. On a chip mbedTLS allocates from ESP-IDF's heap, not MicroPython's: a TLS context and connection take
+# none of the firmware's. The Unix port's mbedTLS allocates from its one GC heap, so vboot.pin_heap claims an arena
+# of it below the firmware's run, and each call into TLS (vboot.tls_outside_heap wraps ssl.SSLContext's) frees the
+# arena first: it is then the lowest free memory, where the allocator puts what mbedTLS asks for. After the call,
+# and after anything that may have freed some of TLS's blocks (a socket's close, a collection), tls_refill() takes
+# back what is free in the arena, so that the firmware never allocates there. What TLS does not find room for in
+# the arena falls to the firmware's heap, as everything did before.
+tls_arena = None  # the ballast that keeps the arena's free blocks between calls
+tls_end = 0  # the address just past the arena's run (0: no arena)
+tls_used = False  # a TLS call has run: closes and collections take back what TLS lets go of
+_tls_depth = 0  # (ssl.wrap_socket() makes a context inside its own call)
+
+
+def tls_call(fn, *args, **kwargs):
+    """fn(*args, **kwargs) with the arena free for what mbedTLS allocates in it."""
+    global tls_arena, tls_used, _tls_depth
+    if not tls_end:
+        return fn(*args, **kwargs)
+    _tls_depth += 1
+    if _tls_depth == 1:
+        if not tls_used:
+            tls_used = True
+            esp_gc = sys.modules.get("gc")  # (vboot's EspGc, as the firmware imports it)
+            if hasattr(esp_gc, "refilling_collect"):
+                esp_gc.collect = esp_gc.refilling_collect
+        tls_arena = None
+        gc.collect()  # (a collection the chip does not make here: it frees only what is garbage anyway)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _tls_depth -= 1
+        if _tls_depth == 0:
+            tls_refill()
+
+
+def tls_refill():
+    """Take the arena's free blocks back: one block at a time, lowest first as the allocator hands them out (the
+    arena lies below the firmware's run), until one lands past the arena; that one is left as garbage, a block of
+    the firmware's heap that its next collection frees. The time is the emulation's."""
+    global tls_arena, emulated_us
+    if not tls_used or _tls_depth:
+        return
+    began = time.ticks_us()
+    chain = tls_arena
+    while True:
+        link = (chain,)
+        if id(link) >= tls_end:
+            break
+        chain = link
+    tls_arena = chain
+    emulated_us += time.ticks_diff(time.ticks_us(), began)
+
+
 def ending():
     """The boot ends here (a deep sleep): the emulation takes back the heap it kept, so that what it writes of the
     board's state needs none of the firmware's (a chip's deep sleep allocates nothing)."""
-    global ballast
-    ballast = None
+    global ballast, tls_arena, tls_end
+    ballast = tls_arena = None
+    tls_end = 0
     gc.collect()
 
 

@@ -208,6 +208,12 @@ class EspGc:
     def mem_alloc(self):
         return max(0, vboard_state.heap_size - gc.mem_free())
 
+    def refilling_collect(self):
+        """collect() once TLS has run (tls_outside_heap): what the collection freed of TLS's arena (a closed
+        connection's objects) is taken back before the firmware allocates again."""
+        gc.collect()
+        vboard_state.tls_refill()
+
     def __getattr__(self, name):
         return getattr(gc, name)
 
@@ -230,25 +236,60 @@ def load_stock(folder):
     load_frozen(folder, [rel[:-4].replace("/", ".") for rel in walk(folder) if rel.endswith(".mpy")])
 
 
-def pin_heap(charge=0):
+def tls_outside_heap():
+    """TLS's heap kept apart from the firmware's (vboard_state.tls_call): every method of ssl.SSLContext that
+    makes mbedTLS allocate (the context itself, its certificates, a connection and its handshake) runs with the
+    arena free. ssl is frozen Python over the C module tls, on a chip as on the Unix port: it is imported here,
+    before the heap is pinned, as frozen firmware is (load_frozen). Code that uses tls.SSLContext directly is
+    not covered: its allocations fall to the firmware's heap."""
+    import ssl
+
+    def in_arena(method):
+        def call(*args, **kwargs):
+            return vboard_state.tls_call(method, *args, **kwargs)
+
+        return call
+
+    context = ssl.SSLContext
+    for name in ("__init__", "load_cert_chain", "load_verify_locations", "wrap_socket"):
+        setattr(context, name, in_arena(getattr(context, name)))
+
+
+def pin_heap(charge=0, tls_arena=0):
     """Leave the firmware exactly the heap asked for (--heap), in one piece, as a chip's heap is at boot: the
     shims are C code on a real board, so the runner starts MicroPython with room to spare, and the emulation's
     own objects lie scattered over it. A block of the firmware's size is claimed where the allocator puts it (the
     first run of free memory that long); every free byte around it is then taken by ballast (the holes below it
     one block at a time, lowest first, as the allocator hands them out; the rest in halving chunks); releasing
     the claim leaves the firmware that one run. `charge`: bytes of it the firmware gives up besides (what a chip
-    spends that the emulation does not)."""
+    spends that the emulation does not). `tls_arena`: bytes claimed first, below the firmware's run, for TLS's
+    own heap (vboard_state.tls_call)."""
     want = int(vboard_state.env("VBOARD_HEAP", "0")) - charge
     vboard_state.heap_size = want
     gc.collect()
+    arena = None
     try:
-        claim = (None,) * (want // _WORD - 2)  # a tuple is one block: a 2-word header, a word per item
+        claim = (None,) * ((want + tls_arena) // _WORD - 2)  # a tuple is one block: a 2-word header, a word per item
     except MemoryError:
         # The runner gives the emulation too little room (runner.SHIM_HEAP): a board must never run with a heap
         # other than the one asked for.
-        sys.stderr.write("vboard: no %d bytes of heap in one piece for the firmware\n" % want)
+        sys.stderr.write("vboard: no %d bytes of heap in one piece for the firmware\n" % (want + tls_arena))
         sys.exit(4)
+    if tls_arena:
+        # The run found split in two: the arena from its start (or from a run of its size lower down), then the
+        # firmware's from what is left, above it.
+        claim = None
+        gc.collect()
+        arena = (None,) * (tls_arena // _WORD - 2)
+        claim = (None,) * (want // _WORD - 2)
     start = id(claim)
+    if arena is not None:
+        if id(arena) > start:
+            sys.stderr.write("vboard: the TLS arena does not lie below the firmware's heap\n")
+            sys.exit(4)
+        vboard_state.tls_arena = arena
+        vboard_state.tls_end = id(arena) + -(-tls_arena // (4 * _WORD)) * 4 * _WORD
+        arena = None
     chain = None
     while True:
         chain = (chain,)
@@ -265,9 +306,25 @@ def pin_heap(charge=0):
             size = min(size, gc.mem_free())
         except MemoryError:
             size //= 2
+    # Then every block still free outside the claim, one at a time: what the halving leaves (a chunk that found
+    # room where its link did not), and what a collection frees later that was garbage all along but seen as live
+    # (MicroPython's collector is conservative: a stale word on the C stack keeps an object). Left free, those
+    # holes would be the firmware's besides its run, and how many there are depends on what the emulation made
+    # before the pin (its folder names' lengths among it): the firmware's heap would be laid out differently from
+    # one checkout to the next. Until releasing the claim frees exactly the claim (a few rounds at most).
+    claim_bytes = -(-(want // _WORD) // 4) * 4 * _WORD  # the claim's blocks (4 words each)
+    for _ in range(8):
+        try:
+            while True:
+                chain = (chain,)
+        except MemoryError:
+            pass
+        claim = None
+        gc.collect()
+        if gc.mem_free() <= claim_bytes:
+            break
+        claim = (None,) * (want // _WORD - 2)  # the run again, whole: the only one that long
     vboard_state.ballast = chain
-    claim = None
-    gc.collect()
 
 
 class _Names:
@@ -381,10 +438,15 @@ def main():
     # it outside the heap, and a plan in RTC memory read first at a wake would otherwise charge the firmware's.
     vboard_state.rtc()
     present_as_esp32()
-    pin_heap(reserve_qstr_pool(int(vboard_state.env("VBOARD_QSTR_POOL", "0"))))
+    # What the emulation reads of its settings, read before the heap is pinned: a path kept in a variable of this
+    # function for the whole run would otherwise lie in the firmware's heap, as long as the host's folder names.
     raw_repl = vboard_state.env("VBOARD_BOOT_MODE") == "raw"
-    status = 0
     ready = vboard_state.env("VBOARD_READY")
+    tls_arena = int(vboard_state.env("VBOARD_TLS_ARENA", "0"))
+    if tls_arena:
+        tls_outside_heap()
+    pin_heap(reserve_qstr_pool(int(vboard_state.env("VBOARD_QSTR_POOL", "0"))), tls_arena)
+    status = 0
     if ready is not None:
         # From here on Ctrl-C interrupts, as a chip's does once MicroPython runs boot.py (during its own start the
         # interrupt character is off): the console delivers it only once this file exists.
