@@ -36,11 +36,12 @@ def load_modules(cfg, make, resume=None):
     """Import the client's modules one at a time, leaves first, with a collection after each: on a board whose
     code is loaded into the heap (.mpy files, as `host-bridge deploy` leaves them), each import's garbage (its
     module-level code, file buffers) is freed before the next one's code lands. Only what this config uses: the
-    serial link or TCP (and TLS). What a boot allocates in blocks of a kilobyte or more is made before the code
-    that follows, because each module's code leaves holes behind it and a heap that has taken all of it has no such
-    block left (tests/hil/test_heap_budget.py boots every configuration 20 times): the TLS context first, the
-    serial link's buffers (two blocks of 1,920 bytes) as soon as its modules are in, and the client (its output
-    buffer, its attributes' table) as soon as the journal it is made over is open (`make(journal)`).
+    serial link or TCP (and TLS). Blocks of a few kilobytes are made before the code that follows, because each
+    module's code leaves holes behind it and a heap that has taken all of it has no such block left
+    (tests/hil/test_heap_budget.py boots every configuration 20 times): the TLS context first, the serial link's
+    buffers (two blocks of 1,920 bytes) as soon as its modules are in. The journal is opened as soon as its module
+    is in; the client is made over it last (`make(journal)`), its smaller pieces filling the holes the code left
+    (made earlier, they cost an ESP-NOW node's wake the block its last import wants).
     `resume`: where the last wake left the ring journal (resume()). Returns the client and, with TLS, its
     context (the heap that holds goes to board_app.heap)."""
     names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
@@ -57,7 +58,7 @@ def load_modules(cfg, make, resume=None):
     if cfg["confirm"]:
         names.append("dmqtt.confirm")
     names.append("duty" if cfg["sleep"] else "continuous")  # the run: a wake's, or one of readings all along
-    client = tls_ctx = None
+    store = tls_ctx = None
     if cfg["tls"]:
         # With TLS, the context first, before any module's code: its certificates parsed, mbedTLS wants blocks of a
         # few KB, which only a whole heap is sure to have (a client certificate and its key need the most).
@@ -69,17 +70,15 @@ def load_modules(cfg, make, resume=None):
         gc.collect()
         if name == "dmqtt.journal":
             # The journal's backend and its buffers, while the heap is in larger pieces (on a deployed board the
-            # backend's code loads into the heap here), and the client over it.
+            # backend's code loads into the heap here); the client is made over it once every module is in.
             store = sys.modules[name].open_journal(resume=resume)
             forget(name)  # its open_journal() has done its work
-            gc.collect()
-            client = make(store)
             gc.collect()
         elif name == "dlink.transport":
             uart = cfg["uart"]
             sys.modules[name].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
             gc.collect()
-    return client, tls_ctx
+    return make(store), tls_ctx
 
 
 def make_client(cfg, boot, store):
