@@ -82,12 +82,12 @@ DEEPSLEEP_EXIT_STATUS = 96
 # the stock image's frozen umqtt, and in the frozen install path the firmware's frozen modules (about 80 KB of
 # bytecode on this 64-bit port): 384 KB left a frozen board without its heap in one piece once the shims had grown
 # by the ADC, WDT, NVS and network's newer calls, and 448 KB once ESP-NOW (espnow, the air's connection) joined
-# them; 512 KB left a frozen board a run a few hundred bytes longer than the firmware's heap and TLS's arena, at
-# some checkouts' folder lengths. A board with a romfs partition also gets the partition's size, for its
-# memory-mapped image.
+# them; a frozen board also needs one run as long as the firmware's heap and TLS's arena together, which 512 KB
+# did not always leave. A board with a romfs partition also gets the partition's size, for its memory-mapped
+# image.
 SHIM_HEAP = 576 * 1024
-# TLS's own heap, out of the emulation's share (vboard_state.tls_call): ESP-IDF's heap on a chip, where mbedTLS
-# allocates. A TLS context and connection to the bench's broker take about 5 KB of it on this 64-bit port.
+# TLS's own heap (vboard_state.tls_call): ESP-IDF's heap on a chip, where mbedTLS allocates. Room for a context
+# and a connection with an RSA 2048 chain on this 64-bit port, several times over.
 TLS_ARENA = 32 * 1024
 # The firmware's first pool of interned names (qstrs), in entries: on an ESP32 image, twice the image's frozen
 # pool, allocated at the first name the firmware interns. ESP32_GENERIC 1.29 freezes asyncio, mip, requests,

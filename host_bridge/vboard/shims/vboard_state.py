@@ -231,7 +231,7 @@ heap_size = 0  # the firmware's heap, in bytes, as pin_heap left it (gc.mem_allo
 # arena first: it is then the lowest free memory, where the allocator puts what mbedTLS asks for. After the call,
 # and after anything that may have freed some of TLS's blocks (a socket's close, a collection), tls_refill() takes
 # back what is free in the arena, so that the firmware never allocates there. What TLS does not find room for in
-# the arena falls to the firmware's heap, as everything did before.
+# the arena falls to the firmware's heap.
 tls_arena = None  # the ballast that keeps the arena's free blocks between calls
 tls_end = 0  # the address just past the arena's run (0: no arena)
 tls_used = False  # a TLS call has run: closes and collections take back what TLS lets go of
