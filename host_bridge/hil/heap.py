@@ -60,7 +60,7 @@ DEPLOYED_SHORT: dict[tuple[str, str], int] = {
     ("tcp-confirm", "sim"): 24_704,
     ("tcp-confirm", "sim-nojournal"): 28_224,  # the same on the file journal's board
     ("tcp-wifi", "sim"): 31_232,  # WiFi supervision's code on a board that stays awake (dmqtt.wifi, supervise.py)
-    ("tls-wifi", "sim"): 29_952,  # the same with TLS: tls_open.py's code and the connection's objects
+    ("tls-wifi", "sim"): 29_696,  # the same with TLS: tls_open.py's code and the connection's objects
     ("tls-qos2-subscription", "sim"): 32_256,  # TLS's code and the connection's objects (mbedTLS's are apart)
 }
 
