@@ -255,6 +255,16 @@ def tls_outside_heap():
         setattr(context, name, in_arena(getattr(context, name)))
 
 
+def _claim(nbytes):
+    """A tuple of `nbytes` (a word's multiple): one block run, a 2-word header and a word per item."""
+    return (None,) * (nbytes // _WORD - 2)
+
+
+def _claimed(nbytes):
+    """The bytes _claim(nbytes) holds: whole blocks of 4 words."""
+    return -(-(nbytes // _WORD) // 4) * 4 * _WORD
+
+
 def pin_heap(charge=0, tls_arena=0):
     """Leave the firmware exactly the heap asked for (--heap), in one piece, as a chip's heap is at boot: the
     shims are C code on a real board, so the runner starts MicroPython with room to spare, and the emulation's
@@ -269,7 +279,7 @@ def pin_heap(charge=0, tls_arena=0):
     gc.collect()
     arena = None
     try:
-        claim = (None,) * ((want + tls_arena) // _WORD - 2)  # a tuple is one block: a 2-word header, a word per item
+        claim = _claim(want + tls_arena)
     except MemoryError:
         # The runner gives the emulation too little room (runner.SHIM_HEAP): a board must never run with a heap
         # other than the one asked for.
@@ -280,15 +290,15 @@ def pin_heap(charge=0, tls_arena=0):
         # firmware's from what is left, above it.
         claim = None
         gc.collect()
-        arena = (None,) * (tls_arena // _WORD - 2)
-        claim = (None,) * (want // _WORD - 2)
+        arena = _claim(tls_arena)
+        claim = _claim(want)
     start = id(claim)
     if arena is not None:
         if id(arena) > start:
             sys.stderr.write("vboard: the TLS arena does not lie below the firmware's heap\n")
             sys.exit(4)
         vboard_state.tls_arena = arena
-        vboard_state.tls_end = id(arena) + -(-tls_arena // (4 * _WORD)) * 4 * _WORD
+        vboard_state.tls_end = id(arena) + _claimed(tls_arena)
         arena = None
     chain = None
     while True:
@@ -302,7 +312,7 @@ def pin_heap(charge=0, tls_arena=0):
     size = gc.mem_free()
     while size >= 4 * _WORD:
         try:
-            chain = ((None,) * (size // _WORD - 2), chain)
+            chain = (_claim(size), chain)
             size = min(size, gc.mem_free())
         except MemoryError:
             size //= 2
@@ -312,7 +322,6 @@ def pin_heap(charge=0, tls_arena=0):
     # holes would be the firmware's besides its run, and how many there are depends on what the emulation made
     # before the pin (its folder names' lengths among it): the firmware's heap would be laid out differently from
     # one checkout to the next. Until releasing the claim frees exactly the claim (a few rounds at most).
-    claim_bytes = -(-(want // _WORD) // 4) * 4 * _WORD  # the claim's blocks (4 words each)
     for _ in range(8):
         try:
             while True:
@@ -321,9 +330,9 @@ def pin_heap(charge=0, tls_arena=0):
             pass
         claim = None
         gc.collect()
-        if gc.mem_free() <= claim_bytes:
+        if gc.mem_free() <= _claimed(want):
             break
-        claim = (None,) * (want // _WORD - 2)  # the run again, whole: the only one that long
+        claim = _claim(want)  # the run again, whole: the only one that long
     vboard_state.ballast = chain
 
 
