@@ -32,7 +32,7 @@ _HINT_HEAD_SEQ = const(3 + 25 + 8)
 _HINT_END = const(3 + 41)
 
 
-def load_modules(cfg, resume=None):
+def load_modules(cfg, make, resume=None):
     """Import the client's modules one at a time, leaves first, with a collection after each: on a board whose
     code is loaded into the heap (.mpy files, as `host-bridge deploy` leaves them), each import's garbage (its
     module-level code, file buffers) is freed before the next one's code lands. Only what this config uses: the
@@ -40,9 +40,9 @@ def load_modules(cfg, resume=None):
     module's code leaves holes behind it and a heap that has taken all of it has no such block left
     (tests/hil/test_heap_budget.py boots every configuration 20 times): the TLS context first, the serial link's
     buffers (two blocks of 1,920 bytes) as soon as its modules are in. The journal is opened as soon as its module
-    is in (returned: open_board makes the client over it last, its smaller pieces filling the holes the code
-    left; made earlier, they cost an ESP-NOW node's wake the block its last import wants).
-    `resume`: where the last wake left the ring journal (resume()). Returns the journal and, with TLS, its
+    is in; the client is made over it last (`make(journal)`), its smaller pieces filling the holes the code left
+    (made earlier, they cost an ESP-NOW node's wake the block its last import wants).
+    `resume`: where the last wake left the ring journal (resume()). Returns the client and, with TLS, its
     context (the heap that holds goes to board_app.heap)."""
     names = ["dmqtt.journal_record", "dmqtt.session", "dmqtt.journal", "dmqtt.client"]
     if cfg["transport"] == "serial":
@@ -78,7 +78,7 @@ def load_modules(cfg, resume=None):
             uart = cfg["uart"]
             sys.modules[name].LinkTransport.prepare(uart["id"], uart["baud"], **uart["pins"])
             gc.collect()
-    return store, tls_ctx
+    return make(store), tls_ctx
 
 
 def make_client(cfg, boot, store):
@@ -163,8 +163,7 @@ def open_board(cfg):
     # First what allocates and lets go (RTC memory, the boot counter's file), while the heap is whole.
     point = resume() if cfg["sleep"] else None
     boot = next_boot(cfg["root"])
-    store, tls_ctx = load_modules(cfg, point)
-    client = make_client(cfg, boot, store)
+    client, tls_ctx = load_modules(cfg, lambda store: make_client(cfg, boot, store), point)
     wifi = None
     if cfg["wifi"] and cfg["transport"] == "tcp":
         # dmqtt.wifi supervises the link from here on (its check() makes the first attempt); supervise.py says it.

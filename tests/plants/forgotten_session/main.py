@@ -14,15 +14,15 @@ import board_app  # noqa: E402
 import board_open  # noqa: E402
 
 
-def load_modules(cfg, resume=None, load=board_open.load_modules):
-    store = load(cfg, resume)
+def load_modules(cfg, make, resume=None, load=board_open.load_modules):
+    made = load(cfg, make, resume)
     from dmqtt.session import Session
 
     def connected(self, session_present, *args, connected=Session.connected):
         return connected(self, False, *args)
 
     Session.connected = connected
-    return store
+    return made
 
 
 board_open.load_modules = load_modules

@@ -14,8 +14,8 @@ import board_app  # noqa: E402
 import board_open  # noqa: E402
 
 
-def load_modules(cfg, resume=None, load=board_open.load_modules):
-    store = load(cfg, resume)
+def load_modules(cfg, make, resume=None, load=board_open.load_modules):
+    made = load(cfg, make, resume)
     from dmqtt import journal_record as rec
     from dmqtt.journal_ring import RingJournal
 
@@ -25,7 +25,7 @@ def load_modules(cfg, resume=None, load=board_open.load_modules):
         return commit(self, rtype, n, defer)
 
     RingJournal.commit = commit
-    return store
+    return made
 
 
 board_open.load_modules = load_modules
